@@ -1,0 +1,35 @@
+# greentrain: `make run` sets everything up and plans the default scenario; `make test` sets up and passes the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+TORCH  := torch==2.13.0
+
+.PHONY: run test setup setup-dev lint bench clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+setup: $(BIN)/activate
+	$(BIN)/pip install -q -e .
+
+# torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
+setup-dev: $(BIN)/activate
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[dev,torch,plot,gpu]"
+
+run: setup
+	$(BIN)/greentrain plan
+
+test: setup-dev
+	$(BIN)/python -m pytest
+
+lint: setup-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+bench: setup-dev
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

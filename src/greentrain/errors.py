@@ -1,0 +1,42 @@
+"""The two kinds of error greentrain raises on purpose.
+
+ConfigError: the user's input is wrong (a field, its value, the rule it breaks). The CLI prints one line, exits 2.
+InfeasibleError: the input is well formed but the strategy cannot run (does not divide, does not fit).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GreentrainError(Exception):
+    """Base class of the errors the CLI reports as one line with exit status 2."""
+
+
+class ConfigError(GreentrainError, ValueError):
+    """Bad user input: names the field, the value and the rule."""
+
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{field}={value!r}: {rule}")
+
+
+class InfeasibleError(GreentrainError):
+    """A strategy that cannot run on the given model and cluster (it does not divide, or does not fit)."""
+
+    def __init__(self, message: str, *, shortfall_bytes: float | None = None) -> None:
+        self.shortfall_bytes = shortfall_bytes
+        super().__init__(message)
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """A ' (did you mean X?)' suffix, or ' (choices: ...)' when nothing is close."""
+    options = sorted(set(choices))
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in options], n=3, cutoff=0.5)
+    if close:
+        return f"; did you mean {', '.join(close)}?"
+    shown = ", ".join(options[:20]) + (", ..." if len(options) > 20 else "")
+    return f"; known: {shown}"

@@ -1,0 +1,77 @@
+"""Chip and Link: the figures of one accelerator and of one kind of interconnect (SI units inside)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain.config import require
+from greentrain.errors import ConfigError
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """One direction of one chip's share of a link: NVLink/NVSwitch, PCIe, InfiniBand or Ethernet."""
+
+    name: str
+    bytes_per_s: float  # per chip, per direction
+    latency_s: float = 5e-6
+    kind: str = "network"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        require(self.bytes_per_s > 0, f"link({self.name}).bytes_per_s", self.bytes_per_s, "must be > 0")
+        require(self.latency_s >= 0, f"link({self.name}).latency_s", self.latency_s, "must be >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chip:
+    """Dense peak FLOP/s per precision (0: not supported), memory, power, embodied carbon and price."""
+
+    name: str
+    memory_bytes: float
+    memory_bytes_per_s: float
+    peak_bf16_flop_per_s: float
+    peak_fp32_flop_per_s: float = 0.0
+    peak_tf32_flop_per_s: float = 0.0
+    peak_fp16_flop_per_s: float = 0.0
+    peak_fp8_flop_per_s: float = 0.0
+    tdp_w: float = 0.0  # 0: unknown
+    idle_w: float = 0.0
+    embodied_kg_co2e: float = 0.0  # 0: unknown
+    price_usd_per_s: float = 0.0  # public on-demand price per chip (0: unknown)
+    intra_node_link: str = ""
+    inter_node_link: str = ""
+    host_link: str = ""
+    chips_per_node: int = 8
+    vendor: str = ""
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        w = f"chip({self.name})"
+        require(self.memory_bytes > 0, f"{w}.memory_bytes", self.memory_bytes, "must be > 0")
+        require(self.memory_bytes_per_s > 0, f"{w}.memory_bytes_per_s", self.memory_bytes_per_s, "must be > 0")
+        require(self.peak_bf16_flop_per_s > 0 or self.peak_fp16_flop_per_s > 0, f"{w}.peak_bf16_flop_per_s",
+                self.peak_bf16_flop_per_s, "a chip needs a 16-bit peak")
+        for f in ("tdp_w", "idle_w", "embodied_kg_co2e", "price_usd_per_s", "peak_fp32_flop_per_s",
+                  "peak_tf32_flop_per_s", "peak_fp16_flop_per_s", "peak_fp8_flop_per_s"):
+            require(getattr(self, f) >= 0, f"{w}.{f}", getattr(self, f), "must be >= 0")
+        require(self.idle_w <= self.tdp_w or self.tdp_w == 0, f"{w}.idle_w", self.idle_w,
+                f"must be <= tdp_w={self.tdp_w}")
+        require(self.chips_per_node >= 1, f"{w}.chips_per_node", self.chips_per_node, "must be >= 1")
+
+    def peak_flop_per_s(self, precision: str) -> float:
+        """Dense peak for a precision; fp16 falls back to bf16 and back (same tensor-core rate)."""
+        p = precision.lower()
+        if p not in PRECISIONS:
+            raise ConfigError("precision", precision, f"must be one of {', '.join(PRECISIONS)}")
+        value = float(getattr(self, f"peak_{p}_flop_per_s"))
+        if value == 0 and p in ("bf16", "fp16"):
+            value = self.peak_fp16_flop_per_s if p == "bf16" else self.peak_bf16_flop_per_s
+        if value == 0 and p == "tf32":
+            value = self.peak_fp32_flop_per_s
+        if value == 0:
+            raise ConfigError("precision", precision, f"chip {self.name} has no {p} peak in the catalog")
+        return value

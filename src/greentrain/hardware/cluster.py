@@ -1,0 +1,35 @@
+"""Cluster: how many chips of which kind, grouped into nodes, with which links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain.config import require
+from greentrain.hardware.chip import Chip, Link
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster:
+    chip: Chip
+    num_chips: int
+    chips_per_node: int
+    intra_node: Link  # NVLink/NVSwitch (or PCIe) between the chips of a node
+    inter_node: Link  # each chip's share of the node's network
+    host_link: Link | None = None  # chip <-> host memory (PCIe), for offloading
+    host_memory_bytes_per_node: float = 0.0  # 0: unknown
+
+    def __post_init__(self) -> None:
+        require(self.num_chips >= 1, "cluster.num_chips", self.num_chips, "must be >= 1")
+        require(self.chips_per_node >= 1, "cluster.chips_per_node", self.chips_per_node, "must be >= 1")
+        if self.num_chips > self.chips_per_node:
+            require(self.num_chips % self.chips_per_node == 0, "cluster.num_chips", self.num_chips,
+                    f"must be a multiple of chips_per_node={self.chips_per_node}")
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, self.num_chips // self.chips_per_node)
+
+    @property
+    def node_size(self) -> int:
+        """Chips that share the intra-node link (fewer than chips_per_node on a partial node)."""
+        return min(self.num_chips, self.chips_per_node)

@@ -1,0 +1,118 @@
+"""Strategy: the parallel degrees and memory-saving choices of a run, and their feasibility checks.
+
+Mesh axes, outermost first: pp, dp, cp, tp (tp innermost so that it stays inside a node, as Megatron-LM
+and torchtitan lay ranks out). Expert parallelism is carved out of dp x cp (Megatron-core convention):
+ep must divide dp * cp, and each expert-parallel group holds num_experts / ep experts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from greentrain.config import as_bool, as_choice, as_int, check_keys, require
+from greentrain.errors import InfeasibleError
+from greentrain.model.spec import TransformerSpec
+
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Strategy:
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1  # virtual pipeline stages (model chunks) per device; > 1 means the interleaved schedule
+    cp: int = 1
+    ep: int = 1
+    sp: bool = False  # sequence parallelism (Korthikanti et al. 2022 §4.2.2), only meaningful with tp > 1
+    zero: int = 0  # ZeRO stage 0..3 over the data-parallel group (Rajbhandari et al. 2020)
+    recompute: str = "none"
+    micro_batch_size: int = 1
+    offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
+    schedule: str = "1f1b"
+
+    def __post_init__(self) -> None:
+        for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size"):
+            v = getattr(self, f)
+            require(isinstance(v, int) and v >= 1, f"strategy.{f}", v, "must be a positive integer")
+        require(self.zero in (0, 1, 2, 3), "strategy.zero", self.zero, "must be 0, 1, 2 or 3")
+        require(self.recompute in RECOMPUTE, "strategy.recompute", self.recompute,
+                f"must be one of {', '.join(RECOMPUTE)}")
+        require(self.schedule in SCHEDULES, "strategy.schedule", self.schedule,
+                f"must be one of {', '.join(SCHEDULES)}")
+        if self.vpp > 1:
+            require(self.pp > 1, "strategy.vpp", self.vpp, "an interleaved schedule needs pp > 1")
+            object.__setattr__(self, "schedule", "interleaved")
+        require((self.dp * self.cp) % self.ep == 0, "strategy.ep", self.ep,
+                f"must divide dp*cp = {self.dp * self.cp} (experts are spread over data-parallel ranks)")
+
+    @property
+    def num_chips(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def sequence_parallel(self) -> bool:
+        return self.sp and self.tp > 1
+
+    def describe(self) -> str:
+        parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        parts += [f"{k}={getattr(self, k)}" for k in ("vpp", "cp", "ep") if getattr(self, k) > 1]
+        if self.sequence_parallel:
+            parts.append("sp")
+        parts += [f"zero={self.zero}", f"recompute={self.recompute}", f"mb={self.micro_batch_size}"]
+        if self.offload_optimizer:
+            parts.append("offload")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "strategy") -> Strategy:
+        check_keys(data, [f.name for f in dataclasses.fields(cls)], where)
+        kw: dict[str, Any] = {}
+        for k, v in data.items():
+            f = f"{where}.{k}"
+            if k in ("sp", "offload_optimizer"):
+                kw[k] = as_bool(v, f)
+            elif k == "recompute":
+                kw[k] = as_choice(v, f, RECOMPUTE)
+            elif k == "schedule":
+                kw[k] = as_choice(v, f, SCHEDULES)
+            else:
+                kw[k] = as_int(v, f, minimum=0)
+        return cls(**kw)
+
+
+def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips: int,
+                       global_batch_size: int, seq_len: int) -> None:
+    """Raise InfeasibleError naming the first degree that does not divide what it splits."""
+    s, m = strategy, model
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise InfeasibleError(f"strategy {s.describe()} does not divide the model: {what}")
+
+    need(s.num_chips == num_chips, f"dp*tp*pp*cp = {s.dp}*{s.tp}*{s.pp}*{s.cp} = {s.num_chips} "
+         f"!= num_chips = {num_chips}")
+    need(m.total_layers % (s.pp * s.vpp) == 0,
+         f"layers ({m.total_layers}) % (pp*vpp = {s.pp * s.vpp}) = {m.total_layers % (s.pp * s.vpp)}")
+    need(m.num_heads % s.tp == 0, f"num_heads ({m.num_heads}) % tp ({s.tp}) = {m.num_heads % s.tp}")
+    need(m.num_kv_heads % s.tp == 0 or s.tp % m.num_kv_heads == 0,
+         f"num_kv_heads ({m.num_kv_heads}) and tp ({s.tp}): neither divides the other")
+    need(m.ffn_hidden_size % s.tp == 0, f"ffn_hidden_size ({m.ffn_hidden_size}) % tp ({s.tp}) != 0")
+    need(m.num_experts % s.ep == 0, f"num_experts ({m.num_experts}) % ep ({s.ep}) != 0")
+    need(s.ep == 1 or m.is_moe, f"ep = {s.ep} needs a mixture-of-experts model")
+    need(seq_len % s.cp == 0, f"seq_len ({seq_len}) % cp ({s.cp}) != 0")
+    need(not s.sequence_parallel or seq_len % (s.tp * s.cp) == 0,
+         f"seq_len ({seq_len}) % (tp*cp = {s.tp * s.cp}) != 0 with sequence parallelism")
+    per_dp = s.dp * s.micro_batch_size
+    need(global_batch_size % per_dp == 0,
+         f"global_batch_size ({global_batch_size}) % (dp*micro_batch = {per_dp}) = {global_batch_size % per_dp}")
+    if s.vpp > 1:
+        n_micro = global_batch_size // per_dp
+        need(n_micro % s.pp == 0, f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 "
+             "(the interleaved schedule needs a multiple of pp)")

@@ -1,0 +1,103 @@
+"""The only place where units are converted.
+
+Everything inside greentrain is SI (seconds, bytes, FLOP, watts, joules, kg CO2e, US dollars).
+Human units appear only in YAML keys, CLI flags and rendered tables; they are converted here, once.
+"""
+
+from __future__ import annotations
+
+# Bytes
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KIB = 2.0**10
+MIB = 2.0**20
+GIB = 2.0**30
+TIB = 2.0**40
+
+# Bits on a wire
+GBIT = 1e9 / 8.0  # bytes in one gigabit
+
+# Work
+GFLOP = 1e9
+TFLOP = 1e12
+PFLOP = 1e15
+
+# Time
+MINUTE_S = 60.0
+HOUR_S = 3600.0
+DAY_S = 86400.0
+
+# Energy
+KWH_J = 3.6e6
+MWH_J = 3.6e9
+
+# Mass
+G_PER_KG = 1000.0
+KG_PER_T = 1000.0
+
+
+def gib_to_bytes(x: float) -> float:
+    return x * GIB
+
+
+def gb_to_bytes(x: float) -> float:
+    return x * GB
+
+
+def gb_per_s_to_bytes_per_s(x: float) -> float:
+    return x * GB
+
+
+def gbit_per_s_to_bytes_per_s(x: float) -> float:
+    return x * GBIT
+
+
+def mb_per_s_to_bytes_per_s(x: float) -> float:
+    return x * MB
+
+
+def tflop_per_s_to_flop_per_s(x: float) -> float:
+    return x * TFLOP
+
+
+def j_to_kwh(x: float) -> float:
+    return x / KWH_J
+
+
+def kwh_to_j(x: float) -> float:
+    return x * KWH_J
+
+
+def g_per_kwh_to_kg_per_j(x: float) -> float:
+    """Grid carbon intensity: g CO2e per kWh -> kg CO2e per joule."""
+    return x / G_PER_KG / KWH_J
+
+
+def kg_per_j_to_g_per_kwh(x: float) -> float:
+    return x * G_PER_KG * KWH_J
+
+
+def usd_per_kwh_to_usd_per_j(x: float) -> float:
+    return x / KWH_J
+
+
+def s_to_hours(x: float) -> float:
+    return x / HOUR_S
+
+
+def s_to_days(x: float) -> float:
+    return x / DAY_S
+
+
+def hours_to_s(x: float) -> float:
+    return x * HOUR_S
+
+
+def days_to_s(x: float) -> float:
+    return x * DAY_S
+
+
+def bytes_to_gib(x: float) -> float:
+    return x / GIB

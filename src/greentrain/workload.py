@@ -1,0 +1,89 @@
+"""Workload: how much is trained, at which precision, with which optimizer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from greentrain.config import as_choice, as_float, as_int, check_keys, require
+from greentrain.hardware.chip import PRECISIONS
+
+OPTIMIZERS = ("adam", "adamw", "sgd", "adafactor")
+GRAD_DTYPES = ("fp32", "bf16")
+
+# Bytes of one activation element at each compute precision. fp8 training keeps activations that are
+# saved for backward in bf16 (Transformer Engine / Micikevicius et al. 2022), so 2 bytes.
+ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    global_batch_size: int  # sequences per optimizer step
+    seq_len: int  # tokens per sequence (the encoder's for an encoder-decoder model)
+    target_seq_len: int = 0  # decoder tokens per sequence of an encoder-decoder model (0: seq_len)
+    train_tokens: float = 0.0  # token budget; or give num_steps, or num_epochs x dataset_tokens
+    num_steps: int = 0
+    num_epochs: float = 0.0
+    dataset_tokens: float = 0.0
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    grad_dtype: str = "fp32"  # gradient accumulation buffer (Megatron-LM accumulates in fp32)
+
+    def __post_init__(self) -> None:
+        require(self.global_batch_size >= 1, "workload.global_batch_size", self.global_batch_size, "must be >= 1")
+        require(self.seq_len >= 1, "workload.seq_len", self.seq_len, "must be >= 1")
+        require(self.target_seq_len >= 0, "workload.target_seq_len", self.target_seq_len, "must be >= 0")
+        for f in ("train_tokens", "num_epochs", "dataset_tokens"):
+            require(getattr(self, f) >= 0, f"workload.{f}", getattr(self, f), "must be >= 0")
+        require(self.num_steps >= 0, "workload.num_steps", self.num_steps, "must be >= 0")
+        require(self.precision in PRECISIONS, "workload.precision", self.precision,
+                f"must be one of {', '.join(PRECISIONS)}")
+        require(self.optimizer in OPTIMIZERS, "workload.optimizer", self.optimizer,
+                f"must be one of {', '.join(OPTIMIZERS)}")
+        require(self.grad_dtype in GRAD_DTYPES, "workload.grad_dtype", self.grad_dtype,
+                f"must be one of {', '.join(GRAD_DTYPES)}")
+        require(not (self.num_epochs > 0 and self.dataset_tokens == 0), "workload.dataset_tokens",
+                self.dataset_tokens, "must be given with num_epochs")
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens the model is trained on per step (the decoder's for an encoder-decoder model)."""
+        return self.global_batch_size * (self.target_seq_len or self.seq_len)
+
+    @property
+    def input_tokens_per_step(self) -> int:
+        return self.global_batch_size * self.seq_len
+
+    @property
+    def activation_bytes(self) -> float:
+        return ACTIVATION_BYTES[self.precision]
+
+    def steps(self) -> int:
+        """Optimizer steps of the whole run: num_steps, else the token budget / tokens per step (ceil)."""
+        if self.num_steps:
+            return self.num_steps
+        tokens = self.train_tokens or self.num_epochs * self.dataset_tokens
+        return math.ceil(tokens / self.input_tokens_per_step) if tokens else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "workload") -> Workload:
+        check_keys(data, [f.name for f in dataclasses.fields(cls)], where)
+        kw: dict[str, Any] = {}
+        for k, v in data.items():
+            f = f"{where}.{k}"
+            if k == "precision":
+                kw[k] = as_choice(v, f, PRECISIONS)
+            elif k == "optimizer":
+                kw[k] = as_choice(v, f, OPTIMIZERS)
+            elif k == "grad_dtype":
+                kw[k] = as_choice(v, f, GRAD_DTYPES)
+            elif k in ("train_tokens", "num_epochs", "dataset_tokens"):
+                kw[k] = as_float(v, f, minimum=0.0)
+            else:
+                kw[k] = as_int(v, f, minimum=0)
+        return cls(**kw)
