@@ -1,0 +1,70 @@
+"""`greentrain SUBCOMMAND ...`: dispatch to one thin module per subcommand.
+
+Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``. Only the chosen module is
+imported, so `greentrain plan --json` starts fast. Errors the user can fix (GreentrainError) are printed as
+one line on stderr with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from greentrain import __version__
+from greentrain.errors import GreentrainError
+
+# name -> (module, one-line help). Add a line here for a new subcommand.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("greentrain.cli.plan", "time, memory, MFU, energy, cost and CO2e of a training run"),
+    "catalog": ("greentrain.cli.catalog", "list the chips, models and regions greentrain knows"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line (its default also exits 2, but prints the usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _top_help() -> str:
+    width = max(len(n) for n in SUBCOMMANDS)
+    lines = [f"greentrain {__version__}: predict, check and measure what a training run costs.", "",
+             "usage: greentrain SUBCOMMAND [options]   (greentrain SUBCOMMAND --help for its options)", ""]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(_top_help())
+        return 0
+    if args[0] == "--version":
+        print(__version__)
+        return 0
+    name = args[0]
+    if name not in SUBCOMMANDS:
+        from greentrain.errors import did_you_mean
+
+        print(f"greentrain: error: unknown subcommand {name!r}{did_you_mean(name, SUBCOMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    parser = _Parser(prog=f"greentrain {name}", description=SUBCOMMANDS[name][1])
+    module.add_arguments(parser)
+    try:
+        ns = parser.parse_args(args[1:])
+        return int(module.run(ns))
+    except GreentrainError as e:
+        print(f"greentrain {name}: error: {e}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # argparse
+        return int(e.code) if isinstance(e.code, int) else 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

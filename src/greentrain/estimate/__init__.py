@@ -1,0 +1,1 @@
+"""The analytical estimator: compute (roofline + efficiency), communication, memory, step and run."""
