@@ -25,6 +25,7 @@ TFLOP = 1e12
 PFLOP = 1e15
 
 # Time
+MS_S = 1e-3
 MINUTE_S = 60.0
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -36,6 +37,7 @@ MWH_J = 3.6e9
 # Mass
 G_PER_KG = 1000.0
 KG_PER_T = 1000.0
+LB_KG = 0.45359237  # international avoirdupois pound (exact by definition)
 
 
 def gib_to_bytes(x: float) -> float:
@@ -81,6 +83,24 @@ def kg_per_j_to_g_per_kwh(x: float) -> float:
 
 def usd_per_kwh_to_usd_per_j(x: float) -> float:
     return x / KWH_J
+
+
+def lb_per_mwh_to_g_per_kwh(x: float) -> float:
+    """Grid intensity in lb CO2e/MWh (EPA eGRID's unit) -> g CO2e/kWh."""
+    return x * LB_KG * G_PER_KG / 1000.0
+
+
+def kg_to_g(x: float) -> float:
+    return x * G_PER_KG
+
+
+def years_to_s(x: float) -> float:
+    """Calendar years of 365 days (hardware lifetimes)."""
+    return x * 365.0 * DAY_S
+
+
+def ms_to_s(x: float) -> float:
+    return x * MS_S
 
 
 def s_to_hours(x: float) -> float:

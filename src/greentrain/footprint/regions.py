@@ -1,0 +1,166 @@
+"""Regions: grid zones (countries, US states, provinces) and cloud regions, from the CSVs in footprint/data.
+
+Every row of every CSV names its source and year. A cloud region maps to the grid zone it sits in; its grid
+intensity is the provider's own figure where one is published (GCP), else its zone's (location-based). Codes
+are case-insensitive: ``FRA``, ``US-VA``, ``CA-QC``, ``us-east-1`` (AWS), ``eastus`` (Azure), ``us-central1`` (GCP).
+
+Conventions (see docs/footprint.md):
+- location-based: the average intensity of the grid the region draws from (GHG Protocol Scope 2 guidance, 2015);
+- market-based: GCP only, as the grid intensity of the hours not covered by Google's carbon-free energy,
+  ``grid x (1 - CFE%)`` (Google's "Google CFE" definition, region-carbon-info README). AWS and Azure publish no
+  per-region figure, so their market-based value is left out.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from greentrain import units
+from greentrain.config import require
+from greentrain.errors import ConfigError, did_you_mean
+from greentrain.footprint.site import DEFAULT_PUE, Site
+
+KINDS = ("country", "state", "province", "cloud")
+PROVIDERS = ("aws", "azure", "gcp")
+_PUE_PROVIDER = {"aws": "aws", "azure": "microsoft", "gcp": "google"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Region:
+    code: str
+    name: str
+    kind: str  # country, state, province or cloud
+    provider: str  # "" for a grid zone; aws, azure or gcp
+    grid_g_co2e_per_kwh: float  # location-based
+    pue: float  # the provider's published PUE; DEFAULT_PUE (unknown operator) for a grid zone
+    electricity_usd_per_kwh: float  # 0: unknown
+    source: str
+    year: int
+    zone: str = ""  # the grid zone of a cloud region (its own code for a zone)
+    market_g_co2e_per_kwh: float | None = None  # where the provider publishes the data for it
+
+    def __post_init__(self) -> None:
+        require(self.kind in KINDS, f"region({self.code}).kind", self.kind, f"must be one of {', '.join(KINDS)}")
+        require(self.grid_g_co2e_per_kwh >= 0, f"region({self.code}).grid_g_co2e_per_kwh",
+                self.grid_g_co2e_per_kwh, "must be >= 0")
+        require(self.pue >= 1.0, f"region({self.code}).pue", self.pue, "must be >= 1")
+        require(1990 <= self.year <= 2100, f"region({self.code}).year", self.year, "must be a plausible year")
+
+    def site(self, pue: float | None = None, market_based: bool = False) -> Site:
+        """This region as a Site; ``pue`` overrides the provider's PUE."""
+        g = self.grid_g_co2e_per_kwh
+        if market_based:
+            if self.market_g_co2e_per_kwh is None:
+                raise ConfigError("region", self.code, "no market-based intensity is published for this region")
+            g = self.market_g_co2e_per_kwh
+        return Site.from_intensity(g, pue=self.pue if pue is None else pue, region=self.code,
+                                   electricity_usd_per_kwh=self.electricity_usd_per_kwh, source=self.source)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderPue:
+    provider: str
+    pue: float
+    scope: str
+    source: str
+    year: int
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = resources.files("greentrain.footprint").joinpath("data", name).read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+@cache
+def provider_pues() -> dict[str, ProviderPue]:
+    """PUE per operator (google, aws, microsoft, meta, unknown), data/pue.csv."""
+    return {r["provider"]: ProviderPue(provider=r["provider"], pue=float(r["pue"]), scope=r["scope"],
+                                       source=r["source"], year=int(r["year"])) for r in _rows("pue.csv")}
+
+
+@cache
+def electricity_prices() -> dict[str, tuple[float, str, int]]:
+    """Zone -> (USD per kWh, source, year), data/electricity_prices.csv."""
+    return {r["zone"]: (float(r["usd_per_kwh"]), f"{r['source']} ({r['sector']})", int(r["year"]))
+            for r in _rows("electricity_prices.csv")}
+
+
+def _price(zone: str) -> float:
+    prices = electricity_prices()
+    if zone in prices:
+        return prices[zone][0]
+    if zone.startswith("US-") and "USA" in prices:
+        return prices["USA"][0]
+    return 0.0
+
+
+def _zones() -> dict[str, Region]:
+    out = {}
+    for r in _rows("grid_intensity.csv"):
+        code = r["zone"]
+        out[code] = Region(code=code, name=r["name"], kind=r["kind"], provider="",
+                           grid_g_co2e_per_kwh=float(r["grid_g_co2e_per_kwh"]), pue=DEFAULT_PUE,
+                           electricity_usd_per_kwh=_price(code), source=f"{r['source']} [{r['basis']}]",
+                           year=int(r["year"]), zone=code)
+    return out
+
+
+def _cloud(r: dict[str, str], zones: dict[str, Region]) -> Region:
+    code, zone_code = r["code"], r["zone"]
+    if zone_code not in zones:
+        raise ConfigError(f"cloud_regions.csv({code}).zone", zone_code, "is not a zone of grid_intensity.csv")
+    zone = zones[zone_code]
+    pue = provider_pues()[_PUE_PROVIDER[r["provider"]]]
+    own = r["grid_g_co2e_per_kwh"].strip()
+    market = None
+    if own and r["google_cfe"].strip():
+        # Google CFE% = share of hours on carbon-free energy (region-carbon-info README); the rest at grid.
+        market = float(own) * (1.0 - float(r["google_cfe"]))
+    source = (f"{r['source']} {r['year']}" if own else
+              f"{r['source']} {r['year']}; grid: {zone.source} {zone.year}") + f"; PUE: {pue.source} {pue.year}"
+    return Region(code=code, name=r["name"], kind="cloud", provider=r["provider"],
+                  grid_g_co2e_per_kwh=float(own) if own else zone.grid_g_co2e_per_kwh, pue=pue.pue,
+                  electricity_usd_per_kwh=zone.electricity_usd_per_kwh, source=source,
+                  year=int(r["year"]) if own else zone.year, zone=zone_code, market_g_co2e_per_kwh=market)
+
+
+@cache
+def _table() -> dict[str, Region]:
+    zones = _zones()
+    table = {code.lower(): z for code, z in zones.items()}
+    for r in _rows("cloud_regions.csv"):
+        key = r["code"].lower()
+        if key in table:
+            raise ConfigError("cloud_regions.csv.code", r["code"], "is listed twice")
+        table[key] = _cloud(r, zones)
+    return table
+
+
+def list_regions() -> tuple[Region, ...]:
+    """Every grid zone and cloud region: zones first (countries, states, provinces), then clouds by provider."""
+    order = {k: i for i, k in enumerate(KINDS)}
+    return tuple(sorted(_table().values(), key=lambda r: (order[r.kind], r.provider, r.code)))
+
+
+def get_region(code: str) -> Region:
+    key = code.strip().lower()
+    table = _table()
+    if key not in table:
+        raise ConfigError("region", code, "unknown region" + did_you_mean(key, table))
+    return table[key]
+
+
+def site_for_region(code: str, pue: float | None = None) -> Site:
+    """The Site of a region code; ``pue`` None: the provider's PUE, else DEFAULT_PUE (unknown operator)."""
+    if pue is not None:
+        require(pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+    return get_region(code).site(pue=pue)
+
+
+def with_electricity_price(site: Site, usd_per_kwh: float) -> Site:
+    require(usd_per_kwh >= 0, "electricity_usd_per_kwh", usd_per_kwh, "must be >= 0")
+    return dataclasses.replace(site, electricity_usd_per_j=units.usd_per_kwh_to_usd_per_j(usd_per_kwh))
