@@ -12,12 +12,14 @@ Conventions (Korthikanti et al. 2022, arXiv 2205.05198, §4 and appendix; Naraya
 HEADS divides the head batch, HIDDEN divides an element-wise op on an already split activation,
 TOKENS is an element-wise op on the full hidden width (replicated under TP, split by t with sequence
 parallelism), REPLICATED is never split, VOCAB divides the vocabulary (the LM head and its loss).
+Expert ops (``expert=True``) of a MoE layer are further spread over expert parallelism.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 
 from greentrain.model.spec import TransformerSpec
 
@@ -36,7 +38,6 @@ class Shard(str, Enum):
     TOKENS = "tokens"
     VOCAB = "vocab"
     REPLICATED = "replicated"
-    EXPERT = "expert"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +55,8 @@ class Op:
     n: float = 0.0
     params: int = 0  # weight parameters the op reads
     attention_core: bool = False  # what selective recomputation recomputes (Korthikanti et al. §4.2)
+    expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
+    backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
 
     @property
     def is_matmul_like(self) -> bool:
@@ -61,26 +64,32 @@ class Op:
 
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
-           count: float = 1.0, weight: bool = True) -> Op:
+           count: float = 1.0, weight: bool = True, expert: bool = False) -> Op:
     """(m x k) @ (k x n), ``count`` times. Bytes: read both operands, write the result."""
     elts = count * (m * k + k * n + m * n)
     return Op(name=name, kind=OpKind.MATMUL if weight else OpKind.ATTENTION, shard=shard,
               flop=2.0 * count * m * k * n, bytes=elts * bytes_per_elt, count=count, m=m, k=k, n=n,
-              params=int(count * k * n) if weight else 0, attention_core=not weight)
+              params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert)
 
 
 def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
                 reads: float = 1.0, writes: float = 1.0, extra_bytes_per_elt: float = 0.0,
-                attention_core: bool = False) -> Op:
+                attention_core: bool = False, expert: bool = False) -> Op:
     """An element-wise op over ``elements`` values: ``reads`` inputs read, ``writes`` outputs written."""
     b = elements * ((reads + writes) * bytes_per_elt + extra_bytes_per_elt)
     return Op(name=name, kind=OpKind.ELEMENTWISE, shard=shard, flop=0.0, bytes=b, count=1.0,
-              attention_core=attention_core)
+              attention_core=attention_core, expert=expert)
 
 
 def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, prefix: str,
-                  cross: bool) -> list[Op]:
-    """Self- or cross-attention block: projections, scores, softmax, dropout, values, output."""
+                  cross: bool, flash: bool) -> list[Op]:
+    """Self- or cross-attention block: norm, projections, attention core, output projection, residual.
+
+    Naive attention (Megatron-LM 2022) materialises the b*heads*s*s_kv scores: softmax and dropout are
+    separate memory-bound ops. Flash attention (Dao et al. 2022; Dao 2023, FlashAttention-2) fuses scores,
+    softmax and values into one kernel that never writes the scores; its backward recomputes them and
+    costs about 2.5x its forward (FlashAttention-2 §3.1).
+    """
     d, q, kv, dh, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.head_dim, spec.num_heads
     tokens, kv_tokens = b * s, b * s_kv
     scores = b * heads * s * s_kv
@@ -90,13 +99,21 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
         ops.append(matmul(f"{prefix}.kv", kv_tokens, d, 2 * kv, e, Shard.COLUMN))
     else:
         ops.append(matmul(f"{prefix}.qkv", tokens, d, q + 2 * kv, e, Shard.COLUMN))
+    if flash:
+        io = (2 * tokens * q + 2 * kv_tokens * kv) * e  # read q, k, v; write the output
+        ops.append(Op(name=f"{prefix}.flash", kind=OpKind.ATTENTION, shard=Shard.HEADS,
+                      flop=4.0 * scores * dh, bytes=io, count=b * heads, m=s, k=dh, n=s_kv,
+                      attention_core=True, backward_factor=2.5))
+    else:
+        ops += [
+            matmul(f"{prefix}.scores", s, dh, s_kv, e, Shard.HEADS, count=b * heads, weight=False),
+            elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
+            # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
+            elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
+                        attention_core=True),
+            matmul(f"{prefix}.values", s, s_kv, dh, e, Shard.HEADS, count=b * heads, weight=False),
+        ]
     ops += [
-        matmul(f"{prefix}.scores", s, dh, s_kv, e, Shard.HEADS, count=b * heads, weight=False),
-        elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
-        # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
-        elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
-                    attention_core=True),
-        matmul(f"{prefix}.values", s, s_kv, dh, e, Shard.HEADS, count=b * heads, weight=False),
         matmul(f"{prefix}.out", tokens, q, d, e, Shard.ROW),
         elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
                     extra_bytes_per_elt=1.0),
@@ -120,9 +137,10 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         per_expert = tokens * spec.top_k / n_exp  # balanced routing
         ops.append(matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED))
         ops += [
-            matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.EXPERT, count=n_exp),
-            elementwise(f"{prefix}.experts.act", tokens * spec.top_k * f, e, Shard.EXPERT, reads=float(up)),
-            matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.EXPERT, count=n_exp),
+            matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
+            elementwise(f"{prefix}.experts.act", tokens * spec.top_k * f, e, Shard.HIDDEN, reads=float(up),
+                        expert=True),
+            matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True),
         ]
         if spec.num_shared_experts:
             sh = spec.num_shared_experts
@@ -180,11 +198,13 @@ class ModelOps:
         return out + list(self.head)
 
 
-def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float) -> tuple[LayerGroup, ...]:
+def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
+                 flash: bool) -> tuple[LayerGroup, ...]:
     """Encoder layers (if any), dense decoder layers and MoE decoder layers."""
     groups: list[LayerGroup] = []
     if spec.arch == "encoder-decoder":
-        enc = attention_ops(spec, b, s, s, e, "enc.attn", cross=False) + mlp_ops(spec, b * s, e, "enc.mlp", False)
+        enc = (attention_ops(spec, b, s, s, e, "enc.attn", cross=False, flash=flash)
+               + mlp_ops(spec, b * s, e, "enc.mlp", False))
         groups.append(LayerGroup(name="encoder", count=spec.num_encoder_layers, ops=tuple(enc)))
         dec_len, cross_len = s_dec, s
     else:
@@ -193,16 +213,17 @@ def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float) ->
     for moe, count in ((False, spec.num_layers - n_moe), (True, n_moe)):
         if count == 0:
             continue
-        ops = attention_ops(spec, b, dec_len, dec_len, e, "attn", cross=False)
+        ops = attention_ops(spec, b, dec_len, dec_len, e, "attn", cross=False, flash=flash)
         if cross_len:
-            ops += attention_ops(spec, b, dec_len, cross_len, e, "xattn", cross=True)
+            ops += attention_ops(spec, b, dec_len, cross_len, e, "xattn", cross=True, flash=flash)
         ops += mlp_ops(spec, b * dec_len, e, "mlp", moe)
         groups.append(LayerGroup(name="decoder-moe" if moe else "decoder", count=count, ops=tuple(ops), moe=moe))
     return tuple(groups)
 
 
+@cache
 def model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_elt: float,
-              target_seq_len: int = 0) -> ModelOps:
+              target_seq_len: int = 0, flash: bool = False) -> ModelOps:
     """Expand ``spec`` for one micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens.
 
     For an encoder-decoder model, ``seq_len`` is the source length and ``target_seq_len`` the decoder's
@@ -221,7 +242,7 @@ def model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_e
                     extra_bytes_per_elt=4.0),
     )
     return ModelOps(micro_batch=b, seq_len=seq_len, target_seq_len=s_dec,
-                    layers=layer_groups(spec, b, seq_len, s_dec, e), embedding=embedding, head=head)
+                    layers=layer_groups(spec, b, seq_len, s_dec, e, flash), embedding=embedding, head=head)
 
 
 def model_flop_per_sequence(spec: TransformerSpec, seq_len: int, target_seq_len: int = 0) -> float:

@@ -33,6 +33,7 @@ class Strategy:
     micro_batch_size: int = 1
     offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
     schedule: str = "1f1b"
+    flash_attention: bool = True  # fused attention (FlashAttention/SDPA); False: Megatron-2022 naive attention
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size"):
@@ -76,7 +77,7 @@ class Strategy:
         kw: dict[str, Any] = {}
         for k, v in data.items():
             f = f"{where}.{k}"
-            if k in ("sp", "offload_optimizer"):
+            if k in ("sp", "offload_optimizer", "flash_attention"):
                 kw[k] = as_bool(v, f)
             elif k == "recompute":
                 kw[k] = as_choice(v, f, RECOMPUTE)

@@ -1,0 +1,87 @@
+"""Compute time of ops on one device: the op is first cut to its local shard by the strategy, then costed
+with a roofline: time = max(flop / (peak x eff_matmul(m, k, n)), bytes / (memory bandwidth x eff_memory)).
+
+Roofline: Williams, Waterman & Patterson 2009 ("Roofline", CACM 52(4)). Local shapes follow Megatron-LM
+tensor parallelism (Shoeybi et al. 2019 §3: column-parallel first GEMM, row-parallel second), sequence
+parallelism (Korthikanti et al. 2022 §4.2.2), context parallelism (tokens split over cp ranks, each
+rank's queries attend to all keys: ring attention, Liu et al. 2023) and expert parallelism (Lepikhin et al.
+2020, GShard: each rank holds num_experts/ep experts and receives the tokens routed to them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain.estimate.efficiency import Efficiency
+from greentrain.model.ops import Op, OpKind, Shard
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sharding:
+    """The strategy's degrees that change an op's local shape."""
+
+    tp: int = 1
+    cp: int = 1
+    ep: int = 1
+    sp: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalOp:
+    flop: float
+    bytes: float
+    m: float
+    k: float
+    n: float
+
+
+def local_op(op: Op, sh: Sharding) -> LocalOp:
+    """The part of ``op`` one device computes (forward)."""
+    t, m, k, n, count = sh.tp, op.m / sh.cp, op.k, op.n, op.count
+    if op.expert and sh.ep > 1:  # fewer experts per rank, each with the tokens of ep ranks
+        count, m = count / sh.ep, m * sh.ep
+    if op.kind is OpKind.ELEMENTWISE:
+        split = t if (op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB)
+                      or (op.shard is Shard.TOKENS and sh.sp)) else 1
+        return LocalOp(flop=0.0, bytes=op.bytes / split / sh.cp, m=0.0, k=0.0, n=0.0)
+    if op.shard in (Shard.COLUMN, Shard.VOCAB):
+        n = n / t
+    elif op.shard is Shard.ROW:
+        k = k / t
+    elif op.shard is Shard.HEADS:
+        count = count / t
+    flop = 2.0 * count * m * k * n
+    scale = flop / op.flop if op.flop else 0.0
+    return LocalOp(flop=flop, bytes=op.bytes * scale, m=m, k=k, n=n)
+
+
+def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency) -> float:
+    """Roofline time of one local op."""
+    mem_s = op.bytes / (memory_bytes_per_s * eff.memory)
+    if op.flop <= 0:
+        return mem_s
+    return max(op.flop / (peak_flop_per_s * eff.matmul(op.m, op.k, op.n)), mem_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpsTime:
+    """Forward time of a list of ops, split by what recomputation needs to know."""
+
+    forward_s: float
+    attention_core_s: float  # the part selective recomputation recomputes
+    matmul_flop: float  # local forward FLOPs
+    backward_s: float
+
+
+def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
+             eff: Efficiency) -> OpsTime:
+    fwd = core = flop = bwd = 0.0
+    for op in ops:
+        lo = local_op(op, sh)
+        t = op_time_s(lo, peak_flop_per_s, memory_bytes_per_s, eff)
+        fwd += t
+        bwd += t * op.backward_factor
+        flop += lo.flop
+        if op.attention_core:
+            core += t
+    return OpsTime(forward_s=fwd, attention_core_s=core, matmul_flop=flop, backward_s=bwd)

@@ -1,0 +1,116 @@
+"""Memory per device: weights, gradients, optimizer states (ZeRO 0-3, offload), activations, reserved.
+
+Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) §4: per transformer layer, no parallelism,
+16-bit activations and 1-byte dropout masks,  s*b*h*(34 + 5*a*s/h)  bytes:
+  attention block 11*sbh + 5*a*s^2*b  (QKV input 2, Q and K 4, softmax output 2as^2b, its dropout mask
+  as^2b, dropout output 2as^2b, V 2, output-projection input 2, dropout mask 1), MLP 19*sbh (input 2,
+  activation input 8, second GEMM input 8, mask 1), two LayerNorm inputs 4*sbh.
+Table 2: with tensor parallelism t the Q/K/V/scores/MLP-hidden terms (24*sbh + 5as^2b) are split by t and the
+rest (10*sbh) is replicated; sequence parallelism splits the rest too (34/t); selective recomputation drops
+the 5as^2b/t scores terms; full recomputation keeps only the layer input 2*sbh (/t with SP).
+The formula here is the same accounting written per tensor, so it also covers GQA/MQA (K and V of width
+num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
+flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
+Pipeline: the first stage of 1F1B holds min(pp, micro-batches) micro-batches of L/pp layers; interleaving
+multiplies by 1 + (pp-1)/(pp*vpp); GPipe holds every micro-batch (Korthikanti et al. §4.2.3, Narayanan 2021).
+Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
++ 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates
+gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et al. Fig. 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain.model.spec import TransformerSpec
+
+MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
+LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerActivation:
+    """Saved activations of one layer, one micro-batch, on one device, in bytes."""
+
+    replicated_bytes: float  # not split by tp unless sequence parallel
+    split_bytes: float  # split by tp (Q, K, V, MLP hidden, ...) excluding the attention scores
+    scores_bytes: float  # b*heads*s*s_kv terms (split by tp), dropped by selective recomputation
+    input_bytes: float  # the layer input, all that full recomputation keeps
+
+
+def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
+                     cross_len: int = 0) -> LayerActivation:
+    """Per-tensor activation accounting of one layer (before any parallel split)."""
+    h, q, kv, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.num_heads
+    t = b * s
+    blocks = [(s, False)] + ([(cross_len, True)] if cross_len else [])
+    repl = split = scores = 0.0
+    for s_kv, cross in blocks:
+        repl += (2 * e + MASK_BYTES) * t * h  # norm input, projection input, output dropout mask
+        kv_saved = 0.0 if cross else 2 * e * t * kv  # cross-attention K/V come from the shared encoder output
+        split += 2 * e * t * q + kv_saved  # Q and the output-projection input; K and V
+        n_scores = b * heads * s * s_kv
+        scores += LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES + 2 * e) * n_scores
+    f = spec.expert_ffn_hidden_size if moe else spec.ffn_hidden_size
+    routed = spec.top_k + spec.num_shared_experts if moe else 1
+    up = 2 if spec.glu else 1
+    repl += (2 * e + MASK_BYTES) * t * h  # norm input, first GEMM input, dropout mask
+    split += routed * (up * e + e) * t * f  # activation input(s) and second GEMM input
+    if moe:
+        split += spec.top_k * e * t * h  # tokens dispatched to experts are saved in their permuted order
+    return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h)
+
+
+def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute: str) -> float:
+    """Korthikanti et al. 2022 Table 2, generalised: bytes one device keeps for one layer."""
+    if recompute == "full":
+        return act.input_bytes / (tp if sp else 1)
+    repl = act.replicated_bytes / (tp if sp else 1)
+    scores = 0.0 if recompute == "selective" else act.scores_bytes
+    return repl + (act.split_bytes + scores) / tp
+
+
+def inflight_micro_batches(pp: int, vpp: int, num_micro: int, schedule: str) -> float:
+    """Micro-batches whose activations the first pipeline stage holds at its peak, in layer-stage units."""
+    if schedule == "gpipe":
+        return float(num_micro)
+    if pp == 1:
+        return 1.0
+    held = float(min(pp, num_micro))
+    if vpp > 1:  # Korthikanti et al. §4.2.3: interleaving adds (pp-1)/(pp*vpp) of the stage's activations
+        held *= 1.0 + (pp - 1) / (pp * vpp)
+    return held
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
+    """Optimizer states (with the fp32 master copy under mixed precision), bytes per parameter.
+
+    Adam/AdamW: momentum + variance 8, master 4 (ZeRO §3.1: K = 12). SGD with momentum: 4 (+4 master).
+    Adafactor: factored second moments are O(rows + cols) (Shazeer & Stern 2018), neglected; master 4.
+    """
+    master = 0.0 if precision in ("fp32", "tf32") else 4.0
+    states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer]
+    return states + master
+
+
+def weight_bytes_per_param(precision: str) -> float:
+    return 4.0 if precision in ("fp32", "tf32") else 2.0
+
+
+def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:
+    return 4.0 if grad_dtype == "fp32" or precision in ("fp32", "tf32") else 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryBreakdown:
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    reserved_bytes: float
+    host_bytes: float = 0.0  # optimizer states offloaded to host memory (per device)
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.reserved_bytes)

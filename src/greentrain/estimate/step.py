@@ -1,0 +1,272 @@
+"""One training step of a scenario, per device: time breakdown, FLOPs, MFU/HFU and memory.
+
+Step time (Narayanan et al. 2021 §2.2, 1F1B and interleaved schedules):
+    step = m * t_mb + (pp - 1) / vpp * t_mb + exposed DP communication + optimizer step
+with m micro-batches per pipeline, t_mb the forward + backward (+ recomputation) time of one micro-batch on
+the slowest stage including its exposed TP/CP/EP/PP communication; the bubble is (pp-1)/vpp micro-batch
+times (GPipe has the same bubble, more memory).
+MFU and HFU: Korthikanti et al. 2022 §6 / Chowdhery et al. 2022 App. B: model FLOPs / (step time x chips x
+peak); hardware FLOPs also count recomputation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain import units
+from greentrain.errors import InfeasibleError
+from greentrain.estimate.comm import Collective
+from greentrain.estimate.compute import Sharding, ops_time
+from greentrain.estimate.efficiency import Efficiency, default_efficiency
+from greentrain.estimate.memory import (
+    MemoryBreakdown,
+    grad_bytes_per_param,
+    inflight_micro_batches,
+    layer_activation,
+    layer_activation_bytes,
+    optimizer_bytes_per_param,
+    weight_bytes_per_param,
+)
+from greentrain.estimate.parallel_costs import axis_layout, collective_s, pp_send_s, tp_layer_s
+from greentrain.model.ops import ModelOps, model_ops
+from greentrain.parallel.strategy import Strategy, check_divisibility
+from greentrain.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepEstimate:
+    step_time_s: float
+    compute_time_s: float  # forward + backward + recomputation of all micro-batches, slowest stage
+    recompute_time_s: float
+    tp_comm_time_s: float  # exposed, whole step
+    cp_comm_time_s: float
+    ep_comm_time_s: float
+    pp_comm_time_s: float
+    dp_comm_time_s: float
+    bubble_time_s: float
+    optimizer_time_s: float
+    num_micro_batches: int
+    micro_batch_forward_s: float  # one micro-batch on the slowest stage, compute only
+    micro_batch_backward_s: float  # backward + recomputation
+    micro_batch_comm_s: float  # exposed TP/CP/EP/PP communication of one micro-batch (both passes)
+    tokens_per_step: int
+    model_flop_per_step: float
+    hardware_flop_per_step: float
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    utilization: float  # fraction of the step a device is busy (not waiting in the pipeline bubble)
+    memory: MemoryBreakdown
+    memory_capacity_bytes: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Stage:
+    fwd_s: float
+    bwd_s: float
+    recompute_s: float
+    tp_s: float
+    cp_s: float
+    ep_s: float
+    layer_params: float  # parameters of the stage's layers on one device
+    extra_params: float  # embedding or LM head on one device (the larger of first/last stage)
+    activation_bytes: float  # one micro-batch, the stage's layers
+
+
+def _stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> _Stage:
+    model, w, cl = sc.model, sc.workload, sc.cluster
+    peak = cl.chip.peak_flop_per_s(w.precision)
+    bw = cl.chip.memory_bytes_per_s
+    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
+    lay = axis_layout(s, cl)
+    e, b = w.activation_bytes, s.micro_batch_size
+    tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
+    fwd = bwd = rec = tp = cp = ep = params = act = 0.0
+    for g in ops.layers:
+        t = ops_time(g.ops, sh, peak, bw, eff)
+        enc = g.name == "encoder"
+        n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
+        payload = n_tok * model.hidden_size * e
+        per_pass = (1 if model.parallel_block else 2) + (1 if model.arch == "encoder-decoder" and not enc else 0)
+        tp_pass = tp_layer_s(s, cl, eff, payload, lay.tp, per_pass)
+        recompute = t.forward_s if s.recompute == "full" else (
+            t.attention_core_s if s.recompute == "selective" and not s.flash_attention else 0.0)
+        cp_fwd = 0.0
+        if s.cp > 1:  # K and V of the local chunk travel cp-1 hops, overlapped with the attention core
+            kv_bytes = 2 * n_tok * model.kv_width * e / s.tp
+            hop = collective_s(Collective.SEND_RECV, 2, lay.cp, kv_bytes, cl, eff)
+            cp_fwd = max(0.0, (s.cp - 1) * hop - t.attention_core_s)
+        ep_pass = 0.0
+        if g.moe and s.ep > 1:
+            a2a = n_tok * model.top_k * model.hidden_size * e
+            ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, s.ep, lay.ep, a2a, cl, eff)
+        n = g.count / s.pp
+        fwd += n * t.forward_s
+        bwd += n * t.backward_s
+        rec += n * recompute
+        tp += n * tp_pass * (3 if s.recompute == "full" else 2)
+        cp += n * cp_fwd * 3
+        ep += n * ep_pass * (3 if s.recompute == "full" else 2)
+        params += n * _local_layer_params(sc, g.moe, enc, s)
+        seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
+        cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
+        la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len)
+        act += n * layer_activation_bytes(la, tp=s.tp, sp=s.sequence_parallel, recompute=s.recompute)
+    head_t = ops_time(ops.head, sh, peak, bw, eff)
+    emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
+    end_fwd, end_bwd = (head_t.forward_s, head_t.backward_s) if s.pp > 1 else (
+        head_t.forward_s + emb_t.forward_s, head_t.backward_s + emb_t.backward_s)
+    return _Stage(fwd_s=fwd + end_fwd, bwd_s=bwd + end_bwd, recompute_s=rec, tp_s=tp, cp_s=cp, ep_s=ep,
+                  layer_params=params, extra_params=_local_end_params(sc, s), activation_bytes=act)
+
+
+def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
+    """Parameters of one layer held by one device (TP splits matrices, EP splits experts)."""
+    m = sc.model
+    cross = m.arch == "encoder-decoder" and not encoder
+    attn = m.attention_params() * (2 if cross else 1) / s.tp
+    norms = m.norm_params() * (3 if cross else 2)
+    if moe:
+        experts = m.num_experts / s.ep * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
+        shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
+        mlp = experts + shared + m.hidden_size * m.num_experts
+    else:
+        mlp = m.mlp_params() / s.tp
+    return attn + mlp + norms
+
+
+def _local_end_params(sc: Scenario, s: Strategy) -> float:
+    """Embedding (first stage) or LM head (last stage), vocabulary-parallel over tp: the larger one."""
+    m = sc.model
+    table = m.vocab_size * m.hidden_size / s.tp
+    emb = table + m.embedding_params() - m.vocab_size * m.hidden_size
+    head = (table if (not m.tied_embeddings or s.pp > 1) else 0.0) + m.norm_params()
+    return emb + head if s.pp == 1 else max(emb, head)
+
+
+def _dp_exposed_s(sc: Scenario, s: Strategy, st: _Stage, eff: Efficiency, num_micro: int) -> float:
+    """Exposed data-parallel communication of the whole step."""
+    dp = s.dp * s.cp  # gradients are reduced over data and context parallel ranks
+    if dp == 1:
+        return 0.0
+    w = sc.workload
+    lay = axis_layout(s, sc.cluster)
+    params = st.layer_params + st.extra_params
+    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision)
+    weights = params * weight_bytes_per_param(w.precision)
+    cl = sc.cluster
+    if s.zero == 3:  # every micro-batch: gather weights for forward and backward, reduce-scatter gradients
+        per_mb = (2 * collective_s(Collective.ALL_GATHER, dp, lay.dp, weights, cl, eff)
+                  + collective_s(Collective.REDUCE_SCATTER, dp, lay.dp, grads, cl, eff))
+        return num_micro * max(0.0, per_mb - (st.fwd_s + st.bwd_s + st.recompute_s))
+    if s.zero >= 1:
+        t = (collective_s(Collective.REDUCE_SCATTER, dp, lay.dp, grads, cl, eff)
+             + collective_s(Collective.ALL_GATHER, dp, lay.dp, weights, cl, eff))
+    else:
+        t = collective_s(Collective.ALL_REDUCE, dp, lay.dp, grads, cl, eff)
+    return max(0.0, t - st.bwd_s)  # overlapped with the last micro-batch's backward
+
+
+def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> float:
+    """The optimizer step: memory bound on the device, or PCIe + CPU Adam when offloaded (ZeRO-Offload,
+    Ren et al. 2021): gradients down and weights up over the host link, CPU Adam over the node's share."""
+    w, cl = sc.workload, sc.cluster
+    shard = s.dp * s.cp if s.zero >= 1 else 1
+    local = params / shard
+    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
+    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
+    if s.offload_optimizer:
+        host = cl.host_link or cl.intra_node
+        transfer = local * (gb + wb) / host.bytes_per_s
+        cpu = local * cl.node_size / eff.cpu_adam_params_per_s_per_node
+        return transfer + cpu
+    # Megatron-LM's step, memory bound (one pass each): zero the gradient buffer (write g), gradient norm
+    # (read g), clipping (read + write g), Adam (read g, states; write states) and the 16-bit weight copy
+    # (read the fp32 master, write w).
+    per_param = gb + gb + 2 * gb + (gb + 2 * ob) + (min(ob, 4.0) + wb)
+    return local * per_param / (cl.chip.memory_bytes_per_s * eff.memory)
+
+
+def _memory(sc: Scenario, s: Strategy, st: _Stage, ops: ModelOps, num_micro: int,
+            eff: Efficiency) -> MemoryBreakdown:
+    w, m = sc.workload, sc.model
+    params = st.layer_params + st.extra_params
+    shard = s.dp * s.cp
+    weights = params * weight_bytes_per_param(w.precision) / (shard if s.zero >= 3 else 1)
+    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision) / (shard if s.zero >= 2 else 1)
+    opt = params * optimizer_bytes_per_param(w.optimizer, w.precision) / (shard if s.zero >= 1 else 1)
+    held = inflight_micro_batches(s.pp, s.vpp, num_micro, s.schedule)
+    e, b = w.activation_bytes, s.micro_batch_size
+    tokens = b * ops.seq_len / s.cp
+    # Korthikanti et al. §4.3 (Megatron implementation): input ids 8*s*b and embedding dropout s*b*h per
+    # in-flight micro-batch on the first stage; output norm, projection and loss 4*s*b*h*(1 + V/h) / tp.
+    first = held * (8 * tokens + tokens * m.hidden_size * (1 / s.tp if s.sequence_parallel else 1))
+    last = 4 * tokens * m.hidden_size * (1 + m.vocab_size / m.hidden_size) / s.tp * (e / 2)
+    ends = first + last if s.pp == 1 else max(first, last)
+    acts = held * st.activation_bytes + ends
+    host = 0.0
+    if s.offload_optimizer:
+        host, opt = opt, 0.0
+    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=opt,
+                           activations_bytes=acts, reserved_bytes=eff.reserved_bytes, host_bytes=host)
+
+
+def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,
+                  eff: Efficiency | None = None) -> StepEstimate:
+    """Analytical estimate of one training step. Raises InfeasibleError if the strategy does not divide
+    the model, or (with ``check_fit``) does not fit in the chip's memory."""
+    s = strategy or sc.strategy
+    if s is None:
+        raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
+    eff = eff or default_efficiency()
+    w, cl = sc.workload, sc.cluster
+    check_divisibility(s, sc.model, num_chips=cl.num_chips, global_batch_size=w.global_batch_size,
+                       seq_len=w.seq_len)
+    ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
+                    s.flash_attention)
+    num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)
+    st = _stage_costs(sc, s, ops, eff)
+    lay = axis_layout(s, cl)
+    pp_mb = 2 * s.vpp * pp_send_s(s, cl, eff, ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
+                                  * w.activation_bytes, lay.pp_crosses_nodes)
+    comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
+    t_mb = st.fwd_s + st.bwd_s + st.recompute_s + comm_mb
+    bubble = (s.pp - 1) / s.vpp * t_mb
+    dp_s = _dp_exposed_s(sc, s, st, eff, num_micro)
+    opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff)
+    step = num_micro * t_mb + bubble + dp_s + opt_s
+    mem = _memory(sc, s, st, ops, num_micro, eff)
+    if check_fit and mem.total_bytes > cl.chip.memory_bytes:
+        short = mem.total_bytes - cl.chip.memory_bytes
+        raise InfeasibleError(
+            f"strategy {s.describe()} does not fit: needs {units.bytes_to_gib(mem.total_bytes):.1f} GiB per "
+            f"device, {cl.chip.name} has {units.bytes_to_gib(cl.chip.memory_bytes):.1f} GiB "
+            f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
+    return _assemble(sc, s, ops, st, num_micro, t_mb, comm_mb, pp_mb, bubble, dp_s, opt_s, step, mem)
+
+
+def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: _Stage, num_micro: int, t_mb: float,
+              comm_mb: float, pp_mb: float, bubble: float, dp_s: float, opt_s: float, step: float,
+              mem: MemoryBreakdown) -> StepEstimate:
+    w, cl = sc.workload, sc.cluster
+    fwd_flop_seq = ops.forward_flop() / ops.micro_batch
+    model_flop = 3.0 * fwd_flop_seq * w.global_batch_size
+    layer_fwd = sum(g.count * g.flop for g in ops.layers) / ops.micro_batch
+    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in ops.layers) / ops.micro_batch
+    # Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
+    # layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
+    # attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
+    # forward runs again (the time model above recomputes the forward only).
+    extra = {"full": layer_fwd, "selective": 0.0 if s.flash_attention else 3.0 * core_fwd}.get(s.recompute, 0.0)
+    hw_flop = model_flop + extra * w.global_batch_size
+    peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
+    return StepEstimate(
+        step_time_s=step, compute_time_s=num_micro * (st.fwd_s + st.bwd_s + st.recompute_s),
+        recompute_time_s=num_micro * st.recompute_s, tp_comm_time_s=num_micro * st.tp_s,
+        cp_comm_time_s=num_micro * st.cp_s, ep_comm_time_s=num_micro * st.ep_s,
+        pp_comm_time_s=num_micro * pp_mb, dp_comm_time_s=dp_s, bubble_time_s=bubble, optimizer_time_s=opt_s,
+        num_micro_batches=num_micro, micro_batch_forward_s=st.fwd_s,
+        micro_batch_backward_s=st.bwd_s + st.recompute_s, micro_batch_comm_s=comm_mb,
+        tokens_per_step=w.tokens_per_step, model_flop_per_step=model_flop, hardware_flop_per_step=hw_flop,
+        tokens_per_s=w.tokens_per_step / step, mfu=model_flop / peak_total, hfu=hw_flop / peak_total,
+        utilization=1.0 - bubble / step, memory=mem, memory_capacity_bytes=cl.chip.memory_bytes)
