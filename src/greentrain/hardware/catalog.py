@@ -20,8 +20,8 @@ from greentrain.hardware.chip import Chip, Link
 CHIP_KEYS = (
     "memory_gib", "memory_gb", "memory_bandwidth_gb_per_s", "fp32_tflop_per_s", "tf32_tflop_per_s",
     "bf16_tflop_per_s", "fp16_tflop_per_s", "fp8_tflop_per_s", "tdp_w", "idle_w", "embodied_kg_co2e",
-    "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "chips_per_node", "vendor", "aliases", "source",
-    "sources",
+    "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "chips_per_node", "vendor",
+    "aliases", "source", "sources",
 )
 LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "kind", "source", "sources")
 
@@ -105,10 +105,15 @@ def links() -> dict[str, Link]:
     return {str(k).lower(): link_from_dict(str(k).lower(), v) for k, v in _catalog_file("links.yaml").items()}
 
 
+@cache
 def _aliases() -> dict[str, str]:
+    """alias -> canonical name; an alias may name one chip only and never shadow a canonical name."""
+    table = chips()
     out: dict[str, str] = {}
-    for name, chip in chips().items():
+    for name, chip in table.items():
         for alias in chip.aliases:
+            if alias in table or out.get(alias, name) != name:
+                raise ConfigError(f"chip({name}).aliases", alias, "already names another chip in the catalog")
             out[alias] = name
     return out
 
@@ -122,8 +127,8 @@ def get_chip(name: str) -> Chip:
     alias = _aliases().get(key)
     if alias:
         return table[alias]
-    if key.endswith((".yaml", ".yml", ".json")) and Path(name).is_file():
-        data = load_mapping(name)
+    if key.endswith((".yaml", ".yml", ".json")):
+        data = load_mapping(name)  # ConfigError if the file is missing or malformed
         chip_name = str(data.pop("name", Path(name).stem))
         return chip_from_dict(chip_name, data)
     raise ConfigError("chip", name, "unknown chip" + did_you_mean(key, list(table) + list(_aliases())))

@@ -52,7 +52,8 @@ class Chip:
     def __post_init__(self) -> None:
         w = f"chip({self.name})"
         require(self.memory_bytes > 0, f"{w}.memory_bytes", self.memory_bytes, "must be > 0")
-        require(self.memory_bytes_per_s > 0, f"{w}.memory_bytes_per_s", self.memory_bytes_per_s, "must be > 0")
+        require(self.memory_bytes_per_s > 0, f"{w}.memory_bytes_per_s", self.memory_bytes_per_s,
+                "must be > 0")
         require(self.peak_bf16_flop_per_s > 0 or self.peak_fp16_flop_per_s > 0, f"{w}.peak_bf16_flop_per_s",
                 self.peak_bf16_flop_per_s, "a chip needs a 16-bit peak")
         for f in ("tdp_w", "idle_w", "embodied_kg_co2e", "price_usd_per_s", "peak_fp32_flop_per_s",
