@@ -2,13 +2,15 @@
 
 Every row of every CSV names its source and year. A cloud region maps to the grid zone it sits in; its grid
 intensity is the provider's own figure where one is published (GCP), else its zone's (location-based). Codes
-are case-insensitive: ``FRA``, ``US-VA``, ``CA-QC``, ``us-east-1`` (AWS), ``eastus`` (Azure), ``us-central1`` (GCP).
+are case-insensitive: ``FRA``, ``US-VA``, ``CA-QC``, ``us-east-1`` (AWS), ``eastus`` (Azure),
+``us-central1`` (GCP).
 
 Conventions (see docs/footprint.md):
-- location-based: the average intensity of the grid the region draws from (GHG Protocol Scope 2 guidance, 2015);
+- location-based: the average intensity of the grid the region draws from (GHG Protocol Scope 2 Guidance,
+  2015);
 - market-based: GCP only, as the grid intensity of the hours not covered by Google's carbon-free energy,
-  ``grid x (1 - CFE%)`` (Google's "Google CFE" definition, region-carbon-info README). AWS and Azure publish no
-  per-region figure, so their market-based value is left out.
+  ``grid x (1 - CFE%)`` (Google's "Google CFE" definition, region-carbon-info README). AWS and Azure
+  publish no per-region figure, so their market-based value is left out.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Region:
     market_g_co2e_per_kwh: float | None = None  # where the provider publishes the data for it
 
     def __post_init__(self) -> None:
-        require(self.kind in KINDS, f"region({self.code}).kind", self.kind, f"must be one of {', '.join(KINDS)}")
+        require(self.kind in KINDS, f"region({self.code}).kind", self.kind,
+                f"must be one of {', '.join(KINDS)}")
         require(self.grid_g_co2e_per_kwh >= 0, f"region({self.code}).grid_g_co2e_per_kwh",
                 self.grid_g_co2e_per_kwh, "must be >= 0")
         require(self.pue >= 1.0, f"region({self.code}).pue", self.pue, "must be >= 1")
@@ -55,7 +58,7 @@ class Region:
         g = self.grid_g_co2e_per_kwh
         if market_based:
             if self.market_g_co2e_per_kwh is None:
-                raise ConfigError("region", self.code, "no market-based intensity is published for this region")
+                raise ConfigError("region", self.code, "no market-based intensity is published for it")
             g = self.market_g_co2e_per_kwh
         return Site.from_intensity(g, pue=self.pue if pue is None else pue, region=self.code,
                                    electricity_usd_per_kwh=self.electricity_usd_per_kwh, source=self.source)
@@ -120,8 +123,10 @@ def _cloud(r: dict[str, str], zones: dict[str, Region]) -> Region:
     if own and r["google_cfe"].strip():
         # Google CFE% = share of hours on carbon-free energy (region-carbon-info README); the rest at grid.
         market = float(own) * (1.0 - float(r["google_cfe"]))
-    source = (f"{r['source']} {r['year']}" if own else
-              f"{r['source']} {r['year']}; grid: {zone.source} {zone.year}") + f"; PUE: {pue.source} {pue.year}"
+    source = f"{r['source']} {r['year']}"
+    if not own:
+        source += f"; grid: {zone.source} {zone.year}"
+    source += f"; PUE: {pue.source} {pue.year}"
     return Region(code=code, name=r["name"], kind="cloud", provider=r["provider"],
                   grid_g_co2e_per_kwh=float(own) if own else zone.grid_g_co2e_per_kwh, pue=pue.pue,
                   electricity_usd_per_kwh=zone.electricity_usd_per_kwh, source=source,
@@ -141,7 +146,7 @@ def _table() -> dict[str, Region]:
 
 
 def list_regions() -> tuple[Region, ...]:
-    """Every grid zone and cloud region: zones first (countries, states, provinces), then clouds by provider."""
+    """Every grid zone and cloud region: countries, states, provinces, then clouds by provider."""
     order = {k: i for i, k in enumerate(KINDS)}
     return tuple(sorted(_table().values(), key=lambda r: (order[r.kind], r.provider, r.code)))
 

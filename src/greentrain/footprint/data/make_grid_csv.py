@@ -19,7 +19,8 @@ from pathlib import Path
 
 from greentrain import units
 
-OWID = "Our World in Data energy dataset (Ember, Energy Institute) via CodeCarbon 3.3.2 global_energy_mix.json"
+OWID = ("Our World in Data energy dataset (Ember, Energy Institute) via CodeCarbon 3.3.2 "
+        "global_energy_mix.json")
 EGRID = "EPA eGRID2023 STC2ERTA (state CO2e output rate, lb/MWh) via CodeCarbon 3.3.2 usa_emissions.json"
 EMAPS = "Electricity Maps yearly average 2024 (life-cycle) via Green Web Foundation co2.js yearly_2024.json"
 
@@ -43,8 +44,8 @@ def main(data_dir: Path) -> None:
     mix = json.loads((data_dir / "private_infra" / "global_energy_mix.json").read_text())
     for iso3, row in sorted(mix.items()):
         if row.get("carbon_intensity", 0) > 0:
-            out.writerow([iso3, row["country_name"], "country", round(row["carbon_intensity"], 1), "life-cycle",
-                          OWID, row["year"]])
+            g = round(row["carbon_intensity"], 1)
+            out.writerow([iso3, row["country_name"], "country", g, "life-cycle", OWID, row["year"]])
     usa = json.loads((data_dir / "private_infra" / "2023" / "usa_emissions.json").read_text())
     year = usa["_source"]["year"]
     for name, row in sorted(usa.items()):

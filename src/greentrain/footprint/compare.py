@@ -1,0 +1,57 @@
+"""Rank regions for one run by CO2e and by cost; the Hugging Face model-card ``co2_eq_emissions`` block."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from greentrain import units
+from greentrain.errors import ConfigError
+from greentrain.footprint.model import Footprint, footprint
+from greentrain.footprint.regions import Region, get_region
+from greentrain.footprint.site import Site
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegionFootprint:
+    region: Region
+    footprint: Footprint
+    co2e_rank: int  # 1 = least CO2e
+    cost_rank: int  # 1 = cheapest; ties keep CO2e order
+
+
+def compare_regions(codes: list[str], *, pue: float | None = None,
+                    **kwargs: Any) -> tuple[RegionFootprint, ...]:
+    """The same run (``footprint`` keyword arguments but ``site``) in each region, sorted by CO2e."""
+    if not codes:
+        raise ConfigError("compare_regions", codes, "give at least one region code")
+    if len(set(c.lower() for c in codes)) != len(codes):
+        raise ConfigError("compare_regions", ",".join(codes), "a region is listed twice")
+    regions = [get_region(c) for c in codes]
+    fps = [footprint(site=r.site(pue=pue), **kwargs) for r in regions]
+    by_co2 = sorted(range(len(regions)), key=lambda i: fps[i].emissions_kg_co2e)
+    by_cost = sorted(by_co2, key=lambda i: fps[i].cost_usd)
+    cost_rank = {i: n + 1 for n, i in enumerate(by_cost)}
+    return tuple(RegionFootprint(region=regions[i], footprint=fps[i], co2e_rank=n + 1, cost_rank=cost_rank[i])
+                 for n, i in enumerate(by_co2))
+
+
+def model_card_block(fp: Footprint, *, site: Site, hardware: str, training_type: str = "pre-training",
+                     source: str = "greentrain") -> dict[str, Any]:
+    """The ``co2_eq_emissions`` metadata of a Hugging Face model card (emissions in grams).
+
+    Keys as documented in huggingface_hub's model-card metadata (``emissions``, ``source``, ``training_type``,
+    ``geographical_location``, ``hardware_used``).
+    """
+    location = site.region or f"grid {site.grid_g_co2e_per_kwh:.0f} gCO2e/kWh"
+    if site.region:
+        with contextlib.suppress(ConfigError):
+            location = f"{get_region(site.region).name} ({site.region})"
+    return {"co2_eq_emissions": {
+        "emissions": round(units.kg_to_g(fp.emissions_kg_co2e), 1),
+        "source": source,
+        "training_type": training_type,
+        "geographical_location": location,
+        "hardware_used": f"{fp.num_chips} x {hardware}" if hardware else f"{fp.num_chips} devices",
+    }}
