@@ -1,0 +1,36 @@
+"""`greentrain plan`: time, memory, MFU, energy, cost and CO2e of a training run (analytical)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_scenario_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from greentrain.estimate.run import estimate_run
+    from greentrain.report.plan import plan_to_dict
+
+    sc = scenario_from_args(args)
+    chosen = sc.strategy is None
+    if chosen:
+        from greentrain.estimate.auto import choose_strategy
+
+        strategy, _ = choose_strategy(sc)
+        sc = sc.with_strategy(strategy)
+    result = estimate_run(sc, chosen=chosen)
+    if args.json:
+        print(json.dumps(plan_to_dict(result), indent=2))
+        return 0
+    from rich.console import Console
+
+    from greentrain.report.plan import render_plan
+
+    render_plan(result, Console())
+    return 0

@@ -1,0 +1,139 @@
+"""Scenario options shared by `plan`, `search` and `simulate step`: one way to describe a run on the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.footprint.site import Site
+from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES, Strategy
+from greentrain.scenario import Scenario, build_cluster, load_scenario, scenario_from_dict, site_from_dict
+from greentrain.workload import OPTIMIZERS
+
+# The built-in default scenario: Llama 3 8B pre-training on 64 H100 (8 nodes) for 1 T tokens,
+# 4 M-token batches of 8,192-token sequences (the Llama 3 recipe: Dubey et al. 2024 §3.4.1), in AWS us-east-1.
+DEFAULT_SCENARIO: dict[str, Any] = {
+    "model": "llama3-8b",
+    "cluster": {"chip": "h100-sxm", "num_chips": 64, "chips_per_node": 8},
+    "workload": {"global_batch_size": 512, "seq_len": 8192, "train_tokens": 1e12, "precision": "bf16"},
+    "site": {"region": "us-east-1"},
+}
+STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
+                  "schedule", "flash_attention")
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1 or v != float(text):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return v
+
+
+def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) -> None:
+    p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens)")
+    g = p.add_argument_group("model and cluster")
+    g.add_argument("--model", help="preset name, model YAML or Hugging Face config.json")
+    g.add_argument("--chip", help="chip name from `greentrain catalog chips`, or a chip YAML")
+    g.add_argument("--num-chips", type=_positive)
+    g.add_argument("--chips-per-node", type=_positive)
+    g = p.add_argument_group("workload")
+    g.add_argument("--global-batch", type=_positive, help="sequences per optimizer step")
+    g.add_argument("--seq-len", type=_positive)
+    g.add_argument("--target-seq-len", type=_positive, help="decoder length of an encoder-decoder model")
+    g.add_argument("--tokens", type=float, help="training tokens of the whole run")
+    g.add_argument("--steps", type=_positive, help="optimizer steps of the whole run (instead of --tokens)")
+    g.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"))
+    g.add_argument("--optimizer", choices=OPTIMIZERS)
+    g = p.add_argument_group("site")
+    g.add_argument("--region", help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
+    g.add_argument("--grid-g-per-kwh", type=float, help="grid carbon intensity, g CO2e per kWh")
+    g.add_argument("--pue", type=float, help="data-centre power usage effectiveness (>= 1)")
+    g.add_argument("--electricity-usd-per-kwh", type=float)
+    if strategy:
+        g = p.add_argument_group("strategy (omit all to let greentrain choose)")
+        for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
+            g.add_argument(f"--{name}", type=_positive)
+        g.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None, help="sequence parallelism")
+        g.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
+        g.add_argument("--recompute", choices=RECOMPUTE)
+        g.add_argument("--micro-batch", type=_positive)
+        g.add_argument("--offload-optimizer", action=argparse.BooleanOptionalAction, default=None)
+        g.add_argument("--schedule", choices=SCHEDULES)
+        g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
+
+
+def _base(args: argparse.Namespace) -> Scenario:
+    if args.scenario:
+        return load_scenario(args.scenario)
+    return scenario_from_dict(DEFAULT_SCENARIO)
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario file (or the default) with every given flag applied on top."""
+    sc = _base(args)
+    from greentrain.hardware.catalog import get_chip
+    from greentrain.model.load import load_model
+
+    model = load_model(args.model) if args.model else sc.model
+    cl = sc.cluster
+    if args.chip or args.num_chips or args.chips_per_node:
+        chip = get_chip(args.chip) if args.chip else cl.chip
+        cpn = args.chips_per_node or (cl.chips_per_node if not args.chip else None)
+        cl = build_cluster(chip, args.num_chips or cl.num_chips, cpn)
+    w = sc.workload
+    changes: dict[str, Any] = {}
+    for flag, field in (("global_batch", "global_batch_size"), ("seq_len", "seq_len"),
+                        ("target_seq_len", "target_seq_len"), ("precision", "precision"),
+                        ("optimizer", "optimizer")):
+        if getattr(args, flag) is not None:
+            changes[field] = getattr(args, flag)
+    if args.tokens is not None:
+        if args.tokens <= 0:
+            raise ConfigError("--tokens", args.tokens, "must be > 0")
+        changes.update(train_tokens=args.tokens, num_steps=0, num_epochs=0.0)
+    if args.steps is not None:
+        changes.update(num_steps=args.steps, train_tokens=0.0)
+    w = dataclasses.replace(w, **changes) if changes else w
+    return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
+                    strategy=_strategy(args, sc, cl.num_chips))
+
+
+def _site(args: argparse.Namespace, site: Site) -> Site:
+    data: dict[str, Any] = {}
+    if args.region is not None:
+        data["region"] = args.region
+    if args.grid_g_per_kwh is not None:
+        data["grid_g_co2e_per_kwh"] = args.grid_g_per_kwh
+    if args.pue is not None:
+        data["pue"] = args.pue
+    if args.electricity_usd_per_kwh is not None:
+        data["electricity_usd_per_kwh"] = args.electricity_usd_per_kwh
+    if not data:
+        return site
+    if "region" not in data and "grid_g_co2e_per_kwh" not in data:  # keep the file's site, change PUE/price
+        data["grid_g_co2e_per_kwh"] = site.grid_g_co2e_per_kwh
+        data["region"] = site.region
+        data.setdefault("pue", site.pue)
+    return site_from_dict(data)
+
+
+def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int) -> Strategy | None:
+    given = {f: getattr(args, f, None) for f in STRATEGY_FLAGS}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return sc.strategy
+    base = sc.strategy or Strategy()
+    kw = {("micro_batch_size" if k == "micro_batch" else k): v for k, v in given.items()}
+    tp, pp, cp = kw.get("tp", base.tp), kw.get("pp", base.pp), kw.get("cp", base.cp)
+    if "dp" not in kw:
+        if num_chips % (tp * pp * cp):
+            raise ConfigError("--tp/--pp/--cp", f"{tp}*{pp}*{cp}", f"must divide the number of chips ({num_chips})")
+        kw["dp"] = num_chips // (tp * pp * cp)
+    if "sp" not in kw and "tp" in kw:
+        kw["sp"] = kw["tp"] > 1
+    return dataclasses.replace(base, **kw)

@@ -1,0 +1,55 @@
+"""A whole run: step estimate x number of steps, device-hours, and its footprint (energy, CO2e, cost)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain import units
+from greentrain.errors import InfeasibleError
+from greentrain.estimate.step import StepEstimate, estimate_step
+from greentrain.footprint.host import default_host_power_w_per_chip
+from greentrain.footprint.model import Footprint, chip_power_w, footprint
+from greentrain.parallel.strategy import Strategy
+from greentrain.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEstimate:
+    scenario: Scenario
+    strategy: Strategy
+    step: StepEstimate
+    num_steps: int
+    run_time_s: float
+    footprint: Footprint
+    strategy_chosen: bool = False  # True when the planner picked the strategy itself
+
+    @property
+    def device_hours(self) -> float:
+        return self.footprint.device_hours
+
+    @property
+    def train_tokens(self) -> float:
+        return self.num_steps * self.scenario.workload.input_tokens_per_step
+
+
+def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool = False) -> RunEstimate:
+    """Estimate a whole run. The footprint uses the chip's power at the step's busy fraction (between idle
+    and TDP), the host overhead of footprint/host.py, the site's PUE and grid intensity, and the chip's
+    cloud price (else electricity at the site's price)."""
+    s = strategy or sc.strategy
+    if s is None:
+        raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
+    step = estimate_step(sc, s)
+    steps = sc.workload.steps() or 1
+    run_s = step.step_time_s * steps
+    chip = sc.cluster.chip
+    power = chip_power_w(chip, step.utilization) if chip.tdp_w > 0 else None
+    host = default_host_power_w_per_chip(chip, power or 0.0)
+    fp = footprint(num_chips=sc.cluster.num_chips, duration_s=run_s, site=sc.site, chip=chip,
+                   utilization=step.utilization, power_w=power, host_power_w_per_chip=host)
+    return RunEstimate(scenario=sc, strategy=s, step=step, num_steps=steps, run_time_s=run_s, footprint=fp,
+                       strategy_chosen=chosen)
+
+
+def run_days(run: RunEstimate) -> float:
+    return units.s_to_days(run.run_time_s)

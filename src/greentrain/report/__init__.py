@@ -1,0 +1,1 @@
+"""Rendering results: Rich tables, JSON with units in the keys."""

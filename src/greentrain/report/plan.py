@@ -1,0 +1,119 @@
+"""`greentrain plan` output: a Rich table and the same numbers as JSON (units in every key)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from greentrain import units
+from greentrain.estimate.run import RunEstimate
+
+
+def plan_to_dict(run: RunEstimate) -> dict[str, Any]:
+    sc, st, fp, s = run.scenario, run.step, run.footprint, run.strategy
+    mem = st.memory
+    return {
+        "model": sc.model.name,
+        "num_params": sc.model.num_params(),
+        "chip": sc.cluster.chip.name,
+        "num_chips": sc.cluster.num_chips,
+        "chips_per_node": sc.cluster.chips_per_node,
+        "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
+        "precision": sc.workload.precision,
+        "global_batch_size": sc.workload.global_batch_size,
+        "seq_len": sc.workload.seq_len,
+        "step_time_s": st.step_time_s,
+        "step_breakdown_s": {
+            "compute": st.compute_time_s - st.recompute_time_s, "recompute": st.recompute_time_s,
+            "tp_comm": st.tp_comm_time_s, "cp_comm": st.cp_comm_time_s, "ep_comm": st.ep_comm_time_s,
+            "pp_comm": st.pp_comm_time_s, "dp_comm": st.dp_comm_time_s, "bubble": st.bubble_time_s,
+            "optimizer": st.optimizer_time_s,
+        },
+        "num_micro_batches": st.num_micro_batches,
+        "tokens_per_step": st.tokens_per_step,
+        "tokens_per_s": st.tokens_per_s,
+        "flop_per_step": st.model_flop_per_step,
+        "hardware_flop_per_step": st.hardware_flop_per_step,
+        "mfu": st.mfu,
+        "hfu": st.hfu,
+        "utilization": st.utilization,
+        "memory_bytes_per_device": {
+            "total": mem.total_bytes, "weights": mem.weights_bytes, "gradients": mem.gradients_bytes,
+            "optimizer": mem.optimizer_bytes, "activations": mem.activations_bytes, "reserved": mem.reserved_bytes,
+            "capacity": st.memory_capacity_bytes, "host_offloaded": mem.host_bytes,
+        },
+        "num_steps": run.num_steps,
+        "train_tokens": run.train_tokens,
+        "run_time_s": run.run_time_s,
+        "device_hours": fp.device_hours,
+        "power_w_per_chip": fp.power_w_per_chip,
+        "host_power_w_per_chip": fp.host_power_w_per_chip,
+        "energy_kwh": fp.energy_kwh,
+        "cost_usd": fp.cost_usd,
+        "cost_basis": fp.cost_basis,
+        "emissions_kg_co2e": fp.emissions_kg_co2e,
+        "operational_kg_co2e": fp.operational_kg_co2e,
+        "embodied_kg_co2e": fp.embodied_kg_co2e,
+        "region": sc.site.region,
+        "grid_g_co2e_per_kwh": sc.site.grid_g_co2e_per_kwh,
+        "pue": sc.site.pue,
+    }
+
+
+def _dur(seconds: float) -> str:
+    if seconds >= units.DAY_S:
+        return f"{seconds / units.DAY_S:.1f} days"
+    if seconds >= units.HOUR_S:
+        return f"{seconds / units.HOUR_S:.1f} h"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def _gib(x: float) -> str:
+    return f"{units.bytes_to_gib(x):.2f} GiB"
+
+
+def render_plan(run: RunEstimate, console: Console) -> None:
+    d = plan_to_dict(run)
+    sc, st = run.scenario, run.step
+    title = (f"{sc.model.name} ({sc.model.num_params() / 1e9:.2f} B params) on {sc.cluster.num_chips} x "
+             f"{sc.cluster.chip.name}; {run.strategy.describe()}"
+             + (" (chosen by the planner)" if run.strategy_chosen else ""))
+    t = Table(title=title, show_header=True, header_style="bold")
+    t.add_column("per step", justify="left")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    for name, value in d["step_breakdown_s"].items():
+        if value > 0 or name in ("compute",):
+            t.add_row(name.replace("_", " "), _dur(value), f"{value / st.step_time_s:6.1%}")
+    t.add_row("[bold]step[/bold]", f"[bold]{_dur(st.step_time_s)}[/bold]", "100.0%")
+    console.print(t)
+    m = Table(title="memory per device", show_header=True, header_style="bold")
+    m.add_column("part")
+    m.add_column("size", justify="right")
+    for k, v in d["memory_bytes_per_device"].items():
+        if k not in ("capacity", "host_offloaded") or v:
+            m.add_row(k.replace("_", " "), _gib(v))
+    console.print(m)
+    r = Table(title="throughput and footprint", show_header=False)
+    r.add_column("metric")
+    r.add_column("value", justify="right")
+    rows = [
+        ("MFU / HFU", f"{st.mfu:.1%} / {st.hfu:.1%}"),
+        ("tokens/s", f"{st.tokens_per_s:,.0f}"),
+        ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
+        ("run time", _dur(run.run_time_s)),
+        ("device-hours", f"{d['device_hours']:,.0f}"),
+        ("power per chip (+ host)", f"{d['power_w_per_chip']:.0f} W (+ {d['host_power_w_per_chip']:.0f} W)"),
+        ("energy", f"{d['energy_kwh']:,.0f} kWh (PUE {d['pue']:.2f})"),
+        ("cost", f"${d['cost_usd']:,.0f} ({d['cost_basis']})"),
+        ("CO2e", f"{d['emissions_kg_co2e'] / 1000:,.2f} t (operational {d['operational_kg_co2e'] / 1000:,.2f} t, "
+                 f"embodied {d['embodied_kg_co2e'] / 1000:,.2f} t)"),
+        ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (f" ({d['region']})" if d["region"] else "")),
+    ]
+    for k, v in rows:
+        r.add_row(k, v)
+    console.print(r)
