@@ -19,6 +19,7 @@ from greentrain.errors import GreentrainError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("greentrain.cli.plan", "time, memory, MFU, energy, cost and CO2e of a training run"),
     "catalog": ("greentrain.cli.catalog", "list the chips, models and regions greentrain knows"),
+    "footprint": ("greentrain.cli.footprint", "energy, operational and embodied CO2e, and cost of a run"),
     "traffic": ("greentrain.cli.traffic", "FLOP and network traffic of a run over six parallel axes (seed 001)"),
     "batch-time": ("greentrain.cli.batch_time", "per-batch time of a pipelined MoE run (seed 001 simple model)"),
 }

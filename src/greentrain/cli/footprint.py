@@ -1,0 +1,163 @@
+"""`greentrain footprint`: energy, operational and embodied CO2e, and cost of a run (thin: no arithmetic).
+
+    greentrain footprint plan.json
+    greentrain footprint --chip a100-80gb --num-chips 64 --days 3 --region us-east-1 [--json]
+    greentrain footprint --power-w 330 --num-chips 10000 --days 14.8 --pue 1.1 --grid-g-per-kwh 429
+    greentrain footprint ... --compare-regions us-east-1,europe-north1,FRA
+    greentrain footprint ... --model-card
+    greentrain footprint ... --intensity-csv hourly.csv      # best start time for this job length
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import yaml
+
+from greentrain import units
+from greentrain.config import require
+from greentrain.errors import ConfigError
+from greentrain.footprint import render
+from greentrain.footprint.compare import compare_regions, model_card_block
+from greentrain.footprint.inputs import RunInputs, run_inputs_from_json
+from greentrain.footprint.model import DEFAULT_LIFETIME_S, footprint
+from greentrain.footprint.regions import get_region, with_electricity_price
+from greentrain.footprint.schedule import best_start, load_intensity_csv
+from greentrain.footprint.site import DEFAULT_PUE, Site
+from greentrain.hardware.catalog import get_chip
+from greentrain.hardware.chip import Chip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_json", nargs="?", help="a `plan --json` or `track` JSON file")
+    parser.add_argument("--chip", help="catalog chip (TDP, idle power, embodied CO2e, price)")
+    parser.add_argument("--num-chips", type=int)
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--hours", type=float, help="wall-clock run time")
+    when.add_argument("--days", type=float, help="wall-clock run time")
+    parser.add_argument("--power-w", type=float, help="measured average power per chip (W)")
+    parser.add_argument("--utilization", type=float,
+                        help="chip power between idle (0) and TDP (1); default 1")
+    parser.add_argument("--host-w-per-chip", type=float,
+                        help="host CPU/RAM/network power per chip (W); default: DGX-derived, see docs")
+    parser.add_argument("--pue", type=float,
+                        help="facility energy / IT energy (default: provider's, or 1.56)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--region", help="country (ISO3), US-XX state, or cloud region code")
+    where.add_argument("--grid-g-per-kwh", type=float, help="grid intensity, g CO2e per kWh")
+    parser.add_argument("--market-based", action="store_true",
+                        help="GCP regions: intensity net of Google CFE")
+    parser.add_argument("--price-usd-per-hour", type=float,
+                        help="cloud price per chip-hour (on-demand or spot)")
+    parser.add_argument("--electricity-usd-per-kwh", type=float,
+                        help="override the region's electricity price")
+    parser.add_argument("--hardware-usd-per-chip", type=float,
+                        help="on-premises: purchase price per chip (with its server share); cost = "
+                             "energy x electricity price + hardware amortized over the lifetime")
+    parser.add_argument("--lifetime-years", type=float,
+                        help="hardware service life for amortization (default 4)")
+    parser.add_argument("--compare-regions", help="comma-separated region codes, ranked by CO2e and by cost")
+    parser.add_argument("--intensity-csv", help="hourly grid intensity CSV: best start time for this job")
+    parser.add_argument("--model-card", action="store_true",
+                        help="print the Hugging Face co2_eq_emissions YAML")
+    parser.add_argument("--training-type", default="pre-training", help="model-card training_type")
+    parser.add_argument("--json", action="store_true", help="print JSON (units in the keys)")
+
+
+def _run_inputs(args: argparse.Namespace) -> RunInputs:
+    base = run_inputs_from_json(args.run_json) if args.run_json else None
+    num_chips = args.num_chips if args.num_chips is not None else (base.num_chips if base else None)
+    if num_chips is None:
+        raise ConfigError("--num-chips", None, "is required (or a plan/track JSON file)")
+    require(num_chips >= 1, "--num-chips", num_chips, "must be >= 1")
+    for flag, value in (("--hours", args.hours), ("--days", args.days)):
+        if value is not None:
+            require(value >= 0, flag, value, "must be >= 0")
+    if args.hours is not None:
+        duration = units.hours_to_s(args.hours)
+    elif args.days is not None:
+        duration = units.days_to_s(args.days)
+    elif base is not None:
+        duration = base.duration_s
+    else:
+        raise ConfigError("--hours", None, "is required (or --days, or a plan/track JSON file)")
+    if args.utilization is not None:
+        require(0.0 <= args.utilization <= 1.0, "--utilization", args.utilization, "must be in [0, 1]")
+    if args.power_w is not None:
+        require(args.power_w >= 0, "--power-w", args.power_w, "must be >= 0")
+    measured = args.power_w is not None or args.utilization is not None
+    return RunInputs(num_chips=num_chips, duration_s=duration, chip=args.chip or (base.chip if base else ""),
+                     region=args.region or (base.region if base else ""),
+                     utilization=args.utilization if args.utilization is not None else (
+                         base.utilization if base else None),
+                     power_w=args.power_w if args.power_w is not None else (base.power_w if base else None),
+                     device_energy_j=None if measured or base is None else base.device_energy_j,
+                     pue=args.pue if args.pue is not None else (base.pue if base else None),
+                     mfu_as_utilization=(args.utilization is None and base is not None
+                                         and base.mfu_as_utilization))
+
+
+def _site(args: argparse.Namespace, run: RunInputs) -> Site:
+    if run.pue is not None:
+        require(run.pue >= 1.0, "--pue", run.pue, "must be >= 1 (facility energy / IT energy)")
+    if args.grid_g_per_kwh is not None:
+        require(args.grid_g_per_kwh >= 0, "--grid-g-per-kwh", args.grid_g_per_kwh, "must be >= 0")
+        site = Site.from_intensity(args.grid_g_per_kwh, pue=run.pue or DEFAULT_PUE)
+    elif run.region:
+        site = get_region(run.region).site(pue=run.pue, market_based=args.market_based)
+    else:
+        raise ConfigError("--region", None, "is required (or --grid-g-per-kwh)")
+    if args.electricity_usd_per_kwh is not None:
+        site = with_electricity_price(site, args.electricity_usd_per_kwh)
+    return site
+
+
+def _chip(run: RunInputs) -> Chip | None:
+    return get_chip(run.chip) if run.chip else None
+
+
+def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | None) -> dict[str, Any]:
+    if chip is None and run.power_w is None and run.device_energy_j is None:
+        raise ConfigError("--chip", None, "is required unless --power-w (a measured power per chip) is given")
+    price = None
+    if args.price_usd_per_hour is not None:
+        require(args.price_usd_per_hour >= 0, "--price-usd-per-hour", args.price_usd_per_hour, "must be >= 0")
+        price = args.price_usd_per_hour / units.HOUR_S
+    lifetime = DEFAULT_LIFETIME_S
+    if args.lifetime_years is not None:
+        require(args.lifetime_years > 0, "--lifetime-years", args.lifetime_years, "must be > 0")
+        lifetime = units.years_to_s(args.lifetime_years)
+    hardware = args.hardware_usd_per_chip or 0.0
+    require(hardware >= 0, "--hardware-usd-per-chip", hardware, "must be >= 0")
+    return {"num_chips": run.num_chips, "duration_s": run.duration_s, "chip": chip,
+            "utilization": 1.0 if run.utilization is None else run.utilization, "power_w": run.power_w,
+            "device_energy_j": run.device_energy_j, "host_power_w_per_chip": args.host_w_per_chip,
+            "price_usd_per_device_s": price, "lifetime_s": lifetime, "hardware_usd_per_chip": hardware}
+
+
+def run(args: argparse.Namespace) -> int:
+    run_in = _run_inputs(args)
+    chip = _chip(run_in)
+    kwargs = _footprint_kwargs(args, run_in, chip)
+    if args.compare_regions:
+        codes = [c.strip() for c in args.compare_regions.split(",") if c.strip()]
+        ranked = compare_regions(codes, pue=run_in.pue, **kwargs)
+        as_json = json.dumps(render.compare_dict(ranked), indent=2)
+        print(as_json if args.json else render.compare_table(ranked))
+        return 0
+    site = _site(args, run_in)
+    fp = footprint(site=site, **kwargs)
+    start = None
+    if args.intensity_csv:
+        start = best_start(load_intensity_csv(args.intensity_csv), units.s_to_hours(run_in.duration_s))
+    if args.model_card:
+        block = model_card_block(fp, site=site, hardware=chip.name if chip else "",
+                                 training_type=args.training_type)
+        print(yaml.safe_dump(block, sort_keys=False), end="")
+    elif args.json:
+        print(json.dumps(render.footprint_dict(fp, start), indent=2))
+    else:
+        print(render.footprint_table(fp, site, chip, start, mfu=run_in.mfu_as_utilization))
+    return 0
