@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--seq_len", type=int, default=2048, help="tokens per sequence (default 2048)")
     _flag(parser, "--use_glu", action="store_true", default=None, help="gated FFN (a third matrix)")
     _flag(parser, "--no_multi_query_attn", action="store_true", help="multi-head attention (default: MQA)")
-    _flag(parser, "--num_kv_heads", type=int, default=None, help="K/V heads (greentrain: 1 MQA, else GQA/MHA)")
+    _flag(parser, "--num_kv_heads", type=int, default=None, help="K/V heads (1: MQA; else GQA/MHA)")
     _flag(parser, "--activation_checkpointing", action="store_true", help="recompute fwd in bwd")
-    _flag(parser, "--consecutive_attn_and_ffn", action="store_true", help="default: parallel attn + FFN block")
+    _flag(parser, "--consecutive_attn_and_ffn", action="store_true", help="default: parallel attn+FFN")
     _flag(parser, "--dataset_size", type=float, required=True, help="training tokens")
     _flag(parser, "--num_layers", type=int, default=None, help="layers (required without --model)")
     _flag(parser, "--d_model", type=int, default=None, help="residual width (required without --model)")
@@ -87,7 +87,7 @@ def _resolve_widths(args: argparse.Namespace, shape: dict[str, Any], d: int) -> 
     d_head = args.d_head if args.d_head is not None else shape.get("d_head", 64)
     require(d_head >= 1, "d_head", d_head, "must be a positive integer")
     if args.num_heads is not None and args.total_attn_width_ratio is not None:
-        raise ConfigError("num_heads", args.num_heads, "cannot be given together with --total_attn_width_ratio")
+        raise ConfigError("num_heads", args.num_heads, "cannot be given with --total_attn_width_ratio")
     if args.num_heads is not None:
         return d_ffn, d_head, args.num_heads
     if args.total_attn_width_ratio is not None:
@@ -103,10 +103,12 @@ def _resolve_widths(args: argparse.Namespace, shape: dict[str, Any], d: int) -> 
 
 def config_from_args(args: argparse.Namespace) -> TrafficConfig:
     shape = _shape_from_model(args)
-    num_layers = args.num_layers if args.num_layers is not None else shape.get("num_layers")
-    d = args.d_model if args.d_model is not None else shape.get("d_model")
-    require(num_layers is not None, "num_layers", None, "is required (or --model)")
-    require(d is not None, "d_model", None, "is required (or --model)")
+    num_layers: int | None = args.num_layers if args.num_layers is not None else shape.get("num_layers")
+    d: int | None = args.d_model if args.d_model is not None else shape.get("d_model")
+    if num_layers is None:
+        raise ConfigError("num_layers", None, "is required (or --model)")
+    if d is None:
+        raise ConfigError("d_model", None, "is required (or --model)")
     require(d >= 1, "d_model", d, "must be a positive integer")
     d_ffn, d_head, num_heads = _resolve_widths(args, shape, d)
     if args.num_kv_heads is not None:
@@ -132,7 +134,7 @@ def cluster_rate(args: argparse.Namespace) -> float | None:
     if args.chip is None:
         if args.cluster_flop_rate is not None:
             require(args.cluster_flop_rate > 0, "cluster_flop_rate", args.cluster_flop_rate, "must be > 0")
-        return args.cluster_flop_rate  # type: ignore[no-any-return]
+        return float(args.cluster_flop_rate)
     if args.cluster_flop_rate is not None:
         raise ConfigError("chip", args.chip, "cannot be given together with --cluster_flop_rate")
     require(0 < args.utilization <= 1, "utilization", args.utilization, "must be in (0, 1]")

@@ -86,7 +86,7 @@ class DataDim:
     def __add__(self, other: DataDim) -> DataDim:
         """Concatenation along one axis (for example attention heads + FFN units, reduced together)."""
         if self.axis is not other.axis or (self.axis is not None and self.axis.rotational):
-            raise LayoutError(f"cannot concatenate {self.name} and {other.name}: different or rotational axes")
+            raise LayoutError(f"cannot concatenate {self.name} and {other.name} (axes differ or rotate)")
         return DataDim(f"{self.name}+{other.name}", self.size + other.size, self.axis)
 
     def __repr__(self) -> str:
@@ -139,7 +139,7 @@ class Meter:
 
 
 class Mesh:
-    """The axes of one cluster layout and the meter its ops count into (the seed's global state, made local)."""
+    """The axes of one cluster layout and the meter its ops count into (the seed's global state, local)."""
 
     def __init__(self, axes: Sequence[ParallelAxis]) -> None:
         names = [a.name for a in axes]
@@ -186,7 +186,7 @@ class Data:
         if local % scatter_deg != 0:
             names = ", ".join(a.name for a in self._sorted_axes(self.scatter_axes))
             raise ConfigError(f"layout {self._dims_repr()}", local,
-                              f"local elements must be divisible by the scatter degree {scatter_deg} ({names})")
+                              f"local elements must divide by the scatter degree {scatter_deg} ({names})")
         self.bcast_axes = mesh.axis_set - (self.used_axes | self.scatter_axes)
 
     # ---- helpers -------------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ class TrafficConfig:
     @property
     def degrees(self) -> dict[str, int]:
         """Axis name -> degree, in the fixed order DATA, PIPE, EXP, SEQ, TENSOR_INT, TENSOR_EXT."""
-        return dict(zip(AXIS_ORDER, (self.dp, self.pp, self.ep, self.sp, self.tp_int, self.tp_ext), strict=True))
+        values = (self.dp, self.pp, self.ep, self.sp, self.tp_int, self.tp_ext)
+        return dict(zip(AXIS_ORDER, values, strict=True))
 
     @property
     def num_chips(self) -> int:
@@ -110,15 +111,17 @@ class TrafficConfig:
 
 
 def check_shapes(cfg: TrafficConfig) -> None:
-    """The divisibility rules the seed asserted while laying out the model, as ConfigErrors naming the flag."""
+    """The seed's divisibility asserts while laying out the model, as ConfigErrors naming the flag."""
     el = cfg.tokens_per_expert
     rules = (
         (cfg.num_layers % cfg.pp == 0, "num_layers", cfg.num_layers, f"must be divisible by p_pipe={cfg.pp}"),
-        (cfg.num_experts % cfg.ep == 0, "num_experts", cfg.num_experts, f"must be divisible by p_exp={cfg.ep}"),
+        (cfg.num_experts % cfg.ep == 0, "num_experts", cfg.num_experts,
+         f"must be divisible by p_exp={cfg.ep}"),
         (el % cfg.sp == 0, "seq_len/num_experts", el, f"must be divisible by p_seq={cfg.sp}"),
         (el % cfg.tp_ext == 0, "seq_len/num_experts", el,
          f"must be divisible by p_tensor_ext={cfg.tp_ext} (keys and values are scattered over it)"),
-        (cfg.d_model % cfg.tp_ext == 0, "d_model", cfg.d_model, f"must be divisible by p_tensor_ext={cfg.tp_ext}"),
+        (cfg.d_model % cfg.tp_ext == 0, "d_model", cfg.d_model,
+         f"must be divisible by p_tensor_ext={cfg.tp_ext}"),
         (cfg.d_ffn % cfg.tp_int == 0, "d_ffn", cfg.d_ffn, f"must be divisible by p_tensor_int={cfg.tp_int}"),
         (cfg.num_heads % cfg.tp_int == 0, "num_heads", cfg.num_heads,
          f"must be divisible by p_tensor_int={cfg.tp_int}"),
@@ -158,7 +161,8 @@ def allowed_microbatch_sizes(cfg: TrafficConfig) -> tuple[int, ...]:
         raise InfeasibleError(f"Internal tensor parallelism too large: {cfg.tp_int} > d_ffn/1024 = "
                               f"{cfg.d_ffn // MIN_UNITS_PER_MATMUL}")
     if cfg.tp_int > cfg.attn_width / MIN_UNITS_PER_MATMUL:
-        raise InfeasibleError(f"Internal tensor parallelism too large: {cfg.tp_int} > num_heads*d_head/1024 = "
+        raise InfeasibleError(f"Internal tensor parallelism too large: {cfg.tp_int} > "
+                              "num_heads*d_head/1024 = "
                               f"{cfg.attn_width // MIN_UNITS_PER_MATMUL}")
     if cfg.tp_ext > cfg.d_model / MIN_UNITS_PER_MATMUL:
         raise InfeasibleError(f"External tensor parallelism too large: {cfg.tp_ext} > "

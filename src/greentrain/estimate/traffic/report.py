@@ -27,7 +27,7 @@ class TrafficReport:
     num_batches: int
     batch_size: int
     allowed_microbatch_sizes: tuple[int, ...] | None  # None: efficiency check skipped
-    degrees: tuple[tuple[str, int], ...]  # (axis, degree) in the order DATA PIPE EXP SEQ TENSOR_INT TENSOR_EXT
+    degrees: tuple[tuple[str, int], ...]  # (axis, degree): DATA PIPE EXP SEQ TENSOR_INT TENSOR_EXT
     num_chips: int
     fwd_only: bool
     activation_checkpointing: bool
@@ -91,7 +91,8 @@ def traffic_report(cfg: TrafficConfig, cluster_flop_per_s: float | None = None,
         num_params=cfg.num_params, num_params_effective=cfg.num_params / cfg.num_experts,
         num_tokens=cfg.num_tokens, num_batches=cfg.num_batches, batch_size=cfg.batch_size,
         allowed_microbatch_sizes=allowed, degrees=tuple(cfg.degrees.items()), num_chips=p,
-        fwd_only=cfg.fwd_only, activation_checkpointing=cfg.activation_checkpointing, net_precision_bytes=prec,
+        fwd_only=cfg.fwd_only, activation_checkpointing=cfg.activation_checkpointing,
+        net_precision_bytes=prec,
         flop_fwd=fwd["flop"], flop_bwd=bwd["flop"], flop_total=total["flop"],
         tx_elements_fwd=fwd["tx"], tx_elements_bwd=bwd["tx"], tx_elements_total=total["tx"],
         rx_elements_fwd=fwd["rx"], rx_elements_bwd=bwd["rx"], rx_elements_total=total["rx"],

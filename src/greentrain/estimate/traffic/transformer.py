@@ -128,7 +128,8 @@ def count_traffic(cfg: TrafficConfig) -> TrafficCounts:
     with meter.scope(cfg.num_batches):
         with meter.scope(layers_per_stage):  # weights: gathered once per batch, gradients reduced
             w = _weights(cfg, m)
-        with meter.scope(cfg.batch_size * cfg.seq_len), meter.scope(layers_per_stage / (cfg.dp * cfg.seq_len)):
+        per_token = layers_per_stage / (cfg.dp * cfg.seq_len)  # x holds dp samples and one stage's layer
+        with meter.scope(cfg.batch_size * cfg.seq_len), meter.scope(per_token):
             _layer(cfg, m, w)
     return TrafficCounts(
         flop_fwd=meter.get("FLOP", "fwd"), flop_bwd=meter.get("FLOP", "bwd"),
