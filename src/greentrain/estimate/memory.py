@@ -50,7 +50,8 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
         kv_saved = 0.0 if cross else 2 * e * t * kv  # cross-attention K/V come from the shared encoder output
         split += 2 * e * t * q + kv_saved  # Q and the output-projection input; K and V
         n_scores = b * heads * s * s_kv
-        scores += LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES + 2 * e) * n_scores
+        # softmax output (e), its dropout mask (1 byte), the dropout output (e)
+        scores += LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES) * n_scores
     f = spec.expert_ffn_hidden_size if moe else spec.ffn_hidden_size
     routed = spec.top_k + spec.num_shared_experts if moe else 1
     up = 2 if spec.glu else 1

@@ -11,5 +11,5 @@ from greentrain.estimate.traffic.report import TrafficReport, render_text, sweep
 from greentrain.estimate.traffic.transformer import TrafficCounts, count_traffic
 
 __all__ = ["Data", "DataDim", "LayoutError", "Mesh", "Meter", "ParallelAxis", "TrafficConfig",
-           "TrafficCounts", "TrafficReport", "allowed_microbatch_sizes", "closed_form_counts", "count_traffic",
-           "render_text", "sweep_data_parallel", "traffic_report"]
+           "TrafficCounts", "TrafficReport", "allowed_microbatch_sizes", "closed_form_counts",
+           "count_traffic", "render_text", "sweep_data_parallel", "traffic_report"]
