@@ -49,8 +49,8 @@ def main(data_dir: Path) -> None:
     usa = json.loads((data_dir / "private_infra" / "2023" / "usa_emissions.json").read_text())
     year = usa["_source"]["year"]
     for name, row in sorted(usa.items()):
-        if name.startswith("_") or "regionCode" not in row:
-            continue
+        if name.startswith("_") or len(row.get("regionCode", "")) != 2:
+            continue  # the national eGRID row: the country table already has USA
         g = units.lb_per_mwh_to_g_per_kwh(row["emissions"])
         out.writerow([f"US-{row['regionCode']}", f"{name.title()} (USA)", "state", round(g, 1), "combustion",
                       EGRID, year])
