@@ -82,7 +82,8 @@ def render_plan(run: RunEstimate, console: Console) -> None:
     title = (f"{sc.model.name} ({sc.model.num_params() / 1e9:.2f} B params) on {sc.cluster.num_chips} x "
              f"{sc.cluster.chip.name}; {run.strategy.describe()}"
              + (" (chosen by the planner)" if run.strategy_chosen else ""))
-    t = Table(title=title, show_header=True, header_style="bold")
+    console.print(f"[bold]{title}[/bold]")
+    t = Table(title="time per step (slowest pipeline stage)", show_header=True, header_style="bold")
     t.add_column("per step", justify="left")
     t.add_column("time", justify="right")
     t.add_column("share", justify="right")
