@@ -18,6 +18,7 @@ from greentrain.errors import GreentrainError
 # name -> (module, one-line help). Add a line here for a new subcommand.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("greentrain.cli.plan", "time, memory, MFU, energy, cost and CO2e of a training run"),
+    "simulate": ("greentrain.cli.simulate", "discrete-event simulation: a device swarm (seed 000) or a cluster step"),
     "catalog": ("greentrain.cli.catalog", "list the chips, models and regions greentrain knows"),
     "footprint": ("greentrain.cli.footprint", "energy, operational and embodied CO2e, and cost of a run"),
     "traffic": ("greentrain.cli.traffic", "FLOP and network traffic of a run over six parallel axes (seed 001)"),

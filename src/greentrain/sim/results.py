@@ -11,6 +11,7 @@ class DeviceRound:
     """What one device did in one round. The four times add up to the round time."""
 
     name: str
+    group: str  # the DEVICES.yaml entry it came from
     ingress_s: float
     compute_s: float
     egress_s: float
@@ -27,8 +28,9 @@ class DeviceRound:
 
     def to_dict(self, round_time_s: float) -> dict[str, Any]:
         sh = self.shares(round_time_s)
-        return {"name": self.name, "ingress_s": self.ingress_s, "compute_s": self.compute_s,
-                "egress_s": self.egress_s, "idle_s": self.idle_s, "ingress_share": sh["ingress"],
+        return {"name": self.name, "group": self.group, "ingress_s": self.ingress_s,
+                "compute_s": self.compute_s, "egress_s": self.egress_s, "idle_s": self.idle_s,
+                "ingress_share": sh["ingress"],
                 "compute_share": sh["compute"], "egress_share": sh["egress"], "idle_share": sh["idle"],
                 "tasks_done": self.tasks_done, "failures": self.failures, "cancelled": self.cancelled,
                 "flop_done": self.flop_done}

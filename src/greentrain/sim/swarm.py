@@ -267,7 +267,8 @@ class SwarmRound:
         span = self.end_s - self.start_s
         a_in, a_comp, a_out = self.acc
         devs = tuple(
-            DeviceRound(name=dev.name, ingress_s=a_in[i], compute_s=a_comp[i], egress_s=a_out[i],
+            DeviceRound(name=dev.name, group=dev.group, ingress_s=a_in[i], compute_s=a_comp[i],
+                        egress_s=a_out[i],
                         idle_s=max(span - a_in[i] - a_comp[i] - a_out[i], 0.0),
                         tasks_done=self.done_count[i], failures=self.fail_count[i],
                         cancelled=self.cancel_count[i], flop_done=self.flop_done[i])

@@ -1,0 +1,173 @@
+"""`greentrain simulate swarm|step`: discrete-event simulation of a device swarm or a cluster step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+
+PROGRESS_MIN_TASKS = 200_000  # show a progress bar when a run has at least this many tasks
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="mode", metavar="MODE", required=True)
+    s = sub.add_parser("swarm", help="seed 000: a heterogeneous device swarm trains a model round by round",
+                       description="Simulate a swarm of heterogeneous devices that share a model's "
+                                   "tensor-parallel tiles, round by round (seed 000's Simulation Guide).")
+    s.add_argument("--devices", required=True, metavar="DEVICES.yaml",
+                   help="devices or groups (see docs/simulate.md)")
+    s.add_argument("--model", required=True, help="preset name, model YAML or Hugging Face config.json")
+    s.add_argument("--rounds", type=int, default=1, help="training rounds to simulate (default 1)")
+    s.add_argument("--min-tp-size", type=int, default=128, help="smallest tile dimension (default 128)")
+    s.add_argument("--tp-depth", type=int, default=2, help="halving levels per matrix (default 2)")
+    s.add_argument("--batch-tokens", type=int, default=2048, help="tokens trained per round (default 2048)")
+    s.add_argument("--seq-len", type=int, default=0, help="sequence length (default: --batch-tokens)")
+    s.add_argument("--precision", default="bf16", help="fp32, tf32, bf16, fp16 or fp8 (default bf16)")
+    s.add_argument("--scheduler", default="greedy", help="greedy, fastest or bandwidth (default greedy)")
+    s.add_argument("--backup-tasks", action="store_true",
+                   help="idle devices run backup copies of straggling tasks")
+    s.add_argument("--seed", type=int, default=0, help="random seed for dropouts (default 0)")
+    _outputs(s)
+    c = sub.add_parser("step", help="one training step of a scenario, event by event (GPipe, 1F1B, VPP)",
+                       description="Simulate one training step of a scenario event by event.")
+    from greentrain.cli.scenario_args import add_scenario_arguments
+
+    add_scenario_arguments(c)
+    c.add_argument("--straggler", action="append", default=[], metavar="STAGE=FACTOR",
+                   help="pipeline stage STAGE computes FACTOR times slower (repeatable)")
+    c.add_argument("--link-slowdown", type=float, default=1.0, metavar="FACTOR",
+                   help="inter-node links are FACTOR times slower than the catalog says")
+    c.add_argument("--bucket-mb", type=float, default=25.0, help="DP gradient bucket size in MB (default 25)")
+    _outputs(c)
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON (open in Perfetto)")
+    p.add_argument("--gantt", metavar="PATH.png", help="write a Gantt chart (PNG)")
+
+
+def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> None:
+    if path is None:
+        return
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise ConfigError(flag, path, f"must end in {' or '.join(suffixes)}")
+    if not (p.parent if str(p.parent) else Path(".")).is_dir():
+        raise ConfigError(flag, path, "its directory does not exist")
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_output("--trace", args.trace, (".json",))
+    _check_output("--gantt", args.gantt, (".png",))
+    if args.mode == "swarm":
+        return _run_swarm(args)
+    return _run_step(args)
+
+
+def _run_swarm(args: argparse.Namespace) -> int:
+    from greentrain.model.load import load_model
+    from greentrain.sim.devices import load_devices
+    from greentrain.sim.run_swarm import SwarmWorkload, run_swarm, swarm_tasks
+    from greentrain.sim.swarm import SwarmOptions
+    from greentrain.sim.trace import Trace
+
+    opts = SwarmOptions(scheduler=args.scheduler, seed=args.seed, backup_tasks=args.backup_tasks)
+    wl = SwarmWorkload(batch_tokens=args.batch_tokens, seq_len=args.seq_len, precision=args.precision,
+                       tp_depth=args.tp_depth, min_tp_size=args.min_tp_size)
+    if args.rounds < 1:
+        raise ConfigError("--rounds", args.rounds, "must be >= 1")
+    devices = load_devices(args.devices)
+    model = load_model(args.model)
+    num_tasks = swarm_tasks(model, wl).num_tasks  # validates the tiling before anything runs
+    trace = Trace() if (args.trace or args.gantt) else None
+    total = num_tasks * args.rounds
+    with _progress(total, "simulating", enabled=total >= PROGRESS_MIN_TASKS) as advance:
+        res = run_swarm(devices, model, rounds=args.rounds, workload=wl, options=opts, trace=trace,
+                        progress=(lambda r, done: advance(r * num_tasks + done)) if advance else None)
+    _write_outputs(args, trace, f"swarm of {res.num_devices} devices, {res.model}")
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0
+    from rich.console import Console
+
+    from greentrain.sim.render import render_swarm
+
+    render_swarm(res, Console())
+    return 0
+
+
+def _run_step(args: argparse.Namespace) -> int:
+    from greentrain.cli.scenario_args import scenario_from_args
+    from greentrain.sim.cluster import StepOptions, simulate_step
+    from greentrain.sim.trace import Trace
+
+    sc = scenario_from_args(args)
+    if sc.strategy is None:
+        from greentrain.estimate.auto import choose_strategy
+
+        sc = sc.with_strategy(choose_strategy(sc)[0])
+    opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
+                       bucket_mb=args.bucket_mb)
+    trace = Trace() if (args.trace or args.gantt) else None
+    res = simulate_step(sc, opts, trace=trace)
+    _write_outputs(args, trace, f"one step, {sc.model.name}")
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0
+    from rich.console import Console
+
+    from greentrain.sim.cluster import render_step
+
+    render_step(res, Console())
+    return 0
+
+
+def _stragglers(items: list[str]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for item in items:
+        stage, _, factor = item.partition("=")
+        try:
+            out[int(stage)] = float(factor)
+        except ValueError:
+            raise ConfigError("--straggler", item, "must be STAGE=FACTOR, e.g. 3=1.5") from None
+    return out
+
+
+def _write_outputs(args: argparse.Namespace, trace: Any, title: str) -> None:
+    if trace is None:
+        return
+    if args.trace:
+        trace.write_chrome(args.trace)
+    if args.gantt:
+        from greentrain.sim.render import write_gantt
+
+        write_gantt(trace, args.gantt, title=title)
+
+
+class _progress:
+    """A Rich progress bar on stderr for long runs; yields ``advance(completed)`` or None when disabled."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self.total, self.label = total, label
+        self.enabled = enabled and sys.stderr.isatty()
+        self._bar: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._bar = Progress(console=Console(stderr=True), transient=True)
+        self._bar.start()
+        task = self._bar.add_task(self.label, total=self.total)
+        return lambda completed: self._bar.update(task, completed=completed)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,104 @@
+"""Rendering simulation results: Rich tables and a matplotlib Gantt chart of a trace."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from greentrain import units
+from greentrain.sim.results import SwarmResult
+from greentrain.sim.trace import Trace
+
+_COLORS = {"ingress": "#4c78a8", "compute": "#54a24b", "egress": "#f58518", "forward": "#54a24b",
+           "backward": "#e45756", "p2p": "#9d755d", "dp": "#b279a2", "tp": "#72b7b2", "link": "#bab0ac"}
+
+
+def render_swarm(res: SwarmResult, console: Console, max_rounds: int = 20) -> None:
+    console.print(f"[bold]Swarm[/bold] {res.num_devices} devices, model {res.model}, "
+                  f"{res.num_tasks:,} tasks a round (tp_depth {res.tp_depth}, min_tp_size {res.min_tp_size}, "
+                  f"{res.batch_tokens:,} tokens, "
+                  f"{res.precision}), scheduler {res.scheduler}, seed {res.seed}")
+    t = Table(title="Rounds")
+    for col in ("round", "time s", "finished at s", "TFLOP/s achieved", "of swarm sum", "GB moved",
+                "re-queued", "backups"):
+        t.add_column(col, justify="right")
+    for r in res.rounds[:max_rounds]:
+        t.add_row(str(r.index), f"{r.time_s:,.3f}", f"{r.finish_s:,.3f}",
+                  f"{r.achieved_flop_per_s / units.TFLOP:,.2f}", f"{100 * r.utilization:.1f} %",
+                  f"{r.bytes_moved / units.GB:,.2f}", str(r.requeued), str(r.backups))
+    if len(res.rounds) > max_rounds:
+        t.add_row("...", "", "", "", "", "", "", "")
+    console.print(t)
+    console.print(_group_table(res))
+    console.print(f"total {res.total_time_s:,.3f} s simulated for {len(res.rounds)} round(s); "
+                  f"{res.num_events:,} events in {res.wall_s:.2f} s host time")
+
+
+def _group_table(res: SwarmResult) -> Table:
+    """Mean shares of the round time per device group, over all rounds."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0] * 7)
+    names: dict[str, int] = {}
+    for r in res.rounds:
+        for d in r.devices:
+            group = d.group
+            names[group] = names.get(group, 0) + 1
+            a = acc[group]
+            for i, v in enumerate((d.ingress_s, d.compute_s, d.egress_s, d.idle_s, r.time_s)):
+                a[i] += v
+            a[5] += d.tasks_done
+            a[6] += d.failures
+    t = Table(title="Where the device time went (share of round time, mean over devices and rounds)")
+    for col in ("devices", "count", "ingress", "compute", "egress", "idle", "tasks/round", "dropouts"):
+        t.add_column(col, justify="right")
+    n_rounds = len(res.rounds)
+    for group, a in acc.items():
+        tot = a[4] or 1.0
+        t.add_row(group, str(names[group] // n_rounds), *(f"{100 * a[i] / tot:.1f} %" for i in range(4)),
+                  f"{a[5] / names[group]:,.1f}", str(int(a[6])))
+    return t
+
+
+def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: str = "") -> None:
+    """A Gantt chart of the trace's device and link tracks (matplotlib, Agg), written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    every = trace.tracks()
+    tracks = ([t for t in every if not t.startswith("link/")] or every)[:max_tracks]  # links: see --trace
+    row = {name: i for i, name in enumerate(tracks)}
+    bars: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    for track, _, start, end, cat in trace:
+        if track in row:
+            bars[cat or "busy"].append((start, end - start, row[track]))
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.25 * len(tracks) + 1.5)))
+    for cat, spans in bars.items():
+        ys = [y for _, _, y in spans]
+        ax.barh(ys, [w for _, w, _ in spans], left=[s for s, _, _ in spans], height=0.8,
+                color=_COLORS.get(cat, "#888888"), linewidth=0)
+    ax.set_yticks(range(len(tracks)), [t.split("/", 1)[-1] for t in tracks], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (s)")
+    ax.set_title(title or "greentrain simulate")
+    ax.legend(handles=[Patch(color=_COLORS.get(c, "#888888"), label=c) for c in bars], loc="upper right",
+              fontsize=7)
+    fig.tight_layout()
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=p.suffix or ".png",
+                               dir=p.parent if str(p.parent) else ".")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
