@@ -62,6 +62,17 @@ class _Reader:
                               "value for encoder and decoder")
         return a
 
+    def aliases_agree(self, aliases: Mapping[str, str]) -> None:
+        """transformers reads some generic keys as another name (BartConfig.attribute_map:
+        num_hidden_layers -> encoder_layers) and the generic one wins when both are present: refuse a config
+        where they disagree."""
+        for alias, key in aliases.items():
+            if self.config.get(alias) is not None and self.config.get(key) is not None:
+                a, b = self.get_int(key), self.get_int(alias)
+                if a != b:
+                    raise ConfigError(f"{_WHERE}.{alias}", b, f"must equal {key}={a} (transformers reads "
+                                      f"{alias} as {key}); edit both or remove {alias}")
+
 
 # ---- decoder-only families ---------------------------------------------------------------------------------
 
@@ -116,6 +127,8 @@ def _gemma(r: _Reader) -> dict[str, Any]:
 def _gpt2(r: _Reader) -> dict[str, Any]:
     """GPT2Config: learned positions (``n_positions`` rows), biases everywhere (Conv1D), pre-LayerNorm,
     tied head; ``n_inner`` null means 4 * n_embd (GPT2MLP)."""
+    r.aliases_agree({"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+                     "max_position_embeddings": "n_positions"})  # GPT2Config.attribute_map
     d = r.get_int("n_embd", "hidden_size")
     return dict(
         num_layers=r.get_int("n_layer", "num_hidden_layers"),
@@ -186,6 +199,8 @@ def _bloom(r: _Reader) -> dict[str, Any]:
     ``n_inner``), tied head. The 176B config spells the width ``n_embed``. BloomModel also has a LayerNorm
     after the embedding (``word_embeddings_layernorm``), which TransformerSpec does not model: 2 * hidden_size
     parameters fewer than transformers (28,672 for BLOOM-176B)."""
+    # BloomConfig.attribute_map
+    r.aliases_agree({"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"})
     d = r.get_int("n_embed", "hidden_size")
     return dict(
         num_layers=r.get_int("n_layer", "num_hidden_layers"),
@@ -213,6 +228,8 @@ def _bart_like(r: _Reader, *, learned_positions: bool) -> dict[str, Any]:
     Pegasus (Zhang et al. 2020): pre-LN with a final LayerNorm per stack; sinusoidal positions, which
     transformers stores as frozen weights (2 * max_position_embeddings * d, not trainable) and the spec omits.
     """
+    r.aliases_agree({"num_hidden_layers": "encoder_layers", "num_attention_heads": "encoder_attention_heads",
+                     "hidden_size": "d_model"})  # BartConfig.attribute_map, PegasusConfig.attribute_map
     positions = r.get_int("max_position_embeddings") + _FAIRSEQ_POSITION_OFFSET if learned_positions else 0
     return dict(
         arch="encoder-decoder",
@@ -247,6 +264,8 @@ def _t5(r: _Reader) -> dict[str, Any]:
     false). The relative position bias (``relative_attention_num_buckets`` x num_heads, in the first block of
     each stack) is not in TransformerSpec: 2 * 32 * num_heads parameters (1,024 for t5-large).
     """
+    r.aliases_agree({"num_hidden_layers": "num_layers", "num_attention_heads": "num_heads",
+                     "hidden_size": "d_model", "head_dim": "d_kv"})  # T5Config.attribute_map
     proj = r.get_str("feed_forward_proj", default="relu")
     gated = proj.startswith("gated-")
     activation = proj.removeprefix("gated-")
