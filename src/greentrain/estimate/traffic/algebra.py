@@ -177,17 +177,17 @@ class Data:
         self.dims = frozenset(dim_list)
         self.used_axes = _distinct_axes(dim_list)
         self.scatter_axes = frozenset(scatter_list)
+        self.bcast_axes = mesh.axis_set - (self.used_axes | self.scatter_axes)
         if not self.used_axes.isdisjoint(self.scatter_axes):
             raise LayoutError(f"an axis is both used and scattered in {self}")
         if not (self.used_axes | self.scatter_axes) <= mesh.axis_set:
-            raise LayoutError(f"axes outside the mesh in {self}")
+            raise LayoutError(f"axes outside the mesh in {self._dims_repr()}")
         local = math.prod(d.local_size for d in dim_list)
         scatter_deg = _prod_deg(self.scatter_axes)
         if local % scatter_deg != 0:
             names = ", ".join(a.name for a in self._sorted_axes(self.scatter_axes))
             raise ConfigError(f"layout {self._dims_repr()}", local,
                               f"local elements must divide by the scatter degree {scatter_deg} ({names})")
-        self.bcast_axes = mesh.axis_set - (self.used_axes | self.scatter_axes)
 
     # ---- helpers -------------------------------------------------------------------------------------
     def _sorted_axes(self, axes: Iterable[ParallelAxis]) -> list[ParallelAxis]:
