@@ -1,0 +1,92 @@
+"""The strategy space of a scenario: every (dp, tp, pp, vpp, cp, ep, sp, ZeRO, recompute, micro-batch, offload)
+whose degrees multiply to the number of chips and divide what they split.
+
+Divisibility uses parallel/strategy.check_divisibility (the estimator's own check), applied once per mesh
+(dp, tp, pp, vpp, cp, ep, sp) before the memory-saving choices are multiplied in; micro-batch sizes are the
+divisors of the per-replica batch, so the batch check holds by construction (the interleaved schedule's
+"micro-batches % pp" rule is left to the estimator, which raises InfeasibleError).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from greentrain.config import require
+from greentrain.errors import InfeasibleError
+from greentrain.parallel.strategy import RECOMPUTE, Strategy, check_divisibility
+from greentrain.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Which choices to enumerate. Defaults: the full space (tp up to the node size)."""
+
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE
+    offload: tuple[bool, ...] = (False, True)
+    max_tp: int = 0  # 0: the node size (tensor parallelism inside a node, Narayanan et al. 2021 §3.3)
+    max_micro_batch: int = 0  # 0: every divisor of the per-replica batch
+    interleave: bool = True  # enumerate vpp > 1
+
+    def __post_init__(self) -> None:
+        require(bool(self.zero) and all(z in (0, 1, 2, 3) for z in self.zero), "search.zero", self.zero,
+                "must be a non-empty subset of 0, 1, 2, 3")
+        require(bool(self.recompute) and all(r in RECOMPUTE for r in self.recompute), "search.recompute",
+                self.recompute, f"must be a non-empty subset of {', '.join(RECOMPUTE)}")
+        require(bool(self.offload), "search.offload", self.offload, "must not be empty")
+        require(self.max_tp >= 0, "search.max_tp", self.max_tp, "must be >= 0 (0: node size)")
+        require(self.max_micro_batch >= 0, "search.max_micro_batch", self.max_micro_batch,
+                "must be >= 0 (0: no limit)")
+
+
+# The memory-lightest corner of the space: the question "does anything fit?" only needs these choices
+# (ZeRO-3 shards weights, gradients and states; full recomputation keeps one input per layer; the smallest
+# micro-batch; optimizer states in host memory).
+LIGHTEST = SearchSpace(zero=(3,), recompute=("full",), offload=(True,), max_micro_batch=1, interleave=False)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> Iterator[Strategy]:
+    """Every (dp, tp, pp, vpp, cp, ep, sp) with micro-batch 1 that passes check_divisibility."""
+    m, w = sc.model, sc.workload
+    n = num_chips or sc.cluster.num_chips
+    max_tp = space.max_tp or sc.cluster.node_size
+    for tp in (t for t in divisors(n) if t <= max_tp):
+        for pp in divisors(n // tp):
+            if m.total_layers % pp:
+                continue
+            for cp in divisors(n // (tp * pp)):
+                dp = n // (tp * pp * cp)
+                if w.global_batch_size % dp:
+                    continue
+                eps = [e for e in divisors(dp * cp) if m.num_experts % e == 0] if m.is_moe else [1]
+                vpps = divisors(m.total_layers // pp) if (pp > 1 and space.interleave) else [1]
+                for ep, vpp, sp in itertools.product(eps, vpps, (False, True) if tp > 1 else (False,)):
+                    s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sp=sp)
+                    try:
+                        check_divisibility(s, m, num_chips=n, global_batch_size=w.global_batch_size,
+                                           seq_len=w.seq_len)
+                    except InfeasibleError:
+                        continue
+                    yield s
+
+
+def strategies(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> list[Strategy]:
+    """The whole space: every mesh times ZeRO stage x recomputation x micro-batch x offload. ZeRO > 0 is
+    left out where the data-parallel group (dp x cp) is one device (it would repeat ZeRO-0)."""
+    space = space or SearchSpace()
+    out: list[Strategy] = []
+    gbs = sc.workload.global_batch_size
+    for mesh in meshes(sc, space, num_chips):
+        mbs = [b for b in divisors(gbs // mesh.dp) if not space.max_micro_batch or b <= space.max_micro_batch]
+        zeros = space.zero if mesh.dp * mesh.cp > 1 else (min(space.zero),)
+        for mb, zero, rec, off in itertools.product(mbs, zeros, space.recompute, space.offload):
+            out.append(dataclasses.replace(mesh, micro_batch_size=mb, zero=zero, recompute=rec,
+                                           offload_optimizer=off))
+    return out
