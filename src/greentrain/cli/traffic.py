@@ -132,8 +132,9 @@ def config_from_args(args: argparse.Namespace) -> TrafficConfig:
 def cluster_rate(args: argparse.Namespace) -> float | None:
     """--cluster_flop_rate, or the catalog chip's peak at --precision times --utilization."""
     if args.chip is None:
-        if args.cluster_flop_rate is not None:
-            require(args.cluster_flop_rate > 0, "cluster_flop_rate", args.cluster_flop_rate, "must be > 0")
+        if args.cluster_flop_rate is None:
+            return None
+        require(args.cluster_flop_rate > 0, "cluster_flop_rate", args.cluster_flop_rate, "must be > 0")
         return float(args.cluster_flop_rate)
     if args.cluster_flop_rate is not None:
         raise ConfigError("chip", args.chip, "cannot be given together with --cluster_flop_rate")
