@@ -20,9 +20,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("greentrain.cli.plan", "time, memory, MFU, energy, cost and CO2e of a training run"),
     "simulate": ("greentrain.cli.simulate", "discrete-event simulation: a device swarm (seed 000) or a cluster step"),
     "catalog": ("greentrain.cli.catalog", "list the chips, models and regions greentrain knows"),
+    "track": ("greentrain.cli.track", "measure a training script: time, FLOPs, memory, energy, CO2e"),
+    "compare": ("greentrain.cli.compare", "predicted (plan --json) against measured (track) with errors"),
     "footprint": ("greentrain.cli.footprint", "energy, operational and embodied CO2e, and cost of a run"),
     "traffic": ("greentrain.cli.traffic", "FLOP and network traffic of a run over six parallel axes (seed 001)"),
     "batch-time": ("greentrain.cli.batch_time", "per-batch time of a pipelined MoE run (seed 001 simple model)"),
+    "search": ("greentrain.cli.search", "rank every parallel strategy by time, cost, CO2e or energy; Pareto front"),
 }
 
 

@@ -1,0 +1,108 @@
+"""`greentrain search`: rank every parallel strategy of a run by time, cost, CO2e or energy (scalar estimator),
+over one or several chip types and regions; top-k table, Pareto front, JSON."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
+from greentrain.errors import ConfigError
+from greentrain.scenario import Scenario
+from greentrain.search.engine import OBJECTIVES, Candidate, SearchResult
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_scenario_arguments(p, strategy=False)
+    g = p.add_argument_group("search")
+    g.add_argument("--objective", choices=OBJECTIVES, default="time", help="what to minimise (default: time)")
+    g.add_argument("--top", type=_count, default=10, help="rows of the ranked table (default 10)")
+    g.add_argument("--pareto", action="store_true", help="also show the Pareto front over run time, cost, CO2e")
+    g.add_argument("--max-tp", type=_count, help="largest tensor-parallel degree (default: the node size)")
+    g.add_argument("--max-micro-batch", type=_count, help="largest micro-batch size (default: no limit)")
+    g.add_argument("--no-interleave", action="store_true", help="leave out interleaved schedules (vpp > 1)")
+    g.add_argument("--no-offload", action="store_true", help="leave out optimizer offloading")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
+    """One scenario per chip type (--chip a,b) and one site per region (--region x,y)."""
+    from greentrain.hardware.catalog import get_chip
+    from greentrain.scenario import build_cluster, site_from_dict
+
+    chips = [c.strip() for c in args.chip.split(",")] if args.chip else []
+    regions = [r.strip() for r in args.region.split(",")] if args.region else []
+    for flag, names in (("--chip", chips), ("--region", regions)):
+        if any(not n for n in names):
+            raise ConfigError(flag, ",".join(names), "must be a comma-separated list without empty names")
+    args.chip = chips[0] if chips else None
+    args.region = regions[0] if regions else None
+    base = scenario_from_args(args)
+    scs = [base] + [dataclasses.replace(base, cluster=build_cluster(get_chip(c), base.cluster.num_chips,
+                                                                   args.chips_per_node)) for c in chips[1:]]
+    extra = {"pue": args.pue} if args.pue is not None else {}
+    sites = [site_from_dict({"region": r, **extra}) for r in regions] if len(regions) > 1 else []
+    return scs, sites
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from greentrain.search.engine import search
+    from greentrain.search.space import SearchSpace
+
+    scs, sites = _scenarios(args)
+    space = SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
+                        interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True))
+    err = Console(stderr=True)
+    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("search", total=None)
+
+        def tick(done: int, total: int) -> None:
+            if done % 256 == 0 or done == total:
+                bar.update(task, completed=done, total=total)
+
+        result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, progress=tick)
+    if args.json:
+        print(json.dumps(_to_dict(result, scs, sites), indent=2))
+        return 0
+    from greentrain.search.report import render_search
+
+    render_search(result, Console(), pareto=args.pareto)
+    return 0
+
+
+def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any]) -> dict[str, Any]:
+    """The search's counts, the ranked strategies with their full estimates (as `plan --json`), the front."""
+    from greentrain.estimate.run import estimate_run
+    from greentrain.report.plan import plan_to_dict
+    from greentrain.search.report import candidate_to_dict
+
+    by_chip = {sc.cluster.chip.name: sc for sc in scs}
+    by_region = {s.region: s for s in sites}
+
+    def full(c: Candidate) -> dict[str, Any]:
+        sc = by_chip[c.chip]
+        sc = dataclasses.replace(sc, site=by_region[c.region]) if c.region in by_region else sc
+        return plan_to_dict(estimate_run(sc, c.strategy))
+
+    return {"objective": result.objective, "num_candidates": result.num_candidates,
+            "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,
+            "ranked": [{"rank": i + 1, **candidate_to_dict(c), "estimate": full(c)}
+                       for i, c in enumerate(result.ranked)],
+            "pareto": [candidate_to_dict(c) for c in result.pareto]}
