@@ -4,3 +4,12 @@ Time, memory, network traffic, energy, money and CO2e, from one description of a
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``greentrain.Tracker``, imported on first use (torch is loaded only then)."""
+    if name == "Tracker":
+        from greentrain.measure.tracker import Tracker
+
+        return Tracker
+    raise AttributeError(f"module 'greentrain' has no attribute {name!r}")

@@ -1,0 +1,49 @@
+"""`greentrain track [--region CODE | --grid-g-per-kwh X] [--pue X] [--out DIR] -- python train.py ...`
+
+Runs the command as a child process under measurement and writes measurement.json, emissions.csv and (with
+CO2e) model_card_co2.yaml into --out; exits with the child's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from greentrain.config import require
+from greentrain.measure.outputs import render_table, write_outputs
+from greentrain.measure.summary import make_site
+from greentrain.measure.track import merge, run_tracked
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--region", help="grid region code for CO2e (e.g. fr, us-ca); no default")
+    parser.add_argument("--grid-g-per-kwh", type=float, help="grid carbon intensity, g CO2e per kWh")
+    parser.add_argument("--pue", type=float, help="power usage effectiveness (default: the region's, else 1)")
+    parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
+    parser.add_argument("--cpu-tdp-w", type=float, help="CPU package TDP in W for the CPU energy estimate")
+    parser.add_argument("--interval-s", type=float, default=0.5, help="sampling interval (default 0.5 s)")
+    parser.add_argument("--depth", default="1", help="module-hook depth: 1 = top-level blocks, 'leaf' = all")
+    parser.add_argument("--no-hooks", action="store_true", help="process-level sampling only")
+    parser.add_argument("--project-name", default="greentrain", help="project_name in emissions.csv")
+    parser.add_argument("--json", action="store_true", help="print measurement JSON instead of a table")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    require(bool(command), "command", "", "give the command to run after --, e.g. -- python train.py")
+    require(args.interval_s > 0, "--interval-s", args.interval_s, "must be > 0")
+    require(args.depth == "leaf" or (args.depth.isdigit() and int(args.depth) >= 1), "--depth", args.depth,
+            "must be a positive integer or 'leaf'")
+    site = make_site(args.region, args.grid_g_per_kwh, args.pue)  # bad input fails before anything runs
+    out = Path(args.out)
+    code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
+                       interval_s=args.interval_s)
+    m = merge(out, site, pue=args.pue)
+    write_outputs(m, out, project_name=args.project_name)
+    if args.json:
+        print(json.dumps(m.to_json(), indent=2))
+    else:
+        render_table(m)
+    return code

@@ -1,0 +1,1 @@
+"""Directory that `greentrain track` puts first on PYTHONPATH: its sitecustomize imports greentrain.auto."""

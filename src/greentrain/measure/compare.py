@@ -1,0 +1,81 @@
+"""Predicted (``greentrain plan --json``) against measured (``measurement.json``): relative errors.
+
+Predicted keys: step_time_s, tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device
+({"total": ...}), energy_kwh and run_time_s. Measured keys: the Measurement JSON. Energy is compared per
+step (a plan covers the whole run, a measurement only the steps it saw): predicted energy_kwh /
+(run_time_s / step_time_s) against the measured energy_j_per_step.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greentrain import units
+from greentrain.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComparisonRow:
+    quantity: str  # with its unit, e.g. "step_time_s"
+    predicted: float
+    measured: float
+
+    @property
+    def relative_error(self) -> float | None:
+        """(predicted - measured) / measured; None when nothing was measured."""
+        return (self.predicted - self.measured) / self.measured if self.measured else None
+
+
+def load_json(path: str | Path, what: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(what, str(path), "file does not exist")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(what, str(path), f"malformed JSON at line {e.lineno}: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(what, str(path), "top level must be a JSON object")
+    return data
+
+
+def _num(data: dict[str, Any], key: str, what: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, dict):  # memory_bytes_per_device: {"total": ..., breakdown}
+        value = value.get("total")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what}.{key}", value, "must be a number")
+    return float(value)
+
+
+def _predicted_energy_j_per_step(pred: dict[str, Any]) -> float | None:
+    energy, run_s, step_s = (_num(pred, k, "predicted") for k in ("energy_kwh", "run_time_s", "step_time_s"))
+    if energy is None or not run_s or not step_s:
+        return None
+    return units.kwh_to_j(energy) / (run_s / step_s)
+
+
+PAIRS = (("step_time_s", "step_time_s"), ("tokens_per_s", "tokens_per_s"), ("flop_per_step", "flop_per_step"),
+         ("memory_bytes_per_device", "memory_bytes"), ("mfu", "mfu"))
+
+
+def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[ComparisonRow]:
+    """Rows for every quantity present on both sides; ConfigError when they share none."""
+    rows = []
+    for p_key, m_key in PAIRS:
+        p, m = _num(predicted, p_key, "predicted"), _num(measured, m_key, "measured")
+        if p is not None and m is not None:
+            rows.append(ComparisonRow(quantity=m_key, predicted=p, measured=m))
+    p_e, m_e = _predicted_energy_j_per_step(predicted), _num(measured, "energy_j_per_step", "measured")
+    if p_e is not None and m_e is not None:
+        rows.append(ComparisonRow(quantity="energy_j_per_step", predicted=p_e, measured=m_e))
+    if not rows:
+        keys = ", ".join(k for k, _ in PAIRS)
+        raise ConfigError("predicted", sorted(predicted)[:8], f"no quantity in common with the measurement "
+                                                                 f"(expected some of: {keys}, energy_kwh)")
+    return rows

@@ -1,0 +1,333 @@
+"""Per-module forward and backward hooks: time, memory and FLOPs per module and phase (seed 000).
+
+Forward: ``register_forward_pre_hook`` / ``register_forward_hook`` bracket each call.
+Backward: ``register_full_backward_pre_hook`` opens a module's backward when the gradient of its outputs is
+ready; it closes at the later of ``register_full_backward_hook`` (gradient of its inputs) and the last
+``register_post_accumulate_grad_hook`` of its parameters. The parameter hooks matter where the module hooks
+fire back to back: a module whose inputs need no gradient (the embedding of token ids) gets its backward
+hook at once, before its weight gradient is computed. The root module's backward runs from the first
+backward event of the cycle to the last parameter gradient (its output may be a dict, which
+full-backward hooks do not see).
+
+FLOPs: a ``LocalFlopCounter`` (torch.utils.flop_counter) runs only for the first forward+backward cycle of
+each input signature (shapes, dtypes, grad mode); later cycles with that signature reuse the cached
+per-module counts, so steady-state overhead is the timing hooks alone.
+Timing: CUDA events on GPU (resolved at the step end), ``time.perf_counter`` otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from greentrain.config import require
+from greentrain.measure.flops import LocalFlopCounter
+from greentrain.measure.meters import RssReader
+
+_CONTAINERS = (nn.ModuleList, nn.ModuleDict)
+
+
+def select_modules(model: nn.Module, depth: int | None) -> list[tuple[str, nn.Module]]:
+    """Modules to hook, root excluded: those ``depth`` call-levels down (ModuleList/ModuleDict do not
+    count as a level: they are never called), plus shallower leaves; ``depth=None``: every leaf."""
+    require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
+    out: list[tuple[str, nn.Module]] = []
+
+    def walk(prefix: str, mod: nn.Module, level: int) -> None:
+        for name, child in mod.named_children():
+            qual = f"{prefix}.{name}" if prefix else name
+            if isinstance(child, _CONTAINERS):
+                walk(qual, child, level)
+                continue
+            is_leaf = not any(True for _ in child.children())
+            if is_leaf or (depth is not None and level + 1 == depth):
+                out.append((qual, child))
+            else:
+                walk(qual, child, level + 1)
+
+    walk("", model, 0)
+    return out
+
+
+class _Clock:
+    """perf_counter on CPU; CUDA events on GPU (elapsed_time is in ms, resolved after a sync)."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+
+    def now(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def elapsed_s(self, a: Any, b: Any) -> float:
+        if not self.cuda:
+            return float(b - a)
+        b.synchronize()
+        return float(a.elapsed_time(b)) / 1e3
+
+
+@dataclass(slots=True)
+class _Cycle:
+    """One forward (and its backward) of the root module."""
+
+    key: tuple[Any, ...]
+    counting: bool
+    flop_at_start: int = 0
+    forward_flop: int = 0
+    backward_seen: bool = False
+    bwd_start: Any = None
+    bwd_end: Any = None
+    mod_fwd_flop: list[int] = field(default_factory=list)
+    mod_bwd_flop: list[int] = field(default_factory=list)
+
+
+def _signature(args: Any, kwargs: Any) -> tuple[Any, ...]:
+    leaves = list(args) + [kwargs[k] for k in sorted(kwargs)]
+    sig: list[Any] = [torch.is_grad_enabled()]
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            sig.append((tuple(x.shape), x.dtype))
+    return tuple(sig)
+
+
+class ModuleHooks:
+    """Hooks on a model's modules at a given depth; ``finish_step()`` returns that step's figures."""
+
+    def __init__(self, model: nn.Module, depth: int | None = 1, count_flops: bool = True) -> None:
+        self.model = model
+        self.mods = select_modules(model, depth)
+        self.names = [n for n, _ in self.mods]
+        cuda = any(p.is_cuda for p in model.parameters())
+        self.clock = _Clock(cuda)
+        self.cuda = cuda
+        self.count_flops = count_flops
+        self._rss = None if cuda else RssReader()
+        n = len(self.mods)
+        # totals over the whole run (per module), published in the "modules" record
+        self.total_fwd_s, self.total_bwd_s = [0.0] * n, [0.0] * n
+        self.total_fwd_flop, self.total_bwd_flop = [0.0] * n, [0.0] * n
+        self.calls, self.memory_bytes = [0] * n, [0.0] * n
+        self._cache: dict[tuple[Any, ...], tuple[int, int, list[int], list[int]]] = {}
+        self._counter: LocalFlopCounter | None = None
+        self._cycle: _Cycle | None = None
+        self._tokens = self._samples = 0
+        self._root_fwd_start: Any = None
+        self._reset_step()
+        self._handles: list[Any] = []
+        self._install()
+
+    # -- installation -----------------------------------------------------------------------------
+    def _install(self) -> None:
+        # The back-to-back case handled by the parameter hooks (see the module docstring) is expected here.
+        warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed "
+                                "with respect to module outputs")
+        h = self._handles
+        h.append(self.model.register_forward_pre_hook(self._root_pre, with_kwargs=True))
+        h.append(self.model.register_forward_hook(self._root_post))
+        owners: dict[int, list[int]] = {}
+        for i, (_, mod) in enumerate(self.mods):
+            h.append(mod.register_forward_pre_hook(self._fwd_pre(i)))
+            h.append(mod.register_forward_hook(self._fwd_post(i)))
+            h.append(mod.register_full_backward_pre_hook(self._bwd_pre(i)))
+            h.append(mod.register_full_backward_hook(self._bwd_post(i)))
+            for p in mod.parameters():
+                owners.setdefault(id(p), []).append(i)
+        for p in self.model.parameters():
+            if p.requires_grad:
+                h.append(p.register_post_accumulate_grad_hook(self._param_hook(owners.get(id(p), []))))
+
+    def remove(self) -> None:
+        self._close_cycle()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._rss is not None:
+            self._rss.close()
+            self._rss = None
+
+    # -- per-step state ---------------------------------------------------------------------------
+    def _reset_step(self) -> None:
+        n = len(self.mods)
+        self._fwd_open: list[list[tuple[Any, int]]] = [[] for _ in range(n)]
+        self._bwd_open: list[list[Any] | None] = [None] * n  # [start, end, flop_at_start]
+        self._pairs: list[tuple[int, int, Any, Any]] = []  # (module or -1 for root, 0 fwd / 1 bwd, a, b)
+        self.step_flop = 0.0
+        self.step_peak_memory_bytes = 0.0
+
+    def _flop(self) -> int:
+        return self._counter.total() if self._counter is not None else 0
+
+    def _memory(self) -> float:
+        if self.cuda:
+            return float(torch.cuda.memory_allocated())
+        assert self._rss is not None
+        return self._rss.read_bytes()
+
+    # -- root: cycles and FLOP counting -----------------------------------------------------------
+    def _root_pre(self, _mod: nn.Module, args: Any, kwargs: Any) -> None:
+        self._close_cycle()
+        key = _signature(args, kwargs)
+        if torch.is_grad_enabled():
+            self._count_batch(args, kwargs)
+        counting = self.count_flops and key not in self._cache
+        if counting:
+            self._counter = LocalFlopCounter()
+            self._counter.__enter__()
+        n = len(self.mods)
+        self._cycle = _Cycle(key=key, counting=counting, mod_fwd_flop=[0] * n, mod_bwd_flop=[0] * n)
+        self._root_fwd_start = self.clock.now()
+
+    def _count_batch(self, args: Any, kwargs: Any) -> None:
+        """Tokens and samples of a training forward: the first integer tensor input (token ids)."""
+        ids = kwargs.get("input_ids")
+        if ids is None:
+            ids = next((x for x in args if isinstance(x, torch.Tensor) and not x.is_floating_point()), None)
+        if isinstance(ids, torch.Tensor) and ids.dim() >= 1:
+            self._tokens += ids.numel()
+            self._samples += ids.shape[0]
+
+    def pop_batch_counts(self) -> tuple[float, float]:
+        """(tokens, samples) seen in training forwards since the last call."""
+        out = (float(self._tokens), float(self._samples))
+        self._tokens = self._samples = 0
+        return out
+
+    def _root_post(self, _mod: nn.Module, _args: Any, _out: Any) -> None:
+        if self._root_fwd_start is None:  # hooks installed during this call (greentrain.auto)
+            return
+        self._pairs.append((-1, 0, self._root_fwd_start, self.clock.now()))
+        self._root_fwd_start = None
+        if self._cycle is not None:
+            self._cycle.forward_flop = self._flop()
+
+    def _backward_event(self, t: Any, end: bool) -> None:
+        c = self._cycle
+        if c is None:
+            return
+        if not c.backward_seen:
+            c.backward_seen, c.bwd_start = True, t
+        if end:
+            c.bwd_end = t
+
+    def _close_cycle(self) -> None:
+        """End the current cycle: close open backward spans, store or apply the FLOP counts."""
+        for i, span in enumerate(self._bwd_open):
+            if span is not None:
+                self._close_bwd(i)
+        c, self._cycle = self._cycle, None
+        if c is None:
+            return
+        if c.backward_seen and c.bwd_end is not None:
+            self._pairs.append((-1, 1, c.bwd_start, c.bwd_end))
+        if c.counting and self._counter is not None:
+            total = self._counter.total()
+            self._counter.__exit__(None, None, None)
+            self._counter = None
+            self._cache[c.key] = (c.forward_flop, total - c.forward_flop, c.mod_fwd_flop, c.mod_bwd_flop)
+        fwd, bwd, mod_fwd, mod_bwd = self._cache.get(c.key, (0, 0, [], []))
+        self.step_flop += fwd + (bwd if c.backward_seen else 0)
+        for i in range(len(mod_fwd)):
+            self.total_fwd_flop[i] += mod_fwd[i]
+            if c.backward_seen:
+                self.total_bwd_flop[i] += mod_bwd[i]
+
+    # -- per-module hooks -------------------------------------------------------------------------
+    def _fwd_pre(self, i: int) -> Callable[..., None]:
+        def hook(_mod: nn.Module, _args: Any) -> None:
+            self._fwd_open[i].append((self.clock.now(), self._flop()))
+
+        return hook
+
+    def _fwd_post(self, i: int) -> Callable[..., None]:
+        def hook(_mod: nn.Module, _args: Any, _out: Any) -> None:
+            t = self.clock.now()
+            if not self._fwd_open[i]:  # hooks installed during this call
+                return
+            start, f0 = self._fwd_open[i].pop()
+            self._pairs.append((i, 0, start, t))
+            self.calls[i] += 1
+            mem = self._memory()
+            if mem > self.memory_bytes[i]:
+                self.memory_bytes[i] = mem
+            c = self._cycle
+            if c is not None and c.counting:
+                c.mod_fwd_flop[i] += self._flop() - f0
+
+        return hook
+
+    def _bwd_pre(self, i: int) -> Callable[..., None]:
+        def hook(_mod: nn.Module, _grad_out: Any) -> None:
+            if self._bwd_open[i] is not None:
+                self._close_bwd(i)
+            t = self.clock.now()
+            self._bwd_open[i] = [t, t, self._flop()]
+            self._backward_event(t, end=False)
+
+        return hook
+
+    def _bwd_post(self, i: int) -> Callable[..., None]:
+        def hook(_mod: nn.Module, _grad_in: Any, _grad_out: Any) -> None:
+            span = self._bwd_open[i]
+            if span is not None:
+                span[1] = self.clock.now()
+                self._note_bwd_flop(i, span)
+
+        return hook
+
+    def _param_hook(self, owners: list[int]) -> Callable[[torch.Tensor], None]:
+        def hook(_p: torch.Tensor) -> None:
+            t = self.clock.now()
+            self._backward_event(t, end=True)
+            for i in owners:
+                span = self._bwd_open[i]
+                if span is not None:
+                    span[1] = t
+                    self._note_bwd_flop(i, span)
+
+        return hook
+
+    def _note_bwd_flop(self, i: int, span: list[Any]) -> None:
+        c = self._cycle
+        if c is not None and c.counting:
+            c.mod_bwd_flop[i] = self._flop() - span[2]
+
+    def _close_bwd(self, i: int) -> None:
+        span = self._bwd_open[i]
+        assert span is not None
+        self._pairs.append((i, 1, span[0], span[1]))
+        self._bwd_open[i] = None
+
+    # -- step end ---------------------------------------------------------------------------------
+    def finish_step(self) -> dict[str, float]:
+        """Resolve the step's timings, add them to the run totals; returns the step's figures."""
+        self._close_cycle()
+        root = [0.0, 0.0]
+        for i, phase, a, b in self._pairs:
+            dt = self.clock.elapsed_s(a, b)
+            if i < 0:
+                root[phase] += dt
+            elif phase == 0:
+                self.total_fwd_s[i] += dt
+            else:
+                self.total_bwd_s[i] += dt
+        out = {"forward_s": root[0], "backward_s": root[1], "flop": self.step_flop}
+        if self.cuda:
+            out["peak_cuda_bytes"] = float(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        self._reset_step()
+        return out
+
+    def module_records(self) -> list[dict[str, Any]]:
+        return [{"name": n, "calls": self.calls[i], "forward_s": self.total_fwd_s[i],
+                 "backward_s": self.total_bwd_s[i], "forward_flop": self.total_fwd_flop[i],
+                 "backward_flop": self.total_bwd_flop[i], "memory_bytes": self.memory_bytes[i]}
+                for i, n in enumerate(self.names)]

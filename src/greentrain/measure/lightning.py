@@ -1,0 +1,38 @@
+"""Lightning integration: ``pl.Trainer(callbacks=[GreentrainLightningCallback(region="fr")])``.
+
+Starts at ``on_train_start`` (hooks on the LightningModule), marks a step at each ``on_train_batch_end``,
+writes the outputs at ``on_train_end``; ``on_exception`` closes the record with status "error".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+
+from greentrain.measure.summary import Measurement
+from greentrain.measure.tracker import Tracker
+
+
+class GreentrainLightningCallback(pl.Callback):
+    def __init__(self, **tracker_kwargs: Any) -> None:
+        tracker_kwargs.pop("model", None)
+        self.tracker = Tracker(None, **tracker_kwargs)
+
+    @property
+    def measurement(self) -> Measurement | None:
+        return self.tracker.measurement
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if not self.tracker.running:
+            self.tracker.start()
+        self.tracker.attach(pl_module)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.tracker.step()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.tracker.stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.tracker.stop(status="error", error=f"{type(exception).__name__}: {exception}")

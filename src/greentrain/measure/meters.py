@@ -1,0 +1,340 @@
+"""Energy meters behind one interface, and process-tree memory/CPU readers (Linux /proc, no torch).
+
+Every meter returns a cumulative reading in joules labelled ``measured`` (a hardware counter) or
+``estimated`` (a model of power from utilization). Meters:
+
+- ``NvmlMeter``: NVIDIA's energy counter, ``nvmlDeviceGetTotalEnergyConsumption`` (millijoules since the
+  driver loaded; Volta and newer), per GPU, whole-device (every process on that GPU). Measured.
+- ``RaplMeter``: Intel/AMD RAPL package counters ``/sys/class/powercap/intel-rapl:N/energy_uj`` (microjoules,
+  wrapping at ``max_energy_range_uj``), whole-socket. Measured, when the files are readable.
+- ``CpuEstimateMeter``: CPU TDP x utilization of the tracked process tree, the model of CodeCarbon's
+  "cpu_load" mode and of Lacoste et al. 2019 (ML CO2 Impact). Estimated.
+- ``RamEstimateMeter``: 3 W per 8 GB of resident memory (CodeCarbon methodology, RAM power). Estimated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from greentrain import units
+from greentrain.config import require
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+# CPU package TDP (W) and hardware threads per package, from the vendors' product pages (ark.intel.com,
+# amd.com). A small table in the spirit of CodeCarbon's cpu_power.csv; give --cpu-tdp-w for others.
+CPU_TDP_W: dict[str, tuple[float, int]] = {
+    "Xeon(R) Platinum 8480": (350.0, 112),  # Sapphire Rapids, 56 cores (H100 DGX host)
+    "Xeon(R) Platinum 8380": (270.0, 80),  # Ice Lake, 40 cores
+    "Xeon(R) Platinum 8275CL": (240.0, 48),  # Cascade Lake (AWS p3dn/p4d host)
+    "Xeon(R) Gold 6248": (150.0, 40),
+    "EPYC 7763": (280.0, 128),  # Milan, 64 cores (A100 DGX host)
+    "EPYC 9654": (360.0, 192),  # Genoa, 96 cores
+    "EPYC 7R13": (280.0, 96),  # AWS p4/p5 host
+}
+# CodeCarbon's fallback when a CPU is not in its table: 85 W (codecarbon/core/cpu.py, "DEFAULT_CPU_POWER").
+DEFAULT_CPU_TDP_W = 85.0
+# CodeCarbon methodology, RAM: 3 W per 8 GB (0.375 W/GB) of memory.
+RAM_W_PER_BYTE = 3.0 / (8 * units.GB)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnergyReading:
+    """Cumulative energy of one meter since it started."""
+
+    name: str  # "gpu", "cpu" or "ram"
+    energy_j: float
+    measured: bool  # True: a hardware counter; False: a power model
+    source: str  # e.g. "nvml:0,1", "rapl:package-0", "estimate: 85 W TDP x utilization"
+
+
+class EnergyMeter(Protocol):
+    name: str
+
+    def read(self) -> EnergyReading: ...
+
+    def close(self) -> None: ...
+
+
+# --- /proc readers -------------------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux >= 3.5 /proc/PID/task/*/children; fallback: scan /proc)."""
+    kids: list[int] = []
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        for task in task_dir.iterdir():
+            text = (task / "children").read_text()
+            kids.extend(int(x) for x in text.split())
+        return kids
+    except OSError:
+        return kids
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (those alive now)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()  # fields after "pid (comm) ", comm may contain spaces
+
+
+def tree_cpu_s(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of the given processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        f = _stat_fields(pid)
+        if f is not None:
+            total += int(f[11]) + int(f[12])  # utime, stime (proc(5): fields 14, 15)
+    return total / _CLK_TCK
+
+
+def tree_rss_bytes(pids: Sequence[int]) -> float:
+    """Resident set size of the given processes (shared pages counted once per process)."""
+    total = 0
+    for pid in pids:
+        f = _stat_fields(pid)
+        if f is not None:
+            total += int(f[21])  # rss in pages (proc(5): field 24)
+    return float(total * _PAGE_BYTES)
+
+
+class RssReader:
+    """Fast resident-memory reader for one process: pread on a kept-open /proc/PID/statm (about 5 us)."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self._fd = os.open(f"/proc/{pid or os.getpid()}/statm", os.O_RDONLY)
+
+    def read_bytes(self) -> float:
+        return float(int(os.pread(self._fd, 128, 0).split()[1]) * _PAGE_BYTES)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def cpu_model_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_tdp_w(model_name: str) -> tuple[float, int, str]:
+    """(TDP W, hardware threads it covers, source) for a CPU model name."""
+    for key, (tdp, threads) in CPU_TDP_W.items():
+        if key in model_name:
+            return tdp, threads, f"table: {key} {tdp:.0f} W / {threads} threads"
+    n = os.cpu_count() or 1
+    return DEFAULT_CPU_TDP_W, n, f"default {DEFAULT_CPU_TDP_W:.0f} W (CodeCarbon) / {n} visible threads"
+
+
+# --- meters --------------------------------------------------------------------------------------
+
+
+class _Integrator:
+    """Integrates a power model between reads (thread-safe; read() may be called from any thread)."""
+
+    def __init__(self, power_w: Callable[[float], float]) -> None:
+        self._power_w = power_w
+        self._lock = threading.Lock()
+        self._t = time.monotonic()
+        self._energy_j = 0.0
+
+    def advance(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            dt = now - self._t
+            if dt > 0:
+                self._energy_j += self._power_w(dt) * dt
+                self._t = now
+            return self._energy_j
+
+
+class CpuEstimateMeter:
+    """CPU energy = TDP / threads x CPU seconds of the process tree (TDP x utilization, integrated).
+
+    Per-process CPU time is tracked so that processes which exit keep their share; ``settle`` adds CPU time
+    the samples missed (e.g. the last moments of a child, from its rusage once it is reaped).
+    """
+
+    name = "cpu"
+
+    def __init__(self, root_pid: int, tdp_w: float | None = None, threads: int | None = None) -> None:
+        model = cpu_model_name()
+        table_tdp, table_threads, source = cpu_tdp_w(model)
+        if tdp_w is not None:
+            require(tdp_w > 0, "cpu_tdp_w", tdp_w, "must be > 0")
+            source = f"given {tdp_w:.0f} W / {threads or table_threads} threads"
+        self.tdp_w = tdp_w if tdp_w is not None else table_tdp
+        self.threads = threads or table_threads
+        self.source = f"estimate: TDP x utilization ({model}; {source})"
+        self._root = root_pid
+        self._lock = threading.Lock()
+        self._baseline = {p: tree_cpu_s([p]) for p in process_tree(root_pid)}
+        self._last: dict[int, float] = dict(self._baseline)
+        self._dead_s = 0.0
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds consumed since the meter started (by processes alive at the last read or since gone)."""
+        return self._dead_s + sum(v - self._baseline.get(p, 0.0) for p, v in self._last.items())
+
+    def read(self) -> EnergyReading:
+        with self._lock:
+            alive = process_tree(self._root)
+            now = {p: tree_cpu_s([p]) for p in alive}
+            for p, v in self._last.items():
+                if p not in now or now[p] < v:  # exited (or pid reused): keep what it had used
+                    self._dead_s += v - self._baseline.pop(p, 0.0)
+            self._last = {p: v for p, v in now.items() if v > 0 or p in self._baseline}
+            energy_j = self.tdp_w / self.threads * self.cpu_s
+        return EnergyReading(name="cpu", energy_j=energy_j, measured=False, source=self.source)
+
+    def settle(self, total_cpu_s: float) -> None:
+        """Raise the consumed CPU time to ``total_cpu_s`` when the samples saw less."""
+        with self._lock:
+            missing = total_cpu_s - self.cpu_s
+            if missing > 0:
+                self._dead_s += missing
+
+    def close(self) -> None:
+        pass
+
+
+class RamEstimateMeter:
+    """RAM energy = 0.375 W/GB x resident bytes of the process tree (CodeCarbon's RAM model)."""
+
+    name = "ram"
+
+    def __init__(self, root_pid: int) -> None:
+        self._root = root_pid
+        self._integrator = _Integrator(lambda _dt: RAM_W_PER_BYTE * tree_rss_bytes(process_tree(self._root)))
+
+    def read(self) -> EnergyReading:
+        return EnergyReading(name="ram", energy_j=self._integrator.advance(), measured=False,
+                             source="estimate: 3 W per 8 GB resident (CodeCarbon)")
+
+    def close(self) -> None:
+        pass
+
+
+class RaplMeter:
+    """Sum of the RAPL package counters; raises OSError at construction when none is readable."""
+
+    name = "cpu"
+    ROOT = Path("/sys/class/powercap")
+
+    def __init__(self) -> None:
+        self._zones = [z for z in sorted(self.ROOT.glob("intel-rapl:*")) if z.name.count(":") == 1]
+        if not self._zones:
+            raise OSError("no RAPL package zone under /sys/class/powercap")
+        self._max = [float((z / "max_energy_range_uj").read_text()) for z in self._zones]
+        self._last = [self._raw(z) for z in self._zones]  # raises PermissionError when unreadable
+        self._energy_j = 0.0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _raw(zone: Path) -> float:
+        return float((zone / "energy_uj").read_text())
+
+    def read(self) -> EnergyReading:
+        with self._lock:
+            for i, zone in enumerate(self._zones):
+                now = self._raw(zone)
+                delta = now - self._last[i]
+                if delta < 0:  # the counter wrapped at max_energy_range_uj
+                    delta += self._max[i]
+                self._energy_j += delta * 1e-6
+                self._last[i] = now
+            names = ",".join(z.name for z in self._zones)
+            return EnergyReading(name="cpu", energy_j=self._energy_j, measured=True, source=f"rapl:{names}")
+
+    def close(self) -> None:
+        pass
+
+
+class NvmlMeter:
+    """NVML total-energy counter of the given GPUs (NVML indices); raises OSError without a usable GPU."""
+
+    name = "gpu"
+
+    def __init__(self, indices: Sequence[int] | None = None) -> None:
+        try:
+            import pynvml
+        except ImportError as e:
+            raise OSError("nvidia-ml-py is not installed") from e
+        try:
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+            self._nvml: Any = pynvml
+            self._indices = list(range(count)) if indices is None else [i for i in indices if i < count]
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self._indices]
+            if not self._handles:
+                raise OSError("no NVIDIA GPU")
+            self._start_mj = [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self._handles]
+            self.names = [str(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
+        except pynvml.NVMLError as e:
+            raise OSError(f"NVML: {e}") from e
+
+    def read(self) -> EnergyReading:
+        mj = sum(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h) - s
+                 for h, s in zip(self._handles, self._start_mj, strict=True))
+        return EnergyReading(name="gpu", energy_j=mj * 1e-3, measured=True,
+                             source="nvml:" + ",".join(str(i) for i in self._indices))
+
+    def close(self) -> None:
+        # shutdown of a library we no longer use must not mask the run's outcome
+        with contextlib.suppress(Exception):
+            self._nvml.nvmlShutdown()
+
+
+def visible_gpu_indices() -> list[int] | None:
+    """NVML indices named in CUDA_VISIBLE_DEVICES (numeric form only), or None for all."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None or not env.strip():
+        return None
+    try:
+        return [int(x) for x in env.split(",") if x.strip()]
+    except ValueError:  # UUIDs or MIG names: measure every GPU
+        return None
+
+
+def default_meters(root_pid: int, *, cpu_tdp_w: float | None = None, gpu: bool = True,
+                   rapl: bool = True, gpu_indices: Sequence[int] | None = None) -> list[EnergyMeter]:
+    """The best meter available for GPU, CPU and RAM: measured where possible, else estimated."""
+    meters: list[EnergyMeter] = []
+    if gpu:
+        with contextlib.suppress(OSError):  # no NVIDIA GPU or no nvidia-ml-py
+            meters.append(NvmlMeter(gpu_indices if gpu_indices is not None else visible_gpu_indices()))
+    cpu: EnergyMeter | None = None
+    if rapl and cpu_tdp_w is None:
+        try:
+            cpu = RaplMeter()
+        except OSError:
+            cpu = None
+    meters.append(cpu if cpu is not None else CpuEstimateMeter(root_pid, cpu_tdp_w))
+    meters.append(RamEstimateMeter(root_pid))
+    return meters

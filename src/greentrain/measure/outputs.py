@@ -1,0 +1,144 @@
+"""What a measurement writes: JSON (unit-named keys), a CodeCarbon-compatible emissions.csv row, the
+Hugging Face model-card ``co2_eq_emissions`` block, and a Rich summary table.
+
+CodeCarbon's emissions.csv columns (codecarbon/output_methods/emissions_data.py, EmissionsData, v2.x):
+emissions in kg CO2e, energies in kWh, powers in W, duration in s.
+Hugging Face model card metadata (huggingface.co/docs/hub/model-cards-co2): ``co2_eq_emissions`` with
+``emissions`` in grams, ``source``, ``training_type``, ``geographical_location``, ``hardware_used``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from greentrain import __version__, units
+from greentrain.measure.summary import Measurement
+
+CODECARBON_COLUMNS = (
+    "timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions", "emissions_rate",
+    "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy", "ram_energy", "energy_consumed",
+    "country_name", "country_iso_code", "region", "cloud_provider", "cloud_region", "os", "python_version",
+    "codecarbon_version", "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
+    "ram_total_size", "tracking_mode", "on_cloud", "pue",
+)
+
+
+def _meter_source(m: Measurement, name: str) -> str:
+    return next((x.source for x in m.meters if x.name == name), "")
+
+
+def codecarbon_row(m: Measurement, project_name: str = "greentrain", run_id: str | None = None) -> dict[str, Any]:
+    d = m.duration_s if m.duration_s > 0 else 1.0
+    gpus = [x for x in m.meters if x.name == "gpu"]
+    return {
+        "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "project_name": project_name,
+        "run_id": run_id or str(uuid.uuid4()), "experiment_id": "", "duration": m.duration_s,
+        "emissions": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e,
+        "emissions_rate": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e / d,
+        "cpu_power": m.cpu_energy_j / d, "gpu_power": m.gpu_energy_j / d, "ram_power": m.ram_energy_j / d,
+        "cpu_energy": units.j_to_kwh(m.cpu_energy_j), "gpu_energy": units.j_to_kwh(m.gpu_energy_j),
+        "ram_energy": units.j_to_kwh(m.ram_energy_j), "energy_consumed": units.j_to_kwh(m.energy_j),
+        "country_name": "", "country_iso_code": "", "region": m.region, "cloud_provider": "", "cloud_region": "",
+        "os": platform.platform(), "python_version": platform.python_version(),
+        "codecarbon_version": f"greentrain-{__version__}", "cpu_count": os.cpu_count() or 0,
+        "cpu_model": _meter_source(m, "cpu"), "gpu_count": len(gpus), "gpu_model": _meter_source(m, "gpu"),
+        "longitude": "", "latitude": "", "ram_total_size": _ram_total_gb(), "tracking_mode": "process",
+        "on_cloud": "N", "pue": m.pue,
+    }
+
+
+def _ram_total_gb() -> float:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0.0
+    return pages / units.GB
+
+
+def model_card_block(m: Measurement, training_type: str = "pre-training", hardware: str = "") -> dict[str, Any]:
+    """The ``co2_eq_emissions`` metadata of a Hugging Face model card (emissions in grams)."""
+    assert m.emissions_kg_co2e is not None, "model_card_block needs a measurement with CO2e"
+    return {"co2_eq_emissions": {
+        "emissions": m.emissions_kg_co2e * units.G_PER_KG,
+        "source": "greentrain measurement (" + ("measured" if m.all_measured else "partly estimated")
+                  + " energy)",
+        "training_type": training_type,
+        "geographical_location": m.region or "given grid intensity",
+        "hardware_used": hardware or ", ".join(x.source for x in m.meters),
+    }}
+
+
+def write_outputs(m: Measurement, out_dir: str | Path, *, project_name: str = "greentrain",
+                  run_id: str | None = None) -> list[Path]:
+    """measurement.json, emissions.csv (appended, header once) and, with CO2e, model_card_co2.yaml."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "measurement.json", out / "emissions.csv"]
+    paths[0].write_text(json.dumps(m.to_json(), indent=2) + "\n", encoding="utf-8")
+    new = not paths[1].exists()
+    with paths[1].open("a", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=CODECARBON_COLUMNS)
+        if new:
+            w.writeheader()
+        w.writerow(codecarbon_row(m, project_name, run_id))
+    if m.emissions_kg_co2e is not None:
+        card = out / "model_card_co2.yaml"
+        card.write_text(yaml.safe_dump(model_card_block(m), sort_keys=False), encoding="utf-8")
+        paths.append(card)
+    return paths
+
+
+def _si(x: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def render_table(m: Measurement, file: Any = None) -> None:
+    """Rich summary: run figures, then per-module time, FLOPs and energy."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file or sys.stdout)
+    t = Table(title=f"greentrain measurement ({m.status})")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    lab = {x.name: "measured" if x.measured else "estimated" for x in m.meters}
+    rows = [("duration", f"{m.duration_s:.2f} s"), ("steps", str(m.num_steps)),
+            ("step time (steady)", f"{m.step_time_s * 1e3:.2f} ms"), ("tokens/s", f"{m.tokens_per_s:.1f}"),
+            ("FLOP per step", _si(m.flop_per_step, "FLOP")), ("FLOP/s", _si(m.flop_per_s, "FLOP/s")),
+            ("peak memory", f"{units.bytes_to_gib(m.memory_bytes):.3f} GiB"),
+            ("GPU energy", f"{m.gpu_energy_j:.1f} J ({lab.get('gpu', 'none')})"),
+            ("CPU energy", f"{m.cpu_energy_j:.1f} J ({lab.get('cpu', 'none')})"),
+            ("RAM energy", f"{m.ram_energy_j:.1f} J ({lab.get('ram', 'none')})"),
+            (f"energy (x PUE {m.pue:g})", f"{m.energy_j:.1f} J = {m.energy_kwh:.3g} kWh"),
+            ("average IT power", f"{m.power_w:.1f} W")]
+    if m.emissions_kg_co2e is not None:
+        rows.append((f"CO2e ({m.region or 'given'}: {m.grid_g_co2e_per_kwh:.0f} g/kWh)",
+                     f"{m.emissions_kg_co2e * units.G_PER_KG:.3g} g"))
+    if m.cost_usd is not None:
+        rows.append(("cost", f"${m.cost_usd:.4g}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    if m.modules:
+        mt = Table(title="per module, per step")
+        for c in ("module", "fwd ms", "bwd ms", "fwd FLOP", "bwd FLOP", "energy J"):
+            mt.add_column(c, justify="left" if c == "module" else "right")
+        for x in m.modules:
+            mt.add_row(x.name, f"{x.forward_s * 1e3:.2f}", f"{x.backward_s * 1e3:.2f}",
+                       _si(x.forward_flop, ""), _si(x.backward_flop, ""), f"{x.energy_j:.3g}")
+        console.print(mt)
+    for note in m.notes:
+        console.print(f"note: {note}")

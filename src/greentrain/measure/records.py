@@ -1,0 +1,137 @@
+"""The run record: a JSONL file appended as things happen, and the sampler thread that feeds and flushes it.
+
+One JSON object per line, each with a ``type``:
+  start   {t_unix, pid, rank, world_size, meters: [{name, measured, source}], argv, ...}
+  sample  {t_s, gpu_energy_j, cpu_energy_j, ram_energy_j, rss_bytes}    every ``interval_s`` (cumulative energy)
+  step    {t_s, step, step_time_s, tokens, samples, flop, forward_s, backward_s, peak_memory_bytes}
+  modules {modules: [{name, calls, forward_s, backward_s, forward_flop, backward_flop, memory_bytes}]}
+  end     {t_s, status: "ok" | "error" | "exit <code>", error}
+The file is flushed by the sampler at least every ``interval_s`` (default 0.5 s) and on close, so a
+SIGKILL loses at most the last interval; ``read_jsonl`` ignores a torn last line.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from greentrain.config import require
+from greentrain.errors import ConfigError
+from greentrain.measure.meters import EnergyMeter, EnergyReading
+
+FLUSH_INTERVAL_S = 0.5
+
+
+class JsonlWriter:
+    """Thread-safe append-only JSONL file; ``append`` buffers, ``flush`` pushes to the OS."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._last_flush = time.monotonic()
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._f is None:
+                return
+            self._f.write(line)
+            if time.monotonic() - self._last_flush > FLUSH_INTERVAL_S:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._f is not None:
+            self._f.flush()
+            self._last_flush = time.monotonic()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._f is not None:
+                self._f.flush()
+                self._f.close()
+                self._f = None
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """All complete records of a run file (a torn last line, from a killed writer, is skipped)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("records", str(path), "file does not exist")
+    out: list[dict[str, Any]] = []
+    lines = p.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break  # torn last line
+            raise ConfigError("records", f"{path}:{i + 1}", "malformed JSON line") from None
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def meter_info(readings: Sequence[EnergyReading]) -> list[dict[str, Any]]:
+    return [{"name": r.name, "measured": r.measured, "source": r.source} for r in readings]
+
+
+class Sampler:
+    """Background thread: every ``interval_s`` read the meters and memory, append a sample, flush."""
+
+    def __init__(self, writer: JsonlWriter, meters: Sequence[EnergyMeter], t0: float,
+                 memory_bytes: Callable[[], float], interval_s: float = FLUSH_INTERVAL_S) -> None:
+        require(interval_s > 0, "interval_s", interval_s, "must be > 0")
+        self.writer = writer
+        self.meters = list(meters)
+        self.t0 = t0
+        self.memory_bytes = memory_bytes
+        self.interval_s = interval_s
+        self.peak_rss_bytes = 0.0
+        self.last: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="greentrain-sampler", daemon=True)
+
+    def start(self) -> list[EnergyReading]:
+        readings = [m.read() for m in self.meters]
+        self._thread.start()
+        return readings
+
+    def sample(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"type": "sample", "t_s": time.perf_counter() - self.t0}
+        for m in self.meters:
+            r = m.read()
+            rec[f"{r.name}_energy_j"] = rec.get(f"{r.name}_energy_j", 0.0) + r.energy_j
+        rss = self.memory_bytes()
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        rec["rss_bytes"] = rss
+        self.writer.append(rec)
+        self.last = rec
+        return rec
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+            self.writer.flush()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the thread, take a final sample, flush; returns the final sample."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        rec = self.sample()
+        self.writer.flush()
+        for m in self.meters:
+            m.close()
+        return rec

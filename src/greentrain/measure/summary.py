@@ -1,0 +1,212 @@
+"""Measurement: the summary of a run record (JSONL), with energy turned into CO2e and cost by footprint/.
+
+Built only from the records, so the same summary comes out of a live Tracker, of `greentrain track`, and of
+the file a killed run left behind. Carbon needs an explicit region or grid intensity: without one the
+summary carries energy only and says so (no geolocation guess).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from greentrain import units
+from greentrain.config import require
+from greentrain.errors import ConfigError
+from greentrain.footprint.model import footprint
+from greentrain.footprint.site import Site
+
+ENERGY_PARTS = ("gpu", "cpu", "ram")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeterInfo:
+    name: str
+    measured: bool
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModuleStats:
+    """One tracked module, per step (means over the steps seen), with energy attributed by time."""
+
+    name: str
+    calls: int
+    forward_s: float
+    backward_s: float
+    forward_flop: float
+    backward_flop: float
+    memory_bytes: float
+    energy_j: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    status: str
+    duration_s: float
+    world_size: int
+    num_steps: int
+    step_time_s: float  # mean over the steps after the first (the first one warms up); the only one if 1
+    first_step_time_s: float
+    forward_s: float  # per step, root module
+    backward_s: float
+    tokens: float
+    tokens_per_s: float
+    samples_per_s: float
+    flop: float  # counted FLOPs of the whole run (all ranks)
+    flop_per_step: float
+    flop_per_s: float
+    memory_bytes: float  # peak per device: CUDA allocator peak when on GPU, else peak process RSS
+    peak_rss_bytes: float
+    peak_cuda_bytes: float
+    gpu_energy_j: float
+    cpu_energy_j: float
+    ram_energy_j: float
+    it_energy_j: float  # gpu + cpu + ram, before PUE
+    energy_j: float  # it_energy_j x PUE (facility)
+    energy_j_per_step: float
+    power_w: float  # average IT power
+    pue: float
+    meters: tuple[MeterInfo, ...] = ()
+    region: str = ""
+    grid_g_co2e_per_kwh: float | None = None
+    emissions_kg_co2e: float | None = None
+    cost_usd: float | None = None
+    modules: tuple[ModuleStats, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def energy_kwh(self) -> float:
+        return units.j_to_kwh(self.energy_j)
+
+    @property
+    def all_measured(self) -> bool:
+        return bool(self.meters) and all(m.measured for m in self.meters)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {f: getattr(self, f) for f in self.__dataclass_fields__
+                             if f not in ("meters", "modules", "notes")}
+        d["energy_kwh"] = self.energy_kwh
+        d["meters"] = [{"name": m.name, "measured": m.measured, "source": m.source} for m in self.meters]
+        d["modules"] = [{f: getattr(m, f) for f in m.__dataclass_fields__} for m in self.modules]
+        d["notes"] = list(self.notes)
+        return d
+
+
+def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
+              pue: float | None = None) -> Site | None:
+    """The Site for CO2e, from an explicit region code or grid intensity; None when neither is given."""
+    if pue is not None:
+        require(pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+    if grid_g_per_kwh is not None:
+        require(grid_g_per_kwh >= 0, "grid_g_per_kwh", grid_g_per_kwh, "must be >= 0")
+        return Site.from_intensity(grid_g_per_kwh, pue=pue if pue is not None else 1.0, region=region or "",
+                                   source="given")
+    if region:
+        try:
+            from greentrain.footprint.regions import site_for_region
+        except ImportError:
+            raise ConfigError("region", region, "no region table installed; give --grid-g-per-kwh") from None
+        site: Site = site_for_region(region, pue=pue)
+        return site
+    return None
+
+
+def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
+    times = [float(s.get("step_time_s", 0.0)) for s in steps]
+    steady = times[1:] if len(times) > 1 else times
+    n = len(steps)
+    return {
+        "step_time_s": statistics.fmean(steady) if steady else 0.0,
+        "first_step_time_s": times[0] if times else 0.0,
+        "forward_s": statistics.fmean(float(s.get("forward_s", 0.0)) for s in steps) if n else 0.0,
+        "backward_s": statistics.fmean(float(s.get("backward_s", 0.0)) for s in steps) if n else 0.0,
+        "tokens": sum(float(s.get("tokens", 0.0)) for s in steps),
+        "samples": sum(float(s.get("samples", 0.0)) for s in steps),
+        "flop": sum(float(s.get("flop", 0.0)) for s in steps),
+        "steps_s": sum(times),
+        "peak_cuda_bytes": max((float(s.get("peak_cuda_bytes", 0.0)) for s in steps), default=0.0),
+        "peak_rss_bytes": max((float(s.get("rss_bytes", 0.0)) for s in steps), default=0.0),
+    }
+
+
+def _modules(records: Sequence[dict[str, Any]], num_steps: int, energy_per_s: float) -> tuple[ModuleStats, ...]:
+    mods = [r for r in records if r.get("type") == "modules"]
+    if not mods:
+        return ()
+    per = max(num_steps, 1)
+    out = []
+    for m in mods[-1].get("modules", []):
+        fwd, bwd = float(m["forward_s"]) / per, float(m["backward_s"]) / per
+        out.append(ModuleStats(name=str(m["name"]), calls=int(m["calls"]), forward_s=fwd, backward_s=bwd,
+                               forward_flop=float(m["forward_flop"]) / per,
+                               backward_flop=float(m["backward_flop"]) / per,
+                               memory_bytes=float(m["memory_bytes"]),
+                               energy_j=(fwd + bwd) * energy_per_s))  # energy attributed by time
+    return tuple(out)
+
+
+def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, world_size: int | None = None,
+              pue: float | None = None) -> Measurement:
+    """Summary of one run record (the records of one rank, or of `greentrain track` and its child).
+
+    CO2e and cost are added when ``site`` is given; otherwise call ``with_footprint`` (which also notes
+    that CO2e needs a region) once the per-rank summaries are combined.
+    """
+    starts = [r for r in records if r.get("type") == "start"]
+    samples = [r for r in records if r.get("type") == "sample"]
+    steps = [r for r in records if r.get("type") == "step"]
+    ends = [r for r in records if r.get("type") == "end"]
+    status = str(ends[-1].get("status", "ok")) if ends else "incomplete (no end record: killed?)"
+    last = samples[-1] if samples else {}
+    duration_s = max([float(r.get("t_s", 0.0)) for r in samples + steps + ends] or [0.0])
+    parts = {p: float(last.get(f"{p}_energy_j", 0.0)) for p in ENERGY_PARTS}
+    it_energy_j = sum(parts.values())
+    pue_used = site.pue if site is not None else (pue if pue is not None else 1.0)
+    energy_j = it_energy_j * pue_used
+    s = _steps_stats(steps)
+    n = len(steps)
+    meters = {m["name"]: MeterInfo(**m) for st in starts for m in st.get("meters", [])}
+    peak_rss = max([s["peak_rss_bytes"]] + [float(x.get("rss_bytes", 0.0)) for x in samples])
+    notes = []
+    if not samples:
+        notes.append("no energy samples in the record")
+    if n == 0:
+        notes.append("no step markers: per-step figures are 0 (call Tracker.step() or use greentrain.auto)")
+    m = Measurement(
+        status=status, duration_s=duration_s,
+        world_size=world_size or max([int(st.get("world_size", 1)) for st in starts] or [1]),
+        num_steps=n, step_time_s=s["step_time_s"], first_step_time_s=s["first_step_time_s"],
+        forward_s=s["forward_s"], backward_s=s["backward_s"], tokens=s["tokens"],
+        tokens_per_s=s["tokens"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
+        samples_per_s=s["samples"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
+        flop=s["flop"], flop_per_step=s["flop"] / n if n else 0.0,
+        flop_per_s=s["flop"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
+        memory_bytes=s["peak_cuda_bytes"] if s["peak_cuda_bytes"] > 0 else peak_rss,
+        peak_rss_bytes=peak_rss, peak_cuda_bytes=s["peak_cuda_bytes"],
+        gpu_energy_j=parts["gpu"], cpu_energy_j=parts["cpu"], ram_energy_j=parts["ram"],
+        it_energy_j=it_energy_j, energy_j=energy_j,
+        energy_j_per_step=energy_j * s["steps_s"] / duration_s / n if n and duration_s > 0 else 0.0,
+        power_w=it_energy_j / duration_s if duration_s > 0 else 0.0, pue=pue_used,
+        meters=tuple(meters.values()),
+        modules=_modules(records, n, energy_j / duration_s if duration_s > 0 else 0.0), notes=tuple(notes))
+    return with_footprint(m, site) if site is not None else m
+
+
+def with_footprint(m: Measurement, site: Site | None) -> Measurement:
+    """CO2e and cost of the measured energy at ``site`` through footprint.footprint; energy only without one."""
+    if site is None:
+        return replace(m, notes=(*m.notes, "CO2e needs a region or a grid intensity (--region / "
+                                           "--grid-g-per-kwh); energy only"))
+    if m.duration_s <= 0:
+        return replace(m, region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh,
+                       emissions_kg_co2e=0.0, cost_usd=0.0 if site.electricity_usd_per_j > 0 else None)
+    # One "chip" whose measured IT power is the run's average: footprint applies the PUE and the grid.
+    fp = footprint(num_chips=1, duration_s=m.duration_s, site=site, power_w=m.it_energy_j / m.duration_s)
+    cost = fp.cost_usd if site.electricity_usd_per_j > 0 else None
+    notes = m.notes if cost is not None else (*m.notes, "cost needs an electricity price for the region")
+    return replace(m, region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, pue=site.pue,
+                   energy_j=fp.energy_j, emissions_kg_co2e=fp.operational_kg_co2e, cost_usd=cost, notes=notes,
+                   energy_j_per_step=m.energy_j_per_step * site.pue / m.pue if m.pue > 0 else 0.0)

@@ -1,0 +1,104 @@
+"""`greentrain track -- CMD`: run a training script as a child process and measure it (no torch here).
+
+The parent samples the child's process tree (energy meters, resident memory) into ``track.jsonl``. With
+module hooks on (GREENTRAIN_AUTO=1, through the ``measure/autoload`` sitecustomize), each training
+process writes its steps and per-module figures to ``steps.jsonl`` (``steps.rank{r}.jsonl`` under
+torchrun). At the end both are merged into one Measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from greentrain.errors import ConfigError
+from greentrain.footprint.site import Site
+from greentrain.measure.distributed import aggregate
+from greentrain.measure.meters import CpuEstimateMeter, default_meters, process_tree, tree_rss_bytes
+from greentrain.measure.records import JsonlWriter, Sampler, meter_info, read_jsonl
+from greentrain.measure.summary import Measurement, summarize, with_footprint
+
+AUTOLOAD_DIR = Path(__file__).parent / "autoload"
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def child_env(out_dir: Path, hooks: bool, depth: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GREENTRAIN_CHILD"] = "1"
+    env["GREENTRAIN_OUT_DIR"] = str(out_dir.resolve())
+    env["GREENTRAIN_DEPTH"] = depth
+    if hooks:
+        env["GREENTRAIN_AUTO"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, depth: str = "1",
+                cpu_tdp_w: float | None = None, interval_s: float = 0.5) -> int:
+    """Run ``command``, sampling it into out_dir/track.jsonl; returns its exit status (128+N for signal N)."""
+    if not command:
+        raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in [out_dir / "track.jsonl", *out_dir.glob("steps*.jsonl")]:
+        old.unlink(missing_ok=True)  # a previous run's records, not this one's
+    writer = JsonlWriter(out_dir / "track.jsonl")
+    cpu0 = _children_cpu_s()
+    t0 = time.perf_counter()
+    try:
+        child = subprocess.Popen(list(command), env=child_env(out_dir, hooks, depth))
+    except OSError as e:
+        writer.close()
+        raise ConfigError("command", command[0], f"cannot start: {e.strerror}") from None
+    meters = default_meters(child.pid, cpu_tdp_w=cpu_tdp_w)
+    sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
+    readings = sampler.start()
+    writer.append({"type": "start", "t_unix": time.time(), "pid": child.pid, "rank": 0, "world_size": 1,
+                   "argv": list(command), "meters": meter_info(readings)})
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:  # the child got the SIGINT too; let it finish its own shutdown
+        child.send_signal(signal.SIGINT)
+        code = child.wait()
+    for m in meters:
+        if isinstance(m, CpuEstimateMeter):
+            m.settle(_children_cpu_s() - cpu0)
+    sampler.stop()
+    status = "ok" if code == 0 else f"exit {code if code > 0 else 128 - code}"
+    writer.append({"type": "end", "t_s": time.perf_counter() - t0, "status": status, "error": ""})
+    writer.close()
+    return code if code >= 0 else 128 - code
+
+
+def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measurement:
+    """The Measurement of a tracked run: energy and memory from the parent, steps from the children."""
+    parent = summarize(read_jsonl(out_dir / "track.jsonl"), None, pue=pue)
+    step_files = sorted(out_dir.glob("steps*.jsonl"))
+    if not step_files:
+        m = replace(parent, notes=(*parent.notes, "no step records: run with module hooks (the default) or "
+                                                  "call greentrain.Tracker.step() in the script"))
+        return with_footprint(m, site)
+    ranks = [summarize(read_jsonl(p), None) for p in step_files]
+    steps = aggregate(ranks) if len(ranks) > 1 else ranks[0]
+    n = steps.num_steps
+    steps_s = steps.step_time_s * max(n - 1, 0) + steps.first_step_time_s
+    per_s = parent.energy_j / parent.duration_s if parent.duration_s > 0 else 0.0
+    modules = tuple(replace(x, energy_j=(x.forward_s + x.backward_s) * per_s) for x in steps.modules)
+    m = replace(parent, world_size=len(ranks), num_steps=n, step_time_s=steps.step_time_s,
+                first_step_time_s=steps.first_step_time_s, forward_s=steps.forward_s,
+                backward_s=steps.backward_s, tokens=steps.tokens, tokens_per_s=steps.tokens_per_s,
+                samples_per_s=steps.samples_per_s, flop=steps.flop, flop_per_step=steps.flop_per_step,
+                flop_per_s=steps.flop_per_s, peak_cuda_bytes=steps.peak_cuda_bytes,
+                memory_bytes=steps.peak_cuda_bytes if steps.peak_cuda_bytes > 0 else parent.peak_rss_bytes,
+                energy_j_per_step=per_s * steps_s / n if n else 0.0, modules=modules,
+                notes=tuple(x for x in parent.notes if not x.startswith("no step markers")))
+    return with_footprint(m, site)

@@ -1,0 +1,199 @@
+"""Tracker: measure a real training run (context manager, decorator, step markers).
+
+    with greentrain.Tracker(model, region="fr", pue=1.2, out_dir="runs/a") as t:
+        for batch in data:
+            loss = model(batch).loss; loss.backward(); opt.step(); opt.zero_grad()
+            t.step(tokens=batch.numel())
+
+Each rank appends its own JSONL record (``greentrain.jsonl``, ``greentrain.rank{r}.jsonl`` under torchrun);
+on ``stop`` rank 0 gathers the per-rank summaries through torch.distributed and writes the outputs
+(measurement.json, emissions.csv, model_card_co2.yaml, a Rich table). An exception in the ``with`` body is
+recorded ("end" record with status "error") and re-raised.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from torch import nn
+
+from greentrain.config import require
+from greentrain.measure.meters import EnergyMeter, RssReader, default_meters, visible_gpu_indices
+from greentrain.measure.records import JsonlWriter, Sampler, meter_info, read_jsonl
+from greentrain.measure.summary import Measurement, make_site, summarize
+
+F = TypeVar("F", bound=Callable[..., Any])
+MODULES_RECORD_EVERY_S = 10.0
+
+
+def _rank_world() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torch.distributed when initialised, else torchrun's env."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+class Tracker:
+    """Measures time, FLOPs, memory and energy of training; CO2e with an explicit region or intensity."""
+
+    def __init__(self, model: nn.Module | None = None, *, region: str | None = None,
+                 grid_g_per_kwh: float | None = None, pue: float | None = None,
+                 out_dir: str | Path = "greentrain-out", depth: int | None = 1, count_flops: bool = True,
+                 meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
+                 interval_s: float = 0.5, project_name: str = "greentrain", print_summary: bool = True,
+                 write_outputs: bool = True, jsonl_name: str | None = None) -> None:
+        self.site = make_site(region, grid_g_per_kwh, pue)  # checks the inputs before anything runs
+        self.pue = pue
+        require(interval_s > 0, "interval_s", interval_s, "must be > 0")
+        self.model, self.depth, self.count_flops = model, depth, count_flops
+        self.out_dir = Path(out_dir)
+        self.meters_arg, self.cpu_tdp_w, self.interval_s = meters, cpu_tdp_w, interval_s
+        self.project_name, self.print_summary, self.write_outputs = project_name, print_summary, write_outputs
+        self.jsonl_name = jsonl_name
+        self.hooks: Any = None
+        self.measurement: Measurement | None = None
+        self.num_steps = 0
+        self._writer: JsonlWriter | None = None
+        self._sampler: Sampler | None = None
+        self._rss: RssReader | None = None
+        self._last_modules_t = 0.0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._writer is not None
+
+    def start(self) -> Tracker:
+        require(not self.running, "tracker", "running", "already started")
+        self.rank, self.world_size, local_rank = _rank_world()
+        name = self.jsonl_name or ("greentrain.jsonl" if self.world_size == 1 else
+                                   f"greentrain.rank{self.rank}.jsonl")
+        self.path = self.out_dir / name
+        self.t0 = time.perf_counter()
+        self._t_mark = self.t0
+        self._writer = JsonlWriter(self.path)
+        self._rss = RssReader()
+        meters = self._make_meters(local_rank)
+        self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
+        readings = self._sampler.start()
+        self._writer.append({"type": "start", "t_unix": time.time(), "pid": os.getpid(), "rank": self.rank,
+                             "world_size": self.world_size, "argv": sys.argv, "meters": meter_info(readings)})
+        self._writer.flush()
+        if self.model is not None:
+            self.attach(self.model)
+        return self
+
+    def _make_meters(self, local_rank: int) -> list[EnergyMeter]:
+        if isinstance(self.meters_arg, list):
+            return self.meters_arg
+        if not self.meters_arg:
+            return []
+        gpus = None
+        if self.world_size > 1:  # each rank measures its own GPU; RAPL (whole socket) only on local rank 0
+            visible = visible_gpu_indices()
+            gpus = [visible[local_rank] if visible and local_rank < len(visible) else local_rank]
+        return default_meters(os.getpid(), cpu_tdp_w=self.cpu_tdp_w, gpu_indices=gpus,
+                              rapl=local_rank == 0)
+
+    def attach(self, model: nn.Module) -> None:
+        """Install the module hooks on ``model`` (done by ``start`` when a model was given)."""
+        from greentrain.measure.hooks import ModuleHooks
+
+        if self.hooks is not None:
+            return
+        self.model = model
+        self.hooks = ModuleHooks(model, depth=self.depth, count_flops=self.count_flops)
+
+    def step(self, tokens: float | None = None, samples: float | None = None) -> None:
+        """Mark the end of a training step; ``tokens``/``samples`` default to what the hooks saw."""
+        if self._writer is None:
+            return
+        now = time.perf_counter()
+        rec: dict[str, Any] = {"type": "step", "t_s": now - self.t0, "step": self.num_steps,
+                               "step_time_s": now - self._t_mark}
+        self._t_mark = now
+        if self.hooks is not None:
+            rec.update(self.hooks.finish_step())
+            seen_tokens, seen_samples = self.hooks.pop_batch_counts()
+            tokens = seen_tokens if tokens is None else tokens
+            samples = seen_samples if samples is None else samples
+        rec["tokens"], rec["samples"] = float(tokens or 0), float(samples or 0)
+        assert self._rss is not None
+        rec["rss_bytes"] = self._rss.read_bytes()
+        self._writer.append(rec)
+        self.num_steps += 1
+        if self.hooks is not None and now - self._last_modules_t > MODULES_RECORD_EVERY_S:
+            self._last_modules_t = now
+            self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
+
+    def stop(self, status: str = "ok", error: str = "") -> Measurement | None:
+        """Close the record (end record, final sample, flush), aggregate ranks, write the outputs."""
+        if self._writer is None or self._sampler is None:
+            return self.measurement
+        if self.hooks is not None:
+            self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
+            self.hooks.remove()
+            self.hooks = None
+        self._sampler.stop()
+        self._writer.append({"type": "end", "t_s": time.perf_counter() - self.t0, "status": status,
+                             "error": error})
+        self._writer.close()
+        self._writer = None
+        if self._rss is not None:
+            self._rss.close()
+        mine = summarize(read_jsonl(self.path), None, pue=self.pue)
+        m = self._aggregate(mine)
+        if m is not None and self.rank == 0:
+            from greentrain.measure.summary import with_footprint
+
+            m = with_footprint(m, self.site)
+            self.measurement = m
+            if self.write_outputs:
+                from greentrain.measure.outputs import render_table, write_outputs
+
+                write_outputs(m, self.out_dir, project_name=self.project_name)
+                if self.print_summary:
+                    render_table(m)
+        return self.measurement
+
+    def _aggregate(self, mine: Measurement) -> Measurement | None:
+        if self.world_size == 1:
+            return mine
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return mine if self.rank == 0 else None
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, mine)
+        from greentrain.measure.distributed import aggregate
+
+        return aggregate(gathered) if self.rank == 0 else None
+
+    # -- context manager and decorator ------------------------------------------------------------
+    def __enter__(self) -> Tracker:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> Literal[False]:
+        if exc is None:
+            self.stop()
+        else:
+            self.stop(status="error", error=f"{type(exc).__name__}: {exc}")
+        return False  # the training's exception, if any, is re-raised
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
