@@ -1,0 +1,120 @@
+"""Strategy search: the space is valid, the best is never beaten by a random sample, the Pareto front is not
+dominated, an infeasible request names the smallest chip count that fits, bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.estimate.run import estimate_run
+from greentrain.parallel.strategy import check_divisibility
+from greentrain.scenario import Scenario, scenario_from_dict
+from greentrain.search.engine import Candidate, fits, min_chips_to_fit, pareto_front, search
+from greentrain.search.space import SearchSpace, strategies
+
+SMALL = ["--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048",
+         "--tokens", "1e9", "--max-micro-batch", "2", "--no-interleave"]
+SPACE = SearchSpace(max_micro_batch=2, interleave=False)
+
+
+@pytest.fixture(scope="module")
+def sc() -> Scenario:
+    return scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                               "workload": {"global_batch_size": 16, "seq_len": 2048, "train_tokens": 1e9},
+                               "site": {"region": "us-east-1"}})
+
+
+def test_space_is_valid_and_distinct(sc: Scenario) -> None:
+    space = strategies(sc, SPACE)
+    assert len(space) == len(set(space)) > 100
+    for s in space:
+        check_divisibility(s, sc.model, num_chips=8, global_batch_size=16, seq_len=2048)
+    assert {s.tp for s in space} == {1, 2, 4, 8} and {s.zero for s in space} == {0, 1, 2, 3}
+    assert {s.offload_optimizer for s in space} == {False, True}
+    assert any(s.sp for s in space) and {s.recompute for s in space} == {"none", "selective", "full"}
+
+
+@pytest.mark.parametrize("objective", ["time", "co2e"])
+def test_best_never_worse_than_random_sample(sc: Scenario, objective: str) -> None:
+    result = search([sc], objective=objective, top_k=3, space=SPACE)
+    best = result.ranked[0]
+    assert 0 < result.num_feasible <= result.num_candidates == len(strategies(sc, SPACE))
+    assert [c.key(objective) for c in result.ranked] == sorted(c.key(objective) for c in result.ranked)
+    rng = random.Random(5)
+    checked = 0
+    for s in rng.sample(strategies(sc, SPACE), 80):
+        try:
+            run = estimate_run(sc, s)
+        except InfeasibleError:
+            continue
+        checked += 1
+        value = {"time": run.run_time_s, "co2e": run.footprint.emissions_kg_co2e}[objective]
+        assert best.value(objective) <= value * (1 + 1e-12)
+    assert checked > 20
+
+
+def test_pareto_front_not_dominated(sc: Scenario) -> None:
+    result = search([sc], top_k=1, space=SearchSpace(max_micro_batch=1, interleave=False, offload=(False,)))
+    assert result.pareto
+    run = estimate_run(sc, result.ranked[0].strategy)
+    for f in result.pareto:
+        assert not (run.run_time_s < f.run_time_s and run.footprint.cost_usd < f.cost_usd
+                    and run.footprint.emissions_kg_co2e < f.emissions_kg_co2e)
+
+
+def test_pareto_front_by_hand(sc: Scenario) -> None:
+    s = strategies(sc, SPACE)[0]
+
+    def c(t: float, usd: float, kg: float) -> Candidate:
+        return Candidate(strategy=s, chip="x", region="", step_time_s=t, run_time_s=t, cost_usd=usd,
+                         emissions_kg_co2e=kg, energy_j=1.0, memory_bytes=1.0, mfu=0.5)
+
+    a, b, d, e = c(1, 10, 10), c(2, 5, 10), c(3, 5, 10), c(3, 1, 20)  # d is dominated by b
+    assert pareto_front([d, e, b, a]) == [a, b, e]
+
+
+def test_infeasible_names_smallest_chip_count() -> None:
+    big = scenario_from_dict({"model": "llama3-70b", "cluster": {"chip": "a100-80gb", "num_chips": 2},
+                              "workload": {"global_batch_size": 8, "seq_len": 2048, "train_tokens": 1e9}})
+    need = min_chips_to_fit(big)
+    assert need is not None and fits(big, need)
+    assert not any(fits(big, n) for n in (2, 4) if n < need)  # every smaller count the search tries fails
+    with pytest.raises(InfeasibleError, match=f"smallest count that fits is {need}"):
+        search([big], space=SearchSpace(max_micro_batch=1, interleave=False))
+    shrunk = dataclasses.replace(big, cluster=dataclasses.replace(big.cluster, num_chips=need))
+    assert search([shrunk], space=SearchSpace(max_micro_batch=1, interleave=False)).num_feasible > 0
+
+
+def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", *SMALL, "--json", "--top", "2", "--region", "us-west-2,eu-north-1"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["num_candidates"] >= d["num_feasible"] > 0 and d["search_time_s"] > 0
+    assert len(d["ranked"]) == 2 and d["ranked"][0]["estimate"]["run_time_s"] == d["ranked"][0]["run_time_s"]
+    assert {r["region"] for r in d["pareto"]} <= {"us-west-2", "eu-north-1"}
+
+
+def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", *SMALL, "--top", "2", "--pareto", "--objective", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert "Top 2 strategies by cost" in out and "Pareto front" in out and "feasible" in out
+
+
+@pytest.mark.parametrize("bad", [["--objective", "speed"], ["--top", "0"], ["--chip", "nope"],
+                                 ["--region", "us-west-2,"], ["--max-tp", "0"], ["--region", "atlantis"],
+                                 ["--model", "llama3-70b", "--num-chips", "2", "--chip", "a100-80gb"]])
+def test_bad_input_exits_2_one_line(capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
+    assert main(["search", *SMALL, *bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_space_and_objective(sc: Scenario) -> None:
+    with pytest.raises(ConfigError, match=r"search\.zero"):
+        SearchSpace(zero=(4,))
+    with pytest.raises(ConfigError, match="--objective"):
+        search([sc], objective="speed")
