@@ -121,7 +121,7 @@ def _run_step(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
 
-    from greentrain.sim.cluster import render_step
+    from greentrain.sim.render import render_step
 
     render_step(res, Console())
     return 0

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
+from greentrain.sim.cluster import StepSimResult
 from greentrain.sim.results import SwarmResult
 from greentrain.sim.trace import Trace
 
@@ -61,6 +62,29 @@ def _group_table(res: SwarmResult) -> Table:
         t.add_row(group, str(names[group] // n_rounds), *(f"{100 * a[i] / tot:.1f} %" for i in range(4)),
                   f"{a[5] / names[group]:,.1f}", str(int(a[6])))
     return t
+
+
+def render_step(res: StepSimResult, console: Console) -> None:
+    console.print(f"[bold]Step[/bold] {res.schedule}, pp {res.pp}, vpp {res.vpp}, "
+                  f"{res.num_micro_batches} micro-batches; {res.num_events:,} events in {res.wall_s:.2f} s")
+    t = Table(title="One training step, simulated")
+    t.add_column("", justify="left")
+    t.add_column("seconds", justify="right")
+    for name, value in (("pipeline (forward, backward, sends)", res.pipeline_time_s),
+                        ("exposed DP gradient reduction", res.dp_exposed_s),
+                        ("optimizer step", res.optimizer_time_s), ("step time", res.step_time_s),
+                        ("analytical step time (greentrain plan)", res.analytic_step_time_s)):
+        t.add_row(name, f"{value:,.4f}")
+    console.print(t)
+    console.print(f"simulated vs analytical: {100 * res.error_vs_analytic:+.2f} %; "
+                  f"pipeline bubble {100 * res.bubble_fraction:.1f} % of the pipeline time")
+    s = Table(title="Stages")
+    for col in ("stage", "compute s", "blocked sending s", "idle s", "slowdown"):
+        s.add_column(col, justify="right")
+    for st in res.stages:
+        s.add_row(str(st.stage), f"{st.compute_s:,.4f}", f"{st.send_s:,.4f}", f"{st.idle_s:,.4f}",
+                  f"{st.slowdown:g}")
+    console.print(s)
 
 
 def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: str = "") -> None:

@@ -1,0 +1,262 @@
+"""`greentrain simulate step`: one training step of a scenario, event by event.
+
+Costs come from the analytical model (estimate/step.py), so both price the same ops: per micro-batch, the
+forward and backward (+ recomputation) time of a stage, its exposed TP/CP/EP collectives (inside the layers:
+added to the stage's forward and backward, 1/2 forward when nothing is recomputed, 1/3 with full
+recomputation as in parallel_costs.py), the activation send between stages and the DP gradient reduction.
+Every stage costs what estimate/step.py's slowest stage costs (uniform devices); one DP replica's pipeline
+is simulated, the others run the same schedule in lockstep.
+
+What the events add: the schedule itself (sim/schedules.py: GPipe, 1F1B, interleaved 1F1B) with each
+micro-batch's dependencies instead of the closed-form bubble (pp - 1) / vpp; sends that block the sender
+(Megatron-LM's non-overlapped p2p) on links shared by concurrent transfers (sim/engine.py SharedLink: the
+node's NIC for traffic between nodes, NVLink within one); DP gradient buckets reduced as they become ready
+during each model chunk's last backward (PyTorch DDP buckets, Li et al. 2020, VLDB, §3.2.3), sharing the
+link with the sends; stragglers (a stage computing slower) and slow inter-node links.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from greentrain import units
+from greentrain.config import require
+from greentrain.errors import ConfigError
+from greentrain.scenario import Scenario
+from greentrain.sim.engine import Engine, SharedLink
+from greentrain.sim.schedules import build_schedule
+from greentrain.sim.trace import Trace
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOptions:
+    stragglers: Mapping[int, float] = field(default_factory=dict)  # pipeline stage -> compute slowdown
+    inter_node_slowdown: float = 1.0  # inter-node transfers take this many times longer
+    bucket_mb: float = 25.0  # DP gradient bucket (PyTorch DDP's default bucket_cap_mb is 25)
+
+    def __post_init__(self) -> None:
+        for stage, factor in self.stragglers.items():
+            require(math.isfinite(factor) and factor > 0, f"straggler[{stage}]", factor, "must be a number > 0")
+        require(math.isfinite(self.inter_node_slowdown) and self.inter_node_slowdown > 0, "--link-slowdown",
+                self.inter_node_slowdown, "must be a number > 0")
+        require(math.isfinite(self.bucket_mb) and self.bucket_mb > 0, "--bucket-mb", self.bucket_mb, "must be > 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCosts:
+    """Per-chunk costs of one micro-batch on one device, from estimate/step.py."""
+
+    pp: int
+    vpp: int
+    num_micro_batches: int
+    schedule: str
+    forward_s: float  # one chunk's forward, TP/CP/EP forward collectives included
+    backward_s: float  # one chunk's backward + recomputation + collectives
+    send_s: float  # one activation or gradient send between adjacent virtual stages
+    pp_crosses_nodes: bool
+    dp_reduce_s: float  # reducing one device's gradients (all chunks), unoverlapped
+    dp_crosses_nodes: bool
+    dp_tail_s: float  # ZeRO-3: the analytical exposed DP time, added at the end (not event-level)
+    grad_bytes: float  # one device's gradients
+    optimizer_s: float
+    analytic_step_time_s: float
+
+
+def step_costs(sc: Scenario) -> StepCosts:
+    """The analytical model's per-micro-batch costs, split into chunks and passes."""
+    from greentrain.estimate.efficiency import default_efficiency
+    from greentrain.estimate.memory import grad_bytes_per_param
+    from greentrain.estimate.parallel_costs import axis_layout
+    from greentrain.estimate.step import _dp_exposed_s, _stage_costs, estimate_step
+    from greentrain.model.ops import model_ops
+
+    s, w, eff = sc.strategy, sc.workload, default_efficiency()
+    if s is None:
+        raise ConfigError("strategy", None, "simulate step needs a strategy")
+    est = estimate_step(sc, s)
+    m = est.num_micro_batches
+    ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
+                    s.flash_attention)
+    st = _stage_costs(sc, s, ops, eff)
+    in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
+    fwd_share = 1 / 3 if s.recompute == "full" else 1 / 2
+    lay = axis_layout(s, sc.cluster)
+    zero3 = s.zero == 3
+    dp_reduce = 0.0 if zero3 else _dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
+    return StepCosts(
+        pp=s.pp, vpp=s.vpp, num_micro_batches=m, schedule=s.schedule,
+        forward_s=(est.micro_batch_forward_s + fwd_share * in_layer) / s.vpp,
+        backward_s=(est.micro_batch_backward_s + (1 - fwd_share) * in_layer) / s.vpp,
+        send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
+        pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
+        dp_crosses_nodes=lay.dp < s.dp * s.cp, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
+        grad_bytes=(st.layer_params + st.extra_params) * grad_bytes_per_param(w.grad_dtype, w.precision),
+        optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageStats:
+    stage: int
+    compute_s: float
+    send_s: float  # blocked sending activations or gradients
+    idle_s: float  # bubble and waiting for inputs
+    slowdown: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepSimResult:
+    step_time_s: float
+    pipeline_time_s: float  # the last forward/backward/send ends
+    dp_exposed_s: float  # gradient reduction after the pipeline drains
+    optimizer_time_s: float
+    analytic_step_time_s: float
+    schedule: str
+    pp: int
+    vpp: int
+    num_micro_batches: int
+    stages: tuple[StageStats, ...]
+    num_events: int
+    wall_s: float
+
+    @property
+    def bubble_fraction(self) -> float:
+        busy = sum(st.compute_s for st in self.stages) / len(self.stages)
+        return 1.0 - busy / self.pipeline_time_s if self.pipeline_time_s else 0.0
+
+    @property
+    def error_vs_analytic(self) -> float:
+        return self.step_time_s / self.analytic_step_time_s - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": "step", "step_time_s": self.step_time_s, "pipeline_time_s": self.pipeline_time_s,
+                "dp_exposed_s": self.dp_exposed_s, "optimizer_time_s": self.optimizer_time_s,
+                "analytic_step_time_s": self.analytic_step_time_s, "error_vs_analytic": self.error_vs_analytic,
+                "bubble_fraction": self.bubble_fraction, "schedule": self.schedule, "pp": self.pp,
+                "vpp": self.vpp, "num_micro_batches": self.num_micro_batches, "num_events": self.num_events,
+                "sim_wall_s": self.wall_s, "stages": [dataclasses.asdict(st) for st in self.stages]}
+
+
+class _Pipeline:
+    """Devices run their schedule's ops in order; an op starts when its input has arrived."""
+
+    def __init__(self, c: StepCosts, opts: StepOptions, trace: Trace | None) -> None:
+        self.c, self.eng = c, Engine(trace)
+        p, v, m = c.pp, c.vpp, c.num_micro_batches
+        self.V, self.m = p * v, m
+        self.ops = build_schedule(c.schedule, p, v, m)
+        self.ptr, self.busy = [0] * p, [False] * p
+        self.slow = [opts.stragglers.get(d, 1.0) for d in range(p)]
+        self.arrived: set[tuple[bool, int, int]] = set()  # (is_backward, micro-batch, virtual stage)
+        self.compute_s, self.send_s = [0.0] * p, [0.0] * p
+        self.end_s = 0.0
+        self.nic = [SharedLink(self.eng, f"link/stage{d}.nic", 1.0) for d in range(p)]
+        self.nvl = [SharedLink(self.eng, f"link/stage{d}.nvlink", 1.0) for d in range(p)]
+        self.inter = opts.inter_node_slowdown
+        self.dp_left = [0] * p
+        self.dp_done_s = [0.0] * p
+        self.num_buckets = max(1, math.ceil(c.grad_bytes / c.vpp / (opts.bucket_mb * units.MB)))
+        self.last_b = [self._last_backwards(d) for d in range(p)]
+
+    def _last_backwards(self, d: int) -> set[int]:
+        seen: set[int] = set()
+        last: set[int] = set()
+        for i in range(len(self.ops[d]) - 1, -1, -1):
+            bwd, _, chunk = self.ops[d][i]
+            if bwd and chunk not in seen:
+                seen.add(chunk)
+                last.add(i)
+        return last
+
+    def _link(self, d: int, crosses: bool) -> tuple[SharedLink, float]:
+        return (self.nic[d], self.inter) if crosses else (self.nvl[d], 1.0)
+
+    def try_run(self, d: int) -> None:
+        if self.busy[d] or self.ptr[d] >= len(self.ops[d]):
+            return
+        bwd, mb, chunk = self.ops[d][self.ptr[d]]
+        v = chunk * self.c.pp + d
+        if (v != self.V - 1 if bwd else v != 0) and (bwd, mb, v) not in self.arrived:
+            return
+        self.busy[d] = True
+        dur = (self.c.backward_s if bwd else self.c.forward_s) * self.slow[d]
+        now = self.eng.now_s
+        self.compute_s[d] += dur
+        if self.eng.trace is not None:
+            self.eng.trace.span(f"stage/{d}", f"{'B' if bwd else 'F'} mb{mb} c{chunk}", now, now + dur,
+                                "backward" if bwd else "forward")
+        if self.ptr[d] in self.last_b[d] and self.c.dp_reduce_s > 0:
+            k = self.num_buckets
+            self.dp_left[d] += k
+            for i in range(k):
+                self.eng.at(now + dur * (i + 1) / k, self._bucket, d)
+        self.eng.at(now + dur, self._op_done, d)
+
+    def _op_done(self, d: int) -> None:
+        bwd, mb, chunk = self.ops[d][self.ptr[d]]
+        v = chunk * self.c.pp + d
+        nxt = v - 1 if bwd else v + 1
+        if 0 <= nxt < self.V and self.c.send_s > 0:
+            link, factor = self._link(d, self.c.pp_crosses_nodes)
+            dur = self.c.send_s * factor
+            self.send_s[d] += dur  # uncontended; contention shows in the step time
+            link.send(dur, self._sent, (d, bwd, mb, nxt), label=f"{'grad' if bwd else 'act'} mb{mb}")
+        else:
+            if 0 <= nxt < self.V:
+                self.arrived.add((bwd, mb, nxt))
+                self.try_run(nxt % self.c.pp)
+            self._advance(d)
+
+    def _sent(self, arg: tuple[int, bool, int, int]) -> None:
+        d, bwd, mb, nxt = arg
+        self.arrived.add((bwd, mb, nxt))
+        self._advance(d)
+        self.try_run(nxt % self.c.pp)
+
+    def _advance(self, d: int) -> None:
+        self.busy[d] = False
+        self.ptr[d] += 1
+        self.end_s = max(self.end_s, self.eng.now_s)
+        self.try_run(d)
+
+    def _bucket(self, d: int) -> None:
+        link, factor = self._link(d, self.c.dp_crosses_nodes)
+        dur = self.c.dp_reduce_s / (self.c.vpp * self.num_buckets) * factor
+        link.send(dur, self._bucket_done, d, label="dp bucket")
+
+    def _bucket_done(self, d: int) -> None:
+        self.dp_left[d] -= 1
+        if self.dp_left[d] == 0:
+            self.dp_done_s[d] = self.eng.now_s
+
+    def run(self) -> float:
+        for d in range(self.c.pp):
+            self.try_run(d)
+        self.eng.run()
+        stuck = [d for d in range(self.c.pp) if self.ptr[d] < len(self.ops[d])]
+        assert not stuck, f"pipeline deadlock on stages {stuck}"
+        return max(self.end_s, *self.dp_done_s)
+
+
+def simulate_step(sc: Scenario, options: StepOptions | None = None, *, trace: Trace | None = None) -> StepSimResult:
+    """One training step of ``sc`` (which must carry a strategy), event by event."""
+    opts = options or StepOptions()
+    c = step_costs(sc)
+    for stage in opts.stragglers:
+        require(0 <= stage < c.pp, "--straggler", stage, f"stage must be in [0, {c.pp - 1}] (pp={c.pp})")
+    t0 = time.perf_counter()
+    pipe = _Pipeline(c, opts, trace)
+    done = pipe.run()
+    step = done + c.dp_tail_s + c.optimizer_s
+    stages = tuple(StageStats(stage=d, compute_s=pipe.compute_s[d], send_s=pipe.send_s[d],
+                              idle_s=max(0.0, pipe.end_s - pipe.compute_s[d] - pipe.send_s[d]),
+                              slowdown=pipe.slow[d]) for d in range(c.pp))
+    return StepSimResult(step_time_s=step, pipeline_time_s=pipe.end_s, dp_exposed_s=done - pipe.end_s + c.dp_tail_s,
+                         optimizer_time_s=c.optimizer_s, analytic_step_time_s=c.analytic_step_time_s,
+                         schedule="interleaved" if c.vpp > 1 else c.schedule, pp=c.pp, vpp=c.vpp,
+                         num_micro_batches=c.num_micro_batches, stages=stages, num_events=pipe.eng.num_events,
+                         wall_s=time.perf_counter() - t0)
