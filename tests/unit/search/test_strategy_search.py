@@ -118,3 +118,20 @@ def test_bad_space_and_objective(sc: Scenario) -> None:
         SearchSpace(zero=(4,))
     with pytest.raises(ConfigError, match="--objective"):
         search([sc], objective="speed")
+
+
+# Korthikanti et al. 2022 Table 3 (tp, pp, vpp, global batch, micro-batch) with SP + selective recomputation,
+# as tests/validation/test_korthikanti2022.py uses them (the search enumerates flash attention only).
+KORTHIKANTI = {"megatron-22b": (8, 1, 1, 4, 4), "gpt3-175b": (8, 8, 3, 64, 1), "megatron-530b": (8, 35, 3, 280, 1),
+               "megatron-1t": (8, 64, 1, 512, 1)}
+
+
+@pytest.mark.parametrize("name", sorted(KORTHIKANTI))
+def test_korthikanti_configurations_in_space_and_feasible(name: str) -> None:
+    tp, pp, vpp, gbs, mb = KORTHIKANTI[name]
+    sc = scenario_from_dict({"model": name, "cluster": {"chip": "a100-80gb", "num_chips": tp * pp},
+                             "workload": {"global_batch_size": gbs, "seq_len": 2048, "num_steps": 1}})
+    space = strategies(sc, SearchSpace(max_micro_batch=mb, recompute=("selective",), offload=(False,), zero=(0,)))
+    target = [s for s in space if (s.tp, s.pp, s.vpp, s.dp, s.micro_batch_size, s.sp) == (tp, pp, vpp, 1, mb, True)]
+    assert len(target) == 1
+    assert estimate_run(sc, target[0]).step.memory.total_bytes <= sc.cluster.chip.memory_bytes
