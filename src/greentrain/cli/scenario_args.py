@@ -123,13 +123,15 @@ def _site(args: argparse.Namespace, site: Site) -> Site:
 
 
 def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int) -> Strategy | None:
-    given = {f: getattr(args, f, None) for f in STRATEGY_FLAGS}
-    given = {k: v for k, v in given.items() if v is not None}
-    if not given:
+    kw: dict[str, Any] = {}
+    for flag in STRATEGY_FLAGS:
+        value = getattr(args, flag, None)
+        if value is not None:
+            kw["micro_batch_size" if flag == "micro_batch" else flag] = value
+    if not kw:
         return sc.strategy
     base = sc.strategy or Strategy()
-    kw = {("micro_batch_size" if k == "micro_batch" else k): v for k, v in given.items()}
-    tp, pp, cp = kw.get("tp", base.tp), kw.get("pp", base.pp), kw.get("cp", base.cp)
+    tp, pp, cp = int(kw.get("tp", base.tp)), int(kw.get("pp", base.pp)), int(kw.get("cp", base.cp))
     if "dp" not in kw:
         if num_chips % (tp * pp * cp):
             raise ConfigError("--tp/--pp/--cp", f"{tp}*{pp}*{cp}", f"must divide the number of chips ({num_chips})")
