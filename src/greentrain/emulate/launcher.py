@@ -1,0 +1,225 @@
+"""Start the ranks and run emulation cases on them.
+
+Two ways in:
+  * standalone: N processes started with torch.multiprocessing, rendezvous through a TCPStore that the
+    parent hosts on a fresh port of 127.0.0.1 (port 0: the OS picks a free one, no race). The ranks are forked
+    from a forkserver that imported torch once (a clean process, as with spawn, without paying the import of
+    torch N times: seconds per rank on a small machine); plain spawn where forkserver does not exist;
+  * under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR set): this process is one rank of an existing
+    job; results are gathered to rank 0.
+Several cases run one after the other in one launch (start-up, i.e. importing torch in every rank, is paid
+once). A rank that raises, exits or does not finish within ``timeout_s`` fails the whole run with one line;
+every rank is then killed and joined, so no process outlives the call.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_module
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from greentrain.emulate import ffn, matmul, mlp, pipeline
+from greentrain.emulate.cases import REL_TOLERANCE, Case, FaultCase, FfnCase, MatMulCase, MlpCase, PipelineCase
+from greentrain.emulate.common import Checker
+from greentrain.emulate.mesh import MeshContext
+from greentrain.emulate.recorder import CollectiveImpl, Recorder
+from greentrain.emulate.results import EmulationResult, RankResult
+from greentrain.emulate.sharding import Mesh2D
+from greentrain.errors import ConfigError, GreentrainError
+
+Job = tuple[Case, bool]  # a case, and whether the recorder records (False: raw torch.distributed calls)
+
+
+class EmulationError(GreentrainError):
+    """A rank crashed, exited or hung: the whole emulation failed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchOptions:
+    backend: str = "gloo"
+    timeout_s: float = 60.0
+    collectives: CollectiveImpl = "native"
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("gloo", "nccl"):
+            raise ConfigError("backend", self.backend, "must be gloo or nccl")
+        if not self.timeout_s > 0:
+            raise ConfigError("timeout-s", self.timeout_s, "must be > 0")
+        if self.collectives not in ("native", "ring"):
+            raise ConfigError("collectives", self.collectives, "must be native or ring")
+
+
+def under_torchrun() -> bool:
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"))
+
+
+def emulate(cases: Sequence[Case], options: LaunchOptions | None = None, *,
+            record: bool = True) -> list[EmulationResult]:
+    """Run ``cases`` on one set of ranks; one result per case (empty on ranks > 0 under torchrun)."""
+    return run_jobs([(c, record) for c in cases], options or LaunchOptions())
+
+
+def run_jobs(jobs: Sequence[Job], options: LaunchOptions) -> list[EmulationResult]:
+    if not jobs:
+        raise ConfigError("cases", 0, "nothing to emulate")
+    world = jobs[0][0].world_size
+    for case, _ in jobs:
+        if case.world_size != world:
+            raise ConfigError("cases", case.label, f"needs {case.world_size} ranks; the launch has {world}")
+    if options.backend == "nccl" and not torch.cuda.is_available():
+        raise ConfigError("backend", "nccl", "needs CUDA, which this machine does not have; use gloo")
+    per_rank = _run_in_group(jobs, options, world) if under_torchrun() else _spawn(jobs, options, world)
+    if not per_rank:
+        return []
+    return [EmulationResult(label=case.label, policy=_policy(case), backend=options.backend, world_size=world,
+                            ranks=tuple(per_rank[r][i] for r in range(world)), tolerance=REL_TOLERANCE)
+            for i, (case, _) in enumerate(jobs)]
+
+
+def _policy(case: Case) -> str:
+    return case.derived_policy.value if isinstance(case, MatMulCase) else case.policy
+
+
+# -- one rank ---------------------------------------------------------------------------------------------------
+def _device(backend: str, local_rank: int) -> torch.device:
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _run_case(case: Case, record: bool, options: LaunchOptions, device: torch.device,
+              meshes: dict[Mesh2D, MeshContext]) -> RankResult:
+    rank = dist.get_rank()
+    rec = Recorder(device=device, enabled=record, collectives=options.collectives)
+    if isinstance(case, FaultCase):
+        if rank == case.rank and case.kind == "raise":
+            raise RuntimeError(f"injected fault on rank {rank}")
+        while rank == case.rank:  # "hang"
+            time.sleep(1.0)
+        dist.barrier()
+        time_s, checker = 0.0, Checker()
+    elif isinstance(case, PipelineCase):
+        time_s, checker = pipeline.run(case, rank, rec)
+    else:
+        mesh = Mesh2D(x_size=1, y_size=case.tp) if isinstance(case, MlpCase) else case.mesh
+        if mesh not in meshes:
+            meshes[mesh] = MeshContext(mesh, device)
+        ctx = meshes[mesh]
+        if isinstance(case, MatMulCase):
+            time_s, checker = matmul.run(case, ctx, rec)
+        elif isinstance(case, FfnCase):
+            time_s, checker = ffn.run(case, ctx, rec)
+        else:
+            time_s, checker = mlp.run(case, ctx, rec)
+    return RankResult(rank=rank, stats=rec.statistics(), collectives=tuple(rec.records),
+                      comm_time_s=rec.comm_time_s(), time_s=time_s, max_abs_error=checker.max_abs_error,
+                      max_rel_error=checker.max_rel_error)
+
+
+def _run_all(jobs: Sequence[Job], options: LaunchOptions, device: torch.device) -> list[RankResult]:
+    meshes: dict[Mesh2D, MeshContext] = {}
+    return [_run_case(case, record, options, device, meshes) for case, record in jobs]
+
+
+def _worker(rank: int, world: int, port: int, jobs: Sequence[Job], options: LaunchOptions, out: Any) -> None:
+    try:
+        if options.backend == "gloo":  # the ranks share the CPU cores: do not oversubscribe them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+        timeout = timedelta(seconds=options.timeout_s)
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+        device = _device(options.backend, rank)
+        dist.init_process_group(options.backend, store=store, rank=rank, world_size=world, timeout=timeout)
+        out.put(("ok", rank, _run_all(jobs, options, device)))
+        dist.destroy_process_group()
+    except BaseException as e:  # report and exit non-zero; the parent stops the others
+        line = (str(e).strip().splitlines() or [""])[0][:300]
+        out.put(("error", rank, f"{type(e).__name__}: {line}"))
+        raise SystemExit(1) from None
+
+
+# -- the parent -------------------------------------------------------------------------------------------------
+def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int) -> list[list[RankResult]]:
+    timeout = timedelta(seconds=options.timeout_s)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timeout, wait_for_workers=False)
+    context = _context()
+    out = context.Queue()
+    procs = [context.Process(target=_worker, args=(r, world, store.port, jobs, options, out), daemon=True,
+                             name=f"greentrain-emulate-rank{r}") for r in range(world)]
+    finished = False
+    try:
+        for p in procs:
+            p.start()
+        results = _collect(procs, out, options.timeout_s)
+        finished = True
+    finally:
+        _stop(procs, grace_s=10.0 if finished else 0.0)
+        del store
+    return [results[r] for r in range(world)]
+
+
+def _context() -> Any:
+    """A forkserver that has imported torch and greentrain once (then each rank is a cheap fork of a clean,
+    single-threaded server, and later launches in this process reuse it); plain spawn where there is none."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["greentrain.emulate.launcher"])
+    return context
+
+
+def _collect(procs: list[Any], out: Any, timeout_s: float) -> dict[int, list[RankResult]]:
+    deadline = time.monotonic() + timeout_s
+    results: dict[int, list[RankResult]] = {}
+    while len(results) < len(procs):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            missing = ",".join(str(r) for r in range(len(procs)) if r not in results)
+            raise EmulationError(f"rank(s) {missing} did not finish within {timeout_s:g} s (--timeout-s); "
+                                 f"all {len(procs)} ranks were stopped")
+        try:
+            status, rank, payload = out.get(timeout=min(0.2, remaining))
+        except queue_module.Empty:
+            for r, p in enumerate(procs):
+                if r not in results and p.exitcode is not None and p.exitcode != 0:
+                    raise EmulationError(f"rank {r} exited with code {p.exitcode}; "
+                                         f"all {len(procs)} ranks were stopped") from None
+            continue
+        if status == "error":
+            raise EmulationError(f"rank {rank} failed: {payload}; all {len(procs)} ranks were stopped")
+        results[rank] = payload
+    return results
+
+
+def _stop(procs: list[Any], grace_s: float) -> None:
+    """Join ranks that are finishing; kill any still alive after ``grace_s`` (0 on failure: at once)."""
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        if p.pid is None:
+            continue
+        if p.exitcode is None:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _run_in_group(jobs: Sequence[Job], options: LaunchOptions, world: int) -> list[list[RankResult]]:
+    """Inside a torchrun job: run as this rank, gather every rank's results to rank 0."""
+    device = _device(options.backend, int(os.environ["LOCAL_RANK"]))
+    if not dist.is_initialized():
+        dist.init_process_group(options.backend, timeout=timedelta(seconds=options.timeout_s))
+    if dist.get_world_size() != world:
+        raise ConfigError("cases", world, f"need {world} ranks; torchrun started {dist.get_world_size()}")
+    mine = _run_all(jobs, options, device)
+    gathered: list[Any] = [None] * world if dist.get_rank() == 0 else []
+    dist.gather_object(mine, gathered if dist.get_rank() == 0 else None, dst=0)
+    return gathered if dist.get_rank() == 0 else []
