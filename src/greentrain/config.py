@@ -10,14 +10,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
 from greentrain.errors import ConfigError, did_you_mean
 
-T = TypeVar("T")
-_MISSING: Any = object()
 
 
 def load_mapping(path: str | Path) -> dict[str, Any]:
@@ -52,14 +50,6 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> N
 
 def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
-
-
-def _get(data: Mapping[str, Any], key: str, where: str, default: Any) -> Any:
-    if key in data and data[key] is not None:
-        return data[key]
-    if default is _MISSING:
-        raise ConfigError(_join(where, key), None, "is required")
-    return default
 
 
 def as_int(value: Any, field: str, *, minimum: int | None = None) -> int:
@@ -115,37 +105,6 @@ def as_choice(value: Any, field: str, choices: Iterable[str]) -> str:
     if s not in options:
         raise ConfigError(field, value, f"must be one of {', '.join(options)}")
     return s
-
-
-def get_int(data: Mapping[str, Any], key: str, where: str = "", default: Any = _MISSING,
-            *, minimum: int | None = 1) -> int:
-    value = _get(data, key, where, default)
-    return value if value is default and default is not _MISSING and not isinstance(value, int) else as_int(
-        value, _join(where, key), minimum=minimum)
-
-
-def get_float(data: Mapping[str, Any], key: str, where: str = "", default: Any = _MISSING, *,
-              minimum: float | None = None, positive: bool = False, maximum: float | None = None) -> float:
-    value = _get(data, key, where, default)
-    if value is default and default is not _MISSING and not isinstance(value, (int, float)):
-        return value  # type: ignore[no-any-return]
-    return as_float(value, _join(where, key), minimum=minimum, positive=positive, maximum=maximum)
-
-
-def get_bool(data: Mapping[str, Any], key: str, where: str = "", default: Any = _MISSING) -> bool:
-    return as_bool(_get(data, key, where, default), _join(where, key))
-
-
-def get_str(data: Mapping[str, Any], key: str, where: str = "", default: Any = _MISSING) -> str:
-    value = _get(data, key, where, default)
-    if not isinstance(value, str):
-        raise ConfigError(_join(where, key), value, "must be a string")
-    return value
-
-
-def get_choice(data: Mapping[str, Any], key: str, choices: Iterable[str], where: str = "",
-               default: Any = _MISSING) -> str:
-    return as_choice(_get(data, key, where, default), _join(where, key), choices)
 
 
 def require(condition: bool, field: str, value: object, rule: str) -> None:
