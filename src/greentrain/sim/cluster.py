@@ -244,8 +244,13 @@ class _Pipeline:
 
 def simulate_step(sc: Scenario, options: StepOptions | None = None, *, trace: Trace | None = None) -> StepSimResult:
     """One training step of ``sc`` (which must carry a strategy), event by event."""
+    return simulate_costs(step_costs(sc), options, trace=trace)
+
+
+def simulate_costs(c: StepCosts, options: StepOptions | None = None, *,
+                   trace: Trace | None = None) -> StepSimResult:
+    """Run the pipeline of ``c`` event by event."""
     opts = options or StepOptions()
-    c = step_costs(sc)
     for stage in opts.stragglers:
         require(0 <= stage < c.pp, "--straggler", stage, f"stage must be in [0, {c.pp - 1}] (pp={c.pp})")
     t0 = time.perf_counter()

@@ -1,0 +1,97 @@
+"""`simulate step`: schedules, hand-computed pipelines, stragglers, and agreement with `greentrain plan`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError
+from greentrain.sim.cluster import StepCosts, StepOptions, simulate_costs
+from greentrain.sim.schedules import build_schedule
+from greentrain.sim.trace import Trace
+
+
+def costs(pp: int, m: int, f: float, b: float, *, vpp: int = 1, schedule: str = "1f1b", send: float = 0.0,
+          dp: float = 0.0) -> StepCosts:
+    return StepCosts(pp=pp, vpp=vpp, num_micro_batches=m, schedule=schedule, forward_s=f, backward_s=b,
+                     send_s=send, pp_crosses_nodes=True, dp_reduce_s=dp, dp_crosses_nodes=True, dp_tail_s=0.0,
+                     grad_bytes=1e8, optimizer_s=0.0, analytic_step_time_s=1.0)
+
+
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), [("gpipe", 4, 1, 6), ("1f1b", 4, 1, 6), ("1f1b", 4, 1, 2),
+                                                       ("interleaved", 4, 2, 8), ("interleaved", 2, 3, 4)])
+def test_every_device_runs_each_op_once(name: str, pp: int, vpp: int, m: int) -> None:
+    sched = build_schedule(name, pp, vpp, m)
+    for ops in sched:
+        assert sorted(ops) == sorted((bwd, i, c) for bwd in (False, True) for i in range(m) for c in range(vpp))
+
+
+def test_1f1b_warm_up_is_pp_minus_stage_minus_one() -> None:
+    sched = build_schedule("1f1b", 4, 1, 8)
+    assert [next(i for i, op in enumerate(ops) if op[0]) for ops in sched] == [4, 3, 2, 1]
+
+
+def test_interleaved_needs_a_multiple_of_pp() -> None:
+    with pytest.raises(ConfigError, match="multiple of pp=4"):
+        build_schedule("interleaved", 4, 2, 6)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_by_hand(schedule: str) -> None:
+    # no communication: (m + pp - 1) (f + b) = (8 + 3) * 3 (Narayanan et al. 2021 §2.2)
+    res = simulate_costs(costs(4, 8, 1.0, 2.0, schedule=schedule))
+    assert res.step_time_s == pytest.approx(33.0)
+    assert res.bubble_fraction == pytest.approx(1 - 24 / 33)
+
+
+def test_interleaved_bubble_shrinks_by_vpp() -> None:
+    # per device a micro-batch costs F = 2 x 0.5 and B = 2 x 1: (m + (pp - 1) / vpp) (F + B) = (4 + 1/2) * 3
+    res = simulate_costs(costs(2, 4, 0.5, 1.0, vpp=2))
+    assert res.step_time_s == pytest.approx(13.5)
+
+
+def test_sends_block_the_sender_and_a_straggler_sets_the_pace() -> None:
+    base = simulate_costs(costs(2, 1, 1.0, 2.0, send=0.25))
+    assert base.step_time_s == pytest.approx(1 + 0.25 + 1 + 2 + 0.25 + 2)
+    slow = simulate_costs(costs(4, 16, 1.0, 2.0), StepOptions(stragglers={2: 1.5}))
+    assert slow.step_time_s == pytest.approx((16 + 3) * 3 + 16 * 3 * 0.5, rel=0.05)
+    assert slow.step_time_s > simulate_costs(costs(4, 16, 1.0, 2.0)).step_time_s
+
+
+def test_dp_buckets_overlap_the_last_backward_and_contend_with_sends(tmp_path) -> None:
+    hidden = simulate_costs(costs(2, 4, 1.0, 2.0, dp=1.0))
+    assert hidden.dp_exposed_s < 0.6  # mostly under the last backward (2 s)
+    exposed = simulate_costs(costs(2, 4, 1.0, 2.0, dp=10.0))
+    assert exposed.dp_exposed_s > 7.0
+    trace = Trace()
+    simulate_costs(costs(2, 4, 1.0, 2.0, send=0.1, dp=1.0), trace=trace)
+    assert {"stage/0", "stage/1", "link/stage0.nic", "link/stage1.nic"} <= set(trace.tracks())
+
+
+def _step_json(capsys: pytest.CaptureFixture[str], cmd: str, args: list[str]) -> dict:
+    assert main([cmd, *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("args", [["--pp", "4", "--tp", "8", "--dp", "2"],
+                                  ["--pp", "4", "--vpp", "2", "--tp", "8", "--dp", "2"],
+                                  ["--pp", "2", "--tp", "4", "--dp", "8", "--recompute", "full"]])
+def test_step_time_agrees_with_plan_within_one_percent(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    plan = _step_json(capsys, "plan", args)["step_time_s"]
+    sim = _step_json(capsys, "simulate", ["step", *args])["step_time_s"]
+    assert sim == pytest.approx(plan, rel=0.01)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--straggler", "9=2"], "stage must be in [0, 3]"),
+    (["--straggler", "two"], "must be STAGE=FACTOR"),
+    (["--straggler", "1=-1"], "must be a number > 0"),
+    (["--link-slowdown", "0"], "must be a number > 0"),
+])
+def test_bad_step_options_are_one_line_exit_2(args: list[str], message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "step", "--pp", "4", "--tp", "8", "--dp", "2", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
