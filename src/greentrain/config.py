@@ -17,7 +17,6 @@ import yaml
 from greentrain.errors import ConfigError, did_you_mean
 
 
-
 def load_mapping(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON file whose top level is a mapping."""
     p = Path(path)
