@@ -58,10 +58,9 @@ def test_more_bandwidth_or_flops_is_never_slower(model: str, s: Strategy, factor
     if base is None:
         return
     cl = sc.cluster
-    faster_links = dataclasses.replace(cl, intra_node=dataclasses.replace(cl.intra_node,
-                                                                          bytes_per_s=cl.intra_node.bytes_per_s * factor),
-                                       inter_node=dataclasses.replace(cl.inter_node,
-                                                                      bytes_per_s=cl.inter_node.bytes_per_s * factor))
+    intra = dataclasses.replace(cl.intra_node, bytes_per_s=cl.intra_node.bytes_per_s * factor)
+    inter = dataclasses.replace(cl.inter_node, bytes_per_s=cl.inter_node.bytes_per_s * factor)
+    faster_links = dataclasses.replace(cl, intra_node=intra, inter_node=inter)
     chip = cl.chip
     faster_chip = dataclasses.replace(cl, chip=dataclasses.replace(
         chip, peak_bf16_flop_per_s=chip.peak_bf16_flop_per_s * factor,
