@@ -48,13 +48,14 @@ tracker = _make_tracker()
 _state: dict[str, Any] = {"depth": 0, "handles": [], "status": "ok", "error": ""}
 
 
-def _global_pre(module: nn.Module, _args: Any) -> None:
+def _global_pre(module: nn.Module, args: Any) -> None:
     if tracker.hooks is not None:
         return  # attached; these global hooks are removed at the next optimizer step (not mid-call)
     if _state["depth"] == 0 and torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
         if not tracker.running:
             tracker.start()
         tracker.attach(module)
+        tracker.hooks.enter_root_call(args, {})  # this call's own pre-hooks were fixed before attach
         return
     _state["depth"] += 1
 

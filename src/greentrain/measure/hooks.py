@@ -186,6 +186,10 @@ class ModuleHooks:
         self._cycle = _Cycle(key=key, counting=counting, mod_fwd_flop=[0] * n, mod_bwd_flop=[0] * n)
         self._root_fwd_start = self.clock.now()
 
+    def enter_root_call(self, args: Any, kwargs: Any) -> None:
+        """For hooks installed while the root is being called (greentrain.auto): open this call by hand."""
+        self._root_pre(self.model, args, kwargs)
+
     def _count_batch(self, args: Any, kwargs: Any) -> None:
         """Tokens and samples of a training forward: the first integer tensor input (token ids)."""
         ids = kwargs.get("input_ids")

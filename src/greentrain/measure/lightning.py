@@ -1,6 +1,7 @@
 """Lightning integration: ``pl.Trainer(callbacks=[GreentrainLightningCallback(region="fr")])``.
 
-Starts at ``on_train_start`` (hooks on the LightningModule), marks a step at each ``on_train_batch_end``,
+Starts at ``on_train_start`` (hooks on the LightningModule), opens a cycle at ``on_train_batch_start`` and
+marks a step at each ``on_train_batch_end``,
 writes the outputs at ``on_train_end``; ``on_exception`` closes the record with status "error".
 """
 
@@ -27,6 +28,12 @@ class GreentrainLightningCallback(pl.Callback):
         if not self.tracker.running:
             self.tracker.start()
         self.tracker.attach(pl_module)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        # Lightning calls training_step, not forward: open the FLOP/time cycle of this batch by hand
+        # (a forward call inside training_step opens its own).
+        if self.tracker.hooks is not None:
+            self.tracker.hooks.enter_root_call(batch if isinstance(batch, (list, tuple)) else (batch,), {})
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.tracker.step()

@@ -44,7 +44,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, idx: torch.Tensor) 
     loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return float(loss)
+    return float(loss.detach())
 
 
 def linear_weight_params(model: nn.Module) -> int:

@@ -1,0 +1,82 @@
+"""`greentrain track` (child exit status, hooks through GREENTRAIN_AUTO) and `greentrain compare`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from greentrain.cli.main import main
+
+_SCRIPT = """
+import sys, torch
+sys.path.insert(0, {here!r})
+from tiny_gpt import GPT, train_step
+m = GPT(d=32, layers=1, heads=2, seq=16); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+idx = torch.randint(0, 512, (2, 16))
+for _ in range(4):
+    train_step(m, opt, idx)
+sys.exit(3)
+"""
+
+
+def test_track_passes_exit_status_and_counts_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT.format(here=str(Path(__file__).parent)))
+    out = tmp_path / "out"
+    code = main(["track", "--grid-g-per-kwh", "50", "--out", str(out), "--json", "--", sys.executable,
+                 str(script)])
+    assert code == 3
+    data = json.loads((out / "measurement.json").read_text())
+    assert data["num_steps"] == 4 and data["status"] == "exit 3"
+    assert data["tokens"] == 4 * 32 and data["flop_per_step"] > 0 and data["cpu_energy_j"] > 0
+    assert data["emissions_kg_co2e"] > 0 and {m["name"] for m in data["modules"]} >= {"blocks.0", "head"}
+    assert json.loads(capsys.readouterr().out)["num_steps"] == 4
+
+
+@pytest.mark.parametrize("argv, text", [(["--pue", "0.5"], "pue"), ([], "command"),
+                                        (["--depth", "zero"], "--depth")])
+def test_track_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str) -> None:
+    cmd = [] if text == "command" else ["--", sys.executable, "-c", "pass"]
+    assert main(["track", "--out", str(tmp_path / "o"), *argv, *cmd]) == 2
+    err = capsys.readouterr().err
+    assert text in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()  # nothing ran, nothing written
+
+
+def _write(path: Path, data: object) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pred = _write(tmp_path / "p.json", {"step_time_s": 1.1, "tokens_per_s": 900.0, "mfu": 0.4,
+                                        "flop_per_step": 2e12, "memory_bytes_per_device": {"total": 8e9},
+                                        "energy_kwh": 10.0, "run_time_s": 36000.0})
+    meas = _write(tmp_path / "m.json", {"step_time_s": 1.0, "tokens_per_s": 1000.0, "flop_per_step": 2e12,
+                                        "memory_bytes": 1e10, "energy_j_per_step": 1000.0})
+    assert main(["compare", pred, meas, "--json"]) == 0
+    rows = {r["quantity"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["step_time_s"]["relative_error"] == pytest.approx(0.1)
+    assert rows["memory_bytes"]["relative_error"] == pytest.approx(-0.2)
+    assert rows["flop_per_step"]["relative_error"] == pytest.approx(0.0)
+    # 10 kWh over 36000 s / 1.1 s per step = 3.6e7 J / 32727 steps = 1100 J per step
+    assert rows["energy_j_per_step"]["predicted"] == pytest.approx(1100.0)
+    assert "mfu" not in rows  # not measured
+    assert main(["compare", pred, meas]) == 0
+    assert "step_time_s" in capsys.readouterr().out
+
+
+def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    meas = _write(tmp_path / "m.json", {"step_time_s": 1.0})
+    assert main(["compare", str(tmp_path / "missing.json"), meas]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", _write(tmp_path / "p.json", {"foo": 1}), meas]) == 2
+    assert "no quantity in common" in capsys.readouterr().err
+    assert main(["compare", _write(tmp_path / "q.json", {"step_time_s": "slow"}), meas]) == 2
+    assert "must be a number" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{")
+    assert main(["compare", str(tmp_path / "bad.json"), meas]) == 2
+    assert "malformed JSON" in capsys.readouterr().err

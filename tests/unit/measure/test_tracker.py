@@ -1,0 +1,113 @@
+"""Tracker: outputs, CO2e only with an explicit site, records surviving an exception and a SIGKILL."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from tiny_gpt import GPT, train_step
+
+import greentrain
+from greentrain.errors import ConfigError
+from greentrain.measure.records import read_jsonl
+from greentrain.measure.summary import summarize
+
+
+def _train(t: greentrain.Tracker, model: GPT, steps: int) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    idx = torch.randint(0, 512, (2, 16))
+    for _ in range(steps):
+        train_step(model, opt, idx)
+        t.step()
+
+
+def test_outputs_with_grid_intensity(tmp_path: Path) -> None:
+    model = GPT(d=32, layers=1, heads=2, seq=16)
+    with greentrain.Tracker(model, grid_g_per_kwh=100.0, pue=1.2, out_dir=tmp_path, print_summary=False) as t:
+        _train(t, model, 3)
+    m = t.measurement
+    assert m is not None and m.status == "ok" and m.num_steps == 3 and m.tokens == 3 * 32
+    data = json.loads((tmp_path / "measurement.json").read_text())
+    for key in ("step_time_s", "tokens_per_s", "flop", "memory_bytes", "energy_j", "energy_kwh",
+                "emissions_kg_co2e", "cost_usd"):
+        assert key in data
+    assert data["energy_j"] == pytest.approx(1.2 * data["it_energy_j"])
+    # kg = J / 3.6e6 J/kWh x 100 g/kWh / 1000 g/kg
+    assert data["emissions_kg_co2e"] == pytest.approx(data["energy_j"] / 3.6e6 * 0.1)
+    row = next(csv.DictReader((tmp_path / "emissions.csv").open()))
+    assert float(row["emissions"]) == pytest.approx(data["emissions_kg_co2e"])
+    assert float(row["energy_consumed"]) == pytest.approx(data["energy_kwh"])
+    card = yaml.safe_load((tmp_path / "model_card_co2.yaml").read_text())
+    assert card["co2_eq_emissions"]["emissions"] == pytest.approx(1000 * data["emissions_kg_co2e"])
+
+
+def test_no_region_means_energy_only(tmp_path: Path) -> None:
+    with greentrain.Tracker(out_dir=tmp_path, print_summary=False) as t:
+        time.sleep(0.05)
+    m = t.measurement
+    assert m is not None and m.emissions_kg_co2e is None and m.pue == 1.0
+    assert any("needs a region" in n for n in m.notes)
+    assert not (tmp_path / "model_card_co2.yaml").exists()
+
+
+@pytest.mark.parametrize("kwargs, field", [({"pue": 0.9}, "pue"), ({"grid_g_per_kwh": -1.0}, "grid_g_per_kwh"),
+                                           ({"interval_s": 0.0}, "interval_s")])
+def test_bad_input(tmp_path: Path, kwargs: dict[str, float], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        greentrain.Tracker(out_dir=tmp_path, **kwargs)
+    assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+def test_exception_is_recorded_and_reraised(tmp_path: Path) -> None:
+    model = GPT(d=32, layers=1, heads=2, seq=16)
+    with pytest.raises(RuntimeError, match="boom"), greentrain.Tracker(model, out_dir=tmp_path,
+                                                                        print_summary=False) as t:
+        _train(t, model, 2)
+        raise RuntimeError("boom")
+    records = read_jsonl(tmp_path / "greentrain.jsonl")
+    assert records[-1]["type"] == "end" and records[-1]["status"] == "error"
+    assert "boom" in records[-1]["error"]
+    assert sum(r["type"] == "step" for r in records) == 2
+
+
+_KILLED = """
+import sys, time, torch
+sys.path.insert(0, {here!r})
+from tiny_gpt import GPT, train_step
+import greentrain
+m = GPT(d=32, layers=1, heads=2, seq=16); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+idx = torch.randint(0, 512, (2, 16))
+with greentrain.Tracker(m, out_dir={out!r}, interval_s=0.2) as t:
+    while True:
+        train_step(m, opt, idx); t.step(); time.sleep(0.02)
+"""
+
+
+def test_records_survive_sigkill(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED.format(here=str(Path(__file__).parent), out=str(tmp_path)))
+    proc = subprocess.Popen([sys.executable, str(script)])
+    path = tmp_path / "greentrain.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until 5 steps are on disk
+        if path.exists() and path.read_text().count('"type":"step"') >= 5:
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    records = read_jsonl(path)
+    assert records[0]["type"] == "start"
+    assert sum(r["type"] == "step" for r in records) >= 5
+    assert sum(r["type"] == "sample" for r in records) >= 1
+    m = summarize(records)
+    assert m.status.startswith("incomplete") and m.num_steps >= 5 and m.it_energy_j > 0
