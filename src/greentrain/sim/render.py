@@ -106,7 +106,7 @@ def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: 
     for cat, spans in bars.items():
         ys = [y for _, _, y in spans]
         ax.barh(ys, [w for _, w, _ in spans], left=[s for s, _, _ in spans], height=0.8,
-                color=_COLORS.get(cat, "#888888"), linewidth=0)
+                color=_COLORS.get(cat, "#888888"), edgecolor="white", linewidth=0.3)
     ax.set_yticks(range(len(tracks)), [t.split("/", 1)[-1] for t in tracks], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
