@@ -12,7 +12,9 @@ Schedulers (who takes which task):
   Appl. Math. 17(2): makespan within 4/3 - 1/(3m) of optimal on identical machines).
 - ``bandwidth``: earliest estimated completion time. Each task, in model order, goes to the device that
   would finish it first given the work already planned on it, counting its ingress, compute and egress
-  (the EFT rule of HEFT, Topcuoglu et al. 2002, IEEE TPDS 13(3) §4.1); each device then works its own queue.
+  (the EFT rule of HEFT, Topcuoglu et al. 2002, IEEE TPDS 13(3) §4.1); each device then works its own queue,
+  and a device whose queue runs dry steals the last task of the device planned to finish last when it would
+  finish it sooner.
 
 Unreliable devices: with ``failure_probability`` a task attempt ends in a dropout at a uniformly random point
 of its duration; the work is lost, the task goes back to the front of the queue (``bandwidth``: re-planned
@@ -226,6 +228,8 @@ class SwarmRound:
         q = self.local[d] if self.planner is not None else self.queue
         if q:
             self.start(d, q.popleft())
+        elif self.planner is not None and self.remaining and self.planner.steal(d):
+            return
         elif not (self.opts.backup_tasks and self.remaining and self._backup(d)):
             heapq.heappush(self.idle, (self.rank[d], d))
 
@@ -300,10 +304,33 @@ class _Planner:
         self.heaps: list[list[tuple[float, int, int]]] = [[] for _ in keys]
         self.end = [rnd.start_s] * len(rnd.devices)
         self.ver = [0] * len(rnd.devices)
+        self.latest: list[tuple[float, int, int]] = []  # max-heap of planned ends, for work stealing
 
     def _push(self, d: int) -> None:
         self.ver[d] += 1
         heapq.heappush(self.heaps[self.cls[d]], (self.end[d], d, self.ver[d]))
+        heapq.heappush(self.latest, (-self.end[d], d, self.ver[d]))
+
+    def steal(self, d: int) -> bool:
+        """Idle ``d`` takes the last queued task of the device planned to finish last, if it finishes it
+        sooner (work stealing, Blumofe & Leiserson 1999): keeps the plan good after dropouts."""
+        r, latest = self.r, self.latest
+        while latest and (latest[0][2] != self.ver[latest[0][1]] or not r.local[latest[0][1]]):
+            heapq.heappop(latest)
+        if not latest:
+            return False
+        neg_end, v, _ = latest[0]
+        t = r.local[v][-1]
+        mine = r.eng.now_s + r.dur(d, t)
+        if v == d or mine >= -neg_end:
+            return False
+        r.local[v].pop()
+        self.end[v] = -neg_end - r.dur(v, t)
+        self._push(v)
+        self.end[d] = mine
+        self._push(d)
+        r.start(d, t)
+        return True
 
     def plan(self, t: int) -> int:
         """Append task ``t`` to the queue of the device that would finish it first; return that device."""

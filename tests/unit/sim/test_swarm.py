@@ -146,3 +146,12 @@ def test_a_model_that_cannot_be_tiled_is_a_config_error() -> None:
 def test_unknown_scheduler_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="did you mean bandwidth"):
         SwarmOptions(scheduler="bandwith")
+
+
+def test_bandwidth_scheduler_steals_back_work_after_a_dropout() -> None:
+    # a drops out now and then; its queue is re-planned onto b, and when a rejoins it steals from b's queue
+    a = dev("a", 1.0, 1e30, 1e30, failure_probability=0.3, rejoin_s=0.0)
+    b = dev("b", 1.0, 1e30, 1e30)
+    (r,), _, _ = simulate_swarm([a, b], tasks([(1.0, 0, 0)] * 40), options=SwarmOptions(scheduler="bandwidth"))
+    assert r.requeued > 0 and r.flop == 40.0
+    assert r.devices[0].tasks_done > 10 and r.time_s < 30.0  # b alone would need 40 s
