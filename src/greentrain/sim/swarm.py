@@ -31,6 +31,7 @@ import heapq
 import math
 import random
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -304,17 +305,26 @@ class _Planner:
         self.heaps: list[list[tuple[float, int, int]]] = [[] for _ in keys]
         self.end = [rnd.start_s] * len(rnd.devices)
         self.ver = [0] * len(rnd.devices)
-        self.latest: list[tuple[float, int, int]] = []  # max-heap of planned ends, for work stealing
+        self.latest: list[tuple[float, int, int]] | None = None  # max-heap of planned ends, built on 1st steal
+        t = rnd.tasks  # per class, every task's uncontended time (array('d'): fast scalar reads)
+        self.durs = [array("d", (t.in_bytes / rnd.devices[i].ingress_bytes_per_s + t.flop * rnd.spf[i]
+                                 + t.out_bytes / rnd.devices[i].egress_bytes_per_s + 2 * rnd.lat[i]).tolist())
+                     for i in self.rep]
 
     def _push(self, d: int) -> None:
         self.ver[d] += 1
         heapq.heappush(self.heaps[self.cls[d]], (self.end[d], d, self.ver[d]))
-        heapq.heappush(self.latest, (-self.end[d], d, self.ver[d]))
+        if self.latest is not None:
+            heapq.heappush(self.latest, (-self.end[d], d, self.ver[d]))
 
     def steal(self, d: int) -> bool:
         """Idle ``d`` takes the last queued task of the device planned to finish last, if it finishes it
         sooner (work stealing, Blumofe & Leiserson 1999): keeps the plan good after dropouts."""
-        r, latest = self.r, self.latest
+        r = self.r
+        if self.latest is None:
+            self.latest = [(-self.end[v], v, self.ver[v]) for v in range(len(r.devices)) if r.local[v]]
+            heapq.heapify(self.latest)
+        latest = self.latest
         while latest and (latest[0][2] != self.ver[latest[0][1]] or not r.local[latest[0][1]]):
             heapq.heappop(latest)
         if not latest:
@@ -334,19 +344,24 @@ class _Planner:
 
     def plan(self, t: int) -> int:
         """Append task ``t`` to the queue of the device that would finish it first; return that device."""
-        now, best, best_end = self.r.eng.now_s, -1, _INF
+        now, best, best_end, best_c, ver = self.r.eng.now_s, -1, _INF, -1, self.ver
         for c, heap in enumerate(self.heaps):
-            while heap and heap[0][2] != self.ver[heap[0][1]]:
+            while heap and heap[0][2] != ver[heap[0][1]]:
                 heapq.heappop(heap)
             if heap:
-                end = max(heap[0][0], now) + self.r.dur(self.rep[c], t)
+                top = heap[0][0]
+                end = (top if top > now else now) + self.durs[c][t]
                 if end < best_end:
-                    best, best_end = heap[0][1], end
+                    best, best_end, best_c = heap[0][1], end, c
         if best < 0:
             self.r.queue.append(t)  # every device is out: waits for a rejoin
             return -1
         self.end[best] = best_end
-        self._push(best)
+        if self.latest is None:  # the common case: move the device down its class heap in one operation
+            ver[best] += 1
+            heapq.heapreplace(self.heaps[best_c], (best_end, best, ver[best]))
+        else:
+            self._push(best)
         self.r.local[best].append(t)
         return best
 
