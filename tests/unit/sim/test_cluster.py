@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
@@ -95,3 +97,17 @@ def test_bad_step_options_are_one_line_exit_2(args: list[str], message: str,
     assert main(["simulate", "step", "--pp", "4", "--tp", "8", "--dp", "2", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+@settings(max_examples=40, deadline=None)
+@given(pp=st.integers(1, 8), m=st.integers(1, 24), f=st.floats(0.1, 5.0), b=st.floats(0.1, 5.0),
+       vpp=st.integers(1, 3), schedule=st.sampled_from(["gpipe", "1f1b"]))
+def test_without_communication_the_simulator_equals_the_closed_form(pp: int, m: int, f: float, b: float,
+                                                                     vpp: int, schedule: str) -> None:
+    # (m + (pp - 1) / vpp) x (F + B) per device (Narayanan et al. 2021 §2.2); interleaving needs m % pp == 0
+    if pp == 1:
+        vpp = 1
+    if vpp > 1:
+        m = pp * max(1, m // pp)
+    res = simulate_costs(costs(pp, m, f / vpp, b / vpp, vpp=vpp, schedule=schedule))
+    assert res.step_time_s == pytest.approx((m + (pp - 1) / vpp) * (f + b), rel=1e-9)
