@@ -55,7 +55,8 @@ def _global_pre(module: nn.Module, args: Any) -> None:
         if not tracker.running:
             tracker.start()
         tracker.attach(module)
-        tracker.hooks.enter_root_call(args, {})  # this call's own pre-hooks were fixed before attach
+        attached: Any = tracker.hooks
+        attached.enter_root_call(args, {})  # this call's own pre-hooks were fixed before attach
         return
     _state["depth"] += 1
 
