@@ -112,14 +112,17 @@ class Stream:
     def submit(self, duration_s: float, callback: Callback, arg: Any = None, label: str = "",
                priority: int = 0) -> float:
         """Queue ``duration_s`` of work; ``callback(arg)`` runs when it ends. Returns the end time."""
+        if duration_s < 0:
+            raise ValueError(f"{self.name}: duration_s={duration_s!r} must be >= 0")
         eng = self.engine
-        start = eng.now_s if eng.now_s > self.free_at_s else self.free_at_s
+        now = eng.now_s
+        start = now if now > self.free_at_s else self.free_at_s
         end = start + duration_s
         self.free_at_s = end
         self.busy_s += duration_s
         if eng.trace is not None:
             eng.trace.span(self.name, label, start, end)
-        eng.at(end, callback, arg, priority)
+        heapq.heappush(eng._heap, (end, priority, next(eng._seq), callback, arg))  # end >= now: no check
         return end
 
 
