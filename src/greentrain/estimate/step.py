@@ -61,7 +61,9 @@ class StepEstimate:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Stage:
+class StageCosts:
+    """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device."""
+
     fwd_s: float
     bwd_s: float
     recompute_s: float
@@ -73,7 +75,7 @@ class _Stage:
     activation_bytes: float  # one micro-batch, the stage's layers
 
 
-def _stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> _Stage:
+def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
     model, w, cl = sc.model, sc.workload, sc.cluster
     peak = cl.chip.peak_flop_per_s(w.precision)
     bw = cl.chip.memory_bytes_per_s
@@ -116,7 +118,7 @@ def _stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> _
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
     end_fwd, end_bwd = (head_t.forward_s, head_t.backward_s) if s.pp > 1 else (
         head_t.forward_s + emb_t.forward_s, head_t.backward_s + emb_t.backward_s)
-    return _Stage(fwd_s=fwd + end_fwd, bwd_s=bwd + end_bwd, recompute_s=rec, tp_s=tp, cp_s=cp, ep_s=ep,
+    return StageCosts(fwd_s=fwd + end_fwd, bwd_s=bwd + end_bwd, recompute_s=rec, tp_s=tp, cp_s=cp, ep_s=ep,
                   layer_params=params, extra_params=_local_end_params(sc, s), activation_bytes=act)
 
 
@@ -144,7 +146,7 @@ def _local_end_params(sc: Scenario, s: Strategy) -> float:
     return emb + head if s.pp == 1 else max(emb, head)
 
 
-def _dp_exposed_s(sc: Scenario, s: Strategy, st: _Stage, eff: Efficiency, num_micro: int) -> float:
+def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num_micro: int) -> float:
     """Exposed data-parallel communication of the whole step."""
     dp = s.dp * s.cp  # gradients are reduced over data and context parallel ranks
     if dp == 1:
@@ -187,7 +189,7 @@ def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> f
     return local * per_param / (cl.chip.memory_bytes_per_s * eff.memory)
 
 
-def _memory(sc: Scenario, s: Strategy, st: _Stage, ops: ModelOps, num_micro: int,
+def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro: int,
             eff: Efficiency) -> MemoryBreakdown:
     w, m = sc.workload, sc.model
     params = st.layer_params + st.extra_params
@@ -225,14 +227,14 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention)
     num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)
-    st = _stage_costs(sc, s, ops, eff)
+    st = stage_costs(sc, s, ops, eff)
     lay = axis_layout(s, cl)
     pp_mb = 2 * s.vpp * pp_send_s(s, cl, eff, ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
                                   * w.activation_bytes, lay.pp_crosses_nodes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
     t_mb = st.fwd_s + st.bwd_s + st.recompute_s + comm_mb
     bubble = (s.pp - 1) / s.vpp * t_mb
-    dp_s = _dp_exposed_s(sc, s, st, eff, num_micro)
+    dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
     opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff)
     step = num_micro * t_mb + bubble + dp_s + opt_s
     mem = _memory(sc, s, st, ops, num_micro, eff)
@@ -245,7 +247,7 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     return _assemble(sc, s, ops, st, num_micro, t_mb, comm_mb, pp_mb, bubble, dp_s, opt_s, step, mem)
 
 
-def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: _Stage, num_micro: int, t_mb: float,
+def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, num_micro: int, t_mb: float,
               comm_mb: float, pp_mb: float, bubble: float, dp_s: float, opt_s: float, step: float,
               mem: MemoryBreakdown) -> StepEstimate:
     w, cl = sc.workload, sc.cluster

@@ -72,7 +72,7 @@ def step_costs(sc: Scenario) -> StepCosts:
     from greentrain.estimate.efficiency import default_efficiency
     from greentrain.estimate.memory import grad_bytes_per_param
     from greentrain.estimate.parallel_costs import axis_layout
-    from greentrain.estimate.step import _dp_exposed_s, _stage_costs, estimate_step
+    from greentrain.estimate.step import dp_exposed_s, stage_costs, estimate_step
     from greentrain.model.ops import model_ops
 
     s, w, eff = sc.strategy, sc.workload, default_efficiency()
@@ -82,12 +82,12 @@ def step_costs(sc: Scenario) -> StepCosts:
     m = est.num_micro_batches
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention)
-    st = _stage_costs(sc, s, ops, eff)
+    st = stage_costs(sc, s, ops, eff)
     in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
     fwd_share = 1 / 3 if s.recompute == "full" else 1 / 2
     lay = axis_layout(s, sc.cluster)
     zero3 = s.zero == 3
-    dp_reduce = 0.0 if zero3 else _dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
+    dp_reduce = 0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
     return StepCosts(
         pp=s.pp, vpp=s.vpp, num_micro_batches=m, schedule=s.schedule,
         forward_s=(est.micro_batch_forward_s + fwd_share * in_layer) / s.vpp,
