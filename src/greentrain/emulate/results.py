@@ -9,7 +9,8 @@ Seed 003 (`cluster.py`, `ChannelStatistics`, `DeviceStatistics`; seed-systems.md
     d2d_bytes      bytes of those messages
 greentrain adds ``ring_bytes``: the bytes a rank sends when the same collective runs as a ring
 (greentrain.estimate.comm.ring_bytes_per_rank), and ``wire_bytes``: the bytes a rank really sent when the
-collectives were executed as explicit rings of send/recv (``collectives="ring"``; 0 with native collectives).
+collectives were executed as explicit rings of send/recv (``collectives="ring"``), plus every
+point-to-point send (pipeline stages); native collectives add nothing to it.
 """
 
 from __future__ import annotations
