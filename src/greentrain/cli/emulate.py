@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="op", required=True, metavar="OP")
     mm = sub.add_parser("matmul", help="C = A @ B under a seed-003 sharding policy")
     mm.add_argument("--mesh", default="2x4", help="device mesh XxY (default 2x4)")
-    for name, default in (("m", "4096"), ("k", "2048"), ("n", "4096")):
-        mm.add_argument(f"--{name}", default=default)
+    for name, default in (("m", "4096"), ("k", "2048"), ("n", "4096")):  # --size-*: for torchrun, which
+        mm.add_argument(f"--{name}", f"--size-{name}", dest=name, default=default)  # takes --m, --n as its own
     for name in ("a", "b", "c"):
         mm.add_argument(f"--{name}", default="1x1,1x1", help=f"sharding of {name.upper()}: XxY per dim, e.g. 1x4,1x1")
     mm.add_argument("--policy", default=None, help="assert the derived policy (unsharded, matched_inner, "
