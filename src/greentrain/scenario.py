@@ -20,6 +20,7 @@ import yaml
 
 from greentrain import units
 from greentrain.config import as_float, as_int, check_keys, load_mapping
+from greentrain.errors import ConfigError
 from greentrain.footprint.site import DEFAULT_PUE, Site
 from greentrain.hardware.catalog import get_chip, get_link
 from greentrain.hardware.chip import Chip
@@ -113,8 +114,6 @@ def scenario_from_dict(data: dict[str, Any], base_dir: Path | None = None) -> Sc
         model_arg = str(base_dir / model_arg)
     for section in ("cluster", "strategy", "workload", "site"):
         if section in data and not isinstance(data[section], dict):
-            from greentrain.errors import ConfigError
-
             raise ConfigError(section, data[section], "must be a mapping")
     strategy = Strategy.from_dict(data["strategy"]) if data.get("strategy") else None
     return Scenario(model=load_model(model_arg), cluster=cluster_from_dict(data.get("cluster", {})),

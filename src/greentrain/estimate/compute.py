@@ -69,19 +69,17 @@ class OpsTime:
 
     forward_s: float
     attention_core_s: float  # the part selective recomputation recomputes
-    matmul_flop: float  # local forward FLOPs
     backward_s: float
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
              eff: Efficiency) -> OpsTime:
-    fwd = core = flop = bwd = 0.0
+    fwd = core = bwd = 0.0
     for op in ops:
         lo = local_op(op, sh)
         t = op_time_s(lo, peak_flop_per_s, memory_bytes_per_s, eff)
         fwd += t
         bwd += t * op.backward_factor
-        flop += lo.flop
         if op.attention_core:
             core += t
-    return OpsTime(forward_s=fwd, attention_core_s=core, matmul_flop=flop, backward_s=bwd)
+    return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from greentrain import units
 from greentrain.errors import InfeasibleError
 from greentrain.estimate.step import StepEstimate, estimate_step
 from greentrain.footprint.host import default_host_power_w_per_chip
@@ -50,6 +49,3 @@ def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool
     return RunEstimate(scenario=sc, strategy=s, step=step, num_steps=steps, run_time_s=run_s, footprint=fp,
                        strategy_chosen=chosen)
 
-
-def run_days(run: RunEstimate) -> float:
-    return units.s_to_days(run.run_time_s)

@@ -58,10 +58,6 @@ class Op:
     expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
     backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
 
-    @property
-    def is_matmul_like(self) -> bool:
-        return self.kind is not OpKind.ELEMENTWISE
-
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
            count: float = 1.0, weight: bool = True, expert: bool = False) -> Op:
@@ -166,10 +162,6 @@ class LayerGroup:
     @property
     def flop(self) -> float:
         return sum(op.flop for op in self.ops)
-
-    @property
-    def params(self) -> int:
-        return sum(op.params for op in self.ops)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
