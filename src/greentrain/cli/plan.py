@@ -20,10 +20,9 @@ def run(args: argparse.Namespace) -> int:
     sc = scenario_from_args(args)
     chosen = sc.strategy is None
     if chosen:
-        from greentrain.estimate.auto import choose_strategy
+        from greentrain.search.engine import best_strategy
 
-        strategy, _ = choose_strategy(sc)
-        sc = sc.with_strategy(strategy)
+        sc = sc.with_strategy(best_strategy(sc))
     result = estimate_run(sc, chosen=chosen)
     if args.json:
         print(json.dumps(plan_to_dict(result), indent=2))

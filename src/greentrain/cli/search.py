@@ -1,5 +1,6 @@
-"""`greentrain search`: rank every parallel strategy of a run by time, cost, CO2e or energy (scalar estimator),
-over one or several chip types and regions; top-k table, Pareto front, JSON."""
+"""`greentrain search`: rank every parallel strategy of a run by time, cost, CO2e or energy (vectorised
+estimator), over one or several chip types, chip counts and regions, under a budget, a deadline and a memory
+headroom; top-k table, Pareto front, JSON, plot."""
 
 from __future__ import annotations
 
@@ -9,10 +10,21 @@ import json
 import sys
 from typing import Any
 
+from greentrain import units
 from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
 from greentrain.errors import ConfigError
 from greentrain.scenario import Scenario
-from greentrain.search.engine import OBJECTIVES, Candidate, SearchResult
+from greentrain.search.engine import OBJECTIVES, Candidate, Constraints, SearchResult
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return v
 
 
 def _count(text: str) -> int:
@@ -36,6 +48,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-interleave", action="store_true", help="leave out interleaved schedules (vpp > 1)")
     g.add_argument("--no-offload", action="store_true", help="leave out optimizer offloading")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.add_argument("--plot", metavar="PATH", help="scatter of run time x cost (CO2e as colour), Pareto front "
+                   "marked (needs matplotlib; PNG, PDF or SVG by the file's suffix)")
+    c = p.add_argument_group("constraints")
+    c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
+                   "--num-chips")
+    c.add_argument("--memory-headroom", type=float, default=0.0,
+                   help="fraction of device memory to leave free, in [0, 1) (default 0)")
+    c.add_argument("--budget-usd", type=_positive, help="most the run may cost")
+    c.add_argument("--deadline-days", type=_positive, help="longest the run may take")
 
 
 def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
@@ -68,16 +89,26 @@ def run(args: argparse.Namespace) -> int:
     scs, sites = _scenarios(args)
     space = SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
                         interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True))
+    cons = Constraints(max_chips=args.max_chips or 0, memory_headroom=args.memory_headroom,
+                       budget_usd=args.budget_usd or 0.0, deadline_s=units.days_to_s(args.deadline_days or 0.0))
+    if args.plot:
+        from greentrain.search.plot import check_plot_path
+
+        check_plot_path(args.plot)
     err = Console(stderr=True)
     with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
 
         def tick(done: int, total: int) -> None:
-            if done % 256 == 0 or done == total:
-                bar.update(task, completed=done, total=total)
+            bar.update(task, completed=done, total=total)
 
-        result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, progress=tick)
+        result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, constraints=cons,
+                        progress=tick)
+    if args.plot:
+        from greentrain.search.plot import plot_search
+
+        plot_search(result, args.plot)
     if args.json:
         print(json.dumps(_to_dict(result, scs, sites), indent=2))
         return 0
@@ -98,6 +129,7 @@ def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any]) -> dic
 
     def full(c: Candidate) -> dict[str, Any]:
         sc = by_chip[c.chip]
+        sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, num_chips=c.num_chips))
         sc = dataclasses.replace(sc, site=by_region[c.region]) if c.region in by_region else sc
         return plan_to_dict(estimate_run(sc, c.strategy))
 

@@ -108,9 +108,9 @@ def _run_step(args: argparse.Namespace) -> int:
 
     sc = scenario_from_args(args)
     if sc.strategy is None:
-        from greentrain.estimate.auto import choose_strategy
+        from greentrain.search.engine import best_strategy
 
-        sc = sc.with_strategy(choose_strategy(sc)[0])
+        sc = sc.with_strategy(best_strategy(sc))
     opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
                        bucket_mb=args.bucket_mb)
     trace = Trace() if (args.trace or args.gantt) else None

@@ -23,7 +23,12 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+import numpy.typing as npt
+
 from greentrain.hardware.chip import Link
+
+FloatArray = npt.NDArray[np.float64]
 
 
 class Collective(str, Enum):
@@ -122,3 +127,43 @@ def hierarchical_time(kind: Collective, group_size: int, ranks_per_node: int, pa
         return inner + outer
     # all-to-all and point-to-point across nodes are bound by the inter-node link
     return collective_time(kind, g, payload_bytes, inter, efficiency=inter_efficiency).time_s
+
+
+# ---- the same formulas over numpy arrays (the vectorised search, estimate/vector.py) ----
+# Mirrors collective_time (ring algorithm) and hierarchical_time above, term for term; tests/unit/search
+# checks the vectorised estimator against the scalar one on random strategies.
+
+def _ring_time_array(kind: Collective, g: FloatArray, payload: FloatArray, link: Link,
+                     efficiency: float) -> FloatArray:
+    if kind is Collective.ALL_REDUCE:
+        factor, steps = 2.0, 2.0 * (g - 1)
+    elif kind is Collective.SEND_RECV:
+        factor, steps = 1.0, np.ones_like(g)
+    elif kind is Collective.BROADCAST:
+        raise ValueError("broadcast has no vectorised form")
+    else:
+        factor, steps = 1.0, g - 1
+    sent = payload if kind is Collective.SEND_RECV else factor * (g - 1) / g * payload
+    t = steps * link.latency_s + sent / (link.bytes_per_s * efficiency)
+    return np.where((g <= 1) | (payload <= 0), 0.0, t)
+
+
+def hierarchical_time_array(kind: Collective, group_size: FloatArray, ranks_per_node: FloatArray,
+                            payload_bytes: FloatArray, intra: Link, inter: Link, intra_efficiency: float = 1.0,
+                            inter_efficiency: float = 1.0) -> FloatArray:
+    """hierarchical_time over arrays of group sizes, ranks per node and payloads (ring algorithm)."""
+    g = np.asarray(group_size, dtype=np.float64)
+    k = np.maximum(1.0, np.minimum(ranks_per_node, g))
+    b = np.broadcast_to(np.asarray(payload_bytes, dtype=np.float64), g.shape)
+    nodes = np.ceil(g / k)
+    inside = _ring_time_array(kind, g, b, intra, intra_efficiency)
+    if kind is Collective.ALL_REDUCE:
+        across = (2 * _ring_time_array(Collective.REDUCE_SCATTER, k, b, intra, intra_efficiency)
+                  + _ring_time_array(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency))
+    elif kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        across = (_ring_time_array(kind, k, b / nodes, intra, intra_efficiency)
+                  + _ring_time_array(kind, nodes, b / k, inter, inter_efficiency))
+    else:
+        across = _ring_time_array(kind, g, b, inter, inter_efficiency)
+    t = np.where(g <= k, inside, across)
+    return np.where((g <= 1) | (b <= 0), 0.0, t)

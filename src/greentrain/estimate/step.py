@@ -16,18 +16,16 @@ from dataclasses import dataclass
 from greentrain import units
 from greentrain.errors import InfeasibleError
 from greentrain.estimate.comm import Collective
-from greentrain.estimate.compute import Sharding, ops_time
 from greentrain.estimate.efficiency import Efficiency, default_efficiency
 from greentrain.estimate.memory import (
     MemoryBreakdown,
     grad_bytes_per_param,
     inflight_micro_batches,
-    layer_activation,
-    layer_activation_bytes,
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
-from greentrain.estimate.parallel_costs import axis_layout, collective_s, pp_send_s, tp_layer_s
+from greentrain.estimate.parallel_costs import axis_layout, collective_s, pp_send_s
+from greentrain.estimate.stage import StageCosts, stage_costs
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
 from greentrain.scenario import Scenario
@@ -58,92 +56,6 @@ class StepEstimate:
     utilization: float  # fraction of the step a device is busy (not waiting in the pipeline bubble)
     memory: MemoryBreakdown
     memory_capacity_bytes: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StageCosts:
-    """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device."""
-
-    fwd_s: float
-    bwd_s: float
-    recompute_s: float
-    tp_s: float
-    cp_s: float
-    ep_s: float
-    layer_params: float  # parameters of the stage's layers on one device
-    extra_params: float  # embedding or LM head on one device (the larger of first/last stage)
-    activation_bytes: float  # one micro-batch, the stage's layers
-
-
-def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
-    model, w, cl = sc.model, sc.workload, sc.cluster
-    peak = cl.chip.peak_flop_per_s(w.precision)
-    bw = cl.chip.memory_bytes_per_s
-    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
-    lay = axis_layout(s, cl)
-    e, b = w.activation_bytes, s.micro_batch_size
-    tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
-    fwd = bwd = rec = tp = cp = ep = params = act = 0.0
-    for g in ops.layers:
-        t = ops_time(g.ops, sh, peak, bw, eff)
-        enc = g.name == "encoder"
-        n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
-        payload = n_tok * model.hidden_size * e
-        per_pass = (1 if model.parallel_block else 2) + (1 if model.arch == "encoder-decoder" and not enc else 0)
-        tp_pass = tp_layer_s(s, cl, eff, payload, lay.tp, per_pass)
-        recompute = t.forward_s if s.recompute == "full" else (
-            t.attention_core_s if s.recompute == "selective" and not s.flash_attention else 0.0)
-        cp_fwd = 0.0
-        if s.cp > 1:  # K and V of the local chunk travel cp-1 hops, overlapped with the attention core
-            kv_bytes = 2 * n_tok * model.kv_width * e / s.tp
-            hop = collective_s(Collective.SEND_RECV, 2, lay.cp, kv_bytes, cl, eff)
-            cp_fwd = max(0.0, (s.cp - 1) * hop - t.attention_core_s)
-        ep_pass = 0.0
-        if g.moe and s.ep > 1:
-            a2a = n_tok * model.top_k * model.hidden_size * e
-            ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, s.ep, lay.ep, a2a, cl, eff)
-        n = g.count / s.pp
-        fwd += n * t.forward_s
-        bwd += n * t.backward_s
-        rec += n * recompute
-        tp += n * tp_pass * (3 if s.recompute == "full" else 2)
-        cp += n * cp_fwd * 3
-        ep += n * ep_pass * (3 if s.recompute == "full" else 2)
-        params += n * _local_layer_params(sc, g.moe, enc, s)
-        seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
-        cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
-        la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len)
-        act += n * layer_activation_bytes(la, tp=s.tp, sp=s.sequence_parallel, recompute=s.recompute)
-    head_t = ops_time(ops.head, sh, peak, bw, eff)
-    emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
-    end_fwd, end_bwd = (head_t.forward_s, head_t.backward_s) if s.pp > 1 else (
-        head_t.forward_s + emb_t.forward_s, head_t.backward_s + emb_t.backward_s)
-    return StageCosts(fwd_s=fwd + end_fwd, bwd_s=bwd + end_bwd, recompute_s=rec, tp_s=tp, cp_s=cp, ep_s=ep,
-                  layer_params=params, extra_params=_local_end_params(sc, s), activation_bytes=act)
-
-
-def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
-    """Parameters of one layer held by one device (TP splits matrices, EP splits experts)."""
-    m = sc.model
-    cross = m.arch == "encoder-decoder" and not encoder
-    attn = m.attention_params() * (2 if cross else 1) / s.tp
-    norms = m.norm_params() * (3 if cross else 2)
-    if moe:
-        experts = m.num_experts / s.ep * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
-        shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
-        mlp = experts + shared + m.hidden_size * m.num_experts
-    else:
-        mlp = m.mlp_params() / s.tp
-    return attn + mlp + norms
-
-
-def _local_end_params(sc: Scenario, s: Strategy) -> float:
-    """Embedding (first stage) or LM head (last stage), vocabulary-parallel over tp: the larger one."""
-    m = sc.model
-    table = m.vocab_size * m.hidden_size / s.tp
-    emb = table + m.embedding_params() - m.vocab_size * m.hidden_size
-    head = (table if (not m.tied_embeddings or s.pp > 1) else 0.0) + m.norm_params()
-    return emb + head if s.pp == 1 else max(emb, head)
 
 
 def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num_micro: int) -> float:
@@ -247,20 +159,25 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     return _assemble(sc, s, ops, st, num_micro, t_mb, comm_mb, pp_mb, bubble, dp_s, opt_s, step, mem)
 
 
+def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:
+    """Model FLOPs of one step, and per recomputation choice the extra hardware FLOPs per sequence.
+
+    Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
+    layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
+    attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
+    forward runs again (the time model recomputes the forward only)."""
+    model_flop = 3.0 * ops.forward_flop() / ops.micro_batch * sc.workload.global_batch_size
+    layer_fwd = sum(g.count * g.flop for g in ops.layers) / ops.micro_batch
+    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in ops.layers) / ops.micro_batch
+    return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
+
+
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, num_micro: int, t_mb: float,
               comm_mb: float, pp_mb: float, bubble: float, dp_s: float, opt_s: float, step: float,
               mem: MemoryBreakdown) -> StepEstimate:
     w, cl = sc.workload, sc.cluster
-    fwd_flop_seq = ops.forward_flop() / ops.micro_batch
-    model_flop = 3.0 * fwd_flop_seq * w.global_batch_size
-    layer_fwd = sum(g.count * g.flop for g in ops.layers) / ops.micro_batch
-    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in ops.layers) / ops.micro_batch
-    # Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
-    # layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
-    # attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
-    # forward runs again (the time model above recomputes the forward only).
-    extra = {"full": layer_fwd, "selective": 0.0 if s.flash_attention else 3.0 * core_fwd}.get(s.recompute, 0.0)
-    hw_flop = model_flop + extra * w.global_batch_size
+    model_flop, extra = step_flops(sc, ops, s.flash_attention)
+    hw_flop = model_flop + extra[s.recompute] * w.global_batch_size
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
     return StepEstimate(
         step_time_s=step, compute_time_s=num_micro * (st.fwd_s + st.bwd_s + st.recompute_s),

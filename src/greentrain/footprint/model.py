@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from greentrain import units
 from greentrain.config import require
 from greentrain.errors import ConfigError
-from greentrain.footprint.host import default_host_power_w_per_chip
+from greentrain.footprint.host import default_host_power_w_per_chip, host_max_w_per_chip
 from greentrain.footprint.site import Site
 from greentrain.hardware.chip import Chip
 
@@ -25,6 +28,7 @@ from greentrain.hardware.chip import Chip
 # (Microsoft FY2023 and Alphabet 2023 annual reports); pass lifetime_s to use that instead.
 DEFAULT_LIFETIME_S = units.years_to_s(4.0)
 COST_BASES = ("cloud", "on-premises", "electricity", "unknown")
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,3 +174,40 @@ def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | Non
                      host_power_w_per_chip=host_power_w_per_chip, pue=site.pue,
                      grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, region=site.region, cost_basis=basis,
                      lifetime_s=lifetime_s, notes=tuple(notes))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FootprintArrays:
+    """footprint()'s figures for many runs of one chip type, chip count and site (the vectorised search)."""
+
+    device_hours: FloatArray
+    energy_j: FloatArray
+    operational_kg_co2e: FloatArray
+    embodied_kg_co2e: FloatArray
+    emissions_kg_co2e: FloatArray
+    cost_usd: FloatArray
+    cost_basis: str
+
+
+def footprint_arrays(*, num_chips: int, duration_s: FloatArray, utilization: FloatArray, site: Site, chip: Chip,
+                     price_usd_per_device_s: float | None = None,
+                     lifetime_s: float = DEFAULT_LIFETIME_S) -> FootprintArrays:
+    """footprint() with the modelled chip power (idle-to-TDP line at ``utilization``) and the default host
+    overhead, as estimate_run calls it, over arrays of durations and utilizations: the same formulas."""
+    chip_power_w(chip, 0.0)  # raises the same one-line error as the scalar path for a chip without a TDP
+    device_s = num_chips * np.asarray(duration_s, dtype=np.float64)
+    power = chip.idle_w + (chip.tdp_w - chip.idle_w) * np.asarray(utilization, dtype=np.float64)
+    host = host_max_w_per_chip(chip) * np.minimum(power / chip.tdp_w, 1.0)  # host.default_host_power_w_per_chip
+    energy_j = (power * device_s + host * device_s) * site.pue  # Patterson et al. 2021 §2: x PUE
+    operational = energy_j * site.carbon_intensity_kg_co2e_per_j
+    embodied = chip.embodied_kg_co2e * device_s / lifetime_s if chip.embodied_kg_co2e > 0 else np.zeros_like(device_s)
+    price = chip.price_usd_per_s if price_usd_per_device_s is None else price_usd_per_device_s
+    if price > 0:  # _cost's rule: a cloud price, else electricity, else unknown
+        cost, basis = price * device_s, "cloud"
+    elif site.electricity_usd_per_j > 0:
+        cost, basis = energy_j * site.electricity_usd_per_j, "electricity"
+    else:
+        cost, basis = np.zeros_like(device_s), "unknown"
+    return FootprintArrays(device_hours=device_s / units.HOUR_S, energy_j=energy_j, operational_kg_co2e=operational,
+                           embodied_kg_co2e=embodied, emissions_kg_co2e=operational + embodied, cost_usd=cost,
+                           cost_basis=basis)

@@ -1,35 +1,59 @@
-"""Evaluate the strategy space with the scalar analytical estimator (estimate/run.py) and rank it.
+"""Evaluate the strategy space with the vectorised estimator (estimate/vector.py) and rank it.
 
-One source of truth: every candidate goes through estimate_run (estimate_step + footprint), which raises
-InfeasibleError for strategies that do not divide the model or do not fit in the chip's memory; those are
-counted as infeasible. Objectives: run time, cost, operational + embodied CO2e, facility energy.
+For each chip type and chip count the whole space (search/space.py) is one StrategyTable; estimate_steps
+prunes what does not fit (the memory headroom lowers the capacity) and times the rest; footprint_arrays
+gives energy, CO2e and cost in each site. Budget and deadline are filters on the result. Objectives: run
+time, cost, operational + embodied CO2e, facility energy; ties go to the faster, then lighter strategy.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+from greentrain import units
 from greentrain.config import require
 from greentrain.errors import InfeasibleError
-from greentrain.estimate.run import RunEstimate, estimate_run
+from greentrain.estimate.vector import estimate_steps
+from greentrain.footprint.model import footprint_arrays
 from greentrain.footprint.site import Site
 from greentrain.parallel.strategy import Strategy
+from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
-from greentrain.search.space import LIGHTEST, SearchSpace, meshes, strategies
+from greentrain.search.space import LIGHTEST, SearchSpace, table
 
 OBJECTIVES = ("time", "cost", "co2e", "energy")
+_COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Constraints:
+    """Limits on the answer. 0 means no limit (max_chips 0: exactly the scenario's chip count)."""
+
+    max_chips: int = 0  # also try every power of two below it (and itself): how many chips to use
+    memory_headroom: float = 0.0  # fraction of each device's memory left free
+    budget_usd: float = 0.0
+    deadline_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(self.max_chips >= 0, "--max-chips", self.max_chips, "must be >= 1")
+        require(0.0 <= self.memory_headroom < 1.0, "--memory-headroom", self.memory_headroom, "must be in [0, 1)")
+        require(self.budget_usd >= 0, "--budget-usd", self.budget_usd, "must be > 0")
+        require(self.deadline_s >= 0, "--deadline-days", units.s_to_days(self.deadline_s), "must be > 0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
-    """One feasible strategy on one chip type in one region, with the numbers the search ranks by."""
+    """One feasible strategy on one chip type and count in one region, with the numbers the search ranks by."""
 
     strategy: Strategy
     chip: str
+    num_chips: int
     region: str
     step_time_s: float
     run_time_s: float
@@ -43,87 +67,130 @@ class Candidate:
         return {"time": self.run_time_s, "cost": self.cost_usd, "co2e": self.emissions_kg_co2e,
                 "energy": self.energy_j}[objective]
 
-    def key(self, objective: str) -> tuple[float, float, float]:
-        """Rank: the objective, then run time, then memory (ties go to the faster, lighter strategy)."""
-        return (self.value(objective), self.run_time_s, self.memory_bytes)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchResult:
     objective: str
     num_candidates: int
-    num_feasible: int
+    num_feasible: int  # fit in memory and meet the budget and deadline
     search_time_s: float
     ranked: tuple[Candidate, ...]  # the top k, best first
     pareto: tuple[Candidate, ...]  # non-dominated over (run time, cost, CO2e), by run time
+    points: npt.NDArray[np.float64]  # (run time s, cost USD, kg CO2e) of every feasible candidate, for plots
 
 
-def _candidate(run: RunEstimate) -> Candidate:
-    fp = run.footprint
-    return Candidate(strategy=run.strategy, chip=run.scenario.cluster.chip.name, region=run.scenario.site.region,
-                     step_time_s=run.step.step_time_s, run_time_s=run.run_time_s, cost_usd=fp.cost_usd,
-                     emissions_kg_co2e=fp.emissions_kg_co2e, energy_j=fp.energy_j,
-                     memory_bytes=run.step.memory.total_bytes, mfu=run.step.mfu)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Block:
+    """The feasible rows of one (scenario, chip count, site)."""
+
+    scenario: Scenario
+    table: StrategyTable
+    rows: npt.NDArray[np.int64]
+    values: dict[str, npt.NDArray[np.float64]]
 
 
-def pareto_front(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates no other candidate beats on all of (run time, cost, CO2e) while strictly beating on one.
-    Sweep by run time: a candidate is dominated only by one already on the front (Kung et al. 1975)."""
-    front: list[Candidate] = []
-    for c in sorted(cands, key=lambda c: (c.run_time_s, c.cost_usd, c.emissions_kg_co2e)):
-        p = (c.run_time_s, c.cost_usd, c.emissions_kg_co2e)
-        if any(f.cost_usd <= p[1] and f.emissions_kg_co2e <= p[2] for f in front):
-            continue  # f is also no slower (sorted), so it dominates c or equals it
-        front.append(c)
+def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
+    """The scenario's count, or with a maximum every power of two up to it and the maximum itself."""
+    if not max_chips:
+        return [sc.cluster.num_chips]
+    return sorted({1 << i for i in range(max_chips.bit_length()) if (1 << i) <= max_chips} | {max_chips})
+
+
+def _with_chips(sc: Scenario, n: int) -> Scenario:
+    return sc if n == sc.cluster.num_chips else dataclasses.replace(
+        sc, cluster=dataclasses.replace(sc.cluster, num_chips=n))
+
+
+def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints) -> tuple[int, list[_Block]]:
+    t = table(sc, space)
+    capacity = sc.cluster.chip.memory_bytes * (1.0 - cons.memory_headroom)
+    st = estimate_steps(sc, t, capacity_bytes=capacity)
+    run_s = st.step_time_s * (sc.workload.steps() or 1)
+    blocks = []
+    for site in sites or [sc.site]:
+        fp = footprint_arrays(num_chips=sc.cluster.num_chips, duration_s=run_s, utilization=st.utilization, site=site,
+                              chip=sc.cluster.chip)
+        values = {"run_time_s": run_s, "cost_usd": fp.cost_usd, "emissions_kg_co2e": fp.emissions_kg_co2e,
+                  "energy_j": fp.energy_j, "step_time_s": st.step_time_s, "memory_bytes": st.memory_bytes,
+                  "mfu": st.mfu}
+        keep = np.ones(len(run_s), dtype=bool)
+        if cons.budget_usd:
+            keep &= fp.cost_usd <= cons.budget_usd
+        if cons.deadline_s:
+            keep &= run_s <= cons.deadline_s
+        blocks.append(_Block(scenario=dataclasses.replace(sc, site=site), table=t, rows=st.index[keep],
+                             values={k: v[keep] for k, v in values.items()}))
+    return len(t) * max(1, len(sites)), blocks
+
+
+def pareto_mask(points: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Rows of ``points`` (n x d, lower is better) that no other row beats on every column while strictly
+    beating on one. In lexicographic order the first remaining row is never dominated (a row that dominates
+    it sorts before it); it joins the front and removes every row it dominates or equals (dominance is
+    transitive), so the loop runs once per front member on a shrinking set."""
+    front = np.zeros(len(points), dtype=bool)
+    idx = np.lexsort(points.T[::-1])
+    while idx.size:
+        i, idx = idx[0], idx[1:]
+        front[i] = True
+        idx = idx[~np.all(points[i] <= points[idx], axis=1)]
     return front
 
 
+def _candidate(b: _Block, j: int) -> Candidate:
+    sc, v = b.scenario, b.values
+    return Candidate(strategy=b.table.row(int(b.rows[j])), chip=sc.cluster.chip.name, num_chips=sc.cluster.num_chips,
+                     region=sc.site.region, step_time_s=float(v["step_time_s"][j]),
+                     run_time_s=float(v["run_time_s"][j]), cost_usd=float(v["cost_usd"][j]),
+                     emissions_kg_co2e=float(v["emissions_kg_co2e"][j]), energy_j=float(v["energy_j"][j]),
+                     memory_bytes=float(v["memory_bytes"][j]), mfu=float(v["mfu"][j]))
+
+
 def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int = 10,
-           space: SearchSpace | None = None, sites: Sequence[Site] = (),
+           space: SearchSpace | None = None, sites: Sequence[Site] = (), constraints: Constraints | None = None,
            progress: Callable[[int, int], None] | None = None) -> SearchResult:
-    """Evaluate every strategy of every scenario (one per chip type) in every site (region); ``progress``
-    is called with (done, total) after each strategy. Raises InfeasibleError naming the smallest number of
-    chips that would fit when nothing does."""
+    """Evaluate every strategy of every scenario (one per chip type), chip count and site (region);
+    ``progress`` is called with (done, total) after each (chip type, count). Raises InfeasibleError naming the
+    smallest number of chips that would fit when nothing does, or the constraint that excluded everything."""
     require(objective in OBJECTIVES, "--objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     require(top_k >= 1, "--top", top_k, "must be >= 1")
+    cons, space = constraints or Constraints(), space or SearchSpace()
     t0 = time.perf_counter()
-    spaces = [(sc, strategies(sc, space)) for sc in scenarios]
-    total = sum(len(s) for _, s in spaces)
-    feasible: list[Candidate] = []
-    done = 0
-    for sc, strats in spaces:
-        variants = [dataclasses.replace(sc, site=site) for site in sites] or [sc]
-        for s in strats:
-            done += 1
-            for v in variants:
-                try:
-                    feasible.append(_candidate(estimate_run(v, s)))
-                except InfeasibleError:
-                    break  # the step does not depend on the site: infeasible in one, infeasible in all
-            if progress is not None:
-                progress(done, total)
-    if not feasible:
-        raise InfeasibleError(_nothing_fits(scenarios, total))
-    ranked = heapq.nsmallest(top_k, feasible, key=lambda c: c.key(objective))
-    return SearchResult(objective=objective, num_candidates=total * max(1, len(sites)), num_feasible=len(feasible),
-                        search_time_s=time.perf_counter() - t0, ranked=tuple(ranked),
-                        pareto=tuple(pareto_front(feasible)))
+    units_ = [_with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+    total, blocks = 0, []
+    for done, sc in enumerate(units_, 1):
+        n, bs = _evaluate(sc, space, sites, cons)
+        total += n
+        blocks += bs
+        if progress is not None:
+            progress(done, len(units_))
+    cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
+    owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
+    local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
+    if not len(owner):
+        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
+    value = cols[{"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}[
+        objective]]
+    best = np.lexsort((cols["memory_bytes"], cols["run_time_s"], value))[:top_k]
+    points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
+    front = np.flatnonzero(pareto_mask(points))
+    front = front[np.argsort(points[front, 0], kind="stable")]
+    return SearchResult(objective=objective, num_candidates=total, num_feasible=len(owner),
+                        search_time_s=time.perf_counter() - t0,
+                        ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
+                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points=points)
+
+
+def best_strategy(sc: Scenario) -> Strategy:
+    """The fastest strategy of the whole space for ``sc`` (what `greentrain plan` uses when none is given)."""
+    return search([sc], objective="time", top_k=1).ranked[0].strategy
 
 
 def fits(sc: Scenario, num_chips: int) -> bool:
     """Whether any strategy fits on ``num_chips`` chips: the memory-lightest choices of every mesh suffice
     (ZeRO-3, full recomputation, micro-batch 1, offloaded optimizer use the least device memory)."""
-    cl = dataclasses.replace(sc.cluster, num_chips=num_chips)
-    sc = dataclasses.replace(sc, cluster=cl)
-    for mesh in meshes(sc, LIGHTEST, num_chips):
-        s = dataclasses.replace(mesh, zero=3 if mesh.dp * mesh.cp > 1 else 0, recompute="full",
-                                offload_optimizer=True)
-        try:
-            estimate_run(sc, s)
-            return True
-        except InfeasibleError:
-            continue
-    return False
+    sc = _with_chips(sc, num_chips)
+    return len(estimate_steps(sc, table(sc, LIGHTEST)).index) > 0
 
 
 def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
@@ -140,10 +207,19 @@ def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
     return next(c for c in counts if n < c <= hi and (c == hi or fits(sc, c)))
 
 
-def _nothing_fits(scenarios: Sequence[Scenario], total: int) -> str:
+def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,
+                  cons: Constraints) -> str:
+    if cons.budget_usd or cons.deadline_s or cons.memory_headroom:
+        relaxed = search(units_, space=space, constraints=Constraints(), top_k=1)
+        c = relaxed.ranked[0]
+        return (f"none of the {total:,} strategies meets the constraints (budget {cons.budget_usd:,.0f} USD, "
+                f"deadline {units.s_to_days(cons.deadline_s):.1f} days, headroom {cons.memory_headroom:.0%}; "
+                f"0: none); without them the fastest is {units.s_to_days(c.run_time_s):.1f} days for "
+                f"{c.cost_usd:,.0f} USD on {c.num_chips} x {c.chip}")
     parts = []
     for sc in scenarios:
-        need = min_chips_to_fit(sc)
-        where = f"{sc.cluster.num_chips} x {sc.cluster.chip.name}"
+        top = max(u.cluster.num_chips for u in units_ if u.cluster.chip.name == sc.cluster.chip.name)
+        need = min_chips_to_fit(_with_chips(sc, top))
+        where = f"{top} x {sc.cluster.chip.name}"
         parts.append(f"{where}: smallest count that fits is {need}" if need else f"{where}: no count up to 2^20 fits")
-    return (f"none of the {total} strategies fits {scenarios[0].model.name}; " + "; ".join(parts))
+    return f"none of the {total:,} strategies fits {scenarios[0].model.name}; " + "; ".join(parts)

@@ -12,7 +12,8 @@ from greentrain.search.engine import Candidate, SearchResult
 
 
 def candidate_to_dict(c: Candidate) -> dict[str, Any]:
-    return {"chip": c.chip, "region": c.region, "strategy": c.strategy.to_dict(), "describe": c.strategy.describe(),
+    return {"chip": c.chip, "num_chips": c.num_chips, "region": c.region, "strategy": c.strategy.to_dict(),
+            "describe": c.strategy.describe(),
             "step_time_s": c.step_time_s, "run_time_s": c.run_time_s, "cost_usd": c.cost_usd,
             "emissions_kg_co2e": c.emissions_kg_co2e, "energy_kwh": units.j_to_kwh(c.energy_j),
             "memory_bytes_per_device": c.memory_bytes, "mfu": c.mfu}
@@ -20,11 +21,12 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
 
 def _table(title: str, rows: tuple[Candidate, ...]) -> Table:
     t = Table(title=title)
-    for col in ("#", "chip", "region", "strategy", "days", "USD", "kg CO2e", "kWh", "GiB/dev", "MFU"):
+    for col in ("#", "chip", "chips", "region", "strategy", "days", "USD", "kg CO2e", "kWh", "GiB/dev", "MFU"):
         t.add_column(col, justify="left" if col in ("chip", "region", "strategy") else "right",
                      no_wrap=col in ("strategy", "chip"))
     for i, c in enumerate(rows, 1):
-        t.add_row(str(i), c.chip, c.region or "-", c.strategy.describe(), f"{units.s_to_days(c.run_time_s):.2f}",
+        t.add_row(str(i), c.chip, str(c.num_chips), c.region or "-", c.strategy.describe(),
+                  f"{units.s_to_days(c.run_time_s):.2f}",
                   f"{c.cost_usd:,.0f}", f"{c.emissions_kg_co2e:,.0f}", f"{units.j_to_kwh(c.energy_j):,.0f}",
                   f"{units.bytes_to_gib(c.memory_bytes):.1f}", f"{c.mfu:.1%}")
     return t

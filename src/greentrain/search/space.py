@@ -4,19 +4,23 @@ whose degrees multiply to the number of chips and divide what they split.
 Divisibility uses parallel/strategy.check_divisibility (the estimator's own check), applied once per mesh
 (dp, tp, pp, vpp, cp, ep, sp) before the memory-saving choices are multiplied in; micro-batch sizes are the
 divisors of the per-replica batch, so the batch check holds by construction (the interleaved schedule's
-"micro-batches % pp" rule is left to the estimator, which raises InfeasibleError).
+"micro-batches % pp" rule is left to the estimator, which leaves those rows out).
+With fused (flash) attention there are no attention scores to drop, so selective recomputation is the same
+strategy as none (estimate/memory.py, estimate/stage.py) and is not enumerated twice.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from greentrain.config import require
 from greentrain.errors import InfeasibleError
 from greentrain.parallel.strategy import RECOMPUTE, Strategy, check_divisibility
+from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
 
@@ -30,6 +34,7 @@ class SearchSpace:
     max_tp: int = 0  # 0: the node size (tensor parallelism inside a node, Narayanan et al. 2021 §3.3)
     max_micro_batch: int = 0  # 0: every divisor of the per-replica batch
     interleave: bool = True  # enumerate vpp > 1
+    flash_attention: bool = True  # fused attention (False: Megatron-2022 naive attention, as Korthikanti et al.)
 
     def __post_init__(self) -> None:
         require(bool(self.zero) and all(z in (0, 1, 2, 3) for z in self.zero), "search.zero", self.zero,
@@ -68,7 +73,8 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
                 eps = [e for e in divisors(dp * cp) if m.num_experts % e == 0] if m.is_moe else [1]
                 vpps = divisors(m.total_layers // pp) if (pp > 1 and space.interleave) else [1]
                 for ep, vpp, sp in itertools.product(eps, vpps, (False, True) if tp > 1 else (False,)):
-                    s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sp=sp)
+                    s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sp=sp,
+                                 flash_attention=space.flash_attention)
                     try:
                         check_divisibility(s, m, num_chips=n, global_batch_size=w.global_batch_size,
                                            seq_len=w.seq_len)
@@ -77,16 +83,41 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
                     yield s
 
 
-def strategies(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> list[Strategy]:
-    """The whole space: every mesh times ZeRO stage x recomputation x micro-batch x offload. ZeRO > 0 is
-    left out where the data-parallel group (dp x cp) is one device (it would repeat ZeRO-0)."""
+def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> StrategyTable:
+    """The whole space as columns: every mesh times ZeRO stage x recomputation x micro-batch x offload.
+    ZeRO > 0 is left out where the data-parallel group (dp x cp) is one device (it would repeat ZeRO-0)."""
     space = space or SearchSpace()
-    out: list[Strategy] = []
     gbs = sc.workload.global_batch_size
-    for mesh in meshes(sc, space, num_chips):
-        mbs = [b for b in divisors(gbs // mesh.dp) if not space.max_micro_batch or b <= space.max_micro_batch]
-        zeros = space.zero if mesh.dp * mesh.cp > 1 else (min(space.zero),)
-        for mb, zero, rec, off in itertools.product(mbs, zeros, space.recompute, space.offload):
-            out.append(dataclasses.replace(mesh, micro_batch_size=mb, zero=zero, recompute=rec,
-                                           offload_optimizer=off))
-    return out
+    mesh_list = list(meshes(sc, space, num_chips))
+    blocks: dict[tuple[int, bool], tuple[np.ndarray, ...]] = {}
+    mesh_rows: list[int] = []
+    choice_parts: list[tuple[np.ndarray, ...]] = []
+    for mesh in mesh_list:
+        key = (mesh.dp, mesh.dp * mesh.cp > 1)
+        if key not in blocks:
+            mbs = [b for b in divisors(gbs // mesh.dp) if not space.max_micro_batch or b <= space.max_micro_batch]
+            zeros = space.zero if key[1] else (min(space.zero),)
+            recs = [RECOMPUTE.index(r) for r in space.recompute
+                    if not (space.flash_attention and r == "selective" and len(space.recompute) > 1)]
+            grid = np.meshgrid(mbs, zeros, recs, [int(o) for o in space.offload], indexing="ij")
+            blocks[key] = tuple(g.ravel().astype(np.int64) for g in grid)
+        block = blocks[key]
+        mesh_rows.append(len(block[0]))
+        choice_parts.append(block)
+    if not mesh_list:
+        return StrategyTable.empty(space.flash_attention)
+    rep = np.repeat(np.arange(len(mesh_list)), mesh_rows)
+    def col(f: str) -> np.ndarray:
+        return np.asarray([getattr(m, f) for m in mesh_list], dtype=np.int64)[rep]
+
+    mb, zero, rec, off = (np.concatenate([p[j] for p in choice_parts]) for j in range(4))
+    return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
+                         sp=np.asarray([m.sp for m in mesh_list], dtype=bool)[rep], zero=zero, recompute=rec,
+                         micro_batch_size=mb, offload_optimizer=off.astype(bool),
+                         flash_attention=space.flash_attention)
+
+
+def strategies(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> list[Strategy]:
+    """The whole space as Strategy objects (the rows of ``table``)."""
+    t = table(sc, space, num_chips)
+    return [t.row(i) for i in range(len(t))]

@@ -72,7 +72,8 @@ def step_costs(sc: Scenario) -> StepCosts:
     from greentrain.estimate.efficiency import default_efficiency
     from greentrain.estimate.memory import grad_bytes_per_param
     from greentrain.estimate.parallel_costs import axis_layout
-    from greentrain.estimate.step import dp_exposed_s, estimate_step, stage_costs
+    from greentrain.estimate.stage import stage_costs
+    from greentrain.estimate.step import dp_exposed_s, estimate_step
     from greentrain.model.ops import model_ops
 
     s, w, eff = sc.strategy, sc.workload, default_efficiency()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
+from greentrain.plotting import pyplot, save_figure
 from greentrain.sim.cluster import StepSimResult
 from greentrain.sim.results import SwarmResult
 from greentrain.sim.trace import Trace
@@ -89,10 +88,7 @@ def render_step(res: StepSimResult, console: Console) -> None:
 
 def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: str = "") -> None:
     """A Gantt chart of the trace's device and link tracks (matplotlib, Agg), written atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     every = trace.tracks()
@@ -114,15 +110,4 @@ def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: 
     ax.legend(handles=[Patch(color=_COLORS.get(c, "#888888"), label=c) for c in bars], loc="upper right",
               fontsize=7)
     fig.tight_layout()
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=p.suffix or ".png",
-                               dir=p.parent if str(p.parent) else ".")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)

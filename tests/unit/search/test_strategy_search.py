@@ -7,15 +7,17 @@ import dataclasses
 import json
 import random
 
+import numpy as np
 import pytest
 
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.run import estimate_run
+from greentrain.estimate.vector import estimate_steps
 from greentrain.parallel.strategy import check_divisibility
 from greentrain.scenario import Scenario, scenario_from_dict
-from greentrain.search.engine import Candidate, fits, min_chips_to_fit, pareto_front, search
-from greentrain.search.space import SearchSpace, strategies
+from greentrain.search.engine import fits, min_chips_to_fit, pareto_mask, search
+from greentrain.search.space import SearchSpace, strategies, table
 
 SMALL = ["--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048",
          "--tokens", "1e9", "--max-micro-batch", "2", "--no-interleave"]
@@ -36,7 +38,10 @@ def test_space_is_valid_and_distinct(sc: Scenario) -> None:
         check_divisibility(s, sc.model, num_chips=8, global_batch_size=16, seq_len=2048)
     assert {s.tp for s in space} == {1, 2, 4, 8} and {s.zero for s in space} == {0, 1, 2, 3}
     assert {s.offload_optimizer for s in space} == {False, True}
-    assert any(s.sp for s in space) and {s.recompute for s in space} == {"none", "selective", "full"}
+    # with flash attention selective recomputation is the same strategy as none (nothing to drop)
+    assert any(s.sp for s in space) and {s.recompute for s in space} == {"none", "full"}
+    naive = strategies(sc, dataclasses.replace(SPACE, flash_attention=False))
+    assert {s.recompute for s in naive} == {"none", "selective", "full"} and not any(s.flash_attention for s in naive)
 
 
 @pytest.mark.parametrize("objective", ["time", "co2e"])
@@ -44,7 +49,8 @@ def test_best_never_worse_than_random_sample(sc: Scenario, objective: str) -> No
     result = search([sc], objective=objective, top_k=3, space=SPACE)
     best = result.ranked[0]
     assert 0 < result.num_feasible <= result.num_candidates == len(strategies(sc, SPACE))
-    assert [c.key(objective) for c in result.ranked] == sorted(c.key(objective) for c in result.ranked)
+    keys = [(c.value(objective), c.run_time_s, c.memory_bytes) for c in result.ranked]
+    assert keys == sorted(keys)
     rng = random.Random(5)
     checked = 0
     for s in rng.sample(strategies(sc, SPACE), 80):
@@ -67,15 +73,15 @@ def test_pareto_front_not_dominated(sc: Scenario) -> None:
                     and run.footprint.emissions_kg_co2e < f.emissions_kg_co2e)
 
 
-def test_pareto_front_by_hand(sc: Scenario) -> None:
-    s = strategies(sc, SPACE)[0]
-
-    def c(t: float, usd: float, kg: float) -> Candidate:
-        return Candidate(strategy=s, chip="x", region="", step_time_s=t, run_time_s=t, cost_usd=usd,
-                         emissions_kg_co2e=kg, energy_j=1.0, memory_bytes=1.0, mfu=0.5)
-
-    a, b, d, e = c(1, 10, 10), c(2, 5, 10), c(3, 5, 10), c(3, 1, 20)  # d is dominated by b
-    assert pareto_front([d, e, b, a]) == [a, b, e]
+def test_pareto_mask_by_hand_and_brute_force() -> None:
+    pts = np.array([[3, 5, 10], [3, 1, 20], [2, 5, 10], [1, 10, 10], [2, 5, 10]], dtype=float)
+    assert pareto_mask(pts).tolist() == [False, True, True, True, False]  # [0] dominated by [2]; [4] repeats [2]
+    rng = np.random.default_rng(3)
+    pts = rng.integers(0, 6, size=(300, 3)).astype(float)
+    mask = pareto_mask(pts)
+    for i, p in enumerate(pts):
+        dominated = np.any(np.all(pts <= p, axis=1) & np.any(pts < p, axis=1))
+        assert mask[i] == (not dominated and not np.any(np.all(pts[:i] == p, axis=1)))
 
 
 def test_infeasible_names_smallest_chip_count() -> None:
@@ -121,7 +127,7 @@ def test_bad_space_and_objective(sc: Scenario) -> None:
 
 
 # Korthikanti et al. 2022 Table 3 (tp, pp, vpp, global batch, micro-batch) with SP + selective recomputation,
-# as tests/validation/test_korthikanti2022.py uses them (the search enumerates flash attention only).
+# as tests/validation/test_korthikanti2022.py uses them (Megatron 2022: naive attention).
 KORTHIKANTI = {"megatron-22b": (8, 1, 1, 4, 4), "gpt3-175b": (8, 8, 3, 64, 1), "megatron-530b": (8, 35, 3, 280, 1),
                "megatron-1t": (8, 64, 1, 512, 1)}
 
@@ -131,7 +137,11 @@ def test_korthikanti_configurations_in_space_and_feasible(name: str) -> None:
     tp, pp, vpp, gbs, mb = KORTHIKANTI[name]
     sc = scenario_from_dict({"model": name, "cluster": {"chip": "a100-80gb", "num_chips": tp * pp},
                              "workload": {"global_batch_size": gbs, "seq_len": 2048, "num_steps": 1}})
-    space = strategies(sc, SearchSpace(max_micro_batch=mb, recompute=("selective",), offload=(False,), zero=(0,)))
-    target = [s for s in space if (s.tp, s.pp, s.vpp, s.dp, s.micro_batch_size, s.sp) == (tp, pp, vpp, 1, mb, True)]
+    space = SearchSpace(max_micro_batch=mb, recompute=("selective",), offload=(False,), zero=(0,),
+                        flash_attention=False)
+    rows = table(sc, space)
+    target = [i for i in range(len(rows)) if (lambda s: (s.tp, s.pp, s.vpp, s.dp, s.micro_batch_size, s.sp))(
+        rows.row(i)) == (tp, pp, vpp, 1, mb, True)]
     assert len(target) == 1
-    assert estimate_run(sc, target[0]).step.memory.total_bytes <= sc.cluster.chip.memory_bytes
+    assert target[0] in estimate_steps(sc, rows).index  # feasible: divides and fits
+    assert estimate_run(sc, rows.row(target[0])).step.memory.total_bytes <= sc.cluster.chip.memory_bytes

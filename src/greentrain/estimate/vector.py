@@ -1,0 +1,199 @@
+"""The analytical step estimate of estimate/step.py over a whole StrategyTable at once (numpy).
+
+One source of truth: the per-layer costs (compute roofline, TP/CP/EP communication, parameters,
+activations) come from step.layer_totals and step.end_costs themselves, evaluated once per distinct
+(tp, cp, ep, sp, micro-batch, recomputation) key; what depends on pp, vpp, dp, ZeRO and offloading
+(pipeline split, bubble, PP sends, DP gradient reduction, optimizer step, memory) is the same arithmetic as
+step.estimate_step written over arrays, line for line (each block names its scalar twin).
+tests/unit/search/test_vector.py checks this path against estimate_step on random strategies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from greentrain.estimate.comm import Collective, hierarchical_time_array
+from greentrain.estimate.efficiency import Efficiency, default_efficiency
+from greentrain.estimate.memory import grad_bytes_per_param, optimizer_bytes_per_param, weight_bytes_per_param
+from greentrain.estimate.stage import end_costs_both, layer_group_costs, sum_layer_totals
+from greentrain.estimate.step import step_flops
+from greentrain.model.ops import model_ops
+from greentrain.parallel.strategy import RECOMPUTE, Strategy
+from greentrain.parallel.table import StrategyTable
+from greentrain.scenario import Scenario
+
+FloatArray = npt.NDArray[np.float64]
+KEY_FIELDS = ("tp", "cp", "ep", "micro_batch_size")
+_REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "extra_flop")
+_END_COLUMNS = ("end_fwd_1", "end_fwd_n", "end_bwd_1", "end_bwd_n", "end_params_1", "end_params_n", "model_flop")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepArrays:
+    """estimate_step's figures for the rows ``index`` of a table (the feasible ones, when fit is checked)."""
+
+    index: npt.NDArray[np.int64]  # rows of the evaluated table
+    step_time_s: FloatArray
+    memory_bytes: FloatArray  # per device, total
+    utilization: FloatArray
+    mfu: FloatArray
+    hfu: FloatArray
+    tokens_per_s: FloatArray
+    bubble_time_s: FloatArray
+    dp_comm_time_s: FloatArray
+
+
+def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct (tp, cp, ep, sp, micro-batch) keys: the first row of each and every row's key."""
+    code = np.zeros(len(t), dtype=np.int64)
+    for a in [getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)]:
+        _, inv = np.unique(a, return_inverse=True)
+        code = code * (int(inv.max()) + 1) + inv
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return first, inverse
+
+
+def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, FloatArray]:
+    """stage.layer_group_costs (once per key) summed under each recomputation, and stage.end_costs_both,
+    gathered per row."""
+    first, inverse = _key_codes(t)
+    w = sc.workload
+    by_rec = np.empty((len(first), len(RECOMPUTE), len(_REC_COLUMNS)))
+    ends = np.empty((len(first), len(_END_COLUMNS)))
+    for j, i in enumerate(first):
+        s = Strategy(dp=int(t.ep[i]), tp=int(t.tp[i]), cp=int(t.cp[i]), ep=int(t.ep[i]), sp=bool(t.sp[i]),
+                     micro_batch_size=int(t.micro_batch_size[i]), flash_attention=t.flash_attention)
+        ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
+                        s.flash_attention)
+        groups = layer_group_costs(sc, s, ops, eff)
+        model_flop, extras = step_flops(sc, ops, s.flash_attention)
+        for r, rec in enumerate(RECOMPUTE):
+            lt = sum_layer_totals(groups, recompute=rec, flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
+            by_rec[j, r] = (lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
+                            lt.activation_bytes, extras[rec])
+        e1, en = end_costs_both(sc, s, ops, eff)
+        ends[j] = (e1.fwd_s, en.fwd_s, e1.bwd_s, en.bwd_s, e1.params, en.params, model_flop)
+    out = {c: by_rec[inverse, t.recompute, k] for k, c in enumerate(_REC_COLUMNS)}
+    out.update({c: ends[inverse, k] for k, c in enumerate(_END_COLUMNS)})
+    return out
+
+
+def _per_node(inner: FloatArray, degree: FloatArray, node: int) -> FloatArray:
+    """parallel_costs.axis_layout's per_node over arrays."""
+    return np.where(inner <= node, np.maximum(1.0, np.minimum(degree, np.floor_divide(node, inner))), 1.0)
+
+
+def _memory(sc: Scenario, t: StrategyTable, k: dict[str, FloatArray], eff: Efficiency,
+            f: dict[str, FloatArray]) -> FloatArray:
+    """step._memory: weights, gradients, optimizer (ZeRO, offload), activations, reserved; total bytes."""
+    w, m = sc.workload, sc.model
+    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
+    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
+    params, shard, zero = f["params"], f["dp"] * f["cp"], t.zero
+    weights = params * wb / np.where(zero >= 3, shard, 1.0)
+    grads = params * gb / np.where(zero >= 2, shard, 1.0)
+    opt = np.where(t.offload_optimizer, 0.0, params * ob / np.where(zero >= 1, shard, 1.0))
+    pp, vpp = f["pp"], f["vpp"]
+    # memory.inflight_micro_batches (1F1B / interleaved; GPipe is not in the vectorised space)
+    held = np.where(pp == 1, 1.0, np.minimum(pp, f["num_micro"]) * np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp),
+                                                                           1.0))
+    e, tokens = w.activation_bytes, f["mbs"] * w.seq_len / f["cp"]
+    first = held * (8 * tokens + tokens * m.hidden_size * np.where(t.sequence_parallel, 1 / f["tp"], 1.0))
+    last = 4 * tokens * m.hidden_size * (1 + m.vocab_size / m.hidden_size) / f["tp"] * (e / 2)
+    ends = np.where(pp == 1, first + last, np.maximum(first, last))
+    acts = held * k["act"] / pp + ends
+    result: FloatArray = weights + grads + opt + acts + eff.reserved_bytes
+    return result
+
+
+def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+    """step.dp_exposed_s."""
+    w, cl = sc.workload, sc.cluster
+    dpg, params = f["dp"] * f["cp"], f["params"]
+    lay_dp = _per_node(f["tp"] * f["cp"], f["dp"], cl.node_size)
+    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision)
+    weights = params * weight_bytes_per_param(w.precision)
+
+    def coll(kind: Collective, payload: FloatArray) -> FloatArray:
+        return hierarchical_time_array(kind, dpg, lay_dp, payload, cl.intra_node, cl.inter_node,
+                                       eff.intra_node_link, eff.inter_node_link)
+
+    ag, rs = coll(Collective.ALL_GATHER, weights), coll(Collective.REDUCE_SCATTER, grads)
+    ar = coll(Collective.ALL_REDUCE, grads)
+    z3 = f["num_micro"] * np.maximum(0.0, 2 * ag + rs - (f["fwd"] + f["bwd"] + f["rec"]))
+    z12 = np.maximum(0.0, rs + ag - f["bwd"])
+    z0 = np.maximum(0.0, ar - f["bwd"])
+    return np.where(dpg == 1, 0.0, np.where(t.zero == 3, z3, np.where(t.zero >= 1, z12, z0)))
+
+
+def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+    """step._optimizer_s (device memory bound, or PCIe + CPU Adam when offloaded)."""
+    w, cl = sc.workload, sc.cluster
+    local = f["params"] / np.where(t.zero >= 1, f["dp"] * f["cp"], 1.0)
+    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
+    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
+    host = cl.host_link or cl.intra_node
+    offload = local * (gb + wb) / host.bytes_per_s + local * cl.node_size / eff.cpu_adam_params_per_s_per_node
+    per_param = gb + gb + 2 * gb + (gb + 2 * ob) + (min(ob, 4.0) + wb)
+    return np.where(t.offload_optimizer, offload, local * per_param / (cl.chip.memory_bytes_per_s * eff.memory))
+
+
+def _pp_mb(sc: Scenario, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+    """2 x vpp x parallel_costs.pp_send_s of one micro-batch's activation."""
+    w, cl, m = sc.workload, sc.cluster, sc.model
+    crosses = (f["tp"] * f["cp"] * f["dp"] >= cl.node_size) & (cl.num_nodes > 1)
+    intra, inter = cl.intra_node, cl.inter_node
+    lat = np.where(crosses, inter.latency_s, intra.latency_s)
+    bw = np.where(crosses, inter.bytes_per_s * eff.inter_node_link, intra.bytes_per_s * eff.intra_node_link)
+    payload = f["mbs"] * w.seq_len / f["cp"] * m.hidden_size * w.activation_bytes
+    send = np.where(f["pp"] == 1, 0.0, lat + payload / f["tp"] / bw)
+    return 2 * f["vpp"] * send
+
+
+def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,
+                   eff: Efficiency | None = None) -> StepArrays:
+    """estimate_step for every row of ``table`` (which must divide the model: search/space.py builds such
+    tables). Rows that break the interleaved schedule's micro-batch rule, or (``check_fit``) need more than
+    ``capacity_bytes`` (default: the chip's memory) per device, are left out of the result."""
+    eff = eff or default_efficiency()
+    w, cl = sc.workload, sc.cluster
+    if len(table) == 0:
+        return _empty()
+    k = _per_key(sc, table, eff)
+    f: dict[str, FloatArray] = {n: getattr(table, n).astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
+    f["mbs"] = table.micro_batch_size.astype(np.float64)
+    f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
+    f["params"] = k["params"] / f["pp"] + np.where(f["pp"] > 1, k["end_params_n"], k["end_params_1"])
+    mem = _memory(sc, table, k, eff, f)
+    ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
+    if check_fit:
+        ok &= mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
+    index = np.flatnonzero(ok)
+    t = table.take(index)
+    f = {n: a[index] for n, a in f.items()}
+    kk = {c: a[index] for c, a in k.items()}
+    pp = f["pp"]
+    is_pp = pp > 1
+    f["fwd"] = kk["fwd"] / pp + np.where(is_pp, kk["end_fwd_n"], kk["end_fwd_1"])
+    f["bwd"] = kk["bwd"] / pp + np.where(is_pp, kk["end_bwd_n"], kk["end_bwd_1"])
+    f["rec"] = kk["rec"] / pp
+    comm_mb = kk["tp"] / pp + kk["cp"] / pp + kk["ep"] / pp + _pp_mb(sc, f, eff)
+    t_mb = f["fwd"] + f["bwd"] + f["rec"] + comm_mb
+    bubble = (pp - 1) / f["vpp"] * t_mb
+    dp_s = _dp_exposed(sc, t, f, eff)
+    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, t, f, eff)
+    peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
+    hw_flop = kk["model_flop"] + kk["extra_flop"] * w.global_batch_size
+    return StepArrays(index=index, step_time_s=step, memory_bytes=mem[index], utilization=1.0 - bubble / step,
+                      mfu=kk["model_flop"] / peak_total, hfu=hw_flop / peak_total,
+                      tokens_per_s=w.tokens_per_step / step, bubble_time_s=bubble, dp_comm_time_s=dp_s)
+
+
+def _empty() -> StepArrays:
+    z = np.zeros(0)
+    return StepArrays(index=np.zeros(0, dtype=np.int64), step_time_s=z, memory_bytes=z, utilization=z, mfu=z, hfu=z,
+                      tokens_per_s=z, bubble_time_s=z, dp_comm_time_s=z)
+

@@ -1,0 +1,85 @@
+"""StrategyTable: many strategies in columns (numpy arrays), the form the vectorised estimator works on.
+
+It is the same description as parallel/strategy.Strategy, one row per strategy: ``row(i)`` gives the
+Strategy back and ``from_strategies`` builds a table from Strategy objects. Every row uses the schedule
+implied by its vpp (1F1B, or interleaved when vpp > 1) and the template strategy's flash_attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from greentrain.parallel.strategy import RECOMPUTE, Strategy
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+INT_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "zero", "recompute", "micro_batch_size")
+BOOL_FIELDS = ("sp", "offload_optimizer")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StrategyTable:
+    dp: IntArray
+    tp: IntArray
+    pp: IntArray
+    vpp: IntArray
+    cp: IntArray
+    ep: IntArray
+    sp: BoolArray  # as given; sequence parallelism takes effect only where tp > 1
+    zero: IntArray
+    recompute: IntArray  # index into parallel.strategy.RECOMPUTE (none, selective, full)
+    micro_batch_size: IntArray
+    offload_optimizer: BoolArray
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        n = len(self.dp)
+        for f in INT_FIELDS + BOOL_FIELDS:
+            a = getattr(self, f)
+            if a.shape != (n,):
+                raise ValueError(f"StrategyTable.{f} has shape {a.shape}, expected ({n},)")
+
+    def __len__(self) -> int:
+        return len(self.dp)
+
+    @property
+    def sequence_parallel(self) -> BoolArray:
+        return self.sp & (self.tp > 1)
+
+    def take(self, index: npt.ArrayLike) -> StrategyTable:
+        """The rows at ``index`` (integer positions or a boolean mask)."""
+        idx = np.asarray(index)
+        cols = {f: getattr(self, f)[idx] for f in INT_FIELDS + BOOL_FIELDS}
+        return StrategyTable(flash_attention=self.flash_attention, **cols)
+
+    def row(self, i: int) -> Strategy:
+        return Strategy(dp=int(self.dp[i]), tp=int(self.tp[i]), pp=int(self.pp[i]), vpp=int(self.vpp[i]),
+                        cp=int(self.cp[i]), ep=int(self.ep[i]), sp=bool(self.sp[i]), zero=int(self.zero[i]),
+                        recompute=RECOMPUTE[int(self.recompute[i])],
+                        micro_batch_size=int(self.micro_batch_size[i]),
+                        offload_optimizer=bool(self.offload_optimizer[i]), flash_attention=self.flash_attention)
+
+    @classmethod
+    def from_strategies(cls, strategies: Sequence[Strategy]) -> StrategyTable:
+        """Columns of ``strategies``; they must share flash_attention and use 1F1B or interleaving."""
+        flash = {s.flash_attention for s in strategies}
+        if len(flash) > 1:
+            raise ValueError("StrategyTable: strategies mix flash_attention on and off")
+        if any(s.schedule == "gpipe" for s in strategies):
+            raise ValueError("StrategyTable: the GPipe schedule is not part of the vectorised space")
+        cols: dict[str, np.ndarray] = {}
+        for f in INT_FIELDS:
+            vals = [RECOMPUTE.index(s.recompute) if f == "recompute" else getattr(s, f) for s in strategies]
+            cols[f] = np.asarray(vals, dtype=np.int64)
+        for f in BOOL_FIELDS:
+            cols[f] = np.asarray([getattr(s, f) for s in strategies], dtype=bool)
+        return cls(flash_attention=flash.pop() if flash else True, **cols)
+
+    @classmethod
+    def empty(cls, flash_attention: bool = True) -> StrategyTable:
+        cols = {f: np.zeros(0, dtype=bool if f in BOOL_FIELDS else np.int64) for f in INT_FIELDS + BOOL_FIELDS}
+        return cls(flash_attention=flash_attention, **cols)
