@@ -123,13 +123,16 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
     return len(t) * max(1, len(sites)), blocks
 
 
-def pareto_mask(points: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+def pareto_mask(points: npt.NDArray[np.float64],
+                tiebreak: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.bool_]:
     """Rows of ``points`` (n x d, lower is better) that no other row beats on every column while strictly
     beating on one. In lexicographic order the first remaining row is never dominated (a row that dominates
     it sorts before it); it joins the front and removes every row it dominates or equals (dominance is
-    transitive), so the loop runs once per front member on a shrinking set."""
+    transitive), so the loop runs once per front member on a shrinking set. Of equal rows the one with the
+    smallest ``tiebreak`` stays."""
     front = np.zeros(len(points), dtype=bool)
-    idx = np.lexsort(points.T[::-1])
+    keys = list(points.T[::-1])
+    idx = np.lexsort(keys if tiebreak is None else [tiebreak, *keys])
     while idx.size:
         i, idx = idx[0], idx[1:]
         front[i] = True
@@ -173,7 +176,7 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
         objective]]
     best = np.lexsort((cols["memory_bytes"], cols["run_time_s"], value))[:top_k]
     points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
-    front = np.flatnonzero(pareto_mask(points))
+    front = np.flatnonzero(pareto_mask(points, cols["memory_bytes"]))
     front = front[np.argsort(points[front, 0], kind="stable")]
     return SearchResult(objective=objective, num_candidates=total, num_feasible=len(owner),
                         search_time_s=time.perf_counter() - t0,
@@ -209,12 +212,13 @@ def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,
                   cons: Constraints) -> str:
-    if cons.budget_usd or cons.deadline_s or cons.memory_headroom:
-        relaxed = search(units_, space=space, constraints=Constraints(), top_k=1)
-        c = relaxed.ranked[0]
-        return (f"none of the {total:,} strategies meets the constraints (budget {cons.budget_usd:,.0f} USD, "
-                f"deadline {units.s_to_days(cons.deadline_s):.1f} days, headroom {cons.memory_headroom:.0%}; "
-                f"0: none); without them the fastest is {units.s_to_days(c.run_time_s):.1f} days for "
+    given = [f"budget {cons.budget_usd:,.4g} USD" if cons.budget_usd else "",
+             f"deadline {units.s_to_days(cons.deadline_s):.4g} days" if cons.deadline_s else "",
+             f"memory headroom {cons.memory_headroom:.0%}" if cons.memory_headroom else ""]
+    if any(given):
+        c = search(units_, space=space, constraints=Constraints(), top_k=1).ranked[0]
+        return (f"none of the {total:,} strategies meets the constraints ({', '.join(g for g in given if g)}); "
+                f"without them the fastest takes {units.s_to_days(c.run_time_s):.4g} days and costs "
                 f"{c.cost_usd:,.0f} USD on {c.num_chips} x {c.chip}")
     parts = []
     for sc in scenarios:
