@@ -1,8 +1,9 @@
 """The analytical step estimate of estimate/step.py over a whole StrategyTable at once (numpy).
 
 One source of truth: the per-layer costs (compute roofline, TP/CP/EP communication, parameters,
-activations) come from step.layer_totals and step.end_costs themselves, evaluated once per distinct
-(tp, cp, ep, sp, micro-batch, recomputation) key; what depends on pp, vpp, dp, ZeRO and offloading
+activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_costs_both themselves,
+evaluated once per distinct (tp, cp, ep, sp, micro-batch) key and summed under each recomputation choice;
+model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading
 (pipeline split, bubble, PP sends, DP gradient reduction, optimizer step, memory) is the same arithmetic as
 step.estimate_step written over arrays, line for line (each block names its scalar twin).
 tests/unit/search/test_vector.py checks this path against estimate_step on random strategies.
