@@ -4,6 +4,7 @@
     greentrain footprint --chip a100-80gb --num-chips 64 --days 3 --region us-east-1 [--json]
     greentrain footprint --power-w 330 --num-chips 10000 --days 14.8 --pue 1.1 --grid-g-per-kwh 429
     greentrain footprint ... --compare-regions us-east-1,europe-north1,FRA
+    greentrain footprint --chip h100 --num-chips 8 --hours 24 --region us-east-1 [--spot]   # instance price
     greentrain footprint ... --model-card
     greentrain footprint ... --intensity-csv hourly.csv      # best start time for this job length
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -22,7 +24,8 @@ from greentrain.errors import ConfigError
 from greentrain.footprint import render
 from greentrain.footprint.compare import compare_regions, model_card_block
 from greentrain.footprint.inputs import RunInputs, run_inputs_from_json
-from greentrain.footprint.model import DEFAULT_LIFETIME_S, footprint
+from greentrain.footprint.model import DEFAULT_LIFETIME_S, Footprint, footprint
+from greentrain.footprint.prices import MARKETS, device_price_usd_per_s
 from greentrain.footprint.regions import get_region, with_electricity_price
 from greentrain.footprint.schedule import best_start, load_intensity_csv
 from greentrain.footprint.site import DEFAULT_PUE, Site
@@ -50,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--market-based", action="store_true",
                         help="GCP regions: intensity net of Google CFE")
     parser.add_argument("--price-usd-per-hour", type=float,
-                        help="cloud price per chip-hour (on-demand or spot)")
+                        help="cloud price per chip-hour (on-demand or spot); default: the instance price of "
+                             "the region (footprint/data/cloud_prices.csv), else the chip catalog's")
+    parser.add_argument("--market", default="on-demand",
+                        help=f"cloud price market: {', '.join(MARKETS)} (default on-demand)")
+    parser.add_argument("--spot", action="store_true", help="same as --market spot")
     parser.add_argument("--electricity-usd-per-kwh", type=float,
                         help="override the region's electricity price")
     parser.add_argument("--hardware-usd-per-chip", type=float,
@@ -137,18 +144,44 @@ def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | Non
             "price_usd_per_device_s": price, "lifetime_s": lifetime, "hardware_usd_per_chip": hardware}
 
 
+def _market(args: argparse.Namespace) -> str:
+    market = "spot" if args.spot else args.market
+    if args.spot and args.market not in ("on-demand", "spot"):
+        raise ConfigError("--market", args.market, "conflicts with --spot")
+    require(market in MARKETS, "--market", market, f"must be one of {', '.join(MARKETS)}")
+    return str(market)
+
+
+def _priced_footprint(args: argparse.Namespace, site: Site, chip: Chip | None,
+                      kwargs: dict[str, Any]) -> Footprint:
+    """The footprint at ``site``, costed at the region's instance price when no price was given."""
+    market = _market(args)
+    explicit = kwargs["price_usd_per_device_s"] is not None or kwargs["hardware_usd_per_chip"] > 0
+    quote = None if explicit or chip is None else device_price_usd_per_s(chip, site, market)
+    if market == "spot" and quote is None and not explicit:
+        raise ConfigError("--spot", chip.name if chip else None,
+                          f"no published spot price for this chip in region {site.region or '(none)'}; "
+                          "give --price-usd-per-hour")
+    if quote is None:
+        return footprint(site=site, **kwargs)
+    fp = footprint(site=site, **{**kwargs, "price_usd_per_device_s": quote.usd_per_device_s})
+    return dataclasses.replace(fp, notes=(*fp.notes, quote.note()))
+
+
 def run(args: argparse.Namespace) -> int:
     run_in = _run_inputs(args)
     chip = _chip(run_in)
     kwargs = _footprint_kwargs(args, run_in, chip)
     if args.compare_regions:
+        if _market(args) != "on-demand":
+            raise ConfigError("--spot", "--compare-regions", "spot prices are not ranked across regions yet")
         codes = [c.strip() for c in args.compare_regions.split(",") if c.strip()]
         ranked = compare_regions(codes, pue=run_in.pue, **kwargs)
         as_json = json.dumps(render.compare_dict(ranked), indent=2)
         print(as_json if args.json else render.compare_table(ranked))
         return 0
     site = _site(args, run_in)
-    fp = footprint(site=site, **kwargs)
+    fp = _priced_footprint(args, site, chip, kwargs)
     start = None
     if args.intensity_csv:
         start = best_start(load_intensity_csv(args.intensity_csv), units.s_to_hours(run_in.duration_s))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from greentrain.errors import InfeasibleError
 from greentrain.estimate.step import StepEstimate, estimate_step
 from greentrain.footprint.host import default_host_power_w_per_chip
 from greentrain.footprint.model import Footprint, chip_power_w, footprint
+from greentrain.footprint.prices import device_price_usd_per_s
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
@@ -44,8 +46,12 @@ def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool
     chip = sc.cluster.chip
     power = chip_power_w(chip, step.utilization) if chip.tdp_w > 0 else None
     host = default_host_power_w_per_chip(chip, power or 0.0)
+    quote = device_price_usd_per_s(chip, sc.site)  # the region's instance price, else None: catalog price
     fp = footprint(num_chips=sc.cluster.num_chips, duration_s=run_s, site=sc.site, chip=chip,
-                   utilization=step.utilization, power_w=power, host_power_w_per_chip=host)
+                   utilization=step.utilization, power_w=power, host_power_w_per_chip=host,
+                   price_usd_per_device_s=quote.usd_per_device_s if quote else None)
+    if quote:
+        fp = dataclasses.replace(fp, notes=(*fp.notes, quote.note()))
     return RunEstimate(scenario=sc, strategy=s, step=step, num_steps=steps, run_time_s=run_s, footprint=fp,
                        strategy_chosen=chosen)
 

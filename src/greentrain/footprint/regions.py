@@ -86,19 +86,45 @@ def provider_pues() -> dict[str, ProviderPue]:
 
 
 @cache
+def exchange_rates() -> dict[str, float]:
+    """Currency -> USD per unit, data/exchange_rates.csv (each row names its source and year)."""
+    return {r["currency"]: float(r["usd_per_unit"]) for r in _rows("exchange_rates.csv")}
+
+
+@cache
 def electricity_prices() -> dict[str, tuple[float, str, int]]:
-    """Zone -> (USD per kWh, source, year), data/electricity_prices.csv."""
-    return {r["zone"]: (float(r["usd_per_kwh"]), f"{r['source']} ({r['sector']})", int(r["year"]))
-            for r in _rows("electricity_prices.csv")}
+    """Zone -> (USD per kWh, source, year), data/electricity_prices.csv.
+
+    Prices are stored in the currency their source publishes them in and converted here with
+    data/exchange_rates.csv, so a figure can be checked against its source as written.
+    """
+    rates = exchange_rates()
+    out = {}
+    for r in _rows("electricity_prices.csv"):
+        if r["currency"] not in rates:
+            raise ConfigError(f"electricity_prices.csv({r['zone']}).currency", r["currency"],
+                              "has no row in exchange_rates.csv")
+        usd = float(r["price_per_kwh"]) * rates[r["currency"]]
+        out[r["zone"]] = (usd, f"{r['source']} ({r['sector']}, {r['currency']})", int(r["year"]))
+    return out
+
+
+@cache
+def electricity_price_gaps() -> dict[str, str]:
+    """Zone -> why no electricity price is bundled for it, data/electricity_price_gaps.csv."""
+    return {r["zone"]: r["reason"] for r in _rows("electricity_price_gaps.csv")}
+
+
+# A sub-national zone without its own price takes its country's (US states: the EIA US average).
+_PARENT = {"US-": "USA", "CA-": "CAN", "AU-": "AUS"}
 
 
 def _price(zone: str) -> float:
     prices = electricity_prices()
     if zone in prices:
         return prices[zone][0]
-    if zone.startswith("US-") and "USA" in prices:
-        return prices["USA"][0]
-    return 0.0
+    parent = _PARENT.get(zone[:3], "")
+    return prices[parent][0] if parent in prices else 0.0
 
 
 def _zones() -> dict[str, Region]:
