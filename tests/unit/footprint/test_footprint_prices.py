@@ -1,0 +1,173 @@
+"""Electricity prices per country, cloud instance prices and the price seam (footprint/prices.py), CLI --spot."""
+
+from __future__ import annotations
+
+import csv
+import json
+from importlib import resources
+
+import pytest
+
+from greentrain import units
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError
+from greentrain.footprint import prices
+from greentrain.footprint.prices import CloudPrice, device_price_usd_per_s
+from greentrain.footprint.regions import (
+    electricity_price_gaps,
+    electricity_prices,
+    exchange_rates,
+    get_region,
+    list_regions,
+    site_for_region,
+)
+from greentrain.footprint.site import Site
+from greentrain.hardware.catalog import get_chip
+
+EU27 = {"AUT", "BEL", "BGR", "HRV", "CYP", "CZE", "DNK", "EST", "FIN", "FRA", "DEU", "GRC", "HUN", "IRL", "ITA",
+        "LVA", "LTU", "LUX", "MLT", "NLD", "POL", "PRT", "ROU", "SVK", "SVN", "ESP", "SWE"}
+# TPU v4 is sold in us-central2 (Oklahoma), a TPU-only zone that region-carbon-info does not list.
+TPU_ONLY_REGIONS = {"us-central2"}
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = resources.files("greentrain.footprint").joinpath("data", name).read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+@pytest.mark.parametrize("name", ["exchange_rates.csv", "cloud_prices.csv"])
+def test_new_rows_name_source_and_date(name: str) -> None:
+    for row in _rows(name):
+        assert row["source"].strip(), row
+        when = row.get("year") or row["date"]
+        assert 2018 <= int(when[:4]) <= 2026, row
+
+
+def test_electricity_prices_cover_eu27_with_eurostat_band_id() -> None:
+    rows = {r["zone"]: r for r in _rows("electricity_prices.csv")}
+    assert set(rows) >= EU27
+    for zone in EU27:
+        assert rows[zone]["currency"] == "EUR"
+        assert "nrg_pc_205" in rows[zone]["source"] and "band ID" in rows[zone]["source"]
+    # Eurostat 2025-S2, band ID excl. VAT: Finland cheapest (0.0674 EUR/kWh), Cyprus dearest (0.2366).
+    eu = {z: float(rows[z]["price_per_kwh"]) for z in EU27}
+    assert min(eu, key=eu.__getitem__) == "FIN" and max(eu, key=eu.__getitem__) == "CYP"
+
+
+def test_every_price_currency_converts_and_lands_in_a_sane_range() -> None:
+    rates = exchange_rates()
+    assert rates["USD"] == 1.0 and 1.0 < rates["EUR"] < 1.3  # a euro buys between 1.0 and 1.3 dollars
+    for zone, (usd, source, year) in electricity_prices().items():
+        # Cheapest industrial power here ~3.6 US cents (Qatar), dearest ~35 (Hawaii).
+        assert 0.02 < usd < 0.40, (zone, usd)
+        assert source and 2020 <= year <= 2026
+    assert electricity_prices()["FRA"][0] == pytest.approx(0.1212 * 1.0824)
+    assert electricity_prices()["KOR"][0] == pytest.approx(182.7 * 0.000724)
+
+
+def test_every_cloud_region_has_an_electricity_price_or_a_stated_gap() -> None:
+    gaps = electricity_price_gaps()
+    for region in list_regions():
+        if region.kind != "cloud":
+            continue
+        assert region.electricity_usd_per_kwh > 0 or region.zone in gaps, region.code
+    assert all(reason.strip() for reason in gaps.values())
+    priced = set(electricity_prices())
+    assert not priced & set(gaps), "a zone is both priced and listed as a gap"
+
+
+def test_sub_national_zones_fall_back_to_their_country() -> None:
+    assert get_region("US-WY").electricity_usd_per_kwh == pytest.approx(electricity_prices()["USA"][0])
+    assert get_region("eu-west-3").electricity_usd_per_kwh == pytest.approx(electricity_prices()["FRA"][0])
+    assert get_region("ca-central-1").electricity_usd_per_kwh == pytest.approx(0.0533 * 1 / 1.3013, rel=1e-4)
+
+
+def test_cloud_price_rows_are_consistent() -> None:
+    known = {r.code.lower() for r in list_regions() if r.kind == "cloud"} | TPU_ONLY_REGIONS
+    seen = set()
+    for row in _rows("cloud_prices.csv"):
+        key = (row["provider"], row["instance"], row["region"])
+        assert key not in seen
+        seen.add(key)
+        get_chip(row["chip"])  # every chip is a catalog chip
+        assert row["region"] in known, row["region"]
+        per_device = float(row["on_demand_usd_per_hour"]) / int(row["chips_per_instance"])
+        assert float(row["usd_per_device_hour"]) == pytest.approx(per_device)
+        assert 0.1 < per_device < 20.0  # T4 at 0.35 to H100 at 12.29 per device-hour
+    providers = {p.provider for p in prices.cloud_prices()}
+    assert providers == {"aws", "gcp", "azure"}
+
+
+def test_lookup_picks_the_region_instance() -> None:
+    h100 = get_chip("h100-sxm")
+    q = device_price_usd_per_s(h100, site_for_region("us-east-1"))
+    assert q is not None and q.instance == "p5.48xlarge" and q.provider == "aws"
+    assert q.usd_per_device_s == pytest.approx(98.32 / 8 / units.HOUR_S)
+    q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("eastus"))
+    assert q is not None and q.instance == "Standard_ND96asr_v4"
+    q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("us-central1"))
+    assert q is not None and q.instance == "a2-highgpu-8g"  # most chips per instance wins over a2-highgpu-1g
+
+
+def test_lookup_falls_back_within_the_provider_and_says_so() -> None:
+    q = device_price_usd_per_s(get_chip("h100-sxm"), site_for_region("us-west-2"))
+    assert q is not None and q.region == "us-east-1" and "us-west-2" in q.source
+    q = device_price_usd_per_s(get_chip("tpu-v4"), site_for_region("europe-west4"))
+    assert q is not None and q.region == "us-central2"
+
+
+def test_no_quote_for_grid_zones_other_providers_and_unpriced_spot() -> None:
+    h100 = get_chip("h100-sxm")
+    assert device_price_usd_per_s(h100, site_for_region("FRA")) is None
+    assert device_price_usd_per_s(h100, Site.from_intensity(300.0)) is None
+    assert device_price_usd_per_s(h100, site_for_region("eastus")) is None  # no Azure H100 row
+    assert device_price_usd_per_s(h100, site_for_region("us-east-1"), "spot") is None
+    with pytest.raises(ConfigError, match="market"):
+        device_price_usd_per_s(h100, site_for_region("us-east-1"), "reserved")
+
+
+def _with_spot(monkeypatch: pytest.MonkeyPatch) -> None:
+    row = CloudPrice(provider="aws", instance="p5.48xlarge", chip="h100-sxm", chips_per_instance=8,
+                     region="us-east-1", on_demand_usd_per_s=98.32 / units.HOUR_S,
+                     spot_usd_per_s=40.0 / units.HOUR_S, source="test row", date="2025-05")
+    monkeypatch.setattr(prices, "_index", lambda: {("aws", "h100-sxm"): (row,)})
+    prices._quote.cache_clear()
+    monkeypatch.setattr(prices, "_quote", prices._quote.__wrapped__)
+
+
+def test_spot_quote_when_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_spot(monkeypatch)
+    q = device_price_usd_per_s(get_chip("h100-sxm"), site_for_region("us-east-1"), "spot")
+    assert q is not None and q.market == "spot" and q.usd_per_device_hour == pytest.approx(5.0)
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["footprint", "--chip", "h100", "--num-chips", "8", "--hours", "10", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_uses_the_instance_price_and_notes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _cli(capsys, "--region", "us-east-1", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["cost_usd"] == pytest.approx(80 * 98.32 / 8)
+    assert any("p5.48xlarge" in n for n in d["notes"])
+    rc, out, _ = _cli(capsys, "--region", "us-east-1", "--price-usd-per-hour", "2", "--json")
+    assert json.loads(out)["cost_usd"] == pytest.approx(160.0)  # an explicit price wins
+
+
+def test_cli_spot(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _cli(capsys, "--region", "us-east-1", "--spot")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "spot" in err
+    _with_spot(monkeypatch)
+    rc, out, _ = _cli(capsys, "--region", "us-east-1", "--spot", "--json")
+    assert rc == 0 and json.loads(out)["cost_usd"] == pytest.approx(80 * 5.0)
+
+
+@pytest.mark.parametrize("argv", [["--region", "us-east-1", "--market", "reserved"],
+                                  ["--region", "us-east-1", "--market", "reserved", "--spot"],
+                                  ["--compare-regions", "us-east-1,FRA", "--spot"]])
+def test_cli_bad_market_is_one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _cli(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
