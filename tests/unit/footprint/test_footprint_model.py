@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -103,7 +104,8 @@ def test_to_dict_has_unit_keys() -> None:
     ({"power_w": -5.0}, "power_w"),
 ])
 def test_bad_input(kwargs: dict[str, float], field: str) -> None:
-    args = {"num_chips": 1, "duration_s": 3600.0, "site": SITE, "chip": get_chip("a100-80gb"), **kwargs}
+    args: dict[str, Any] = {"num_chips": 1, "duration_s": 3600.0, "site": SITE, "chip": get_chip("a100-80gb"),
+                            **kwargs}
     with pytest.raises(ConfigError) as e:
         footprint(**args)
     assert e.value.field == field
