@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.footprint.model import Footprint, footprint
+from greentrain.footprint.prices import device_price_usd_per_s
 from greentrain.footprint.regions import Region, get_region
 from greentrain.footprint.site import Site
 
@@ -29,12 +31,23 @@ def compare_regions(codes: list[str], *, pue: float | None = None,
     if len(set(c.lower() for c in codes)) != len(codes):
         raise ConfigError("compare_regions", ",".join(codes), "a region is listed twice")
     regions = [get_region(c) for c in codes]
-    fps = [footprint(site=r.site(pue=pue), **kwargs) for r in regions]
+    fps = [_footprint_in(r.site(pue=pue), kwargs) for r in regions]
     by_co2 = sorted(range(len(regions)), key=lambda i: fps[i].emissions_kg_co2e)
     by_cost = sorted(by_co2, key=lambda i: fps[i].cost_usd)
     cost_rank = {i: n + 1 for n, i in enumerate(by_cost)}
     return tuple(RegionFootprint(region=regions[i], footprint=fps[i], co2e_rank=n + 1, cost_rank=cost_rank[i])
                  for n, i in enumerate(by_co2))
+
+
+def _footprint_in(site: Site, kwargs: dict[str, Any]) -> Footprint:
+    """The run at ``site``; a cloud run without a given price pays that region's instance price (prices.py)."""
+    chip = kwargs.get("chip")
+    if chip is not None and kwargs.get("price_usd_per_device_s") is None and not kwargs.get("hardware_usd_per_chip"):
+        quote = device_price_usd_per_s(chip, site)
+        if quote is not None:
+            fp = footprint(site=site, **{**kwargs, "price_usd_per_device_s": quote.usd_per_device_s})
+            return dataclasses.replace(fp, notes=(*fp.notes, quote.note()))
+    return footprint(site=site, **kwargs)
 
 
 def model_card_block(fp: Footprint, *, site: Site, hardware: str, training_type: str = "pre-training",

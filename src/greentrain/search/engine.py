@@ -21,6 +21,7 @@ from greentrain.config import require
 from greentrain.errors import InfeasibleError
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
+from greentrain.footprint.prices import device_price_usd_per_s
 from greentrain.footprint.site import Site
 from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
@@ -108,8 +109,9 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
     run_s = st.step_time_s * (sc.workload.steps() or 1)
     blocks = []
     for site in sites or [sc.site]:
+        quote = device_price_usd_per_s(sc.cluster.chip, site)  # as estimate_run: the region's instance price
         fp = footprint_arrays(num_chips=sc.cluster.num_chips, duration_s=run_s, utilization=st.utilization, site=site,
-                              chip=sc.cluster.chip)
+                              chip=sc.cluster.chip, price_usd_per_device_s=quote.usd_per_device_s if quote else None)
         values = {"run_time_s": run_s, "cost_usd": fp.cost_usd, "emissions_kg_co2e": fp.emissions_kg_co2e,
                   "energy_j": fp.energy_j, "step_time_s": st.step_time_s, "memory_bytes": st.memory_bytes,
                   "mfu": st.mfu}

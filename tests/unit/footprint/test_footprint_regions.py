@@ -66,6 +66,21 @@ def test_compare_ranks_by_co2e_and_cost() -> None:
         compare_regions(["FRA", "fra"], num_chips=1, duration_s=1.0, power_w=1.0)
 
 
+def test_compare_prices_each_cloud_region_at_its_instance_price() -> None:
+    from greentrain.footprint.prices import device_price_usd_per_s
+    from greentrain.hardware.catalog import get_chip
+
+    chip = get_chip("a100-40gb")
+    ranked = compare_regions(["us-central1", "FRA"], num_chips=8, duration_s=3600.0, chip=chip)
+    by = {r.region.code: r.footprint for r in ranked}
+    quote = device_price_usd_per_s(chip, site_for_region("us-central1"))
+    assert quote is not None and by["us-central1"].cost_usd == pytest.approx(8 * 3600 * quote.usd_per_device_s)
+    assert any(quote.instance in n for n in by["us-central1"].notes)
+    assert by["FRA"].cost_usd == pytest.approx(8 * 3600 * chip.price_usd_per_s)  # no cloud region: catalog price
+    fixed = compare_regions(["us-central1"], num_chips=8, duration_s=3600.0, chip=chip, price_usd_per_device_s=1e-3)
+    assert fixed[0].footprint.cost_usd == pytest.approx(8 * 3600 * 1e-3)  # a given price wins
+
+
 def test_model_card_in_grams() -> None:
     site = site_for_region("europe-west9")
     fp = footprint(num_chips=2, duration_s=units.hours_to_s(3), site=site, power_w=400.0)

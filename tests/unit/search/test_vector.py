@@ -118,3 +118,19 @@ def test_chip_without_tdp_is_one_line_error() -> None:
     chip = dataclasses.replace(sc.cluster.chip, tdp_w=0.0)
     with pytest.raises(ConfigError, match="tdp_w"):
         footprint_arrays(num_chips=8, duration_s=np.ones(2), utilization=np.ones(2), site=sc.site, chip=chip)
+
+
+def test_search_prices_like_estimate_run_in_a_cloud_region() -> None:
+    """The region's instance price (footprint/prices.py) is used by both paths, not the catalog price."""
+    from greentrain.footprint.prices import device_price_usd_per_s
+    from greentrain.search.engine import search
+
+    sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "a100-40gb", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 2048, "train_tokens": 1e9},
+                             "site": {"region": "us-central1"}})
+    quote = device_price_usd_per_s(sc.cluster.chip, sc.site)
+    assert quote is not None and quote.usd_per_device_s != sc.cluster.chip.price_usd_per_s
+    best = search([sc], objective="cost", top_k=1, space=SearchSpace(max_micro_batch=2)).ranked[0]
+    ref = estimate_run(sc, best.strategy).footprint
+    assert best.cost_usd == pytest.approx(ref.cost_usd, rel=RTOL)
+    assert best.cost_usd == pytest.approx(quote.usd_per_device_s * ref.device_hours * 3600, rel=RTOL)
