@@ -3,11 +3,15 @@
 The rule (docs/footprint.md, "Cloud prices"):
 1. the site's region must be a cloud region (aws, azure or gcp); a grid zone (``FRA``, ``US-VA``) or a site
    given by its intensity has no instance price, and the caller keeps the chip's catalog price;
-2. among that provider's instances carrying the chip in that region, take the one with the most chips per
+2. rows are dated (``date``, ``YYYY-MM`` or ``YYYY-MM-DD``, the date of the price list): of the rows for one
+   (instance, region) only the NEWEST carrying a price in the asked market counts, so a list price that was cut
+   (AWS P4/P5, June 2025) is superseded by its newer row while the old row stays in the table as history;
+3. among that provider's instances carrying the chip in that region, take the one with the most chips per
    instance (the training shape), ties to the cheapest per device-hour;
-3. if the region lists none, take the same provider's instance from its other regions by the same rule
+4. if the region lists none, take the same provider's instance from its other regions by the same rule
    (ties to the cheapest), and say so in the quote's ``source``;
-4. ``market="spot"`` uses the instance's published spot price; an instance without one gives no quote.
+5. ``market="spot"`` uses the instance's published spot price (spot prices move: each row's source says when it
+   was read); an instance without one gives no quote.
 Price per device-second = instance price per hour / chips per instance / 3,600.
 
 The CSV is read once (cached); a lookup is a dict access plus a cached per-(chip, region, market) result, so
@@ -17,6 +21,7 @@ the vectorised search can call ``device_price_usd_per_s`` for every (chip, site)
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -29,6 +34,7 @@ from greentrain.footprint.site import Site
 from greentrain.hardware.chip import Chip
 
 MARKETS = ("on-demand", "spot")
+_DATE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")  # YYYY-MM or YYYY-MM-DD
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +53,7 @@ class CloudPrice:
 
     def __post_init__(self) -> None:
         where = f"cloud_prices.csv({self.instance}, {self.region})"
+        require(bool(_DATE.match(self.date)), f"{where}.date", self.date, "must be YYYY-MM or YYYY-MM-DD")
         require(self.chips_per_instance >= 1, f"{where}.chips_per_instance", self.chips_per_instance, "must be >= 1")
         require(self.on_demand_usd_per_s > 0, f"{where}.on_demand_usd_per_hour",
                 self.on_demand_usd_per_s * units.HOUR_S, "must be > 0")
@@ -67,6 +74,7 @@ class PriceQuote:
     region: str  # the region the price was published for (may differ from the site's: see source)
     market: str
     source: str
+    date: str = ""  # the date of the price list the quote comes from
 
     @property
     def usd_per_device_hour(self) -> float:
@@ -108,9 +116,21 @@ def _index() -> dict[tuple[str, str], tuple[CloudPrice, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _newest(rows: list[CloudPrice], market: str) -> list[CloudPrice]:
+    """Per (instance, region), the newest row with a price in ``market`` (rule 2 of the module docstring)."""
+    newest: dict[tuple[str, str], CloudPrice] = {}
+    for r in rows:
+        if r.usd_per_device_s(market) is None:
+            continue
+        key = (r.instance, r.region)
+        if key not in newest or r.date > newest[key].date:  # ISO dates compare as strings
+            newest[key] = r
+    return list(newest.values())
+
+
 def _best(rows: list[CloudPrice], market: str) -> CloudPrice | None:
-    """Most chips per instance, then cheapest per device-second; rows without a price in ``market`` skipped."""
-    priced = [(r, p) for r in rows if (p := r.usd_per_device_s(market)) is not None]
+    """Newest row per instance, then most chips per instance, then cheapest per device-second."""
+    priced = [(r, p) for r in _newest(rows, market) if (p := r.usd_per_device_s(market)) is not None]
     if not priced:
         return None
     return min(priced, key=lambda rp: (-rp[0].chips_per_instance, rp[1]))[0]
@@ -136,7 +156,7 @@ def _quote(chip_name: str, region_code: str, market: str) -> PriceQuote | None:
     price = best.usd_per_device_s(market)
     assert price is not None  # _best only returns rows priced in this market
     return PriceQuote(usd_per_device_s=price, instance=best.instance, provider=best.provider, region=best.region,
-                      market=market, source=source)
+                      market=market, source=source, date=best.date)
 
 
 def device_price_usd_per_s(chip: Chip, site: Site, market: str = "on-demand") -> PriceQuote | None:

@@ -86,9 +86,11 @@ def test_cloud_price_rows_are_consistent() -> None:
     known = {r.code.lower() for r in list_regions() if r.kind == "cloud"} | TPU_ONLY_REGIONS
     seen = set()
     for row in _rows("cloud_prices.csv"):
-        key = (row["provider"], row["instance"], row["region"])
+        key = (row["provider"], row["instance"], row["region"], row["date"])  # one row per price-list date
         assert key not in seen
         seen.add(key)
+        if row["spot_usd_per_hour"]:
+            assert 0 < float(row["spot_usd_per_hour"]) < float(row["on_demand_usd_per_hour"])
         get_chip(row["chip"])  # every chip is a catalog chip
         assert row["region"] in known, row["region"]
         per_device = float(row["on_demand_usd_per_hour"]) / int(row["chips_per_instance"])
@@ -102,7 +104,8 @@ def test_lookup_picks_the_region_instance() -> None:
     h100 = get_chip("h100-sxm")
     q = device_price_usd_per_s(h100, site_for_region("us-east-1"))
     assert q is not None and q.instance == "p5.48xlarge" and q.provider == "aws"
-    assert q.usd_per_device_s == pytest.approx(98.32 / 8 / units.HOUR_S)
+    # the post-June-2025 list price (2026-11 row) supersedes the 2025-05 row of $98.32
+    assert q.usd_per_device_s == pytest.approx(55.04 / 8 / units.HOUR_S) and q.date == "2026-11"
     q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("eastus"))
     assert q is not None and q.instance == "Standard_ND96asr_v4"
     q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("us-central1"))
@@ -120,7 +123,7 @@ def test_no_quote_for_grid_zones_other_providers_and_unpriced_spot() -> None:
     h100 = get_chip("h100-sxm")
     assert device_price_usd_per_s(h100, site_for_region("FRA")) is None
     assert device_price_usd_per_s(h100, Site.from_intensity(300.0)) is None
-    assert device_price_usd_per_s(h100, site_for_region("eastus")) is None  # no Azure H100 row
+    assert device_price_usd_per_s(get_chip("mi300x"), site_for_region("eastus")) is None  # no ND MI300X v5 row
     assert device_price_usd_per_s(h100, site_for_region("us-east-1"), "spot") is None
     with pytest.raises(ConfigError, match="market"):
         device_price_usd_per_s(h100, site_for_region("us-east-1"), "reserved")
@@ -150,7 +153,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_cli_uses_the_instance_price_and_notes_it(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _cli(capsys, "--region", "us-east-1", "--json")
     d = json.loads(out)
-    assert rc == 0 and d["cost_usd"] == pytest.approx(80 * 98.32 / 8)
+    assert rc == 0 and d["cost_usd"] == pytest.approx(80 * 55.04 / 8)
     assert any("p5.48xlarge" in n for n in d["notes"])
     rc, out, _ = _cli(capsys, "--region", "us-east-1", "--price-usd-per-hour", "2", "--json")
     assert json.loads(out)["cost_usd"] == pytest.approx(160.0)  # an explicit price wins
@@ -171,3 +174,89 @@ def test_cli_bad_market_is_one_line_exit_2(argv: list[str], capsys: pytest.Captu
     rc, out, err = _cli(capsys, *argv)
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_newest_row_wins_per_market_and_old_rows_stay() -> None:
+    rows = [r for r in prices.cloud_prices() if r.instance == "p5.48xlarge" and r.region == "us-east-1"]
+    assert sorted(r.date for r in rows) == ["2025-05", "2026-11"]  # both the pre-cut and the post-cut list price
+    q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("us-central1"))
+    assert q is not None and q.date == "2025-03"  # a2-highgpu-8g: the 2025-03 row over the 2024-12 row
+    assert q.usd_per_device_hour == pytest.approx(29.38708 / 8)
+
+
+def _rows_as_index(monkeypatch: pytest.MonkeyPatch, *rows: CloudPrice) -> None:
+    index: dict[tuple[str, str], tuple[CloudPrice, ...]] = {}
+    for r in rows:
+        index[(r.provider, r.chip)] = (*index.get((r.provider, r.chip), ()), r)
+    monkeypatch.setattr(prices, "_index", lambda: index)
+    monkeypatch.setattr(prices, "_quote", prices._quote.__wrapped__)
+
+
+def _row(date: str, on_demand: float, spot: float | None) -> CloudPrice:
+    return CloudPrice(provider="aws", instance="p5.48xlarge", chip="h100-sxm", chips_per_instance=8,
+                      region="us-east-1", on_demand_usd_per_s=on_demand / units.HOUR_S,
+                      spot_usd_per_s=None if spot is None else spot / units.HOUR_S, source="test", date=date)
+
+
+def test_newest_rule_is_per_market(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a newer row without a spot price does not hide the older row's spot price; it does replace on-demand
+    _rows_as_index(monkeypatch, _row("2025-05", 98.32, 40.0), _row("2026-11", 55.04, None),
+                   _row("2024-01-15", 120.0, 16.0))
+    site, h100 = site_for_region("us-east-1"), get_chip("h100-sxm")
+    on_demand = device_price_usd_per_s(h100, site)
+    spot = device_price_usd_per_s(h100, site, "spot")
+    assert on_demand is not None and on_demand.date == "2026-11"
+    assert on_demand.usd_per_device_hour == pytest.approx(6.88)
+    assert spot is not None and spot.date == "2025-05" and spot.usd_per_device_hour == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("date", ["2025", "2025-13", "25-05", "2025/05", ""])
+def test_bad_row_date_is_a_config_error(date: str) -> None:
+    with pytest.raises(ConfigError, match="date"):
+        _row(date, 98.32, None)
+
+
+@pytest.mark.parametrize(("chip", "region", "instance", "spot_usd_per_hour", "chips"), [
+    ("h100-sxm", "us-central1", "a3-highgpu-8g", 35.3957497, 8),
+    ("a100-80gb", "us-central1", "a2-ultragpu-8g", 16.2197468, 8),
+    ("h200", "us-east-1", "p5en.48xlarge", 27.1988, 8),
+    ("h200", "us-central1", "a3-ultragpu-8g", 50.0856, 8),
+])
+def test_published_spot_prices(chip: str, region: str, instance: str, spot_usd_per_hour: float,
+                               chips: int) -> None:
+    q = device_price_usd_per_s(get_chip(chip), site_for_region(region), "spot")
+    assert q is not None and q.instance == instance and q.market == "spot"
+    assert q.usd_per_device_hour == pytest.approx(spot_usd_per_hour / chips)
+    on_demand = device_price_usd_per_s(get_chip(chip), site_for_region(region))
+    assert on_demand is not None and q.usd_per_device_s < on_demand.usd_per_device_s
+
+
+def test_spot_falls_back_within_the_provider() -> None:
+    # us-east4 lists a3-megagpu-8g, so it is priced there; europe-west4 lists no GCP H100 row, so the cheapest
+    # 8-GPU row of the other regions (a3-highgpu-8g, us-central1) is taken and the source says so
+    q = device_price_usd_per_s(get_chip("h100-sxm"), site_for_region("us-east4"), "spot")
+    assert q is not None and q.instance == "a3-megagpu-8g" and q.region == "us-east4"
+    q = device_price_usd_per_s(get_chip("h100-sxm"), site_for_region("europe-west4"), "spot")
+    assert q is not None and q.region == "us-central1" and "europe-west4" in q.source
+
+
+def test_cli_spot_with_a_published_price(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _cli(capsys, "--region", "us-central1", "--spot", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["cost_usd"] == pytest.approx(80 * 35.3957497 / 8)
+    assert any("a3-highgpu-8g" in n and "spot" in n for n in d["notes"])
+
+
+def test_new_zone_hong_kong_and_remaining_gaps() -> None:
+    assert exchange_rates()["HKD"] == pytest.approx(1 / 7.80, rel=1e-5)
+    usd, source, year = electricity_prices()["HKG"]
+    assert usd == pytest.approx(1.443 / 7.80, rel=1e-5) and "CLP" in source and year == 2025
+    for code in ("asia-east2", "ap-east-1", "eastasia"):  # the Hong Kong regions of GCP, AWS and Azure
+        assert get_region(code).electricity_usd_per_kwh == pytest.approx(usd)
+    assert "HKG" not in electricity_price_gaps()
+    assert {"GBR", "NOR", "CHE", "SGP"} <= set(electricity_price_gaps())
+
+
+def test_catalog_h200_price_is_the_p5en_row() -> None:
+    row = next(r for r in prices.cloud_prices() if r.instance == "p5en.48xlarge")
+    assert get_chip("h200").price_usd_per_s == pytest.approx(row.usd_per_device_s("on-demand"))
