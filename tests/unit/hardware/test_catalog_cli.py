@@ -42,7 +42,7 @@ def test_chips_json_has_si_unit_keys(capsys: pytest.CaptureFixture[str]) -> None
     assert h100["peak_bf16_flop_per_s"] == 989.5e12
     assert h100["memory_bytes"] == 80 * 2**30
     assert h100["memory_bytes_per_s"] == 3.35e12
-    assert h100["price_usd_per_s"] == pytest.approx(98.32 / 8 / 3600)
+    assert h100["price_usd_per_s"] == pytest.approx(55.04 / 8 / 3600)  # p5.48xlarge after the June 2025 cut
     assert "h100" in h100["aliases"] and h100["source"]
 
 

@@ -14,6 +14,7 @@ from greentrain.estimate.run import estimate_run
 from greentrain.estimate.step import estimate_step
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
+from greentrain.footprint.prices import device_price_usd_per_s
 from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import scenario_from_dict
@@ -72,8 +73,10 @@ def test_footprint_arrays_equal_estimate_run() -> None:
     est = estimate_steps(sc, rows)
     pick = np.random.default_rng(0).choice(len(est.index), 25, replace=False)
     run_s = est.step_time_s[pick] * sc.workload.steps()
+    quote = device_price_usd_per_s(sc.cluster.chip, sc.site)  # the region's instance price, as estimate_run
+    assert quote is not None
     fp = footprint_arrays(num_chips=64, duration_s=run_s, utilization=est.utilization[pick], site=sc.site,
-                          chip=sc.cluster.chip)
+                          chip=sc.cluster.chip, price_usd_per_device_s=quote.usd_per_device_s)
     for k, j in enumerate(pick):
         ref = estimate_run(sc, rows.row(int(est.index[j]))).footprint
         for got, want in ((fp.energy_j[k], ref.energy_j), (fp.emissions_kg_co2e[k], ref.emissions_kg_co2e),
@@ -122,7 +125,6 @@ def test_chip_without_tdp_is_one_line_error() -> None:
 
 def test_search_prices_like_estimate_run_in_a_cloud_region() -> None:
     """The region's instance price (footprint/prices.py) is used by both paths, not the catalog price."""
-    from greentrain.footprint.prices import device_price_usd_per_s
     from greentrain.search.engine import search
 
     sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "a100-40gb", "num_chips": 8},
