@@ -1,7 +1,11 @@
 """Rank 0's view of a torchrun job: the per-rank measurements folded into one.
 
-Sums: tokens, FLOPs, energy (each rank measured its own GPU; RAPL only on local rank 0, so no socket is
-counted twice). Maxima: step time and duration (the slowest rank sets the pace), memory per device.
+Sums: FLOPs, energy (each rank measured its own GPU; RAPL only on local rank 0, so no socket is counted
+twice), tokens divided by ``model_parallel_size`` (the ranks of one tensor/pipeline/context-parallel group
+all see the same batch: summing them would count its tokens once per rank). Maxima: step time and
+duration (the slowest rank sets the pace), memory per device. Per module: FLOPs and energy summed over the
+ranks (under DTensor each rank counts its local shard), times and memory the slowest / largest rank's.
+Each rank's own figures are kept in ``Measurement.ranks``.
 """
 
 from __future__ import annotations
@@ -9,12 +13,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from greentrain.measure.summary import Measurement
+from greentrain.config import require
+from greentrain.measure.summary import Measurement, ModuleStats, RankStats
 
 
-def aggregate(per_rank: Sequence[Measurement]) -> Measurement:
+def _modules(per_rank: Sequence[Measurement]) -> tuple[ModuleStats, ...]:
+    """Rank 0's module list with FLOPs and energy summed over the ranks, times and memory maxed."""
+    out = []
+    for x in per_rank[0].modules:
+        same = [m for r in per_rank for m in r.modules if m.name == x.name]
+        out.append(replace(x, forward_s=max(m.forward_s for m in same), backward_s=max(m.backward_s for m in same),
+                           forward_flop=sum(m.forward_flop for m in same),
+                           backward_flop=sum(m.backward_flop for m in same),
+                           memory_bytes=max(m.memory_bytes for m in same), energy_j=sum(m.energy_j for m in same)))
+    return tuple(out)
+
+
+def rank_stats(rank: int, m: Measurement) -> RankStats:
+    return RankStats(rank=rank, step_time_s=m.step_time_s, flop=m.flop, tokens=m.tokens,
+                     it_energy_j=m.it_energy_j, memory_bytes=m.memory_bytes)
+
+
+def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> Measurement:
+    """One Measurement of the job from each rank's (index = rank)."""
     if not per_rank:
         raise ValueError("aggregate() needs at least one measurement")
+    require(model_parallel_size >= 1 and len(per_rank) % model_parallel_size == 0, "model_parallel_size",
+            model_parallel_size, f"must be >= 1 and divide the number of ranks ({len(per_rank)})")
     first = per_rank[0]
 
     def total(name: str) -> float:
@@ -27,11 +52,13 @@ def aggregate(per_rank: Sequence[Measurement]) -> Measurement:
     steps_s = most("step_time_s") * max(first.num_steps - 1, 1)
     it_energy_j = total("it_energy_j")
     statuses = sorted({m.status for m in per_rank})
+    mp = float(model_parallel_size)
     return replace(
         first, status=statuses[0] if len(statuses) == 1 else "mixed: " + ", ".join(statuses),
         world_size=len(per_rank), duration_s=duration_s, step_time_s=most("step_time_s"),
         first_step_time_s=most("first_step_time_s"), forward_s=most("forward_s"), backward_s=most("backward_s"),
-        tokens=total("tokens"), tokens_per_s=total("tokens_per_s"), samples_per_s=total("samples_per_s"),
+        tokens=total("tokens") / mp, tokens_per_s=total("tokens_per_s") / mp,
+        samples_per_s=total("samples_per_s") / mp,
         flop=total("flop"), flop_per_step=total("flop_per_step"), flop_per_s=total("flop_per_s"),
         memory_bytes=most("memory_bytes"), peak_rss_bytes=most("peak_rss_bytes"),
         peak_cuda_bytes=most("peak_cuda_bytes"), gpu_energy_j=total("gpu_energy_j"),
@@ -39,4 +66,5 @@ def aggregate(per_rank: Sequence[Measurement]) -> Measurement:
         energy_j=total("energy_j"), energy_j_per_step=total("energy_j_per_step"),
         power_w=it_energy_j / duration_s if duration_s > 0 else 0.0,
         meters=tuple({(m.name, m.measured, m.source): m for r in per_rank for m in r.meters}.values()),
+        modules=_modules(per_rank), ranks=tuple(rank_stats(i, m) for i, m in enumerate(per_rank)),
         notes=(*first.notes, f"aggregated over {len(per_rank)} ranks; steady step span {steps_s:.3g} s"))

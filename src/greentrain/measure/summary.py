@@ -43,6 +43,18 @@ class ModuleStats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RankStats:
+    """One rank's own figures in an aggregated (torchrun) measurement."""
+
+    rank: int
+    step_time_s: float
+    flop: float  # FLOPs this rank executed (local shards under DTensor)
+    tokens: float
+    it_energy_j: float
+    memory_bytes: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     status: str
     duration_s: float
@@ -75,6 +87,7 @@ class Measurement:
     emissions_kg_co2e: float | None = None
     cost_usd: float | None = None
     modules: tuple[ModuleStats, ...] = ()
+    ranks: tuple[RankStats, ...] = ()  # per-rank figures, filled by measure.distributed.aggregate
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -87,10 +100,11 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {f: getattr(self, f) for f in self.__dataclass_fields__
-                             if f not in ("meters", "modules", "notes")}
+                             if f not in ("meters", "modules", "ranks", "notes")}
         d["energy_kwh"] = self.energy_kwh
         d["meters"] = [{"name": m.name, "measured": m.measured, "source": m.source} for m in self.meters]
         d["modules"] = [{f: getattr(m, f) for f in m.__dataclass_fields__} for m in self.modules]
+        d["ranks"] = [{f: getattr(r, f) for f in r.__dataclass_fields__} for r in self.ranks]
         d["notes"] = list(self.notes)
         return d
 

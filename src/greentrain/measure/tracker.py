@@ -51,10 +51,14 @@ class Tracker:
                  out_dir: str | Path = "greentrain-out", depth: int | None = 1, count_flops: bool = True,
                  meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
                  interval_s: float = 0.5, project_name: str = "greentrain", print_summary: bool = True,
-                 write_outputs: bool = True, jsonl_name: str | None = None) -> None:
+                 write_outputs: bool = True, jsonl_name: str | None = None,
+                 model_parallel_size: int = 1) -> None:
         self.site = make_site(region, grid_g_per_kwh, pue)  # checks the inputs before anything runs
         self.pue = pue
         require(interval_s > 0, "interval_s", interval_s, "must be > 0")
+        # ranks that share one batch (tp x pp x cp): rank 0 divides the summed tokens by it
+        require(model_parallel_size >= 1, "model_parallel_size", model_parallel_size, "must be >= 1")
+        self.model_parallel_size = model_parallel_size
         self.model, self.depth, self.count_flops = model, depth, count_flops
         self.out_dir = Path(out_dir)
         self.meters_arg, self.cpu_tdp_w, self.interval_s = meters, cpu_tdp_w, interval_s
@@ -177,7 +181,7 @@ class Tracker:
         dist.all_gather_object(gathered, mine)
         from greentrain.measure.distributed import aggregate
 
-        return aggregate(gathered) if self.rank == 0 else None
+        return aggregate(gathered, self.model_parallel_size) if self.rank == 0 else None
 
     # -- context manager and decorator ------------------------------------------------------------
     def __enter__(self) -> Tracker:

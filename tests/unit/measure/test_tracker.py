@@ -60,7 +60,8 @@ def test_no_region_means_energy_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kwargs, field", [({"pue": 0.9}, "pue"), ({"grid_g_per_kwh": -1.0}, "grid_g_per_kwh"),
-                                           ({"interval_s": 0.0}, "interval_s")])
+                                           ({"interval_s": 0.0}, "interval_s"),
+                                           ({"model_parallel_size": 0}, "model_parallel_size")])
 def test_bad_input(tmp_path: Path, kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         greentrain.Tracker(out_dir=tmp_path, **kwargs)
