@@ -294,9 +294,12 @@ class NvmlMeter:
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self._indices]
             if not self._handles:
                 raise OSError("no NVIDIA GPU")
+            # NVMLError_NotSupported before Volta: the caller falls back to another meter
             self._start_mj = [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self._handles]
             self.names = [str(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
-        except pynvml.NVMLError as e:
+        except (pynvml.NVMLError, OSError) as e:
+            with contextlib.suppress(Exception):  # initialised or not: leave NVML as we found it
+                pynvml.nvmlShutdown()
             raise OSError(f"NVML: {e}") from e
 
     def read(self) -> EnergyReading:

@@ -1,0 +1,57 @@
+"""The Tracker's CUDA paths (CUDA-event timing, allocator peak, NVML energy, FLOPs of the fused attention
+kernels). Skipped without CUDA; on CPU-only machines these lines are the only check that they import."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "measure"))
+from tiny_gpt import GPT, linear_weight_params, train_step
+
+from greentrain.measure.hooks import ModuleHooks
+from greentrain.measure.tracker import Tracker
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+B, S, D, L = 4, 64, 128, 2
+
+
+def _model() -> tuple[GPT, torch.optim.Optimizer, torch.Tensor]:
+    torch.manual_seed(0)
+    model = GPT(vocab=512, d=D, layers=L, heads=4, seq=S).cuda()
+    return model, torch.optim.SGD(model.parameters(), lr=1e-3), torch.randint(0, 512, (B, S), device="cuda")
+
+
+def test_cuda_flops_are_6nd_plus_attention() -> None:
+    model, opt, idx = _model()
+    hooks = ModuleHooks(model)
+    assert hooks.cuda
+    train_step(model, opt, idx)
+    step = hooks.finish_step()
+    hooks.remove()
+    # Kaplan et al. 2020 eq. 2.1 plus attention (Narayanan et al. 2021 §5.1): the fused CUDA kernels use the
+    # same convention as the CPU one (backward = 2x forward), within 1 %
+    expected = 6 * linear_weight_params(model) * B * S + 12 * L * B * S * S * D
+    assert step["flop"] == pytest.approx(expected, rel=0.01)
+    assert step["peak_cuda_bytes"] > 0
+
+
+def test_tracker_on_cuda_times_memory_energy(tmp_path: Path) -> None:
+    model, opt, idx = _model()
+    with Tracker(model, grid_g_per_kwh=100.0, out_dir=tmp_path, print_summary=False, interval_s=0.1) as t:
+        for _ in range(5):
+            train_step(model, opt, idx)
+            t.step()
+    m = t.measurement
+    assert m is not None and m.status == "ok" and m.num_steps == 5
+    assert m.peak_cuda_bytes > 0 and m.memory_bytes == m.peak_cuda_bytes
+    assert 0 < m.forward_s + m.backward_s <= 1.05 * m.step_time_s + 1e-3  # CUDA-event spans inside the step
+    covered = sum(x.forward_s + x.backward_s for x in m.modules)
+    assert 0.5 * (m.forward_s + m.backward_s) <= covered <= 1.05 * (m.forward_s + m.backward_s)
+    gpu = [x for x in m.meters if x.name == "gpu"]
+    if gpu:  # nvidia-ml-py installed and the GPU has an energy counter (Volta or newer)
+        assert gpu[0].measured and m.gpu_energy_j > 0
