@@ -52,7 +52,8 @@ def test_budget_and_deadline_filter(sc: Scenario) -> None:
     budget = 1.01 * cheapest.cost_usd
     b = search([sc], space=SPACE, top_k=5, constraints=Constraints(max_chips=16, budget_usd=budget))
     assert all(c.cost_usd <= budget for c in b.ranked) and b.ranked[0].run_time_s >= fastest.run_time_s
-    with pytest.raises(InfeasibleError, match=r"meets the constraints \(deadline .* days\); without them the fastest takes"):
+    with pytest.raises(InfeasibleError,
+                       match=r"meets the constraints \(deadline .* days\); without them the fastest takes"):
         search([sc], space=SPACE, constraints=Constraints(deadline_s=1.0))
 
 
