@@ -42,10 +42,10 @@ class Constraints:
     deadline_s: float = 0.0
 
     def __post_init__(self) -> None:
-        require(self.max_chips >= 0, "--max-chips", self.max_chips, "must be >= 1")
+        require(self.max_chips >= 0, "--max-chips", self.max_chips, "must be >= 0 (0: the scenario's chip count)")
         require(0.0 <= self.memory_headroom < 1.0, "--memory-headroom", self.memory_headroom, "must be in [0, 1)")
-        require(self.budget_usd >= 0, "--budget-usd", self.budget_usd, "must be > 0")
-        require(self.deadline_s >= 0, "--deadline-days", units.s_to_days(self.deadline_s), "must be > 0")
+        require(self.budget_usd >= 0, "--budget-usd", self.budget_usd, "must be >= 0 (0: no limit)")
+        require(self.deadline_s >= 0, "--deadline-days", units.s_to_days(self.deadline_s), "must be >= 0 (0: no limit)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
