@@ -124,7 +124,8 @@ def test_no_quote_for_grid_zones_other_providers_and_unpriced_spot() -> None:
     assert device_price_usd_per_s(h100, site_for_region("FRA")) is None
     assert device_price_usd_per_s(h100, Site.from_intensity(300.0)) is None
     assert device_price_usd_per_s(get_chip("mi300x"), site_for_region("eastus")) is None  # no ND MI300X v5 row
-    assert device_price_usd_per_s(h100, site_for_region("us-east-1"), "spot") is None
+    assert device_price_usd_per_s(h100, site_for_region("eastus"), "spot") is None  # ND H100 v5: no spot row
+    assert device_price_usd_per_s(get_chip("t4"), site_for_region("us-central1"), "spot") is None
     with pytest.raises(ConfigError, match="market"):
         device_price_usd_per_s(h100, site_for_region("us-east-1"), "reserved")
 
@@ -160,7 +161,7 @@ def test_cli_uses_the_instance_price_and_notes_it(capsys: pytest.CaptureFixture[
 
 
 def test_cli_spot(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = _cli(capsys, "--region", "us-east-1", "--spot")
+    rc, out, err = _cli(capsys, "--region", "eastus", "--spot")  # Azure ND H100 v5 publishes no spot row here
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "spot" in err
     _with_spot(monkeypatch)
     rc, out, _ = _cli(capsys, "--region", "us-east-1", "--spot", "--json")
@@ -178,7 +179,10 @@ def test_cli_bad_market_is_one_line_exit_2(argv: list[str], capsys: pytest.Captu
 
 def test_newest_row_wins_per_market_and_old_rows_stay() -> None:
     rows = [r for r in prices.cloud_prices() if r.instance == "p5.48xlarge" and r.region == "us-east-1"]
-    assert sorted(r.date for r in rows) == ["2025-05", "2026-11"]  # both the pre-cut and the post-cut list price
+    # the pre-cut list price, the SkyPilot spot snapshot (2025-11 lower bound) and the post-cut list price
+    assert sorted(r.date for r in rows) == ["2025-05", "2025-11", "2026-11"]
+    q = device_price_usd_per_s(get_chip("h100-sxm"), site_for_region("us-east-1"))
+    assert q is not None and q.date == "2026-11"  # on-demand: the newest row with an on-demand price
     q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("us-central1"))
     assert q is not None and q.date == "2025-03"  # a2-highgpu-8g: the 2025-03 row over the 2024-12 row
     assert q.usd_per_device_hour == pytest.approx(29.38708 / 8)
@@ -254,9 +258,74 @@ def test_new_zone_hong_kong_and_remaining_gaps() -> None:
     for code in ("asia-east2", "ap-east-1", "eastasia"):  # the Hong Kong regions of GCP, AWS and Azure
         assert get_region(code).electricity_usd_per_kwh == pytest.approx(usd)
     assert "HKG" not in electricity_price_gaps()
-    assert {"GBR", "NOR", "CHE", "SGP"} <= set(electricity_price_gaps())
+    assert {"NOR", "CHE", "SGP"} <= set(electricity_price_gaps())
 
 
 def test_catalog_h200_price_is_the_p5en_row() -> None:
     row = next(r for r in prices.cloud_prices() if r.instance == "p5en.48xlarge")
     assert get_chip("h200").price_usd_per_s == pytest.approx(row.usd_per_device_s("on-demand"))
+
+
+# --- third pass (2026-11-21): SkyPilot catalog spot snapshots, p6-b200, Azure ND rows, GBR --------------------
+
+@pytest.mark.parametrize(("chip", "region", "instance", "spot_usd_per_hour", "date"), [
+    ("a100-40gb", "us-east-1", "p4d.24xlarge", 2.4655, "2025-11"),
+    ("a100-80gb", "us-east-1", "p4de.24xlarge", 8.6505, "2025-11"),
+    ("h100-sxm", "us-east-1", "p5.48xlarge", 17.6289, "2025-11"),
+    ("b200", "us-east-1", "p6-b200.48xlarge", 21.0148, "2025-11"),
+    ("a100-80gb", "eastus", "Standard_ND96amsr_A100_v4", 3.6047, "2024-08"),
+    ("a100-40gb", "eastus", "Standard_ND96asr_v4", 2.99167, "2024-08"),
+    ("v100-32gb", "eastus", "Standard_ND40rs_v2", 2.42352, "2024-08"),
+])
+def test_skypilot_catalog_spot_snapshots(chip: str, region: str, instance: str, spot_usd_per_hour: float,
+                                         date: str) -> None:
+    q = device_price_usd_per_s(get_chip(chip), site_for_region(region), "spot")
+    assert q is not None and q.instance == instance and q.date == date
+    assert q.usd_per_device_hour == pytest.approx(spot_usd_per_hour / 8)
+    assert "skypilot-catalog" in q.source
+
+
+def test_spot_snapshot_does_not_displace_newer_on_demand_rows() -> None:
+    # Azure ND96asr_v4: the 2024-08 snapshot carries spot; on-demand still comes from the 2026-11 row
+    q = device_price_usd_per_s(get_chip("a100-40gb"), site_for_region("eastus"))
+    assert q is not None and q.date == "2026-11" and q.usd_per_device_hour == pytest.approx(27.1968 / 8)
+    # p6-b200: on-demand from the dated 2026-08 Vantage-derived row; same list price as the snapshot
+    q = device_price_usd_per_s(get_chip("b200"), site_for_region("us-east-1"))
+    assert q is not None and q.date == "2026-08" and q.usd_per_device_hour == pytest.approx(14.2416)
+
+
+def test_new_on_demand_rows() -> None:
+    q = device_price_usd_per_s(get_chip("a100-80gb"), site_for_region("eastus"))
+    assert q is not None and q.instance == "Standard_ND96amsr_A100_v4"
+    assert q.usd_per_device_hour == pytest.approx(32.77 / 8)
+    q = device_price_usd_per_s(get_chip("v100-32gb"), site_for_region("eastus"))
+    assert q is not None and q.usd_per_device_hour == pytest.approx(22.032 / 8)
+    # b200 in another AWS region falls back to us-east-1 and says so
+    q = device_price_usd_per_s(get_chip("b200"), site_for_region("us-west-2"))
+    assert q is not None and q.region == "us-east-1" and "us-west-2" in q.source
+
+
+def test_catalog_b200_price_is_the_p6_row_and_gaps_stay_unpriced() -> None:
+    row = next(r for r in prices.cloud_prices() if r.instance == "p6-b200.48xlarge" and r.date == "2026-08")
+    assert get_chip("b200").price_usd_per_s == pytest.approx(row.usd_per_device_s("on-demand"))
+    assert get_chip("b200").price_usd_per_s * units.HOUR_S == pytest.approx(113.9328 / 8)
+    # still no public on-demand price: the catalog says so rather than guessing
+    assert not get_chip("mi300x").price_usd_per_s and not get_chip("h100-pcie").price_usd_per_s
+    assert device_price_usd_per_s(get_chip("mi300x"), site_for_region("eastus")) is None
+
+
+def test_new_zone_great_britain() -> None:
+    assert exchange_rates()["GBP"] == pytest.approx(1.2782)
+    usd, source, year = electricity_prices()["GBR"]
+    assert usd == pytest.approx(0.243 * 1.2782) and year == 2025 and "non-domestic" in source.lower()
+    for code in ("eu-west-2", "europe-west2", "uksouth"):  # the London regions of AWS, GCP and Azure
+        assert get_region(code).electricity_usd_per_kwh == pytest.approx(usd)
+    gaps = electricity_price_gaps()
+    assert "GBR" not in gaps and len(gaps) == 12
+    for zone, reason in gaps.items():
+        assert "2026-11-21" in reason or "third" in reason, zone
+
+
+def test_gap_file_rows_are_dated() -> None:
+    for row in _rows("electricity_price_gaps.csv"):
+        assert row["checked"] == "2026-11-21" and row["reason"].strip(), row
