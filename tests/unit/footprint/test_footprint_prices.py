@@ -329,3 +329,9 @@ def test_new_zone_great_britain() -> None:
 def test_gap_file_rows_are_dated() -> None:
     for row in _rows("electricity_price_gaps.csv"):
         assert row["checked"] == "2026-11-21" and row["reason"].strip(), row
+
+
+def test_catalog_b200_memory_is_the_driver_visible_capacity() -> None:
+    # AWS p6-b200 GpuInfo (skypilot-catalog copy): 183,359 MiB per GPU, i.e. 179.06 GiB, not a binary 180 GiB
+    assert get_chip("b200").memory_bytes == pytest.approx(183_359 * 2**20, rel=1e-5)
+    assert get_chip("h200").memory_bytes == pytest.approx(144_384 * 2**20)  # 141 GiB exactly, same source
