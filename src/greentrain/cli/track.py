@@ -2,6 +2,10 @@
 
 Runs the command as a child process under measurement and writes measurement.json, emissions.csv and (with
 CO2e) model_card_co2.yaml into --out; exits with the child's status.
+
+`greentrain track --summarize DIR [--region CODE ...]` writes the same outputs from the JSONL records a
+``greentrain.Tracker`` left in DIR (one per rank under torchrun): for a job that crashed or was killed
+before rank 0 could gather them.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import json
 from pathlib import Path
 
 from greentrain.config import require
+from greentrain.measure.distributed import merge_rank_files
 from greentrain.measure.outputs import render_table, write_outputs
-from greentrain.measure.summary import make_site
+from greentrain.measure.summary import Measurement, make_site
 from greentrain.measure.track import merge, run_tracked
 
 
@@ -27,11 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-hooks", action="store_true", help="process-level sampling only")
     parser.add_argument("--project-name", default="greentrain", help="project_name in emissions.csv")
     parser.add_argument("--json", action="store_true", help="print measurement JSON instead of a table")
+    parser.add_argument("--summarize", metavar="DIR", help="no command: merge the Tracker records in DIR "
+                        "(greentrain.jsonl or greentrain.rank<r>.jsonl) and write the outputs there")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
 
 
 def run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.summarize is not None:
+        require(not command, "command", " ".join(command), "--summarize takes no command")
+        return _summarize(args)
     require(bool(command), "command", "", "give the command to run after --, e.g. -- python train.py")
     require(args.interval_s > 0, "--interval-s", args.interval_s, "must be > 0")
     require(args.depth == "leaf" or (args.depth.isdigit() and int(args.depth) >= 1), "--depth", args.depth,
@@ -41,9 +51,20 @@ def run(args: argparse.Namespace) -> int:
     code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
                        interval_s=args.interval_s)
     m = merge(out, site, pue=args.pue)
+    _report(m, out, args)
+    return code
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    site = make_site(args.region, args.grid_g_per_kwh, args.pue)
+    out = Path(args.summarize)
+    _report(merge_rank_files(out, site, pue=args.pue), out, args)
+    return 0
+
+
+def _report(m: Measurement, out: Path, args: argparse.Namespace) -> None:
     write_outputs(m, out, project_name=args.project_name)
     if args.json:
         print(json.dumps(m.to_json(), indent=2))
     else:
         render_table(m)
-    return code

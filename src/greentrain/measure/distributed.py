@@ -10,11 +10,18 @@ Each rank's own figures are kept in ``Measurement.ranks``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from greentrain.config import require
-from greentrain.measure.summary import Measurement, ModuleStats, RankStats
+from greentrain.errors import ConfigError
+from greentrain.footprint.site import Site
+from greentrain.measure.records import read_jsonl
+from greentrain.measure.summary import Measurement, ModuleStats, RankStats, summarize, with_footprint
+
+_RANK_FILE = re.compile(r"greentrain\.rank(\d+)\.jsonl$")
 
 
 def _modules(per_rank: Sequence[Measurement]) -> tuple[ModuleStats, ...]:
@@ -68,3 +75,29 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
         meters=tuple({(m.name, m.measured, m.source): m for r in per_rank for m in r.meters}.values()),
         modules=_modules(per_rank), ranks=tuple(rank_stats(i, m) for i, m in enumerate(per_rank)),
         notes=(*first.notes, f"aggregated over {len(per_rank)} ranks; steady step span {steps_s:.3g} s"))
+
+
+def rank_files(out_dir: Path) -> list[Path]:
+    """A Tracker's record files in ``out_dir``: ``greentrain.rank{r}.jsonl`` for r = 0..n-1 (all of them), or
+    the single-process ``greentrain.jsonl``."""
+    require(out_dir.is_dir(), "--summarize", str(out_dir), "must be an existing directory")
+    found = {int(m.group(1)): p for p in out_dir.iterdir() if (m := _RANK_FILE.match(p.name))}
+    if not found:
+        single = out_dir / "greentrain.jsonl"
+        if single.is_file():
+            return [single]
+        raise ConfigError("--summarize", str(out_dir), "holds no greentrain.jsonl or greentrain.rank<r>.jsonl")
+    missing = sorted(set(range(max(found) + 1)) - set(found))
+    require(not missing, "--summarize", str(out_dir), f"lacks the record of rank(s) {missing}")
+    return [found[r] for r in range(len(found))]
+
+
+def merge_rank_files(out_dir: Path, site: Site | None, pue: float | None = None) -> Measurement:
+    """The job's Measurement from the per-rank records a Tracker left in ``out_dir`` (after a crash, a
+    SIGKILL or a rank's error, when rank 0 could not gather them)."""
+    records = [read_jsonl(p) for p in rank_files(out_dir)]
+    per_rank = [summarize(r, None, pue=pue) for r in records]
+    starts = [r for r in records[0] if r.get("type") == "start"]
+    mp = int(starts[-1].get("model_parallel_size", 1)) if starts else 1
+    job = aggregate(per_rank, mp) if len(per_rank) > 1 else per_rank[0]
+    return with_footprint(job, site)

@@ -8,7 +8,9 @@
 Each rank appends its own JSONL record (``greentrain.jsonl``, ``greentrain.rank{r}.jsonl`` under torchrun);
 on ``stop`` rank 0 gathers the per-rank summaries through torch.distributed and writes the outputs
 (measurement.json, emissions.csv, model_card_co2.yaml, a Rich table). An exception in the ``with`` body is
-recorded ("end" record with status "error") and re-raised.
+recorded ("end" record with status "error") and re-raised; under torchrun the failing rank then skips the
+gather (the other ranks are still in their training collectives), and ``greentrain track --summarize DIR``
+merges the per-rank records after the job has stopped.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class Tracker:
         self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
         readings = self._sampler.start()
         self._writer.append({"type": "start", "t_unix": time.time(), "pid": os.getpid(), "rank": self.rank,
-                             "world_size": self.world_size, "argv": sys.argv, "meters": meter_info(readings)})
+                             "world_size": self.world_size, "model_parallel_size": self.model_parallel_size,
+                             "argv": sys.argv, "meters": meter_info(readings)})
         self._writer.flush()
         if self.model is not None:
             self.attach(self.model)
@@ -156,6 +159,16 @@ class Tracker:
         if self._rss is not None:
             self._rss.close()
         mine = summarize(read_jsonl(self.path), None, pue=self.pue)
+        if status != "ok" and self.world_size > 1:
+            # The other ranks are still training (and inside their own collectives): joining a gather here
+            # would hang or mismatch them. This rank's record is on disk; torchrun stops the job, and
+            # `greentrain track --summarize DIR` merges the per-rank files afterwards.
+            print(f"greentrain: rank {self.rank} stopped with an error; its record is {self.path}; merge the "
+                  f"ranks' records with: greentrain track --summarize {self.out_dir}", file=sys.stderr)
+            from greentrain.measure.summary import with_footprint
+
+            self.measurement = with_footprint(mine, self.site)
+            return self.measurement
         m = self._aggregate(mine)
         if m is not None and self.rank == 0:
             from greentrain.measure.summary import with_footprint
