@@ -60,8 +60,9 @@ class Region:
             if self.market_g_co2e_per_kwh is None:
                 raise ConfigError("region", self.code, "no market-based intensity is published for it")
             g = self.market_g_co2e_per_kwh
+        source = self.source if pue is None else self.source.rsplit("; PUE:", 1)[0] + "; PUE: given"
         return Site.from_intensity(g, pue=self.pue if pue is None else pue, region=self.code,
-                                   electricity_usd_per_kwh=self.electricity_usd_per_kwh, source=self.source)
+                                   electricity_usd_per_kwh=self.electricity_usd_per_kwh, source=source)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,13 +128,19 @@ def _price(zone: str) -> float:
     return prices[parent][0] if parent in prices else 0.0
 
 
+def _cite(pue: ProviderPue) -> str:
+    return pue.source if str(pue.year) in pue.source else f"{pue.source} {pue.year}"
+
+
 def _zones() -> dict[str, Region]:
     out = {}
+    unknown = provider_pues()["unknown"]
     for r in _rows("grid_intensity.csv"):
         code = r["zone"]
         out[code] = Region(code=code, name=r["name"], kind=r["kind"], provider="",
                            grid_g_co2e_per_kwh=float(r["grid_g_co2e_per_kwh"]), pue=DEFAULT_PUE,
-                           electricity_usd_per_kwh=_price(code), source=f"{r['source']} [{r['basis']}]",
+                           electricity_usd_per_kwh=_price(code),
+                           source=f"{r['source']} [{r['basis']}]; PUE (operator unknown): {_cite(unknown)}",
                            year=int(r["year"]), zone=code)
     return out
 
@@ -151,8 +158,8 @@ def _cloud(r: dict[str, str], zones: dict[str, Region]) -> Region:
         market = float(own) * (1.0 - float(r["google_cfe"]))
     source = f"{r['source']} {r['year']}"
     if not own:
-        source += f"; grid: {zone.source} {zone.year}"
-    source += f"; PUE: {pue.source} {pue.year}"
+        source += f"; grid: {zone.source.split('; PUE', 1)[0]} {zone.year}"
+    source += f"; PUE: {_cite(pue)}"
     return Region(code=code, name=r["name"], kind="cloud", provider=r["provider"],
                   grid_g_co2e_per_kwh=float(own) if own else zone.grid_g_co2e_per_kwh, pue=pue.pue,
                   electricity_usd_per_kwh=zone.electricity_usd_per_kwh, source=source,

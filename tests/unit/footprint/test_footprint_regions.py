@@ -41,6 +41,15 @@ def test_site_for_region_pue_rules() -> None:
         site_for_region("FRA", pue=0.95)
 
 
+def test_site_source_names_the_pue_it_uses() -> None:
+    """The last ';' part of a Site's source is its PUE's (the footprint table's 'how' column shows it)."""
+    last = {code: site_for_region(code).source.split(";")[-1] for code in ("JPN", "us-east-1", "FRA")}
+    assert "operator unknown" in last["JPN"] and "Uptime Institute" in last["JPN"]
+    assert "AWS" in last["us-east-1"] and "operator unknown" not in site_for_region("us-east-1").source
+    assert site_for_region("FRA", pue=1.2).source.split(";")[-1].strip() == "PUE: given"
+    assert site_for_region("us-east-1", pue=1.3).source.count("PUE") == 1
+
+
 def test_unknown_region_did_you_mean() -> None:
     with pytest.raises(ConfigError, match=r"did you mean.*us-east-1"):
         get_region("us-east-l")
