@@ -184,9 +184,17 @@ def list_regions() -> tuple[Region, ...]:
     return tuple(sorted(_table().values(), key=lambda r: (order[r.kind], r.provider, r.code)))
 
 
+@cache
+def country_aliases() -> dict[str, str]:
+    """ISO 3166-1 alpha-2 code -> the country zone (alpha-3), data/country_codes.csv: ``fr`` is ``FRA``."""
+    return {r["alpha_2"].lower(): r["alpha_3"].lower() for r in _rows("country_codes.csv")}
+
+
 def get_region(code: str) -> Region:
+    """A grid zone (ISO 3166-1 alpha-3 or alpha-2 country, US-XX state, CA-XX province) or cloud region."""
     key = code.strip().lower()
     table = _table()
+    key = key if key in table else country_aliases().get(key, key)
     if key not in table:
         raise ConfigError("region", code, "unknown region" + did_you_mean(key, table))
     return table[key]

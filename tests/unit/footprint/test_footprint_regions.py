@@ -134,3 +134,16 @@ def test_intensity_csv_errors(tmp_path: Path) -> None:
         load_intensity_csv(gap)
     with pytest.raises(ConfigError, match="longer than"):
         window_means(np.ones(3), 5.0)
+
+
+def test_iso_alpha2_country_codes() -> None:
+    from greentrain.footprint.regions import _table, country_aliases
+
+    assert get_region("fr") is get_region("FRA") and get_region(" De ").code == "DEU"
+    assert get_region("US").code == "USA" and get_region("us-east-1").provider == "aws"
+    aliases, table = country_aliases(), _table()
+    assert len(aliases) >= 200 and not set(aliases) & set(table)  # an alias never shadows a code
+    assert all(table[z].kind == "country" for z in aliases.values())
+    assert len(list_regions()) == len(table)  # aliases are not listed twice
+    with pytest.raises(ConfigError, match="unknown region"):
+        get_region("zz")
