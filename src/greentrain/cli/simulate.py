@@ -57,8 +57,9 @@ def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> Non
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise ConfigError(flag, path, f"must end in {' or '.join(suffixes)}")
-    if not (p.parent if str(p.parent) else Path(".")).is_dir():
-        raise ConfigError(flag, path, "its directory does not exist")
+    from greentrain.plotting import check_output_path  # the folder exists and a file can be created in it
+
+    check_output_path(p, flag, suffixes)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
-from greentrain.plotting import pyplot, save_figure
+from greentrain.plotting import check_plot_path, pyplot, save_figure
 from greentrain.sim.cluster import StepSimResult
 from greentrain.sim.results import SwarmResult
 from greentrain.sim.trace import Trace
@@ -86,7 +86,13 @@ def render_step(res: StepSimResult, console: Console) -> None:
     console.print(s)
 
 
-def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: str = "") -> None:
+def check_gantt_path(path: str | Path, flag: str = "--gantt") -> Path:
+    """Fail before the simulation runs if the Gantt chart cannot be written (suffix .png, folder writable)."""
+    return check_plot_path(path, flag, suffixes=(".png",))
+
+
+def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: str = "",
+                flag: str = "--gantt") -> None:
     """A Gantt chart of the trace's device and link tracks (matplotlib, Agg), written atomically."""
     plt = pyplot()
     from matplotlib.patches import Patch
@@ -110,4 +116,4 @@ def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: 
     ax.legend(handles=[Patch(color=_COLORS.get(c, "#888888"), label=c) for c in bars], loc="upper right",
               fontsize=7)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, path, flag=flag)

@@ -10,11 +10,11 @@ naming processes and threads.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from greentrain.plotting import check_output_path, write_atomic
 
 Span = tuple[str, str, float, float, str]
 
@@ -72,18 +72,21 @@ class Trace:
         return {"traceEvents": events, "displayTimeUnit": "ms",
                 "otherData": {"generator": "greentrain simulate", "dropped_spans": self.dropped}}
 
-    def write_chrome(self, path: str | Path) -> None:
-        write_json_atomic(path, self.to_chrome())
+    def write_chrome(self, path: str | Path, flag: str = "--trace") -> None:
+        write_json_atomic(path, self.to_chrome(), flag=flag)
 
 
-def write_json_atomic(path: str | Path, doc: Any) -> None:
-    """Write JSON to a temporary file next to ``path`` and rename it: nothing half-written on failure."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+def check_trace_path(path: str | Path, flag: str = "--trace") -> Path:
+    """Fail before the simulation runs if the trace cannot be written (suffix .json, folder writable)."""
+    return check_output_path(path, flag, (".json",))
+
+
+def write_json_atomic(path: str | Path, doc: Any, flag: str = "--trace") -> None:
+    """Write JSON to a temporary file next to ``path`` and rename it: nothing half-written on failure;
+    an unwritable path is a ConfigError naming ``flag``."""
+
+    def dump(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_atomic(path, flag, dump, suffix=".tmp")

@@ -6,20 +6,15 @@ from pathlib import Path
 
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.report import SweepPoint
+from greentrain.plotting import check_plot_path, pyplot, save_figure
 
 
 def plot_sweep(points: list[SweepPoint], path: str | Path, title: str = "") -> Path:
     """Tx and Rx bytes per chip over the whole run against chips, log-log; written to ``path``."""
     if not points:
         raise ConfigError("plot", str(path), "no data-parallel degree of the sweep divides the layout")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(path)
-    if not out.parent.is_dir():
-        raise ConfigError("plot", str(path), "the folder does not exist")
+    out = check_plot_path(path, "--plot")  # suffix, folder exists and is writable, matplotlib installed
+    plt = pyplot()
     chips = [p.num_chips for p in points]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot(chips, [p.tx_bytes_per_chip for p in points], marker="o", label="Tx bytes per chip")
@@ -35,6 +30,4 @@ def plot_sweep(points: list[SweepPoint], path: str | Path, title: str = "") -> P
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=100, flag="--plot")  # atomic; an OSError is a ConfigError
