@@ -31,9 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", default="1", help="module-hook depth: 1 = top-level blocks, 'leaf' = all")
     parser.add_argument("--no-hooks", action="store_true", help="process-level sampling only")
     parser.add_argument("--project-name", default="greentrain", help="project_name in emissions.csv")
-    parser.add_argument("--json", action="store_true", help="print measurement JSON instead of a table")
-    parser.add_argument("--summarize", metavar="DIR", help="no command: merge the Tracker records in DIR "
-                        "(greentrain.jsonl or greentrain.rank<r>.jsonl) and write the outputs there")
+    parser.add_argument("--json", action="store_true", help="print measurement JSON instead of a table (the "
+                        "command's own stdout then goes to stderr)")
+    parser.add_argument("--summarize", metavar="DIR", help="no command: merge the records in DIR (of an "
+                        "earlier `track` run, or greentrain.Tracker's per-rank files) and write the outputs there")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
 
 
@@ -44,12 +45,13 @@ def run(args: argparse.Namespace) -> int:
         return _summarize(args)
     require(bool(command), "command", "", "give the command to run after --, e.g. -- python train.py")
     require(args.interval_s > 0, "--interval-s", args.interval_s, "must be > 0")
+    require(args.cpu_tdp_w is None or args.cpu_tdp_w > 0, "--cpu-tdp-w", args.cpu_tdp_w, "must be > 0")
     require(args.depth == "leaf" or (args.depth.isdigit() and int(args.depth) >= 1), "--depth", args.depth,
             "must be a positive integer or 'leaf'")
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)  # bad input fails before anything runs
     out = Path(args.out)
     code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
-                       interval_s=args.interval_s)
+                       interval_s=args.interval_s, stdout_to_stderr=args.json)
     m = merge(out, site, pue=args.pue)
     _report(m, out, args)
     return code
@@ -58,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
 def _summarize(args: argparse.Namespace) -> int:
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)
     out = Path(args.summarize)
-    _report(merge_rank_files(out, site, pue=args.pue), out, args)
+    # track.jsonl: an earlier `greentrain track -- CMD`; else greentrain.Tracker's (per-rank) files
+    by_track = (out / "track.jsonl").is_file()
+    _report(merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue), out, args)
     return 0
 
 

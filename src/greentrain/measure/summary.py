@@ -7,6 +7,7 @@ summary carries energy only and says so (no geolocation guess).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -113,9 +114,12 @@ def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
               pue: float | None = None) -> Site | None:
     """The Site for CO2e, from an explicit region code or grid intensity; None when neither is given."""
     if pue is not None:
-        require(pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+        require(math.isfinite(pue) and pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
     if grid_g_per_kwh is not None:
-        require(grid_g_per_kwh >= 0, "grid_g_per_kwh", grid_g_per_kwh, "must be >= 0")
+        require(not region, "grid_g_per_kwh", grid_g_per_kwh,
+                f"give a region ({region}) or a grid intensity, not both")
+        require(math.isfinite(grid_g_per_kwh) and grid_g_per_kwh >= 0, "grid_g_per_kwh", grid_g_per_kwh,
+                "must be >= 0")
         return Site.from_intensity(grid_g_per_kwh, pue=pue if pue is not None else 1.0, region=region or "",
                                    source="given")
     if region:
@@ -131,12 +135,13 @@ def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
 def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
     times = [float(s.get("step_time_s", 0.0)) for s in steps]
     steady = times[1:] if len(times) > 1 else times
+    steady_steps = steps[1:] if len(steps) > 1 else steps  # the first step counts FLOPs and warms up
     n = len(steps)
     return {
         "step_time_s": statistics.fmean(steady) if steady else 0.0,
         "first_step_time_s": times[0] if times else 0.0,
-        "forward_s": statistics.fmean(float(s.get("forward_s", 0.0)) for s in steps) if n else 0.0,
-        "backward_s": statistics.fmean(float(s.get("backward_s", 0.0)) for s in steps) if n else 0.0,
+        "forward_s": statistics.fmean(float(s.get("forward_s", 0.0)) for s in steady_steps) if n else 0.0,
+        "backward_s": statistics.fmean(float(s.get("backward_s", 0.0)) for s in steady_steps) if n else 0.0,
         "tokens": sum(float(s.get("tokens", 0.0)) for s in steps),
         "samples": sum(float(s.get("samples", 0.0)) for s in steps),
         "flop": sum(float(s.get("flop", 0.0)) for s in steps),
@@ -147,16 +152,24 @@ def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def _modules(records: Sequence[dict[str, Any]], num_steps: int, energy_per_s: float) -> tuple[ModuleStats, ...]:
-    mods = [r for r in records if r.get("type") == "modules"]
+    """Per-step module figures over the steady steps, like ``step_time_s``: the run totals minus the
+    snapshot taken after the first step (its FLOP counting and warm-up), over the other steps."""
+    mods = [r for r in records if r.get("type") == "modules" and not r.get("first_step")]
     if not mods:
         return ()
-    per = max(num_steps, 1)
+    first = next((r for r in records if r.get("type") == "modules" and r.get("first_step")), None)
+    base = {str(m["name"]): m for m in first.get("modules", [])} if first is not None and num_steps > 1 else {}
+    per = max(num_steps - 1 if base else num_steps, 1)
     out = []
     for m in mods[-1].get("modules", []):
-        fwd, bwd = float(m["forward_s"]) / per, float(m["backward_s"]) / per
+        b = base.get(str(m["name"]), {})
+
+        def steady(key: str, m: dict[str, Any] = m, b: dict[str, Any] = b) -> float:
+            return (float(m[key]) - float(b.get(key, 0.0))) / per
+
+        fwd, bwd = steady("forward_s"), steady("backward_s")
         out.append(ModuleStats(name=str(m["name"]), calls=int(m["calls"]), forward_s=fwd, backward_s=bwd,
-                               forward_flop=float(m["forward_flop"]) / per,
-                               backward_flop=float(m["backward_flop"]) / per,
+                               forward_flop=steady("forward_flop"), backward_flop=steady("backward_flop"),
                                memory_bytes=float(m["memory_bytes"]),
                                energy_j=(fwd + bwd) * energy_per_s))  # energy attributed by time
     return tuple(out)

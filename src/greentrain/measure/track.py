@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
@@ -43,22 +45,42 @@ def child_env(out_dir: Path, hooks: bool, depth: str) -> dict[str, str]:
     return env
 
 
+def prepare_out_dir(out_dir: Path, flag: str = "--out") -> bool:
+    """Create ``out_dir`` if needed (True when created); a one-line error when it cannot hold the outputs."""
+    if out_dir.exists():
+        require(out_dir.is_dir(), flag, str(out_dir), "must be a directory (it is a file)")
+        require(os.access(out_dir, os.W_OK | os.X_OK), flag, str(out_dir), "must be a writable directory")
+        return False
+    try:
+        out_dir.mkdir(parents=True)
+    except OSError as e:
+        raise ConfigError(flag, str(out_dir), f"cannot be created: {e.strerror}") from None
+    return True
+
+
 def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, depth: str = "1",
-                cpu_tdp_w: float | None = None, interval_s: float = 0.5) -> int:
-    """Run ``command``, sampling it into out_dir/track.jsonl; returns its exit status (128+N for signal N)."""
+                cpu_tdp_w: float | None = None, interval_s: float = 0.5, stdout_to_stderr: bool = False) -> int:
+    """Run ``command``, sampling it into out_dir/track.jsonl; returns its exit status (128+N for signal N).
+    Every input is checked before the command starts; ``stdout_to_stderr`` keeps this process's stdout for
+    its own output (``--json``)."""
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    require(cpu_tdp_w is None or cpu_tdp_w > 0, "--cpu-tdp-w", cpu_tdp_w, "must be > 0")
+    require(interval_s > 0, "--interval-s", interval_s, "must be > 0")
+    require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
+    created = prepare_out_dir(out_dir)
     for old in [out_dir / "track.jsonl", *out_dir.glob("steps*.jsonl")]:
         old.unlink(missing_ok=True)  # a previous run's records, not this one's
-    writer = JsonlWriter(out_dir / "track.jsonl")
     cpu0 = _children_cpu_s()
     t0 = time.perf_counter()
     try:
-        child = subprocess.Popen(list(command), env=child_env(out_dir, hooks, depth))
+        child = subprocess.Popen(list(command), env=child_env(out_dir, hooks, depth),
+                                 stdout=2 if stdout_to_stderr else None)  # fd 2: our stderr
     except OSError as e:
-        writer.close()
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
         raise ConfigError("command", command[0], f"cannot start: {e.strerror}") from None
+    writer = JsonlWriter(out_dir / "track.jsonl")
     meters = default_meters(child.pid, cpu_tdp_w=cpu_tdp_w)
     sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
     readings = sampler.start()

@@ -54,10 +54,16 @@ class Tracker:
                  meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
                  interval_s: float = 0.5, project_name: str = "greentrain", print_summary: bool = True,
                  write_outputs: bool = True, jsonl_name: str | None = None,
-                 model_parallel_size: int = 1) -> None:
-        self.site = make_site(region, grid_g_per_kwh, pue)  # checks the inputs before anything runs
+                 model_parallel_size: int = 1, step_on_optimizer: bool | None = None) -> None:
+        # every input is checked here, before start() creates a file
+        self.site = make_site(region, grid_g_per_kwh, pue)
         self.pue = pue
         require(interval_s > 0, "interval_s", interval_s, "must be > 0")
+        require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
+        require(cpu_tdp_w is None or cpu_tdp_w > 0, "cpu_tdp_w", cpu_tdp_w, "must be > 0")
+        # None: on for the decorator form (the function has no handle to call step()), off for `with`
+        self.step_on_optimizer = step_on_optimizer
+        self._optimizer_hook: Any = None
         # ranks that share one batch (tp x pp x cp): rank 0 divides the summed tokens by it
         require(model_parallel_size >= 1, "model_parallel_size", model_parallel_size, "must be >= 1")
         self.model_parallel_size = model_parallel_size
@@ -98,6 +104,10 @@ class Tracker:
         self._writer.flush()
         if self.model is not None:
             self.attach(self.model)
+        if self.step_on_optimizer:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._optimizer_hook = register_optimizer_step_post_hook(lambda *_: self.step())
         return self
 
     def _make_meters(self, local_rank: int) -> list[EnergyMeter]:
@@ -139,7 +149,9 @@ class Tracker:
         rec["rss_bytes"] = self._rss.read_bytes()
         self._writer.append(rec)
         self.num_steps += 1
-        if self.hooks is not None and now - self._last_modules_t > MODULES_RECORD_EVERY_S:
+        if self.hooks is not None and self.num_steps == 1:  # summaries take the steady steps after this one
+            self._writer.append({"type": "modules", "first_step": True, "modules": self.hooks.module_records()})
+        elif self.hooks is not None and now - self._last_modules_t > MODULES_RECORD_EVERY_S:
             self._last_modules_t = now
             self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
 
@@ -147,6 +159,9 @@ class Tracker:
         """Close the record (end record, final sample, flush), aggregate ranks, write the outputs."""
         if self._writer is None or self._sampler is None:
             return self.measurement
+        if self._optimizer_hook is not None:
+            self._optimizer_hook.remove()
+            self._optimizer_hook = None
         if self.hooks is not None:
             self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
             self.hooks.remove()
@@ -208,6 +223,11 @@ class Tracker:
         return False  # the training's exception, if any, is re-raised
 
     def __call__(self, fn: F) -> F:
+        """Decorator: measure each call of ``fn``; a step is marked at each ``torch.optim`` optimizer step
+        unless ``step_on_optimizer=False`` was given."""
+        if self.step_on_optimizer is None:
+            self.step_on_optimizer = True
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with self:

@@ -36,14 +36,43 @@ def test_track_passes_exit_status_and_counts_steps(tmp_path: Path, capsys: pytes
     assert json.loads(capsys.readouterr().out)["num_steps"] == 4
 
 
+def test_track_json_stdout_is_only_json(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """With --json the command's own stdout goes to stderr, so stdout parses as JSON."""
+    code = main(["track", "--no-hooks", "--out", str(tmp_path / "o"), "--json", "--", sys.executable, "-c",
+                 "print('hello from the script')"])
+    out, err = capfd.readouterr()
+    assert code == 0 and json.loads(out)["status"] == "ok" and "hello from the script" in err
+
+
+def test_track_summarize_an_earlier_track_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["track", "--no-hooks", "--out", str(out), "--", sys.executable, "-c", "pass"]) == 0
+    (out / "measurement.json").unlink()
+    capsys.readouterr()
+    assert main(["track", "--summarize", str(out), "--region", "fr", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["region"] == "FRA" and data["status"] == "ok" and (out / "measurement.json").is_file()
+
+
 @pytest.mark.parametrize("argv, text", [(["--pue", "0.5"], "pue"), ([], "command"),
-                                        (["--depth", "zero"], "--depth")])
+                                        (["--depth", "zero"], "--depth"), (["--cpu-tdp-w", "-5"], "--cpu-tdp-w"),
+                                        (["--region", "fr", "--grid-g-per-kwh", "5"], "not both"),
+                                        (["--", "no-such-command-xyz"], "not found")])
 def test_track_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str) -> None:
-    cmd = [] if text == "command" else ["--", sys.executable, "-c", "pass"]
+    marker = tmp_path / "ran"
+    cmd = [] if text in ("command", "not found") else ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     assert main(["track", "--out", str(tmp_path / "o"), *argv, *cmd]) == 2
     err = capsys.readouterr().err
     assert text in err and err.count("\n") == 1
-    assert not (tmp_path / "o").exists()  # nothing ran, nothing written
+    assert not (tmp_path / "o").exists() and not marker.exists()  # nothing ran, nothing written
+
+
+def test_track_out_must_be_a_writable_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("x")
+    for out, rule in ((tmp_path / "file", "it is a file"), (tmp_path / "file" / "sub", "cannot be created")):
+        assert main(["track", "--out", str(out), "--", sys.executable, "-c", "pass"]) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and rule in err and err.count("\n") == 1
 
 
 def _write(path: Path, data: object) -> str:

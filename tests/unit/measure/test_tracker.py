@@ -61,7 +61,9 @@ def test_no_region_means_energy_only(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kwargs, field", [({"pue": 0.9}, "pue"), ({"grid_g_per_kwh": -1.0}, "grid_g_per_kwh"),
                                            ({"interval_s": 0.0}, "interval_s"),
-                                           ({"model_parallel_size": 0}, "model_parallel_size")])
+                                           ({"model_parallel_size": 0}, "model_parallel_size"),
+                                           ({"depth": 0}, "depth"), ({"cpu_tdp_w": -5.0}, "cpu_tdp_w"),
+                                           ({"region": "fr", "grid_g_per_kwh": 5.0}, "not both")])
 def test_bad_input(tmp_path: Path, kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         greentrain.Tracker(out_dir=tmp_path, **kwargs)
@@ -112,3 +114,40 @@ def test_records_survive_sigkill(tmp_path: Path) -> None:
     assert sum(r["type"] == "sample" for r in records) >= 1
     m = summarize(records)
     assert m.status.startswith("incomplete") and m.num_steps >= 5 and m.it_energy_j > 0
+
+
+def test_decorator_marks_a_step_per_optimizer_step(tmp_path: Path) -> None:
+    model = GPT(d=32, layers=1, heads=2, seq=16)
+    tracker = greentrain.Tracker(model, region="fr", out_dir=tmp_path, print_summary=False)
+
+    @tracker
+    def train(steps: int) -> None:  # no handle on the tracker: steps come from the optimizer
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        for _ in range(steps):
+            train_step(model, opt, torch.randint(0, 512, (2, 16)))
+
+    train(3)
+    m = tracker.measurement
+    assert m is not None and m.num_steps == 3 and m.tokens == 3 * 32 and m.region == "FRA"
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    train_step(model, opt, torch.randint(0, 512, (2, 16)))  # the global optimizer hook is gone
+    assert sum(r["type"] == "step" for r in read_jsonl(tmp_path / "greentrain.jsonl")) == 3
+
+
+def test_module_times_are_steady_state_like_the_step_time(tmp_path: Path) -> None:
+    """Module and phase times leave out the first step (FLOP counting, warm-up), as step_time_s does."""
+    model = GPT(d=32, layers=2, heads=2, seq=16)
+    with greentrain.Tracker(model, out_dir=tmp_path, print_summary=False, write_outputs=False) as t:
+        _train(t, model, 5)
+    records = read_jsonl(tmp_path / "greentrain.jsonl")
+    first = next(r for r in records if r["type"] == "modules" and r.get("first_step"))
+    last = [r for r in records if r["type"] == "modules" and not r.get("first_step")][-1]
+    steps = [r for r in records if r["type"] == "step"]
+    m = t.measurement
+    assert m is not None and m.num_steps == 5
+    for mod, f, z in zip(m.modules, first["modules"], last["modules"], strict=True):
+        assert mod.forward_s == pytest.approx((z["forward_s"] - f["forward_s"]) / 4, rel=1e-9)
+        assert mod.forward_flop == pytest.approx(f["forward_flop"], rel=1e-9)  # same shapes every step
+    assert m.forward_s == pytest.approx(sum(s["forward_s"] for s in steps[1:]) / 4, rel=1e-9)
+    # the top-level modules run one after another inside each steady step
+    assert sum(x.forward_s + x.backward_s for x in m.modules) <= m.step_time_s
