@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
@@ -23,6 +22,7 @@ from greentrain.hardware.catalog import chips, links
 from greentrain.hardware.chip import Chip, Link
 from greentrain.model.load import load_preset, preset_names
 from greentrain.model.spec import TransformerSpec
+from greentrain.report.console import stdout_console
 
 KINDS = ("chips", "models", "regions", "links")
 
@@ -39,14 +39,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(records, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        console = Console(file=sys.stdout)
-        if not console.is_terminal:  # piped or captured: the table's natural width, not a wrapped 80 columns
-            console = Console(file=sys.stdout, width=_PIPE_WIDTH)
-        console.print(table)
+        stdout_console().print(table)
     return 0
 
-
-_PIPE_WIDTH = 200
 
 
 # ---- formatting helpers --------------------------------------------------------------------------------

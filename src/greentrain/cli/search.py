@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_to_dict(result, scs, sites), indent=2))
         return 0
+    from greentrain.report.console import stdout_console
     from greentrain.search.report import render_search
 
-    render_search(result, Console(), pareto=args.pareto)
+    render_search(result, stdout_console(), pareto=args.pareto)
     return 0
 
 
@@ -137,4 +138,4 @@ def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any]) -> dic
             "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,
             "ranked": [{"rank": i + 1, **candidate_to_dict(c), "estimate": full(c)}
                        for i, c in enumerate(result.ranked)],
-            "pareto": [candidate_to_dict(c) for c in result.pareto]}
+            "pareto": [candidate_to_dict(c) for c in result.pareto], "notes": list(result.notes)}

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from greentrain.config import require
 from greentrain.hardware.chip import Chip, Link
 
+MAX_CHIPS = 1 << 24  # 16.8 M: far above any cluster built (the largest have a few hundred thousand GPUs)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
@@ -19,7 +21,8 @@ class Cluster:
     host_memory_bytes_per_node: float = 0.0  # 0: unknown
 
     def __post_init__(self) -> None:
-        require(self.num_chips >= 1, "cluster.num_chips", self.num_chips, "must be >= 1")
+        require(1 <= self.num_chips <= MAX_CHIPS, "cluster.num_chips", self.num_chips,
+                f"must be between 1 and {MAX_CHIPS:,} (2^24)")
         require(self.chips_per_node >= 1, "cluster.chips_per_node", self.chips_per_node, "must be >= 1")
         if self.num_chips > self.chips_per_node:
             require(self.num_chips % self.chips_per_node == 0, "cluster.num_chips", self.num_chips,

@@ -23,10 +23,12 @@ from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
 from greentrain.footprint.prices import device_price_usd_per_s
 from greentrain.footprint.site import Site
+from greentrain.hardware.cluster import MAX_CHIPS
 from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
-from greentrain.search.space import LIGHTEST, SearchSpace, table
+from greentrain.search.feasibility import nothing_fits_message, with_chips
+from greentrain.search.space import SearchSpace, table
 
 OBJECTIVES = ("time", "cost", "co2e", "energy")
 _COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu")
@@ -42,7 +44,8 @@ class Constraints:
     deadline_s: float = 0.0
 
     def __post_init__(self) -> None:
-        require(self.max_chips >= 0, "--max-chips", self.max_chips, "must be >= 0 (0: the scenario's chip count)")
+        require(0 <= self.max_chips <= MAX_CHIPS, "--max-chips", self.max_chips,
+                f"must be between 0 (the scenario's chip count) and {MAX_CHIPS:,}")
         require(0.0 <= self.memory_headroom < 1.0, "--memory-headroom", self.memory_headroom, "must be in [0, 1)")
         require(self.budget_usd >= 0, "--budget-usd", self.budget_usd, "must be >= 0 (0: no limit)")
         require(self.deadline_s >= 0, "--deadline-days", units.s_to_days(self.deadline_s), "must be >= 0 (0: no limit)")
@@ -63,6 +66,7 @@ class Candidate:
     energy_j: float
     memory_bytes: float  # per device
     mfu: float
+    cost_basis: str = "cloud"  # "cloud": the region's instance or catalog price; "electricity": energy only
 
     def value(self, objective: str) -> float:
         return {"time": self.run_time_s, "cost": self.cost_usd, "co2e": self.emissions_kg_co2e,
@@ -78,6 +82,7 @@ class SearchResult:
     ranked: tuple[Candidate, ...]  # the top k, best first
     pareto: tuple[Candidate, ...]  # non-dominated over (run time, cost, CO2e), by run time
     points: npt.NDArray[np.float64]  # (run time s, cost USD, kg CO2e) of every feasible candidate, for plots
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +93,7 @@ class _Block:
     table: StrategyTable
     rows: npt.NDArray[np.int64]
     values: dict[str, npt.NDArray[np.float64]]
+    cost_basis: str
 
 
 def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
@@ -95,11 +101,6 @@ def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
     if not max_chips:
         return [sc.cluster.num_chips]
     return sorted({1 << i for i in range(max_chips.bit_length()) if (1 << i) <= max_chips} | {max_chips})
-
-
-def _with_chips(sc: Scenario, n: int) -> Scenario:
-    return sc if n == sc.cluster.num_chips else dataclasses.replace(
-        sc, cluster=dataclasses.replace(sc.cluster, num_chips=n))
 
 
 def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints) -> tuple[int, list[_Block]]:
@@ -121,7 +122,8 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
         if cons.deadline_s:
             keep &= run_s <= cons.deadline_s
         blocks.append(_Block(scenario=dataclasses.replace(sc, site=site), table=t, rows=st.index[keep],
-                             values={k: v[keep] for k, v in values.items()}))
+                             values={k: v[keep] for k, v in values.items()},
+                             cost_basis="cloud" if quote is not None else "electricity"))
     return len(t) * max(1, len(sites)), blocks
 
 
@@ -148,7 +150,7 @@ def _candidate(b: _Block, j: int) -> Candidate:
                      region=sc.site.region, step_time_s=float(v["step_time_s"][j]),
                      run_time_s=float(v["run_time_s"][j]), cost_usd=float(v["cost_usd"][j]),
                      emissions_kg_co2e=float(v["emissions_kg_co2e"][j]), energy_j=float(v["energy_j"][j]),
-                     memory_bytes=float(v["memory_bytes"][j]), mfu=float(v["mfu"][j]))
+                     memory_bytes=float(v["memory_bytes"][j]), mfu=float(v["mfu"][j]), cost_basis=b.cost_basis)
 
 
 def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int = 10,
@@ -161,7 +163,7 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     require(top_k >= 1, "--top", top_k, "must be >= 1")
     cons, space = constraints or Constraints(), space or SearchSpace()
     t0 = time.perf_counter()
-    units_ = [_with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+    units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
     total, blocks = 0, []
     for done, sc in enumerate(units_, 1):
         n, bs = _evaluate(sc, space, sites, cons)
@@ -176,40 +178,39 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
         raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
     value = cols[{"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}[
         objective]]
-    best = np.lexsort((cols["memory_bytes"], cols["run_time_s"], value))[:top_k]
+    comparable, notes = _cost_bases(blocks, owner, objective)
+    order = np.lexsort((cols["memory_bytes"], cols["run_time_s"], value))
+    best = (order if objective != "cost" else order[comparable[order]])[:top_k]
     points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
-    front = np.flatnonzero(pareto_mask(points, cols["memory_bytes"]))
+    rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like
+    front = rows[pareto_mask(points[rows], cols["memory_bytes"][rows])]
     front = front[np.argsort(points[front, 0], kind="stable")]
     return SearchResult(objective=objective, num_candidates=total, num_feasible=len(owner),
                         search_time_s=time.perf_counter() - t0,
                         ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
-                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points=points)
+                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points=points,
+                        notes=notes)
+
+
+def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
+                objective: str) -> tuple[npt.NDArray[np.bool_], tuple[str, ...]]:
+    """Rows whose cost compares with the others': a rented chip's price per hour and an owned chip's
+    electricity are not the same quantity, so when both occur the electricity-only rows leave the cost
+    ranking and the Pareto front (they stay in the time, CO2e and energy rankings)."""
+    cloud = np.array([b.cost_basis == "cloud" for b in blocks])[owner]
+    if cloud.all() or not cloud.any():
+        return np.ones(len(owner), dtype=bool), ()
+    chips = sorted({f"{b.scenario.cluster.chip.name} in {b.scenario.site.region or 'the given site'}"
+                    for b in blocks if b.cost_basis != "cloud" and len(b.rows)})
+    left_out = "left out of the cost ranking and the Pareto front" if objective == "cost" else \
+        "left out of the Pareto front"
+    return cloud, (f"no cloud price for {', '.join(chips)}: cost is electricity only (marked e), not comparable "
+                   f"with rented chips; {left_out}",)
 
 
 def best_strategy(sc: Scenario) -> Strategy:
     """The fastest strategy of the whole space for ``sc`` (what `greentrain plan` uses when none is given)."""
     return search([sc], objective="time", top_k=1).ranked[0].strategy
-
-
-def fits(sc: Scenario, num_chips: int) -> bool:
-    """Whether any strategy fits on ``num_chips`` chips: the memory-lightest choices of every mesh suffice
-    (ZeRO-3, full recomputation, micro-batch 1, offloaded optimizer use the least device memory)."""
-    sc = _with_chips(sc, num_chips)
-    return len(estimate_steps(sc, table(sc, LIGHTEST)).index) > 0
-
-
-def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
-    """The smallest chip count above the scenario's that fits: doubling finds a count that fits, then the
-    node-size multiples (and powers of two below one node) up to it are tried in order."""
-    n, node = sc.cluster.num_chips, sc.cluster.node_size
-    hi = n * 2
-    while hi <= limit and not fits(sc, hi):
-        hi *= 2
-    if hi > limit:
-        return None
-    counts = sorted({c for c in range(node, hi + 1, node)}
-                    | {1 << i for i in range(hi.bit_length()) if (1 << i) <= node or (1 << i) % node == 0})
-    return next(c for c in counts if n < c <= hi and (c == hi or fits(sc, c)))
 
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,
@@ -222,10 +223,4 @@ def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], tot
         return (f"none of the {total:,} strategies meets the constraints ({', '.join(g for g in given if g)}); "
                 f"without them the fastest takes {units.s_to_days(c.run_time_s):.4g} days and costs "
                 f"{c.cost_usd:,.0f} USD on {c.num_chips} x {c.chip}")
-    parts = []
-    for sc in scenarios:
-        top = max(u.cluster.num_chips for u in units_ if u.cluster.chip.name == sc.cluster.chip.name)
-        need = min_chips_to_fit(_with_chips(sc, top))
-        where = f"{top} x {sc.cluster.chip.name}"
-        parts.append(f"{where}: smallest count that fits is {need}" if need else f"{where}: no count up to 2^20 fits")
-    return f"none of the {total:,} strategies fits {scenarios[0].model.name}; " + "; ".join(parts)
+    return nothing_fits_message(scenarios, units_, total)

@@ -12,6 +12,7 @@ strategy as none (estimate/memory.py, estimate/stage.py) and is not enumerated t
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -54,7 +55,9 @@ LIGHTEST = SearchSpace(zero=(3,), recompute=("full",), offload=(True,), max_micr
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n in increasing order (trial division up to sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> Iterator[Strategy]:

@@ -16,7 +16,8 @@ from greentrain.estimate.run import estimate_run
 from greentrain.estimate.vector import estimate_steps
 from greentrain.parallel.strategy import check_divisibility
 from greentrain.scenario import Scenario, scenario_from_dict
-from greentrain.search.engine import fits, min_chips_to_fit, pareto_mask, search
+from greentrain.search.engine import pareto_mask, search
+from greentrain.search.feasibility import fits, min_chips_to_fit
 from greentrain.search.space import SearchSpace, strategies, table
 
 SMALL = ["--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048",

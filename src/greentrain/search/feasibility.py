@@ -1,0 +1,102 @@
+"""Why nothing was found, and how many chips would do: the search's infeasibility messages.
+
+``fits``: whether any layout of a chip count fits in memory (the memory-lightest choices of every mesh
+suffice). ``min_chips_to_fit``: the smallest valid count above the scenario's that fits. ``layout_counts``:
+the nearest counts below and above that admit any dp x tp x pp x cp layout at all (divisibility only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator, Sequence
+
+from greentrain.estimate.vector import estimate_steps
+from greentrain.scenario import Scenario
+from greentrain.search.space import LIGHTEST, SearchSpace, meshes, table
+
+MAX_PROBES = 16  # fits() calls when scanning between a failing and a fitting count
+
+
+def with_chips(sc: Scenario, n: int) -> Scenario:
+    return sc if n == sc.cluster.num_chips else dataclasses.replace(
+        sc, cluster=dataclasses.replace(sc.cluster, num_chips=n))
+
+
+def valid_count(n: int, per_node: int) -> bool:
+    """Cluster's rule: a partial node, or whole nodes."""
+    return 1 <= n <= per_node or n % per_node == 0
+
+
+def _round_up(n: int, per_node: int) -> int:
+    return n if n <= per_node else -(-n // per_node) * per_node
+
+
+def fits(sc: Scenario, num_chips: int) -> bool:
+    """Whether any strategy fits on ``num_chips`` chips: the memory-lightest choices of every mesh suffice
+    (ZeRO-3, full recomputation, micro-batch 1, offloaded optimizer use the least device memory)."""
+    sc = with_chips(sc, num_chips)
+    return len(estimate_steps(sc, table(sc, LIGHTEST)).index) > 0
+
+
+def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
+    """The smallest valid chip count above the scenario's that fits (None up to ``limit``): doubling finds a
+    count that fits; the valid counts between the last failure and it are then tried in order, at most
+    MAX_PROBES of them (evenly spaced when there are more: the answer is then within 1/MAX_PROBES)."""
+    n, per_node = sc.cluster.num_chips, sc.cluster.chips_per_node
+    lo, hi = n, _round_up(2 * n, per_node)
+    while hi <= limit and not fits(sc, hi):
+        lo, hi = hi, _round_up(2 * hi, per_node)
+    if hi > limit:
+        return None
+    between = [c for c in range(lo + 1, hi) if valid_count(c, per_node)] if hi - lo <= 4096 else \
+        list(range(_round_up(lo + 1, per_node), hi, per_node))
+    step = max(1, -(-len(between) // MAX_PROBES))
+    return next((c for c in between[step - 1::step] if fits(sc, c)), hi)
+
+
+def layout_counts(sc: Scenario, reach: int = 64) -> tuple[int | None, int | None]:
+    """The nearest valid chip counts below and above the scenario's (within ``reach`` of the valid counts on
+    each side) that admit any parallel layout of the model and batch."""
+    n, per_node = sc.cluster.num_chips, sc.cluster.chips_per_node
+
+    def ok(c: int) -> bool:
+        return next(meshes(with_chips(sc, c), SearchSpace(interleave=False)), None) is not None
+
+    below = list(itertools.islice((c for c in range(n - 1, 0, -1) if valid_count(c, per_node)), reach))
+    above = list(itertools.islice(_valid_above(n, per_node), reach))
+    return next((c for c in below if ok(c)), None), next((c for c in above if ok(c)), None)
+
+
+def _valid_above(n: int, per_node: int) -> Iterator[int]:
+    c = n + 1
+    while True:
+        c = _round_up(c, per_node)
+        yield c
+        c += 1 if c < per_node else per_node
+
+
+def no_layout_message(sc: Scenario) -> str:
+    """No dp x tp x pp x cp split of the chip count passes check_divisibility: say what must divide."""
+    m, w = sc.model, sc.workload
+    below, above = layout_counts(sc)
+    near = " or ".join(str(c) for c in (below, above) if c is not None)
+    heads = f"{m.num_heads} attention heads, " if m.num_heads else ""
+    experts = f"{m.num_experts} experts, " if m.is_moe else ""
+    return (f"no parallel layout of {sc.cluster.num_chips} x {sc.cluster.chip.name} divides {m.name} "
+            f"(global batch {w.global_batch_size}, {m.total_layers} layers, {heads}{experts}sequence {w.seq_len})"
+            f": dp must divide the batch, tp the heads, pp the layers" + (f"; the nearest counts that do: {near}"
+                                                                          if near else ""))
+
+
+def nothing_fits_message(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int) -> str:
+    """Every strategy is infeasible (no constraint given): per chip type, why and how many chips would do."""
+    if total == 0:
+        return "; ".join(no_layout_message(u) for u in units_)
+    parts = []
+    for sc in scenarios:
+        top = max(u.cluster.num_chips for u in units_ if u.cluster.chip.name == sc.cluster.chip.name)
+        need = min_chips_to_fit(with_chips(sc, top))
+        where = f"{top} x {sc.cluster.chip.name}"
+        parts.append(f"{where}: smallest count that fits is {need}" if need else f"{where}: no count up to 2^20 fits")
+    return f"none of the {total:,} strategies fits {scenarios[0].model.name}; " + "; ".join(parts)
