@@ -13,7 +13,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greentrain.estimate.efficiency import Efficiency
+from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, Shard
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Peaks:
+    """Dense peak FLOP/s each kind of op runs at, for a training precision."""
+
+    matmul: float  # the transformer layers' weight GEMMs
+    attention: float  # activation x activation batched matmuls (scores, attention over values)
+    ends: float  # embedding and LM head
+
+
+def compute_peaks(chip: Chip, precision: str) -> Peaks:
+    """fp8 training runs only the transformer layers' linear GEMMs in fp8: NVIDIA Transformer Engine's
+    ``fp8_autocast`` covers te.Linear / LayerNormLinear / LayerNormMLP, while DotProductAttention computes in
+    bf16 unless ``fp8_dpa`` is set (TE user guide, "Using FP8 with Transformer Engine"; FP8 attention is
+    off by default), and Megatron-LM's output layer is not a TE module. Other precisions: one peak."""
+    peak = chip.peak_flop_per_s(precision)
+    if precision.lower() != "fp8":
+        return Peaks(matmul=peak, attention=peak, ends=peak)
+    half = chip.peak_flop_per_s("bf16")
+    return Peaks(matmul=peak, attention=half, ends=half)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,11 +95,14 @@ class OpsTime:
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
-             eff: Efficiency) -> OpsTime:
+             eff: Efficiency, attention_peak_flop_per_s: float = 0.0) -> OpsTime:
+    """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks)."""
     fwd = core = bwd = 0.0
     for op in ops:
         lo = local_op(op, sh)
-        t = op_time_s(lo, peak_flop_per_s, memory_bytes_per_s, eff)
+        peak = attention_peak_flop_per_s if op.kind is OpKind.ATTENTION and attention_peak_flop_per_s else \
+            peak_flop_per_s
+        t = op_time_s(lo, peak, memory_bytes_per_s, eff)
         fwd += t
         bwd += t * op.backward_factor
         if op.attention_core:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greentrain.estimate.comm import Collective
-from greentrain.estimate.compute import OpsTime, Sharding, ops_time
+from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_time
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_layer_s
@@ -85,7 +85,7 @@ class GroupCost:
 def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[GroupCost, ...]:
     """Costs of each layer group that do not depend on s.recompute (the vectorised search reuses them)."""
     model, w, cl = sc.model, sc.workload, sc.cluster
-    peak = cl.chip.peak_flop_per_s(w.precision)
+    peaks = compute_peaks(cl.chip, w.precision)
     bw = cl.chip.memory_bytes_per_s
     sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
     lay = axis_layout(s, cl)
@@ -93,7 +93,7 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
     tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
     out = []
     for g in ops.layers:
-        t = ops_time(g.ops, sh, peak, bw, eff)
+        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention)
         enc = g.name == "encoder"
         n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e
@@ -149,7 +149,7 @@ def end_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> EndC
 def end_costs_both(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts]:
     """The ends with pp = 1 (embedding and head on one stage) and with pp > 1 (the heavier end)."""
     cl, w = sc.cluster, sc.workload
-    peak, bw = cl.chip.peak_flop_per_s(w.precision), cl.chip.memory_bytes_per_s
+    peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
     sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
