@@ -76,6 +76,16 @@ def _gib(x: float) -> str:
     return f"{units.bytes_to_gib(x):.2f} GiB"
 
 
+def _num(x: float) -> str:
+    """Whole numbers from 100 up (with thousands separators), three significant digits below: a short run's
+    energy or cost never reads as 0."""
+    return f"{x:,.0f}" if abs(x) >= 100 or x == 0 else f"{x:.3g}"
+
+
+def _mass(kg: float) -> str:
+    return f"{kg / 1000:,.2f} t" if abs(kg) >= 1000 else f"{_num(kg)} kg"
+
+
 def render_plan(run: RunEstimate, console: Console) -> None:
     d = plan_to_dict(run)
     sc, st = run.scenario, run.step
@@ -107,12 +117,12 @@ def render_plan(run: RunEstimate, console: Console) -> None:
         ("tokens/s", f"{st.tokens_per_s:,.0f}"),
         ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
         ("run time", _dur(run.run_time_s)),
-        ("device-hours", f"{d['device_hours']:,.0f}"),
+        ("device-hours", _num(d["device_hours"])),
         ("power per chip (+ host)", f"{d['power_w_per_chip']:.0f} W (+ {d['host_power_w_per_chip']:.0f} W)"),
-        ("energy", f"{d['energy_kwh']:,.0f} kWh (PUE {d['pue']:.2f})"),
-        ("cost", f"${d['cost_usd']:,.0f} ({d['cost_basis']})"),
-        ("CO2e", f"{d['emissions_kg_co2e'] / 1000:,.2f} t (operational {d['operational_kg_co2e'] / 1000:,.2f} t, "
-                 f"embodied {d['embodied_kg_co2e'] / 1000:,.2f} t)"),
+        ("energy", f"{_num(d['energy_kwh'])} kWh (PUE {d['pue']:.2f})"),
+        ("cost", f"${_num(d['cost_usd'])} ({d['cost_basis']})"),
+        ("CO2e", f"{_mass(d['emissions_kg_co2e'])} (operational {_mass(d['operational_kg_co2e'])}, "
+                 f"embodied {_mass(d['embodied_kg_co2e'])})"),
         ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (f" ({d['region']})" if d["region"] else "")),
     ]
     for k, v in rows:
