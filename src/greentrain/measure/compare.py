@@ -79,3 +79,24 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[Compari
         raise ConfigError("predicted", sorted(predicted)[:8], f"no quantity in common with the measurement "
                                                                  f"(expected some of: {keys}, energy_kwh)")
     return rows
+
+
+SAME_RUN_RATIO = 2.0  # work per step differing by more than this: the two files describe different jobs
+
+
+def mismatch_warnings(predicted: dict[str, Any], measured: dict[str, Any]) -> list[str]:
+    """Warnings when the plan and the measurement cannot describe the same job: model FLOPs or tokens per
+    step differing by more than SAME_RUN_RATIO (their relative errors would then say nothing about the
+    model's accuracy)."""
+    out = []
+    tokens_m = _num(measured, "tokens", "measured")
+    steps_m = _num(measured, "num_steps", "measured")
+    per_step = {"flop_per_step": (_num(predicted, "flop_per_step", "predicted"),
+                                  _num(measured, "flop_per_step", "measured")),
+                "tokens per step": (_num(predicted, "tokens_per_step", "predicted"),
+                                    tokens_m / steps_m if tokens_m and steps_m else None)}
+    for name, (p, m) in per_step.items():
+        if p and m and max(p / m, m / p) > SAME_RUN_RATIO:
+            out.append(f"{name}: predicted {p:.4g}, measured {m:.4g} ({max(p / m, m / p):,.3g}x apart): "
+                       f"the plan and the measurement look like different jobs")
+    return out
