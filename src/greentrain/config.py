@@ -17,26 +17,85 @@ import yaml
 from greentrain.errors import ConfigError, did_you_mean
 
 
-def load_mapping(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON file whose top level is a mapping."""
+def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") -> str:
+    """The text of a file the user named; a directory, a missing, unreadable or non-UTF-8 file is a ConfigError."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(field, str(path), "is a directory, not a file")
     if not p.is_file():
-        raise ConfigError("path", str(path), "file does not exist")
-    text = p.read_text(encoding="utf-8")
+        raise ConfigError(field, str(path), "file does not exist")
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        return p.read_text(encoding=encoding)
+    except UnicodeDecodeError as e:
+        raise ConfigError(field, str(path), f"is not a UTF-8 text file (byte 0x{e.object[e.start]:02x} at offset "
+                          f"{e.start})") from None
+    except OSError as e:
+        raise ConfigError(field, str(path), f"cannot be read: {e.strerror or e}") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may override merged keys
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateJSONKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateJSONKey(key)
+        out[key] = value
+    return out
+
+
+def load_mapping(path: str | Path, field: str = "path") -> dict[str, Any]:
+    """Read a YAML or JSON file whose top level is a mapping; a key given twice is an error."""
+    p = Path(path)
+    text = read_text(p, field)
+    try:
+        if p.suffix == ".json":
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
+        else:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except _DuplicateJSONKey as e:
+        raise ConfigError(field, str(path), f"malformed JSON: duplicate key {e.args[0]!r}") from None
     except json.JSONDecodeError as e:
-        raise ConfigError("path", str(path), f"malformed JSON at line {e.lineno}: {e.msg}") from None
+        raise ConfigError(field, str(path), f"malformed JSON at line {e.lineno}: {e.msg}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or "syntax error"
-        raise ConfigError("path", str(path), f"malformed YAML{where}: {problem}") from None
+        raise ConfigError(field, str(path), f"malformed YAML{where}: {problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError("path", str(path), f"top level must be a mapping, got {type(data).__name__}")
+        raise ConfigError(field, str(path), f"top level must be a mapping, got {type(data).__name__}")
     return data
+
+
+def split_list(text: str, field: str) -> list[str]:
+    """A comma-separated list of names (``us-east-1,FRA``); an empty list or an empty item is an error."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise ConfigError(field, text, "must be a comma-separated list of names, none of them empty")
+    return items
 
 
 def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
@@ -79,6 +138,8 @@ def as_float(value: Any, field: str, *, minimum: float | None = None, positive: 
         x = float(value)
     except (TypeError, ValueError):
         raise ConfigError(field, value, "must be a number") from None
+    except OverflowError:  # an integer beyond the float range (10**400)
+        raise ConfigError(field, value, "must be finite") from None
     if not math.isfinite(x):
         raise ConfigError(field, value, "must be finite")
     if positive and x <= 0:

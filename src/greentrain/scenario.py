@@ -1,12 +1,15 @@
 """Scenario = Model + Cluster + Strategy + Workload + Site: the one description of a run.
 
-YAML form (human units; every section optional except model and workload sizes, which have defaults):
+YAML form (human units; every section and every key in it is optional):
 
     model: llama3-8b                 # preset name, YAML/config.json path, or an inline mapping
     cluster: {chip: h100-sxm, num_chips: 64, chips_per_node: 8}
     strategy: {dp: 8, tp: 8, zero: 1, recompute: selective, micro_batch_size: 1}   # optional
     workload: {global_batch_size: 512, seq_len: 8192, train_tokens: 1e12, precision: bf16}
     site: {region: us-west-2}        # or {grid_g_co2e_per_kwh: 380, pue: 1.1, electricity_usd_per_kwh: 0.1}
+
+What is missing takes the built-in default (DEFAULT_SCENARIO, the same one the CLI starts from without a
+file): a missing section all of it, a missing key its value. Without a strategy the planner chooses one.
 """
 
 from __future__ import annotations
@@ -28,9 +31,19 @@ from greentrain.hardware.cluster import Cluster
 from greentrain.model.load import load_model
 from greentrain.model.spec import TransformerSpec
 from greentrain.parallel.strategy import Strategy
-from greentrain.workload import Workload
+from greentrain.workload import RUN_LENGTH_FIELDS, Workload
 
 SECTIONS = ("model", "cluster", "strategy", "workload", "site")
+
+# The built-in default scenario: Llama 3 8B pre-training on 64 H100 (8 nodes) for 1 T tokens,
+# 4 M-token batches of 8,192-token sequences (the Llama 3 recipe: Dubey et al. 2024 §3.4.1), in AWS us-east-1.
+# The CLI without a file, and a file for whatever it leaves out, both take their values from here.
+DEFAULT_SCENARIO: dict[str, Any] = {
+    "model": "llama3-8b",
+    "cluster": {"chip": "h100-sxm", "num_chips": 64, "chips_per_node": 8},
+    "workload": {"global_batch_size": 512, "seq_len": 8192, "train_tokens": 1e12, "precision": "bf16"},
+    "site": {"region": "us-east-1"},
+}
 CLUSTER_KEYS = ("chip", "num_chips", "chips_per_node", "intra_node_link", "inter_node_link", "host_link",
                 "host_memory_gib_per_node")
 SITE_KEYS = ("region", "grid_g_co2e_per_kwh", "pue", "electricity_usd_per_kwh")
@@ -43,6 +56,9 @@ class Scenario:
     workload: Workload
     site: Site
     strategy: Strategy | None = None  # None: let the planner choose
+
+    def __post_init__(self) -> None:
+        check_sequence(self.model, self.workload)
 
     def with_strategy(self, strategy: Strategy) -> Scenario:
         return dataclasses.replace(self, strategy=strategy)
@@ -77,12 +93,32 @@ def build_cluster(chip: Chip, num_chips: int, chips_per_node: int | None = None,
                    host_memory_bytes_per_node=host_memory_bytes_per_node)
 
 
+def check_sequence(model: TransformerSpec, workload: Workload, seq_field: str = "workload.seq_len",
+                   target_field: str = "workload.target_seq_len") -> None:
+    """The workload's sequences fit the model: a decoder length only for an encoder-decoder model, and no
+    sequence longer than a learned position table (a rotary or relative model has no table, no limit)."""
+    if workload.target_seq_len and model.arch != "encoder-decoder":
+        raise ConfigError(target_field, workload.target_seq_len,
+                          f"applies only to an encoder-decoder model; {model.name} is decoder-only "
+                          "(its sequence length is seq_len)")
+    limit = model.max_seq_len
+    if not limit:
+        return
+    for field, value in ((seq_field, workload.seq_len), (target_field, workload.target_seq_len)):
+        if value > limit:
+            raise ConfigError(field, value, f"must be <= {limit}: {model.name} has learned positions for "
+                              f"{limit} tokens (max_position_embeddings)")
+
+
 def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     check_keys(data, CLUSTER_KEYS, "cluster")
-    chip = get_chip(str(data.get("chip", "h100-sxm")))
+    chip = get_chip(str(data.get("chip", DEFAULT_SCENARIO["cluster"]["chip"])))
     cpn = data.get("chips_per_node")
+    if cpn is None and "chip" not in data:  # the default chip's node size (a named chip: its catalog's)
+        cpn = DEFAULT_SCENARIO["cluster"]["chips_per_node"]
     return build_cluster(
-        chip, as_int(data.get("num_chips", 8), "cluster.num_chips", minimum=1),
+        chip, as_int(data.get("num_chips", DEFAULT_SCENARIO["cluster"]["num_chips"]), "cluster.num_chips",
+                     minimum=1),
         as_int(cpn, "cluster.chips_per_node", minimum=1) if cpn is not None else None,
         str(data.get("intra_node_link", "")), str(data.get("inter_node_link", "")), str(data.get("host_link", "")),
         units.gib_to_bytes(as_float(data.get("host_memory_gib_per_node", 0), "cluster.host_memory_gib_per_node",
@@ -104,23 +140,54 @@ def site_from_dict(data: dict[str, Any]) -> Site:
             price = as_float(data["electricity_usd_per_kwh"], "site.electricity_usd_per_kwh", minimum=0.0)
             site = dataclasses.replace(site, electricity_usd_per_j=units.usd_per_kwh_to_usd_per_j(price))
         return site
-    return Site(pue=pue or DEFAULT_PUE)
+    # neither a region nor an intensity: the default region, with the PUE and price given here
+    return site_from_dict({**data, **DEFAULT_SCENARIO["site"]})
+
+
+def workload_from_dict(data: dict[str, Any]) -> Workload:
+    """A workload section; a missing key takes DEFAULT_SCENARIO's value (its token budget only when no run
+    length is given at all: train_tokens, num_steps and num_epochs exclude each other)."""
+    defaults = dict(DEFAULT_SCENARIO["workload"])
+    if any(k in data for k in RUN_LENGTH_FIELDS):
+        defaults.pop("train_tokens")
+    return Workload.from_dict({**defaults, **data})
 
 
 def scenario_from_dict(data: dict[str, Any], base_dir: Path | None = None) -> Scenario:
+    """A scenario from its YAML mapping; a missing section or key takes DEFAULT_SCENARIO's value."""
     check_keys(data, SECTIONS, "scenario")
-    model_arg = data.get("model", "llama3-8b")
+    model_arg = data.get("model", DEFAULT_SCENARIO["model"])
+    if not isinstance(model_arg, (str, dict)) or not model_arg:
+        raise ConfigError("model", model_arg, "must be a preset name, a model YAML or config.json path, "
+                          "or a mapping")
     if isinstance(model_arg, str) and base_dir is not None and (base_dir / model_arg).exists():
         model_arg = str(base_dir / model_arg)
     for section in ("cluster", "strategy", "workload", "site"):
-        if section in data and not isinstance(data[section], dict):
+        if data.get(section) is not None and not isinstance(data[section], dict):
             raise ConfigError(section, data[section], "must be a mapping")
-    strategy = Strategy.from_dict(data["strategy"]) if data.get("strategy") else None
-    return Scenario(model=load_model(model_arg), cluster=cluster_from_dict(data.get("cluster", {})),
-                    workload=Workload.from_dict(data.get("workload", {"global_batch_size": 512, "seq_len": 2048})),
-                    site=site_from_dict(data.get("site", {})), strategy=strategy)
+    strategy = strategy_from_dict(data["strategy"]) if data.get("strategy") else None
+    return Scenario(model=load_model(model_arg), cluster=cluster_from_dict(data.get("cluster") or {}),
+                    workload=workload_from_dict(data.get("workload") or {}),
+                    site=site_from_dict(data.get("site") or {}), strategy=strategy)
+
+
+def check_schedule(schedule: str, vpp: int, schedule_field: str, vpp_field: str) -> None:
+    """An explicit schedule must agree with vpp: vpp > 1 is the interleaved schedule (Narayanan et al. 2021
+    §2.2.2), and the interleaved schedule needs vpp > 1 model chunks per device."""
+    if vpp > 1 and schedule != "interleaved":
+        raise ConfigError(schedule_field, schedule, f"conflicts with {vpp_field}={vpp}: vpp > 1 runs the "
+                          "interleaved schedule (give schedule interleaved, or vpp 1)")
+    if vpp == 1 and schedule == "interleaved":
+        raise ConfigError(schedule_field, schedule, f"needs {vpp_field} > 1 model chunks per device")
+
+
+def strategy_from_dict(data: dict[str, Any]) -> Strategy:
+    if "schedule" in data:
+        check_schedule(str(data["schedule"]).lower(), as_int(data.get("vpp", 1), "strategy.vpp", minimum=1),
+                       "strategy.schedule", "strategy.vpp")
+    return Strategy.from_dict(data)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    return scenario_from_dict(load_mapping(p), base_dir=p.parent)
+    return scenario_from_dict(load_mapping(p, field="scenario"), base_dir=p.parent)

@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from greentrain.config import as_choice, as_float, as_int, check_keys, require
+from greentrain.errors import ConfigError
 from greentrain.hardware.chip import PRECISIONS
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "adafactor")
+RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one of them says how long a run is
+REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
 
 # Bytes of one activation element at each compute precision. fp8 training keeps activations that are
@@ -36,8 +39,13 @@ class Workload:
         require(self.seq_len >= 1, "workload.seq_len", self.seq_len, "must be >= 1")
         require(self.target_seq_len >= 0, "workload.target_seq_len", self.target_seq_len, "must be >= 0")
         for f in ("train_tokens", "num_epochs", "dataset_tokens"):
-            require(getattr(self, f) >= 0, f"workload.{f}", getattr(self, f), "must be >= 0")
+            v = getattr(self, f)
+            require(math.isfinite(v) and v >= 0, f"workload.{f}", v, "must be a finite number >= 0")
         require(self.num_steps >= 0, "workload.num_steps", self.num_steps, "must be >= 0")
+        lengths = [f for f in RUN_LENGTH_FIELDS if getattr(self, f)]
+        if len(lengths) > 1:
+            raise ConfigError(f"workload.{lengths[1]}", getattr(self, lengths[1]),
+                              f"conflicts with workload.{lengths[0]}: give one of {', '.join(RUN_LENGTH_FIELDS)}")
         require(self.precision in PRECISIONS, "workload.precision", self.precision,
                 f"must be one of {', '.join(PRECISIONS)}")
         require(self.optimizer in OPTIMIZERS, "workload.optimizer", self.optimizer,
@@ -73,6 +81,8 @@ class Workload:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "workload") -> Workload:
         check_keys(data, [f.name for f in dataclasses.fields(cls)], where)
+        for f in REQUIRED_FIELDS:
+            require(f in data, f"{where}.{f}", None, "is required")
         kw: dict[str, Any] = {}
         for k, v in data.items():
             f = f"{where}.{k}"

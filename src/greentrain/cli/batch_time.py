@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import require
 from greentrain.errors import ConfigError
 
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
           help="internal width / d_model; d_ffn + combined attention width (default 5)")
     _flag(parser, "--n_experts", dest="e", type=int, default=1, help="experts = expert-parallel degree")
     _flag(parser, "--n_routed_experts", dest="k", type=int, default=1, help="experts per token")
-    _flag(parser, "--dataset_size", dest="D", type=float, default=None, help="tokens (default 20 x params)")
+    _flag(parser, "--dataset_size", dest="D", type=positive_float, default=None, help="tokens (default 20 x params)")
     _flag(parser, "--batch_size", dest="b", type=int, default=2048, help="sequences per batch")
     _flag(parser, "--microbatch_size", dest="m", type=int, default=1, help="sequences per micro-batch")
     _flag(parser, "--seq_len", dest="l", type=int, default=2048, help="tokens per sequence")
@@ -41,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--tp2", type=int, default=1, help="external (d_model) tensor-parallel degree")
     parser.add_argument("--v2", action="store_true",
                         help="the script's HEAD revision (network time, base utilization)")
-    _flag(parser, "--base_utilization", type=float, default=None, help="v2: single-matmul utilization (0.6)")
-    _flag(parser, "--network_bandwidth", type=float, default=None, help="v2: network bytes/s (tx+rx)")
+    _flag(parser, "--base_utilization", type=finite_float, default=None, help="v2: single-matmul utilization (0.6)")
+    _flag(parser, "--network_bandwidth", type=positive_float, default=None, help="v2: network bytes/s (tx+rx)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
 
 

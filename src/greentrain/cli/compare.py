@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.measure.compare import compare, load_json
+from greentrain.config import load_mapping
+from greentrain.measure.compare import compare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,7 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = compare(load_json(args.predicted, "predicted"), load_json(args.measured, "measured"))
+    # config.load_mapping: one reader for every file a user names (a directory, a binary file, a key given
+    # twice: one-line errors naming the argument)
+    rows = compare(load_mapping(args.predicted, field="predicted"), load_mapping(args.measured, field="measured"))
     if args.json:
         print(json.dumps([{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,
                            "relative_error": r.relative_error} for r in rows], indent=2))

@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.cli.argtypes import finite_float, nonneg_float, positive_float, positive_int
+from greentrain.config import require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint import render
 from greentrain.footprint.compare import compare_regions, model_card_block
@@ -32,45 +33,50 @@ from greentrain.footprint.site import DEFAULT_PUE, Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
 
+MAX_POWER_TDP_RATIO = 1.5  # the most a measured average power per chip may exceed the chip's TDP by
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_json", nargs="?", help="a `plan --json` or `track` JSON file")
     parser.add_argument("--chip", help="catalog chip (TDP, idle power, embodied CO2e, price)")
-    parser.add_argument("--num-chips", type=int)
+    parser.add_argument("--num-chips", type=positive_int)
     when = parser.add_mutually_exclusive_group()
-    when.add_argument("--hours", type=float, help="wall-clock run time")
-    when.add_argument("--days", type=float, help="wall-clock run time")
-    parser.add_argument("--power-w", type=float, help="measured average power per chip (W)")
-    parser.add_argument("--utilization", type=float,
-                        help="chip power between idle (0) and TDP (1); default 1")
-    parser.add_argument("--host-w-per-chip", type=float,
+    when.add_argument("--hours", type=nonneg_float, help="wall-clock run time")
+    when.add_argument("--days", type=nonneg_float, help="wall-clock run time")
+    power = parser.add_mutually_exclusive_group()
+    power.add_argument("--power-w", type=nonneg_float,
+                       help=f"measured average power per chip (W), at most {MAX_POWER_TDP_RATIO:g} x the chip's TDP")
+    power.add_argument("--utilization", type=finite_float,
+                       help="chip power between idle (0) and TDP (1); default 1")
+    parser.add_argument("--host-w-per-chip", type=nonneg_float,
                         help="host CPU/RAM/network power per chip (W); default: DGX-derived, see docs")
-    parser.add_argument("--pue", type=float,
+    parser.add_argument("--pue", type=finite_float,
                         help="facility energy / IT energy (default: provider's, or 1.56)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--region", help="country (ISO3), US-XX state, or cloud region code")
-    where.add_argument("--grid-g-per-kwh", type=float, help="grid intensity, g CO2e per kWh")
+    where.add_argument("--grid-g-per-kwh", type=nonneg_float, help="grid intensity, g CO2e per kWh")
     parser.add_argument("--market-based", action="store_true",
                         help="GCP regions: intensity net of Google CFE")
-    parser.add_argument("--price-usd-per-hour", type=float,
+    cost = parser.add_mutually_exclusive_group()
+    cost.add_argument("--price-usd-per-hour", type=nonneg_float,
                         help="cloud price per chip-hour (on-demand or spot); default: the instance price of "
                              "the region (footprint/data/cloud_prices.csv), else the chip catalog's")
-    parser.add_argument("--market", default="on-demand",
+    parser.add_argument("--market", default=None,
                         help=f"cloud price market: {', '.join(MARKETS)} (default on-demand)")
     parser.add_argument("--spot", action="store_true", help="same as --market spot")
-    parser.add_argument("--electricity-usd-per-kwh", type=float,
+    parser.add_argument("--electricity-usd-per-kwh", type=nonneg_float,
                         help="override the region's electricity price")
-    parser.add_argument("--hardware-usd-per-chip", type=float,
+    cost.add_argument("--hardware-usd-per-chip", type=nonneg_float,
                         help="on-premises: purchase price per chip (with its server share); cost = "
                              "energy x electricity price + hardware amortized over the lifetime")
-    parser.add_argument("--lifetime-years", type=float,
+    parser.add_argument("--lifetime-years", type=positive_float,
                         help="hardware service life for amortization (default 4)")
     parser.add_argument("--compare-regions", help="comma-separated region codes, ranked by CO2e and by cost")
     parser.add_argument("--intensity-csv", help="hourly grid intensity CSV: best start time for this job")
-    parser.add_argument("--model-card", action="store_true",
-                        help="print the Hugging Face co2_eq_emissions YAML")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--model-card", action="store_true", help="print the Hugging Face co2_eq_emissions YAML")
     parser.add_argument("--training-type", default="pre-training", help="model-card training_type")
-    parser.add_argument("--json", action="store_true", help="print JSON (units in the keys)")
+    out.add_argument("--json", action="store_true", help="print JSON (units in the keys)")
 
 
 def _run_inputs(args: argparse.Namespace) -> RunInputs:
@@ -99,7 +105,9 @@ def _run_inputs(args: argparse.Namespace) -> RunInputs:
                      region=args.region or (base.region if base else ""),
                      utilization=args.utilization if args.utilization is not None else (
                          base.utilization if base else None),
-                     power_w=args.power_w if args.power_w is not None else (base.power_w if base else None),
+                     # a flag replaces the file's device power: --utilization drops a measured power_w
+                     power_w=args.power_w if args.power_w is not None else (
+                         base.power_w if base and args.utilization is None else None),
                      device_energy_j=None if measured or base is None else base.device_energy_j,
                      pue=args.pue if args.pue is not None else (base.pue if base else None),
                      mfu_as_utilization=(args.utilization is None and base is not None
@@ -125,9 +133,31 @@ def _chip(run: RunInputs) -> Chip | None:
     return get_chip(run.chip) if run.chip else None
 
 
+def _check_power(run: RunInputs, chip: Chip | None, from_flag: bool) -> None:
+    """A measured average power per chip cannot be far above the chip's TDP: NVML holds the board to its power
+    limit (the catalog's TDP), so an average over a run above MAX_POWER_TDP_RATIO x TDP is not one chip's
+    power (host power goes in --host-w-per-chip). The margin leaves room for a raised limit and meter error."""
+    if run.power_w is None or chip is None or chip.tdp_w <= 0:
+        return
+    limit = MAX_POWER_TDP_RATIO * chip.tdp_w
+    require(run.power_w <= limit, "--power-w" if from_flag else "power_w_per_chip", run.power_w,
+            f"must be <= {limit:g} W ({MAX_POWER_TDP_RATIO:g} x the {chip.name} TDP of {chip.tdp_w:g} W); "
+            "host power goes in --host-w-per-chip")
+
+
+def _check_compare_flags(args: argparse.Namespace) -> None:
+    """--compare-regions prints a ranking of regions: flags about one site or one output would be ignored."""
+    for flag, value in (("--region", args.region), ("--grid-g-per-kwh", args.grid_g_per_kwh),
+                        ("--model-card", args.model_card or None), ("--intensity-csv", args.intensity_csv),
+                        ("--market-based", args.market_based or None)):
+        if value is not None:
+            raise ConfigError(flag, value, "conflicts with --compare-regions (which ranks the listed regions)")
+
+
 def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | None) -> dict[str, Any]:
     if chip is None and run.power_w is None and run.device_energy_j is None:
         raise ConfigError("--chip", None, "is required unless --power-w (a measured power per chip) is given")
+    _check_power(run, chip, from_flag=args.power_w is not None)
     price = None
     if args.price_usd_per_hour is not None:
         require(args.price_usd_per_hour >= 0, "--price-usd-per-hour", args.price_usd_per_hour, "must be >= 0")
@@ -145,9 +175,9 @@ def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | Non
 
 
 def _market(args: argparse.Namespace) -> str:
-    market = "spot" if args.spot else args.market
-    if args.spot and args.market not in ("on-demand", "spot"):
-        raise ConfigError("--market", args.market, "conflicts with --spot")
+    if args.spot and args.market not in (None, "spot"):
+        raise ConfigError("--market", args.market, "conflicts with --spot (which means --market spot)")
+    market = "spot" if args.spot else (args.market or "on-demand")
     require(market in MARKETS, "--market", market, f"must be one of {', '.join(MARKETS)}")
     return str(market)
 
@@ -175,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
     if args.compare_regions:
         if _market(args) != "on-demand":
             raise ConfigError("--spot", "--compare-regions", "spot prices are not ranked across regions yet")
-        codes = [c.strip() for c in args.compare_regions.split(",") if c.strip()]
+        _check_compare_flags(args)
+        codes = split_list(args.compare_regions, "--compare-regions")
         ranked = compare_regions(codes, pue=run_in.pue, **kwargs)
         as_json = json.dumps(render.compare_dict(ranked), indent=2)
         print(as_json if args.json else render.compare_table(ranked))

@@ -6,36 +6,30 @@ import argparse
 import dataclasses
 from typing import Any
 
+from greentrain.cli.argtypes import finite_float, positive_float
+from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES, Strategy
-from greentrain.scenario import Scenario, build_cluster, load_scenario, scenario_from_dict, site_from_dict
+from greentrain.scenario import (
+    DEFAULT_SCENARIO,
+    Scenario,
+    build_cluster,
+    check_schedule,
+    check_sequence,
+    load_scenario,
+    scenario_from_dict,
+    site_from_dict,
+)
 from greentrain.workload import OPTIMIZERS
 
-# The built-in default scenario: Llama 3 8B pre-training on 64 H100 (8 nodes) for 1 T tokens,
-# 4 M-token batches of 8,192-token sequences (the Llama 3 recipe: Dubey et al. 2024 §3.4.1), in AWS us-east-1.
-DEFAULT_SCENARIO: dict[str, Any] = {
-    "model": "llama3-8b",
-    "cluster": {"chip": "h100-sxm", "num_chips": 64, "chips_per_node": 8},
-    "workload": {"global_batch_size": 512, "seq_len": 8192, "train_tokens": 1e12, "precision": "bf16"},
-    "site": {"region": "us-east-1"},
-}
 STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
                   "schedule", "flash_attention")
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1 or v != float(text):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
-
-
 def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) -> None:
-    p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens)")
+    p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens in "
+                   "us-east-1; a file's missing parts take these defaults too)")
     g = p.add_argument_group("model and cluster")
     g.add_argument("--model", help="preset name, model YAML or Hugging Face config.json")
     g.add_argument("--chip", help="chip name from `greentrain catalog chips`, or a chip YAML")
@@ -45,15 +39,15 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--global-batch", type=_positive, help="sequences per optimizer step")
     g.add_argument("--seq-len", type=_positive)
     g.add_argument("--target-seq-len", type=_positive, help="decoder length of an encoder-decoder model")
-    g.add_argument("--tokens", type=float, help="training tokens of the whole run")
+    g.add_argument("--tokens", type=positive_float, help="training tokens of the whole run")
     g.add_argument("--steps", type=_positive, help="optimizer steps of the whole run (instead of --tokens)")
     g.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"))
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g = p.add_argument_group("site")
     g.add_argument("--region", help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
-    g.add_argument("--grid-g-per-kwh", type=float, help="grid carbon intensity, g CO2e per kWh")
-    g.add_argument("--pue", type=float, help="data-centre power usage effectiveness (>= 1)")
-    g.add_argument("--electricity-usd-per-kwh", type=float)
+    g.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
+    g.add_argument("--pue", type=finite_float, help="data-centre power usage effectiveness (>= 1)")
+    g.add_argument("--electricity-usd-per-kwh", type=finite_float)
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
         for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
@@ -92,13 +86,17 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                         ("optimizer", "optimizer")):
         if getattr(args, flag) is not None:
             changes[field] = getattr(args, flag)
-    if args.tokens is not None:
-        if args.tokens <= 0:
-            raise ConfigError("--tokens", args.tokens, "must be > 0")
+    if args.tokens is not None and args.steps is not None:
+        raise ConfigError("--steps", args.steps, f"conflicts with --tokens {args.tokens:g}: give one run length")
+    if args.tokens is not None:  # a flag's run length replaces the file's
         changes.update(train_tokens=args.tokens, num_steps=0, num_epochs=0.0)
     if args.steps is not None:
-        changes.update(num_steps=args.steps, train_tokens=0.0)
+        changes.update(num_steps=args.steps, train_tokens=0.0, num_epochs=0.0)
     w = dataclasses.replace(w, **changes) if changes else w
+    from_flags = not args.scenario  # the defaults are fixed with flags; a file's values in the file
+    check_sequence(model, w, "--seq-len" if from_flags or args.seq_len is not None else "workload.seq_len",
+                   "--target-seq-len" if from_flags or args.target_seq_len is not None
+                   else "workload.target_seq_len")
     return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
                     strategy=_strategy(args, sc, cl.num_chips))
 
@@ -131,6 +129,10 @@ def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int) -> Strateg
     if not kw:
         return sc.strategy
     base = sc.strategy or Strategy()
+    if "schedule" in kw:
+        vpp = int(kw.get("vpp", base.vpp))
+        vpp_field = "--vpp" if "vpp" in kw or sc.strategy is None else "strategy.vpp"
+        check_schedule(str(kw["schedule"]), vpp, "--schedule", vpp_field)
     tp, pp, cp = int(kw.get("tp", base.tp)), int(kw.get("pp", base.pp)), int(kw.get("cp", base.cp))
     if "dp" not in kw:
         if num_chips % (tp * pp * cp):

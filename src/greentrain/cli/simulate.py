@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from greentrain.cli.argtypes import nonneg_int, positive_float, positive_int
 from greentrain.errors import ConfigError
 
 PROGRESS_MIN_TASKS = 200_000  # show a progress bar when a run has at least this many tasks
@@ -21,11 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--devices", required=True, metavar="DEVICES.yaml",
                    help="devices or groups (see docs/simulate.md)")
     s.add_argument("--model", required=True, help="preset name, model YAML or Hugging Face config.json")
-    s.add_argument("--rounds", type=int, default=1, help="training rounds to simulate (default 1)")
-    s.add_argument("--min-tp-size", type=int, default=128, help="smallest tile dimension (default 128)")
-    s.add_argument("--tp-depth", type=int, default=2, help="halving levels per matrix (default 2)")
-    s.add_argument("--batch-tokens", type=int, default=2048, help="tokens trained per round (default 2048)")
-    s.add_argument("--seq-len", type=int, default=0, help="sequence length (default: --batch-tokens)")
+    s.add_argument("--rounds", type=positive_int, default=1, help="training rounds to simulate (default 1)")
+    s.add_argument("--min-tp-size", type=positive_int, default=128, help="smallest tile dimension (default 128)")
+    s.add_argument("--tp-depth", type=nonneg_int, default=2, help="halving levels per matrix (default 2)")
+    s.add_argument("--batch-tokens", type=positive_int, default=2048,
+                   help="tokens trained per round (default 2048)")
+    s.add_argument("--seq-len", type=positive_int, default=None, help="sequence length (default: --batch-tokens)")
     s.add_argument("--precision", default="bf16", help="fp32, tf32, bf16, fp16 or fp8 (default bf16)")
     s.add_argument("--scheduler", default="greedy", help="greedy, fastest or bandwidth (default greedy)")
     s.add_argument("--backup-tasks", action="store_true",
@@ -39,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_arguments(c)
     c.add_argument("--straggler", action="append", default=[], metavar="STAGE=FACTOR",
                    help="pipeline stage STAGE computes FACTOR times slower (repeatable)")
-    c.add_argument("--link-slowdown", type=float, default=1.0, metavar="FACTOR",
+    c.add_argument("--link-slowdown", type=positive_float, default=1.0, metavar="FACTOR",
                    help="inter-node links are FACTOR times slower than the catalog says")
-    c.add_argument("--bucket-mb", type=float, default=25.0, help="DP gradient bucket size in MB (default 25)")
+    c.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DP gradient bucket size in MB (default 25)")
     _outputs(c)
 
 
@@ -78,12 +80,15 @@ def _run_swarm(args: argparse.Namespace) -> int:
     from greentrain.sim.trace import Trace
 
     opts = SwarmOptions(scheduler=args.scheduler, seed=args.seed, backup_tasks=args.backup_tasks)
-    wl = SwarmWorkload(batch_tokens=args.batch_tokens, seq_len=args.seq_len, precision=args.precision,
+    wl = SwarmWorkload(batch_tokens=args.batch_tokens, seq_len=args.seq_len or 0, precision=args.precision,
                        tp_depth=args.tp_depth, min_tp_size=args.min_tp_size)
-    if args.rounds < 1:
-        raise ConfigError("--rounds", args.rounds, "must be >= 1")
     devices = load_devices(args.devices)
     model = load_model(args.model)
+    seq = args.seq_len or args.batch_tokens
+    if model.max_seq_len and seq > model.max_seq_len:
+        raise ConfigError("--seq-len" if args.seq_len else "--batch-tokens", seq,
+                          f"must be <= {model.max_seq_len}: {model.name} has learned positions for "
+                          f"{model.max_seq_len} tokens (a sequence is --seq-len, default --batch-tokens)")
     num_tasks = swarm_tasks(model, wl).num_tasks  # validates the tiling before anything runs
     trace = Trace() if (args.trace or args.gantt) else None
     total = num_tasks * args.rounds
@@ -131,11 +136,15 @@ def _run_step(args: argparse.Namespace) -> int:
 def _stragglers(items: list[str]) -> dict[int, float]:
     out: dict[int, float] = {}
     for item in items:
-        stage, _, factor = item.partition("=")
+        stage_text, _, factor_text = item.partition("=")
         try:
-            out[int(stage)] = float(factor)
+            stage, factor = int(stage_text), float(factor_text)
         except ValueError:
             raise ConfigError("--straggler", item, "must be STAGE=FACTOR, e.g. 3=1.5") from None
+        if stage in out:
+            raise ConfigError("--straggler", item, f"stage {stage} is already given ({stage}={out[stage]:g}); "
+                              "give each stage once")
+        out[stage] = factor
     return out
 
 

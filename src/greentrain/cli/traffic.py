@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
@@ -34,24 +35,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--num_kv_heads", type=int, default=None, help="K/V heads (1: MQA; else GQA/MHA)")
     _flag(parser, "--activation_checkpointing", action="store_true", help="recompute fwd in bwd")
     _flag(parser, "--consecutive_attn_and_ffn", action="store_true", help="default: parallel attn+FFN")
-    _flag(parser, "--dataset_size", type=float, required=True, help="training tokens")
+    _flag(parser, "--dataset_size", type=positive_float, required=True, help="training tokens")
     _flag(parser, "--num_layers", type=int, default=None, help="layers (required without --model)")
     _flag(parser, "--d_model", type=int, default=None, help="residual width (required without --model)")
     _flag(parser, "--d_ffn_ratio", type=int, default=None, help="d_ffn = ratio * d_model")
     _flag(parser, "--d_ffn", type=int, default=None, help="FFN width (default 4 * d_model)")
     _flag(parser, "--d_head", type=int, default=None, help="head width (default 64)")
     _flag(parser, "--num_heads", type=int, default=None, help="heads (default d_model / d_head)")
-    _flag(parser, "--total_attn_width_ratio", type=float, default=None, help="num_heads*d_head / d_model")
+    _flag(parser, "--total_attn_width_ratio", type=positive_float, default=None, help="num_heads*d_head / d_model")
     for axis in ("data", "pipe", "exp", "seq", "tensor_int", "tensor_ext"):
         _flag(parser, f"--p_{axis}", type=int, default=1, help=f"{axis.upper()} parallel degree (default 1)")
-    _flag(parser, "--cluster_flop_rate", type=float, default=None, help="FLOP/s of one mesh unit (chip)")
+    _flag(parser, "--cluster_flop_rate", type=positive_float, default=None, help="FLOP/s of one mesh unit (chip)")
     _flag(parser, "--skip_efficiency_check", action="store_true", help="skip the efficiency constraints")
     _flag(parser, "--fwd_only", action="store_true", help="forward pass only")
     _flag(parser, "--net_precision_bytes", type=int, default=2, help="bytes per transferred element (2)")
     parser.add_argument("--model", default=None, help="model preset name, YAML file or HF config.json")
     parser.add_argument("--chip", default=None, help="catalog chip: cluster_flop_rate = peak x utilization")
     parser.add_argument("--precision", default="bf16", help="peak used with --chip (default bf16)")
-    parser.add_argument("--utilization", type=float, default=DEFAULT_UTILIZATION,
+    parser.add_argument("--utilization", type=finite_float, default=DEFAULT_UTILIZATION,
                         help=f"fraction of the chip's peak with --chip (default {DEFAULT_UTILIZATION})")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
     parser.add_argument("--plot", default=None, metavar="PATH",
@@ -65,6 +66,9 @@ def _shape_from_model(args: argparse.Namespace) -> dict[str, Any]:
     from greentrain.model.load import load_model
 
     spec = load_model(args.model)
+    if spec.max_seq_len and args.seq_len > spec.max_seq_len:
+        raise ConfigError("seq_len", args.seq_len, f"must be <= {spec.max_seq_len}: {spec.name} has learned "
+                          f"positions for {spec.max_seq_len} tokens (max_position_embeddings)")
     if spec.top_k > 1 or spec.num_shared_experts or spec.moe_layer_interval > 1:
         print(f"greentrain traffic: note: {spec.name} is modelled with top-1 routing in every layer and no "
               "shared experts (the seed's model)", file=sys.stderr)

@@ -79,4 +79,4 @@ def run_inputs_from_dict(data: dict[str, Any], where: str = "run") -> RunInputs:
 
 
 def run_inputs_from_json(path: str | Path) -> RunInputs:
-    return run_inputs_from_dict(load_mapping(path), where=Path(path).name)
+    return run_inputs_from_dict(load_mapping(path, field="run_json"), where=Path(path).name)

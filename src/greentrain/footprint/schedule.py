@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from greentrain.config import require
+from greentrain.config import read_text, require
 from greentrain.errors import ConfigError
 
 INTENSITY_COLUMNS = ("g_co2e_per_kwh", "carbon_intensity_g_co2e_per_kwh", "grid_g_co2e_per_kwh")
@@ -61,10 +61,7 @@ def _pick(header: list[str], names: tuple[str, ...], contains: str = "") -> int 
 
 
 def load_intensity_csv(path: str | Path) -> IntensitySeries:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError("intensity_csv", str(path), "file does not exist")
-    rows = list(csv.reader(p.read_text(encoding="utf-8-sig").splitlines()))
+    rows = list(csv.reader(read_text(path, "intensity_csv", encoding="utf-8-sig").splitlines()))
     if len(rows) < 2:
         raise ConfigError("intensity_csv", str(path), "needs a header and at least one hourly row")
     header = rows[0]

@@ -16,7 +16,7 @@ from typing import Any
 
 from greentrain.config import as_bool, as_int
 from greentrain.errors import ConfigError, did_you_mean
-from greentrain.model.spec import TransformerSpec
+from greentrain.model.spec import ACTIVATIONS, TransformerSpec
 
 _MISSING: Any = object()
 _WHERE = "config.json"
@@ -53,6 +53,14 @@ class _Reader:
         if not isinstance(value, str):
             raise ConfigError(f"{_WHERE}.{key}", value, "must be a string")
         return value
+
+    def get_activation(self, *keys: str, default: Any = _MISSING) -> str:
+        """An activation name transformers knows (ACT2FN); anything else fails there when the model is built."""
+        key, value = self._raw(keys, default)
+        name = self.get_str(key, default=value)
+        if name not in ACTIVATIONS:
+            raise ConfigError(f"{_WHERE}.{key}", name, "unknown activation" + did_you_mean(name, ACTIVATIONS))
+        return name
 
     def same(self, first: str, second: str) -> int:
         """Two keys TransformerSpec cannot tell apart (encoder vs decoder width): they must agree."""
@@ -93,7 +101,7 @@ def _llama(r: _Reader, *, tied_default: bool = False, bias_keys: tuple[str, ...]
         ffn_hidden_size=r.get_int("intermediate_size"),
         vocab_size=r.get_int("vocab_size"),
         glu=True,  # gate_proj, up_proj, down_proj (LlamaMLP)
-        activation=r.get_str("hidden_activation", "hidden_act", default="silu"),
+        activation=r.get_activation("hidden_activation", "hidden_act", default="silu"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=tied_default),
         max_position_embeddings=0,  # rotary: max_position_embeddings is a context length, not a table
         linear_bias=any(r.get_bool(k, default=False) for k in bias_keys),
@@ -136,9 +144,10 @@ def _gpt2(r: _Reader) -> dict[str, Any]:
         num_heads=r.get_int("n_head", "num_attention_heads"),
         ffn_hidden_size=r.get_int("n_inner", default=4 * d),
         vocab_size=r.get_int("vocab_size"),
-        activation=r.get_str("activation_function", default="gelu_new"),
+        activation=r.get_activation("activation_function", default="gelu_new"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=True),
-        max_position_embeddings=r.get_int("n_positions", "max_position_embeddings"),
+        # GPT2Config(n_positions=1024): the default when the key is absent
+        max_position_embeddings=r.get_int("n_positions", "max_position_embeddings", default=1024),
         linear_bias=True,
         norm="layernorm",
     )
@@ -154,7 +163,7 @@ def _gpt_neox(r: _Reader) -> dict[str, Any]:
         num_heads=r.get_int("num_attention_heads"),
         ffn_hidden_size=r.get_int("intermediate_size"),
         vocab_size=r.get_int("vocab_size"),
-        activation=r.get_str("hidden_act", default="gelu"),
+        activation=r.get_activation("hidden_act", default="gelu"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=False),
         max_position_embeddings=0,
         linear_bias=r.get_bool("attention_bias", default=True),
@@ -186,9 +195,10 @@ def _opt(r: _Reader) -> dict[str, Any]:
         num_heads=r.get_int("num_attention_heads"),
         ffn_hidden_size=r.get_int("ffn_dim"),
         vocab_size=r.get_int("vocab_size"),
-        activation=r.get_str("activation_function", default="relu"),
+        activation=r.get_activation("activation_function", default="relu"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=True),
         max_position_embeddings=r.get_int("max_position_embeddings") + _FAIRSEQ_POSITION_OFFSET,
+        position_offset=_FAIRSEQ_POSITION_OFFSET,
         linear_bias=r.get_bool("enable_bias", default=True),
         norm="layernorm",
     )
@@ -239,9 +249,10 @@ def _bart_like(r: _Reader, *, learned_positions: bool) -> dict[str, Any]:
         num_heads=r.same("encoder_attention_heads", "decoder_attention_heads"),
         ffn_hidden_size=r.same("encoder_ffn_dim", "decoder_ffn_dim"),
         vocab_size=r.get_int("vocab_size"),
-        activation=r.get_str("activation_function", default="gelu"),
+        activation=r.get_activation("activation_function", default="gelu"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=True),
         max_position_embeddings=positions,
+        position_offset=_FAIRSEQ_POSITION_OFFSET if learned_positions else 0,
         linear_bias=True,
         norm="layernorm",
     )
@@ -255,6 +266,19 @@ def _pegasus(r: _Reader) -> dict[str, Any]:
     return _bart_like(r, learned_positions=False)
 
 
+def _t5_feed_forward(r: _Reader) -> tuple[bool, str]:
+    """(gated, activation) of T5Config.feed_forward_proj: "ACT" or "gated-ACT" (T5Config.__init__ refuses any
+    other form; T5DenseActDense looks ACT up in ACT2FN, which refuses an unknown name). T5Config maps
+    "gated-gelu" to gelu_new."""
+    proj = r.get_str("feed_forward_proj", default="relu")
+    parts = proj.split("-")
+    if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or parts[-1] not in ACTIVATIONS:
+        raise ConfigError(f"{_WHERE}.feed_forward_proj", proj, "must be ACT or gated-ACT with ACT an activation "
+                          "transformers knows (e.g. relu, gated-gelu)" + did_you_mean(parts[-1], ACTIVATIONS))
+    gated = len(parts) == 2
+    return gated, "gelu_new" if proj == "gated-gelu" else parts[-1]
+
+
 def _t5(r: _Reader) -> dict[str, Any]:
     """T5Config (Raffel et al. 2020): RMS-style LayerNorm without bias or mean (T5LayerNorm), no linear
     biases, ``d_kv`` per head (q_width may differ from d_model), relative position bias instead of a table.
@@ -266,9 +290,7 @@ def _t5(r: _Reader) -> dict[str, Any]:
     """
     r.aliases_agree({"num_hidden_layers": "num_layers", "num_attention_heads": "num_heads",
                      "hidden_size": "d_model", "head_dim": "d_kv"})  # T5Config.attribute_map
-    proj = r.get_str("feed_forward_proj", default="relu")
-    gated = proj.startswith("gated-")
-    activation = proj.removeprefix("gated-")
+    gated, activation = _t5_feed_forward(r)
     layers = r.get_int("num_layers")
     return dict(
         arch="encoder-decoder",
@@ -280,7 +302,7 @@ def _t5(r: _Reader) -> dict[str, Any]:
         ffn_hidden_size=r.get_int("d_ff"),
         vocab_size=r.get_int("vocab_size"),
         glu=gated,
-        activation="gelu_new" if activation == "gelu" else activation,  # T5Config maps gated-gelu to gelu_new
+        activation=activation,
         tied_embeddings=r.get_bool("tie_word_embeddings", default=True),
         max_position_embeddings=0,
         linear_bias=False,

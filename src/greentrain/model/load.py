@@ -39,11 +39,13 @@ def load_model(arg: str | dict[str, Any] | TransformerSpec) -> TransformerSpec:
         return arg
     if isinstance(arg, dict):
         return TransformerSpec.from_dict(dict(arg))
+    if not isinstance(arg, str) or not arg.strip():
+        raise ConfigError("model", arg, "must be a preset name, a model YAML or config.json path, or a mapping")
     path = Path(arg)
     if path.suffix in (".yaml", ".yml", ".json") or path.is_file() or path.is_dir():
         if path.is_dir():
             path = path / "config.json"
-        data = load_mapping(path)
+        data = load_mapping(path, field="model")
         if path.suffix == ".json" and ("model_type" in data or "architectures" in data):
             from greentrain.model.hf import spec_from_hf_config
 

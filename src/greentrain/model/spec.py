@@ -19,9 +19,16 @@ from greentrain.config import (
     check_keys,
     require,
 )
+from greentrain.errors import did_you_mean
 
 ARCHS = ("decoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
+# The activation names transformers knows (transformers.activations.ACT2CLS, v5.23), which is also every name
+# a Hugging Face config.json can carry in hidden_act / activation_function; the FLOP and byte counts do not
+# depend on which one it is (an element-wise op), but a name outside this set is a typo, not a model.
+ACTIVATIONS = ("gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python", "gelu_python_tanh",
+               "gelu_pytorch_tanh", "hardswish", "laplace", "leaky_relu", "linear", "mish", "prelu", "quick_gelu",
+               "relu", "relu2", "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "xielu")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +47,7 @@ class TransformerSpec:
     activation: str = "gelu"
     tied_embeddings: bool = True
     max_position_embeddings: int = 0  # rows of a learned position table (0: rotary/relative, no table)
+    position_offset: int = 0  # rows of that table no position uses (the fairseq padding offset of OPT/BART: 2)
     linear_bias: bool = False
     norm: str = "layernorm"
     parallel_block: bool = False  # GPT-J/NeoX: attention and MLP read the same input
@@ -58,11 +66,16 @@ class TransformerSpec:
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"{w}.{f}", v, "must be a positive integer")
         for f in ("num_encoder_layers", "num_kv_heads", "head_dim", "expert_ffn_hidden_size",
-                  "num_shared_experts", "max_position_embeddings"):
+                  "num_shared_experts", "max_position_embeddings", "position_offset"):
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 0, f"{w}.{f}", v, "must be a non-negative integer")
         require(self.arch in ARCHS, f"{w}.arch", self.arch, f"must be one of {', '.join(ARCHS)}")
         require(self.norm in NORMS, f"{w}.norm", self.norm, f"must be one of {', '.join(NORMS)}")
+        require(self.activation in ACTIVATIONS, f"{w}.activation", self.activation,
+                "unknown activation" + did_you_mean(self.activation, ACTIVATIONS))
+        require(self.position_offset == 0 or self.position_offset < self.max_position_embeddings,
+                f"{w}.position_offset", self.position_offset,
+                f"must be less than max_position_embeddings={self.max_position_embeddings}")
         if self.arch == "decoder":
             require(self.num_encoder_layers == 0, f"{w}.num_encoder_layers", self.num_encoder_layers,
                     "must be 0 for a decoder-only model")
@@ -86,6 +99,12 @@ class TransformerSpec:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
+
+    @property
+    def max_seq_len(self) -> int:
+        """The longest sequence a learned position table can embed (0: no limit; rotary, ALiBi, relative and
+        sinusoidal positions have no table to run past)."""
+        return self.max_position_embeddings - self.position_offset if self.max_position_embeddings else 0
 
     @property
     def q_width(self) -> int:
@@ -184,6 +203,8 @@ class TransformerSpec:
                 kwargs[key] = as_choice(value, field, ARCHS)
             elif key == "norm":
                 kwargs[key] = as_choice(value, field, NORMS)
+            elif key == "activation":
+                kwargs[key] = as_choice(value, field, ACTIVATIONS)
             else:
                 kwargs[key] = str(value)
         kwargs.setdefault("name", "custom")

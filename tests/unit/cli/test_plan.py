@@ -61,7 +61,8 @@ def test_explicit_strategy(capsys: pytest.CaptureFixture[str]) -> None:
     (["--seq-len", "-5"], "positive integer"),
     (["--pue", "0.5"], "pue"),
     (["--region", "atlantis"], "region"),
-    (["--model", "gpt3-175b", "--num-chips", "8", "--tp", "8", "--recompute", "none"], "does not fit"),
+    (["--model", "gpt3-175b", "--seq-len", "2048", "--num-chips", "8", "--tp", "8", "--recompute", "none"],
+     "does not fit"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
     code, out, err = _plan(capsys, *args)
@@ -103,3 +104,75 @@ def test_cli_process_exit_status() -> None:
     r = subprocess.run([sys.executable, "-m", "greentrain.cli.main", "plan", "--chip", "nope"],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "unknown chip" in r.stderr
+
+
+# ---- the user audit: tracebacks, silently wrong numbers, conflicting flags -----------------------------------
+
+HF_DIR = Path(__file__).resolve().parents[2] / "data" / "hf"
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
+
+
+@pytest.fixture
+def audit_files(tmp_path: Path) -> Path:
+    files = {"gb0.yaml": "model: gpt3-175b\nworkload: {global_batch_size: 0}\n",
+             "both.yaml": "model: gpt3-175b\nworkload: {train_tokens: 1e9, num_steps: 10}\n",
+             "m5.yaml": "model: 5\n", "mlist.yaml": "model: [1, 2]\n",
+             "dup.yaml": "model: llama3-8b\nmodel: gpt3-175b\n",
+             "decoder_target.yaml": "workload: {target_seq_len: 512}\n",
+             "vpp.yaml": "strategy: {pp: 4, vpp: 2, tp: 8, dp: 2, schedule: gpipe}\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "some.png").write_bytes(PNG)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["{d}/gb0.yaml"], "workload.global_batch_size=0: must be >= 1"),
+    (["{d}/both.yaml"], "workload.num_steps=10: conflicts with workload.train_tokens"),
+    (["--tokens", "inf"], "argument --tokens: 'inf' must be a finite number"),
+    (["--tokens", "nan"], "must be a finite number"),
+    (["--num-chips", "inf"], "argument --num-chips: 'inf' must be a finite integer"),
+    (["--grid-g-per-kwh", "inf"], "argument --grid-g-per-kwh"),
+    (["{d}/some.png"], "is not a UTF-8 text file"),
+    (["--model", "{d}/some.png"], "model='{d}/some.png': is not a UTF-8 text file"),
+    (["{d}/m5.yaml"], "model=5: must be a preset name"),
+    (["{d}/mlist.yaml"], "model=[1, 2]: must be a preset name"),
+    (["{d}"], "is a directory, not a file"),
+    (["{d}/dup.yaml"], "duplicate key 'model'"),
+    (["--target-seq-len", "512"], "--target-seq-len=512: applies only to an encoder-decoder model"),
+    (["{d}/decoder_target.yaml"], "workload.target_seq_len=512: applies only to an encoder-decoder model"),
+    (["--model", str(HF_DIR / "gpt2.json"), "--seq-len", "8192"], "--seq-len=8192: must be <= 1024"),
+    (["--model", "gpt3-175b"], "--seq-len=8192: must be <= 2048"),  # the default 8192 does not fit
+    (["--steps", "10", "--tokens", "1e9"], "--steps=10: conflicts with --tokens"),
+    (["--pp", "4", "--vpp", "2", "--tp", "8", "--dp", "2", "--schedule", "gpipe"],
+     "--schedule='gpipe': conflicts with --vpp=2"),
+    (["{d}/vpp.yaml"], "strategy.schedule='gpipe': conflicts with strategy.vpp=2"),
+    (["--pp", "4", "--schedule", "interleaved"], "--schedule='interleaved': needs --vpp > 1"),
+])
+def test_audit_bad_input(audit_files: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                         needle: str) -> None:
+    code, out, err = _plan(capsys, *(a.format(d=audit_files) for a in args))
+    assert code == 2 and out == ""
+    assert needle.format(d=audit_files) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_file_without_site_is_the_default_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Missing parts of a file take the CLI's defaults: same region, same numbers as no file at all."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    code, from_file, _ = _plan(capsys, str(empty), "--json")
+    assert code == 0
+    _, default, _ = _plan(capsys, "--json")
+    assert json.loads(from_file) == json.loads(default)
+    d = json.loads(from_file)
+    assert d["grid_g_co2e_per_kwh"] > 0 and d["emissions_kg_co2e"] > 0
+    code, out, _ = _plan(capsys, str(empty))
+    assert "(us-east-1)" in out  # the region is stated, as for the CLI default
+
+
+def test_flag_run_length_replaces_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "epochs.yaml"
+    f.write_text("workload: {num_epochs: 2, dataset_tokens: 1e9}\n")
+    code, out, _ = _plan(capsys, str(f), "--steps", "7", "--json")
+    assert code == 0 and json.loads(out)["num_steps"] == 7

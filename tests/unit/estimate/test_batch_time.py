@@ -124,6 +124,8 @@ def test_cli_v2_network_bandwidth_is_printed(capsys):
         ("--n_layers 24 --d_model 2048 --chip nosuch", "unknown chip"),
         ("--n_layers 0 --d_model 2048", "num_layers=0"),
         ("--d_model 2048", "required"),
+        ("--n_layers 24 --d_model 2048 --dataset_size inf", "'inf' must be a finite number"),
+        ("--n_layers 24 --d_model 2048 --v2 --network_bandwidth inf", "'inf' must be a finite number"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(capsys, cmd, needle):

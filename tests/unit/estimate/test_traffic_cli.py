@@ -99,6 +99,11 @@ def test_plot_writes_a_png(capsys, tmp_path):
         ("--dataset_size 1e9 --d_model 1024", "num_layers=None: is required (or --model)"),
         ("--dataset_size 1e9 --model nosuchmodel", "unknown model preset"),
         (README + " --p_data x", "invalid int value"),
+        (README.replace("--dataset_size 13e12", "--dataset_size 1"),
+         "dataset_size=1.0: must hold at least one batch: round(dataset_size / (batch_size*seq_len = 67108864)) is 0"),
+        (README.replace("--dataset_size 13e12", "--dataset_size inf"), "'inf' must be a finite number"),
+        (README.replace("--cluster_flop_rate 156e12", "--cluster_flop_rate nan"), "'nan' must be a finite number"),
+        ("--model gpt3-175b --seq_len 4096 --dataset_size 3e11", "seq_len=4096: must be <= 2048"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, cmd, needle):

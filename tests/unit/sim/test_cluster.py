@@ -90,7 +90,9 @@ def test_step_time_agrees_with_plan_within_one_percent(args: list[str], capsys: 
     (["--straggler", "9=2"], "stage must be in [0, 3]"),
     (["--straggler", "two"], "must be STAGE=FACTOR"),
     (["--straggler", "1=-1"], "must be a number > 0"),
-    (["--link-slowdown", "0"], "must be a number > 0"),
+    (["--link-slowdown", "0"], "argument --link-slowdown: '0' must be > 0"),
+    (["--link-slowdown", "inf"], "argument --link-slowdown: 'inf' must be a finite number"),
+    (["--straggler", "1=2", "--straggler", "1=3"], "stage 1 is already given (1=2); give each stage once"),
 ])
 def test_bad_step_options_are_one_line_exit_2(args: list[str], message: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,8 +93,10 @@ def test_bad_devices_yaml_is_one_line_exit_2(case: str, files: Path, capsys: pyt
 @pytest.mark.parametrize(("args", "message"), [
     (["--scheduler", "fifo"], "unknown scheduler"),
     (["--min-tp-size", "100000"], "cannot be tiled"),
-    (["--min-tp-size", "0"], "must be >= 1"),
-    (["--rounds", "0"], "must be >= 1"),
+    (["--min-tp-size", "0"], "argument --min-tp-size: '0' must be a positive integer"),
+    (["--rounds", "0"], "argument --rounds: '0' must be a positive integer"),
+    (["--seq-len", "0"], "argument --seq-len: '0' must be a positive integer"),
+    (["--batch-tokens", "inf"], "argument --batch-tokens: 'inf' must be a finite integer"),
     (["--precision", "int4"], "must be one of"),
     (["--seq-len", "100"], "must divide batch_tokens"),
     (["--trace", "/no/such/dir/t.json"], "directory does not exist"),
@@ -111,3 +113,17 @@ def test_devices_file_must_list_devices(files: Path, capsys: pytest.CaptureFixtu
     (files / "empty.yaml").write_text("devices: []\n")
     assert main(swarm(files, devices="empty.yaml")) == 2
     assert "non-empty list" in capsys.readouterr().err
+
+
+def test_binary_devices_file_and_too_long_sequence(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (files / "some.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    assert main(swarm(files, devices="some.png")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a UTF-8 text file" in err
+    (files / "learned.yaml").write_text(MODEL + "max_position_embeddings: 128\n")
+    argv = ["simulate", "swarm", "--devices", str(files / "devices.yaml"), "--model", str(files / "learned.yaml"),
+            "--batch-tokens", "256"]
+    assert main(argv) == 2  # one 256-token sequence past a 128-row position table
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--batch-tokens=256: must be <= 128" in err
+    assert main([*argv, "--seq-len", "128"]) == 0

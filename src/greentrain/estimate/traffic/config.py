@@ -56,7 +56,11 @@ class TrafficConfig:
                      "tp_ext"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
-        require(self.dataset_tokens > 0, "dataset_size", self.dataset_tokens, "must be > 0")
+        require(math.isfinite(self.dataset_tokens) and self.dataset_tokens > 0, "dataset_size",
+                self.dataset_tokens, "must be a finite number > 0")
+        require(self.num_batches >= 1, "dataset_size", self.dataset_tokens,
+                f"must hold at least one batch: round(dataset_size / (batch_size*seq_len = "
+                f"{self.batch_size * self.seq_len})) is 0")
         require(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", self.num_kv_heads,
                 f"must divide num_heads={self.num_heads}")
         require(self.seq_len % self.num_experts == 0, "seq_len", self.seq_len,
