@@ -57,6 +57,11 @@ class LaunchOptions:
             raise ConfigError("collectives", self.collectives, "must be native or ring")
 
 
+def max_local_ranks() -> int:
+    """Ranks this machine spawns itself: each is a process with torch loaded (a few hundred MB)."""
+    return max(16, 4 * (os.cpu_count() or 1))
+
+
 def under_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"))
 
@@ -76,6 +81,10 @@ def run_jobs(jobs: Sequence[Job], options: LaunchOptions) -> list[EmulationResul
             raise ConfigError("cases", case.label, f"needs {case.world_size} ranks; the launch has {world}")
     if options.backend == "nccl" and not torch.cuda.is_available():
         raise ConfigError("backend", "nccl", "needs CUDA, which this machine does not have; use gloo")
+    limit = max_local_ranks()
+    if not under_torchrun() and world > limit:
+        raise ConfigError("mesh", world, f"needs {world} ranks; at most {limit} run as local processes here "
+                                         "(4 per CPU core, at least 16): launch more under torchrun on several hosts")
     per_rank = _run_in_group(jobs, options, world) if under_torchrun() else _spawn(jobs, options, world)
     if not per_rank:
         return []

@@ -120,6 +120,7 @@ def test_ffn_and_pipeline_validation():
     ["pipeline", "--units", "256,,256"],
     ["pipeline", "--stages", "3"],
     ["matmul", "--timeout-s", "0"],
+    ["matmul", "--mesh", "64x64", "--m", "64", "--k", "64", "--n", "64"],  # 4,096 local processes
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv, capsys):
     assert main(["emulate", *argv]) == 2
