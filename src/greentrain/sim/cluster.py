@@ -32,6 +32,8 @@ from greentrain.sim.engine import Engine, SharedLink
 from greentrain.sim.schedules import build_schedule
 from greentrain.sim.trace import Trace
 
+MAX_BUCKETS = 10_000  # per model chunk (DDP's default 25 MB: 5,600 for all of a 70B model's bf16 gradients)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepOptions:
@@ -161,6 +163,11 @@ class _Pipeline:
         self.dp_left = [0] * p
         self.dp_done_s = [0.0] * p
         self.num_buckets = max(1, math.ceil(c.grad_bytes / c.vpp / (opts.bucket_mb * units.MB)))
+        if self.num_buckets > MAX_BUCKETS:  # each bucket is an event per stage: keep the simulation bounded
+            least_mb = c.grad_bytes / c.vpp / MAX_BUCKETS / units.MB
+            raise ConfigError("--bucket-mb", opts.bucket_mb, f"gives {self.num_buckets:,} gradient buckets per "
+                                                             f"model chunk; at most {MAX_BUCKETS:,} (use >= "
+                                                             f"{least_mb:.3g} MB)")
         self.last_b = [self._last_backwards(d) for d in range(p)]
 
     def _last_backwards(self, d: int) -> set[int]:
