@@ -5,8 +5,9 @@ round, so a drift in load hits both sides alike), on one model and one optimizer
 Tracker whose first step (the FLOP-counting one for that shape) runs outside the timing.
 
 Printed per model: median step time off / on over all timed steps, the ratio of those medians, the median of
-the per-round ratios, the ratio of the minima (the least disturbed step on each side), and the fixed cost
-per step (median on - median off).
+the per-round ratios, the ratio of the minima (the least disturbed step on each side), the fixed cost
+per step (median on - median off), and the ratio of the median process CPU times per step (less sensitive
+to other processes than wall time; with --threads 1 it has no OpenMP spin-waiting in it either).
 
     .venv/bin/python benchmarks/bench_tracker.py [--rounds 30] [--steps 4] [--threads N] [--models gpt,tiny]
 """
@@ -39,6 +40,8 @@ class Result:
     off_s: list[float]
     on_s: list[float]
     round_ratios: list[float]
+    off_cpu_s: list[float]
+    on_cpu_s: list[float]
 
     @property
     def median_off_s(self) -> float:
@@ -49,18 +52,21 @@ class Result:
         return statistics.median(self.on_s)
 
 
-def _steps(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, t: Tracker | None) -> list[float]:
+Times = list[tuple[float, float]]  # (wall s, process CPU s) per step
+
+
+def _steps(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, t: Tracker | None) -> Times:
     times = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         train_step(model, opt, idx)
         if t is not None:
             t.step()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
-def _tracked(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, out: Path) -> list[float]:
+def _tracked(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, out: Path) -> Times:
     with Tracker(model, out_dir=out, print_summary=False, write_outputs=False) as t:
         _steps(model, opt, idx, 1, t)  # the FLOP-counting step of this shape, outside the timing
         return _steps(model, opt, idx, n, t)
@@ -73,8 +79,8 @@ def bench(key: str, rounds: int, steps: int, out: Path) -> Result:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     idx = torch.randint(0, 512, (c["batch"], c["seq"]))
     _steps(model, opt, idx, 3, None)  # warm-up
-    off: list[float] = []
-    on: list[float] = []
+    off: Times = []
+    on: Times = []
     ratios = []
     for r in range(rounds):
         if r % 2 == 0:
@@ -85,8 +91,9 @@ def bench(key: str, rounds: int, steps: int, out: Path) -> Result:
             o = _steps(model, opt, idx, steps, None)
         off += o
         on += n
-        ratios.append(statistics.median(n) / statistics.median(o))
-    return Result(name=name, off_s=off, on_s=on, round_ratios=ratios)
+        ratios.append(statistics.median(w for w, _ in n) / statistics.median(w for w, _ in o))
+    return Result(name=name, off_s=[w for w, _ in off], on_s=[w for w, _ in on], round_ratios=ratios,
+                  off_cpu_s=[c for _, c in off], on_cpu_s=[c for _, c in on])
 
 
 def main() -> None:
@@ -100,14 +107,17 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
           f"{os.getloadavg()[0]:.2f} (start), {args.rounds} rounds x {args.steps} steps per side")
-    head = ("model", "off ms", "on ms", "ratio of medians", "median round ratio", "ratio of minima", "cost us/step")
-    print(f"{head[0]:<20} {head[1]:>9} {head[2]:>9} {head[3]:>17} {head[4]:>19} {head[5]:>16} {head[6]:>13}")
+    head = ("model", "off ms", "on ms", "ratio of medians", "median round ratio", "ratio of minima", "cost us/step",
+            "CPU-time ratio")
+    print(f"{head[0]:<20} {head[1]:>9} {head[2]:>9} {head[3]:>17} {head[4]:>19} {head[5]:>16} {head[6]:>13} "
+          f"{head[7]:>15}")
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.models.split(","):
             r = bench(key.strip(), args.rounds, args.steps, Path(tmp))
             print(f"{r.name:<20} {r.median_off_s * 1e3:>9.3f} {r.median_on_s * 1e3:>9.3f} "
                   f"{r.median_on_s / r.median_off_s:>17.4f} {statistics.median(r.round_ratios):>19.4f} "
-                  f"{min(r.on_s) / min(r.off_s):>16.4f} {(r.median_on_s - r.median_off_s) * 1e6:>13.0f}")
+                  f"{min(r.on_s) / min(r.off_s):>16.4f} {(r.median_on_s - r.median_off_s) * 1e6:>13.0f} "
+                  f"{statistics.median(r.on_cpu_s) / statistics.median(r.off_cpu_s):>15.4f}")
     print(f"load average {os.getloadavg()[0]:.2f} (end)")
 
 
