@@ -136,4 +136,4 @@ def devices_from_mapping(data: Mapping[str, Any]) -> tuple[Device, ...]:
 
 def load_devices(path: str | Path) -> tuple[Device, ...]:
     """Read DEVICES.yaml (or .json) into devices; every bad field is a one-line ConfigError."""
-    return devices_from_mapping(load_mapping(path))
+    return devices_from_mapping(load_mapping(path, field="devices"))
