@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
+from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args, with_resolved_strategy
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,12 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.estimate.run import estimate_run
     from greentrain.report.plan import plan_to_dict
 
-    sc = scenario_from_args(args)
-    chosen = sc.strategy is None
-    if chosen:
-        from greentrain.search.engine import best_strategy
-
-        sc = sc.with_strategy(best_strategy(sc))
+    sc, chosen = with_resolved_strategy(args, scenario_from_args(args))
     result = estimate_run(sc, chosen=chosen)
     if args.json:
         print(json.dumps(plan_to_dict(result), indent=2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
@@ -120,13 +120,58 @@ def _site(args: argparse.Namespace, site: Site) -> Site:
     return site_from_dict(data)
 
 
-def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int) -> Strategy | None:
+def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     for flag in STRATEGY_FLAGS:
         value = getattr(args, flag, None)
         if value is not None:
             kw["micro_batch_size" if flag == "micro_batch" else flag] = value
-    if not kw:
+    return kw
+
+
+if TYPE_CHECKING:
+    from greentrain.search.space import SearchSpace
+
+# With these given the flags are a whole strategy (cp, vpp and ep default to 1, sp to tp > 1); fewer flags
+# only pin what they name and the search chooses the rest (strategy_pins).
+_WHOLE = {"tp", "pp", "zero", "recompute", "micro_batch_size"}
+
+
+def _pins_only(kw: dict[str, Any], sc: Scenario) -> bool:
+    return bool(kw) and sc.strategy is None and "schedule" not in kw and not set(kw) >= _WHOLE
+
+
+def flags_strategy(args: argparse.Namespace, sc: Scenario) -> Strategy:
+    """The strategy flags as a whole strategy, defaults for the rest (when the pinned search finds nothing,
+    estimating this names the rule it breaks)."""
+    s = _strategy(args, sc, sc.cluster.num_chips, whole=True)
+    assert s is not None
+    return s
+
+
+def strategy_pins(args: argparse.Namespace, sc: Scenario) -> SearchSpace | None:
+    """The search space the strategy flags leave when they do not make a whole strategy (e.g. `--tp 8`
+    alone: the fastest strategy with tp = 8); None when there are no such flags."""
+    kw = _strategy_flags(args)
+    if not _pins_only(kw, sc):
+        return None
+    from greentrain.search.space import SearchSpace
+
+    pins = {k: int(v) for k, v in kw.items() if k in ("dp", "tp", "pp", "vpp", "cp", "ep")}
+    if {"dp", "tp", "pp"} <= set(pins):  # the user sized the mesh: context parallelism only if asked for
+        pins.setdefault("cp", 1)
+    return SearchSpace(dp=pins.get("dp", 0), tp=pins.get("tp", 0), pp=pins.get("pp", 0), vpp=pins.get("vpp", 0),
+                       cp=pins.get("cp", 0), ep=pins.get("ep", 0), sp=kw.get("sp"),
+                       micro_batch=int(kw.get("micro_batch_size", 0)),
+                       zero=(int(kw["zero"]),) if "zero" in kw else (0, 1, 2, 3),
+                       recompute=(str(kw["recompute"]),) if "recompute" in kw else RECOMPUTE,
+                       offload=(bool(kw["offload_optimizer"]),) if "offload_optimizer" in kw else (False, True),
+                       flash_attention=bool(kw.get("flash_attention", True)))
+
+
+def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int, whole: bool = False) -> Strategy | None:
+    kw = _strategy_flags(args)
+    if not kw or (_pins_only(kw, sc) and not whole):
         return sc.strategy
     base = sc.strategy or Strategy()
     if "schedule" in kw:
@@ -141,3 +186,21 @@ def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int) -> Strateg
     if "sp" not in kw and "tp" in kw:
         kw["sp"] = kw["tp"] > 1
     return dataclasses.replace(base, **kw)
+
+
+def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:
+    """``sc`` with its strategy: the given one, or the search's fastest (within the degrees the flags pin);
+    True when the search chose it. When nothing fits the pins, the flags as a whole strategy (defaults for
+    the rest) are returned so that estimating it names the rule it breaks."""
+    if sc.strategy is not None:
+        return sc, False
+    from greentrain.errors import InfeasibleError
+    from greentrain.search.engine import best_strategy
+
+    pins = strategy_pins(args, sc)
+    try:
+        return sc.with_strategy(best_strategy(sc, pins)), True
+    except InfeasibleError:
+        if pins is None:
+            raise
+        return sc.with_strategy(flags_strategy(args, sc)), False

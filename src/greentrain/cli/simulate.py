@@ -108,15 +108,11 @@ def _run_swarm(args: argparse.Namespace) -> int:
 
 
 def _run_step(args: argparse.Namespace) -> int:
-    from greentrain.cli.scenario_args import scenario_from_args
+    from greentrain.cli.scenario_args import scenario_from_args, with_resolved_strategy
     from greentrain.sim.cluster import StepOptions, simulate_step
     from greentrain.sim.trace import Trace
 
-    sc = scenario_from_args(args)
-    if sc.strategy is None:
-        from greentrain.search.engine import best_strategy
-
-        sc = sc.with_strategy(best_strategy(sc))
+    sc, _ = with_resolved_strategy(args, scenario_from_args(args))
     opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
                        bucket_mb=args.bucket_mb)
     trace = Trace() if (args.trace or args.gantt) else None

@@ -208,9 +208,10 @@ def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
                    f"with rented chips; {left_out}",)
 
 
-def best_strategy(sc: Scenario) -> Strategy:
-    """The fastest strategy of the whole space for ``sc`` (what `greentrain plan` uses when none is given)."""
-    return search([sc], objective="time", top_k=1).ranked[0].strategy
+def best_strategy(sc: Scenario, space: SearchSpace | None = None) -> Strategy:
+    """The fastest strategy of the space (default: the whole space) for ``sc``: what `greentrain plan` uses
+    when no strategy is given, or within the degrees the user's flags pin."""
+    return search([sc], objective="time", top_k=1, space=space).ranked[0].strategy
 
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,

@@ -36,6 +36,15 @@ class SearchSpace:
     max_micro_batch: int = 0  # 0: every divisor of the per-replica batch
     interleave: bool = True  # enumerate vpp > 1
     flash_attention: bool = True  # fused attention (False: Megatron-2022 naive attention, as Korthikanti et al.)
+    # Degrees the user fixed (0 / None: searched): `plan --tp 8` searches everything else with tp = 8.
+    dp: int = 0
+    tp: int = 0
+    pp: int = 0
+    vpp: int = 0
+    cp: int = 0
+    ep: int = 0
+    sp: bool | None = None
+    micro_batch: int = 0
 
     def __post_init__(self) -> None:
         require(bool(self.zero) and all(z in (0, 1, 2, 3) for z in self.zero), "search.zero", self.zero,
@@ -65,17 +74,23 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
     m, w = sc.model, sc.workload
     n = num_chips or sc.cluster.num_chips
     max_tp = space.max_tp or sc.cluster.node_size
-    for tp in (t for t in divisors(n) if t <= max_tp):
-        for pp in divisors(n // tp):
+
+    def pick(pinned: int, options: list[int]) -> list[int]:
+        return options if not pinned else [pinned] if pinned in options else []
+
+    for tp in pick(space.tp, [t for t in divisors(n) if t <= max_tp or t == space.tp]):
+        for pp in pick(space.pp, divisors(n // tp)):
             if m.total_layers % pp:
                 continue
-            for cp in divisors(n // (tp * pp)):
+            for cp in pick(space.cp, divisors(n // (tp * pp))):
                 dp = n // (tp * pp * cp)
-                if w.global_batch_size % dp:
+                if w.global_batch_size % dp or (space.dp and dp != space.dp):
                     continue
-                eps = [e for e in divisors(dp * cp) if m.num_experts % e == 0] if m.is_moe else [1]
-                vpps = divisors(m.total_layers // pp) if (pp > 1 and space.interleave) else [1]
-                for ep, vpp, sp in itertools.product(eps, vpps, (False, True) if tp > 1 else (False,)):
+                eps = pick(space.ep, [e for e in divisors(dp * cp) if m.num_experts % e == 0] if m.is_moe else [1])
+                vpps = pick(space.vpp, divisors(m.total_layers // pp) if (pp > 1 and (space.interleave or space.vpp))
+                            else [1])
+                sps = [x for x in ((False, True) if tp > 1 else (False,)) if space.sp is None or x == space.sp]
+                for ep, vpp, sp in itertools.product(eps, vpps, sps):
                     s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sp=sp,
                                  flash_attention=space.flash_attention)
                     try:
@@ -98,7 +113,8 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
     for mesh in mesh_list:
         key = (mesh.dp, mesh.dp * mesh.cp > 1)
         if key not in blocks:
-            mbs = [b for b in divisors(gbs // mesh.dp) if not space.max_micro_batch or b <= space.max_micro_batch]
+            mbs = [b for b in divisors(gbs // mesh.dp) if (not space.max_micro_batch or b <= space.max_micro_batch)
+                   and (not space.micro_batch or b == space.micro_batch)]
             zeros = space.zero if key[1] else (min(space.zero),)
             recs = [RECOMPUTE.index(r) for r in space.recompute
                     if not (space.flash_attention and r == "selective" and len(space.recompute) > 1)]

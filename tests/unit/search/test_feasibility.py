@@ -77,3 +77,24 @@ def test_search_table_never_cuts_numbers() -> None:
     assert "…" not in text
     c = result.ranked[0]
     assert f"{c.cost_usd:,.0f}" in text and f"{c.mfu:.1%}" in text
+
+
+def test_partial_strategy_flags_pin_and_the_search_fills_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --sp` or `--offload-optimizer` alone used to fix every other degree at its default (tp 1,
+    ZeRO 0, mb 1) and fail to fit; now each flag pins its own choice and the search chooses the rest."""
+    import json
+
+    for flags, check in ((["--sp"], lambda s: s["sp"] and s["tp"] > 1),
+                         (["--offload-optimizer"], lambda s: s["offload_optimizer"]),
+                         (["--tp", "8"], lambda s: s["tp"] == 8 and s["dp"] * s["pp"] * s["cp"] == 8)):
+        assert main(["plan", *flags, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert check(d["strategy"]) and d["strategy"]["chosen_by_planner"] is True
+    # a whole strategy (tp, pp, zero, recompute, micro-batch given) is taken as given
+    assert main(["plan", "--tp", "2", "--pp", "1", "--zero", "1", "--recompute", "full", "--micro-batch", "1",
+                 "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)["strategy"]
+    assert (s["tp"], s["dp"], s["cp"], s["chosen_by_planner"]) == (2, 32, 1, False)
+    # pins nothing satisfies: the flags' own rule is named (here dp x tp x pp != chips, cp not searched)
+    assert main(["plan", "--num-chips", "64", "--tp", "8", "--pp", "2", "--dp", "2"]) == 2
+    assert "!= num_chips" in capsys.readouterr().err
