@@ -6,7 +6,7 @@ import argparse
 import json
 
 from greentrain.config import load_mapping
-from greentrain.measure.compare import compare
+from greentrain.measure.compare import compare, mismatch_warnings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,10 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # config.load_mapping: one reader for every file a user names (a directory, a binary file, a key given
     # twice: one-line errors naming the argument)
-    rows = compare(load_mapping(args.predicted, field="predicted"), load_mapping(args.measured, field="measured"))
+    predicted = load_mapping(args.predicted, field="predicted")
+    measured = load_mapping(args.measured, field="measured")
+    rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)
     if args.json:
-        print(json.dumps([{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,
-                           "relative_error": r.relative_error} for r in rows], indent=2))
+        print(json.dumps({"rows": [{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,
+                                    "relative_error": r.relative_error} for r in rows],
+                          "warnings": warnings}, indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -32,5 +35,8 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         err = "n/a" if r.relative_error is None else f"{r.relative_error:+.1%}"
         table.add_row(r.quantity, f"{r.predicted:.4g}", f"{r.measured:.4g}", err)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for w in warnings:
+        console.print(f"warning: {w}")
     return 0

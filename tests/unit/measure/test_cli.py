@@ -87,7 +87,9 @@ def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     meas = _write(tmp_path / "m.json", {"step_time_s": 1.0, "tokens_per_s": 1000.0, "flop_per_step": 2e12,
                                         "memory_bytes": 1e10, "energy_j_per_step": 1000.0})
     assert main(["compare", pred, meas, "--json"]) == 0
-    rows = {r["quantity"]: r for r in json.loads(capsys.readouterr().out)}
+    data = json.loads(capsys.readouterr().out)
+    assert data["warnings"] == []  # the same job: FLOPs per step agree
+    rows = {r["quantity"]: r for r in data["rows"]}
     assert rows["step_time_s"]["relative_error"] == pytest.approx(0.1)
     assert rows["memory_bytes"]["relative_error"] == pytest.approx(-0.2)
     assert rows["flop_per_step"]["relative_error"] == pytest.approx(0.0)
@@ -96,6 +98,9 @@ def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "mfu" not in rows  # not measured
     assert main(["compare", pred, meas]) == 0
     assert "step_time_s" in capsys.readouterr().out
+    other = _write(tmp_path / "o.json", {"step_time_s": 0.01, "flop_per_step": 7.7e7})
+    assert main(["compare", pred, other]) == 0
+    assert "warning: flop_per_step" in capsys.readouterr().out
 
 
 def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
