@@ -11,20 +11,11 @@ import sys
 from typing import Any
 
 from greentrain import units
+from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
-from greentrain.errors import ConfigError
+from greentrain.config import split_list
 from greentrain.scenario import Scenario
 from greentrain.search.engine import OBJECTIVES, Candidate, Constraints, SearchResult
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return v
 
 
 def _count(text: str) -> int:
@@ -53,10 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("constraints")
     c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
                    "--num-chips")
-    c.add_argument("--memory-headroom", type=float, default=0.0,
+    c.add_argument("--memory-headroom", type=finite_float, default=0.0,
                    help="fraction of device memory to leave free, in [0, 1) (default 0)")
-    c.add_argument("--budget-usd", type=_positive, help="most the run may cost")
-    c.add_argument("--deadline-days", type=_positive, help="longest the run may take")
+    c.add_argument("--budget-usd", type=positive_float, help="most the run may cost")
+    c.add_argument("--deadline-days", type=positive_float, help="longest the run may take")
 
 
 def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
@@ -64,11 +55,8 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
     from greentrain.hardware.catalog import get_chip
     from greentrain.scenario import build_cluster, site_from_dict
 
-    chips = [c.strip() for c in args.chip.split(",")] if args.chip else []
-    regions = [r.strip() for r in args.region.split(",")] if args.region else []
-    for flag, names in (("--chip", chips), ("--region", regions)):
-        if any(not n for n in names):
-            raise ConfigError(flag, ",".join(names), "must be a comma-separated list without empty names")
+    chips = split_list(args.chip, "--chip") if args.chip is not None else []
+    regions = split_list(args.region, "--region") if args.region is not None else []
     args.chip = chips[0] if chips else None
     args.region = regions[0] if regions else None
     base = scenario_from_args(args)

@@ -14,6 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
+from greentrain.cli.argtypes import finite_float
 from greentrain.config import require
 from greentrain.measure.distributed import merge_rank_files
 from greentrain.measure.outputs import render_table, write_outputs
@@ -23,11 +24,11 @@ from greentrain.measure.track import merge, run_tracked
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="grid region code for CO2e (e.g. fr, us-ca); no default")
-    parser.add_argument("--grid-g-per-kwh", type=float, help="grid carbon intensity, g CO2e per kWh")
-    parser.add_argument("--pue", type=float, help="power usage effectiveness (default: the region's, else 1)")
+    parser.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
+    parser.add_argument("--pue", type=finite_float, help="power usage effectiveness (default: the region's, else 1)")
     parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
-    parser.add_argument("--cpu-tdp-w", type=float, help="CPU package TDP in W for the CPU energy estimate")
-    parser.add_argument("--interval-s", type=float, default=0.5, help="sampling interval (default 0.5 s)")
+    parser.add_argument("--cpu-tdp-w", type=finite_float, help="CPU package TDP in W for the CPU energy estimate")
+    parser.add_argument("--interval-s", type=finite_float, default=0.5, help="sampling interval (default 0.5 s)")
     parser.add_argument("--depth", default="1", help="module-hook depth: 1 = top-level blocks, 'leaf' = all")
     parser.add_argument("--no-hooks", action="store_true", help="process-level sampling only")
     parser.add_argument("--project-name", default="greentrain", help="project_name in emissions.csv")

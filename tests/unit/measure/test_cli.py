@@ -57,7 +57,8 @@ def test_track_summarize_an_earlier_track_run(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize("argv, text", [(["--pue", "0.5"], "pue"), ([], "command"),
                                         (["--depth", "zero"], "--depth"), (["--cpu-tdp-w", "-5"], "--cpu-tdp-w"),
                                         (["--region", "fr", "--grid-g-per-kwh", "5"], "not both"),
-                                        (["--", "no-such-command-xyz"], "not found")])
+                                        (["--", "no-such-command-xyz"], "not found"),
+                                        (["--pue", "nan"], "--pue")])
 def test_track_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str) -> None:
     marker = tmp_path / "ran"
     cmd = [] if text in ("command", "not found") else ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]

@@ -88,7 +88,8 @@ def test_cli_constraints_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("bad", [["--memory-headroom", "1.5"], ["--budget-usd", "-3"], ["--deadline-days", "0"],
                                  ["--max-chips", "0"], ["--plot", "x.gif"], ["--plot", "/nonexistent/dir/x.png"],
-                                 ["--deadline-days", "1e-9"]])
+                                 ["--deadline-days", "1e-9"], ["--budget-usd", "inf"], ["--chip", ""],
+                                 ["--region", "us-east-1,"], ["--memory-headroom", "nan"]])
 def test_bad_constraints_exit_2_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
     assert main(["search", *SMALL, *bad]) == 2
     err = capsys.readouterr().err.strip()
