@@ -10,6 +10,7 @@ per step (median on - median off), and the ratio of the median process CPU times
 to other processes than wall time; with --threads 1 it has no OpenMP spin-waiting in it either).
 
     .venv/bin/python benchmarks/bench_tracker.py [--rounds 30] [--steps 4] [--threads N] [--models gpt,tiny]
+        [--backward graph|full]
 """
 
 from __future__ import annotations
@@ -66,8 +67,12 @@ def _steps(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, t:
     return times
 
 
+BACKWARD = {"mode": "graph"}  # the Tracker's backward_hooks (--backward)
+
+
 def _tracked(model: GPT, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int, out: Path) -> Times:
-    with Tracker(model, out_dir=out, print_summary=False, write_outputs=False) as t:
+    with Tracker(model, out_dir=out, print_summary=False, write_outputs=False,
+                 backward_hooks=BACKWARD["mode"]) as t:
         _steps(model, opt, idx, 1, t)  # the FLOP-counting step of this shape, outside the timing
         return _steps(model, opt, idx, n, t)
 
@@ -102,11 +107,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=4, help="steps per side per round")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     p.add_argument("--models", default="gpt,tiny", help="comma-separated: gpt, tiny")
+    p.add_argument("--backward", default="graph", choices=("graph", "full"), help="the Tracker's backward_hooks")
     args = p.parse_args()
+    BACKWARD["mode"] = args.backward
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
-          f"{os.getloadavg()[0]:.2f} (start), {args.rounds} rounds x {args.steps} steps per side")
+          f"{os.getloadavg()[0]:.2f} (start), {args.rounds} rounds x {args.steps} steps per side, "
+          f"backward hooks: {args.backward}")
     head = ("model", "off ms", "on ms", "ratio of medians", "median round ratio", "ratio of minima", "cost us/step",
             "CPU-time ratio")
     print(f"{head[0]:<20} {head[1]:>9} {head[2]:>9} {head[3]:>17} {head[4]:>19} {head[5]:>16} {head[6]:>13} "

@@ -12,13 +12,14 @@ from greentrain.measure.hooks import ModuleHooks, select_modules
 B, S, D, L, H = 2, 64, 64, 2, 4
 
 
-@pytest.fixture(scope="module")
-def run() -> tuple[GPT, ModuleHooks, list[dict[str, float]]]:
+@pytest.fixture(scope="module", params=["graph", "full"])
+def run(request: pytest.FixtureRequest) -> tuple[GPT, ModuleHooks, list[dict[str, float]]]:
+    """Both ways of timing the backward (autograd-graph hooks, torch's full module hooks) pass every test."""
     torch.manual_seed(0)
     model = GPT(d=D, layers=L, heads=H, seq=S)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     idx = torch.randint(0, 512, (B, S))
-    hooks = ModuleHooks(model, depth=1)
+    hooks = ModuleHooks(model, depth=1, backward=request.param)
     steps = []
     for _ in range(4):
         train_step(model, opt, idx)
@@ -65,3 +66,18 @@ def test_depth_selection() -> None:
     assert "blocks.0.qkv" in leaves and "blocks.0" not in leaves
     with pytest.raises(ConfigError, match="depth"):
         select_modules(model, 0)
+
+
+def test_graph_hooks_do_not_collect_on_a_reused_input() -> None:
+    """An input tensor that needs a gradient and is fed every step (a fixed batch) gets one hook per step,
+    removed when the cycle closes: the backward timings stay one span per call and no hook piles up."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+    hooks = ModuleHooks(mlp, depth=1, count_flops=False)
+    for _ in range(5):
+        mlp(x).sum().backward()
+        hooks.finish_step()
+        assert not x._backward_hooks  # every handle removed
+    records = {r["name"]: r for r in hooks.module_records()}
+    assert records["0"]["calls"] == 5 and records["0"]["backward_s"] > 0
+    hooks.remove()
