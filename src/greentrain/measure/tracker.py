@@ -54,12 +54,15 @@ class Tracker:
                  meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
                  interval_s: float = 0.5, project_name: str = "greentrain", print_summary: bool = True,
                  write_outputs: bool = True, jsonl_name: str | None = None,
-                 model_parallel_size: int = 1, step_on_optimizer: bool | None = None) -> None:
+                 model_parallel_size: int = 1, step_on_optimizer: bool | None = None,
+                 backward_hooks: str = "graph") -> None:
         # every input is checked here, before start() creates a file
         self.site = make_site(region, grid_g_per_kwh, pue)
         self.pue = pue
         require(interval_s > 0, "interval_s", interval_s, "must be > 0")
         require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
+        require(backward_hooks in ("graph", "full"), "backward_hooks", backward_hooks, "must be graph or full")
+        self.backward_hooks = backward_hooks  # measure/hooks.py: autograd-graph hooks, or torch's full hooks
         require(cpu_tdp_w is None or cpu_tdp_w > 0, "cpu_tdp_w", cpu_tdp_w, "must be > 0")
         # None: on for the decorator form (the function has no handle to call step()), off for `with`
         self.step_on_optimizer = step_on_optimizer
@@ -129,7 +132,8 @@ class Tracker:
         if self.hooks is not None:
             return
         self.model = model
-        self.hooks = ModuleHooks(model, depth=self.depth, count_flops=self.count_flops)
+        self.hooks = ModuleHooks(model, depth=self.depth, count_flops=self.count_flops,
+                                 backward=self.backward_hooks)
 
     def step(self, tokens: float | None = None, samples: float | None = None) -> None:
         """Mark the end of a training step; ``tokens``/``samples`` default to what the hooks saw."""

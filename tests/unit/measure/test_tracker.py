@@ -63,7 +63,8 @@ def test_no_region_means_energy_only(tmp_path: Path) -> None:
                                            ({"interval_s": 0.0}, "interval_s"),
                                            ({"model_parallel_size": 0}, "model_parallel_size"),
                                            ({"depth": 0}, "depth"), ({"cpu_tdp_w": -5.0}, "cpu_tdp_w"),
-                                           ({"region": "fr", "grid_g_per_kwh": 5.0}, "not both")])
+                                           ({"region": "fr", "grid_g_per_kwh": 5.0}, "not both"),
+                                           ({"backward_hooks": "module"}, "backward_hooks")])
 def test_bad_input(tmp_path: Path, kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         greentrain.Tracker(out_dir=tmp_path, **kwargs)
