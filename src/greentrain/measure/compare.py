@@ -8,9 +8,7 @@ step (a plan covers the whole run, a measurement only the steps it saw): predict
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from greentrain import units
@@ -27,19 +25,6 @@ class ComparisonRow:
     def relative_error(self) -> float | None:
         """(predicted - measured) / measured; None when nothing was measured."""
         return (self.predicted - self.measured) / self.measured if self.measured else None
-
-
-def load_json(path: str | Path, what: str) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(what, str(path), "file does not exist")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ConfigError(what, str(path), f"malformed JSON at line {e.lineno}: {e.msg}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(what, str(path), "top level must be a JSON object")
-    return data
 
 
 def _num(data: dict[str, Any], key: str, what: str) -> float | None:
