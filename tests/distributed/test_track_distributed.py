@@ -12,15 +12,11 @@ The tests then compare what rank 0 aggregated with each rank's own JSONL record.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from torchrun_launch import torchrun_two_ranks
 
 from greentrain.measure.records import read_jsonl
 from greentrain.measure.summary import Measurement, summarize
@@ -100,30 +96,15 @@ os._exit(0)
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("track_dist")
     script = out / "train.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(script), str(out), str(MEASURE_TESTS),
-           *(str(x) for x in (STEPS, BATCH, SEQ, D, LAYERS, TP_B, TP_D, TP_F))]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)  # its own group: a hang kills the agent and both ranks
-    try:
-        log, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"2-rank job did not finish in {LAUNCH_TIMEOUT_S} s:\n{log[-3000:]}")
-    assert proc.returncode == 0, log[-3000:]
+    code, log = torchrun_two_ranks(script, [str(out), str(MEASURE_TESTS),
+                                            *(str(x) for x in (STEPS, BATCH, SEQ, D, LAYERS, TP_B, TP_D, TP_F))],
+                                   LAUNCH_TIMEOUT_S)
+    assert code == 0, log[-3000:]
     return out
 
 

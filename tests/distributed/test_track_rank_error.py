@@ -8,15 +8,11 @@ the job, and ``greentrain track --summarize DIR`` merges what both ranks recorde
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from torchrun_launch import torchrun_two_ranks
 
 from greentrain.cli.main import main
 from greentrain.measure.records import read_jsonl
@@ -54,31 +50,15 @@ with Tracker(model, grid_g_per_kwh=100.0, out_dir=out, print_summary=False, inte
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def failed_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
     out = tmp_path_factory.mktemp("rank_error")
     script = out.parent / f"{out.name}_train.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(script), str(out), str(MEASURE_TESTS), str(FAIL_AT_STEP),
-           str(GROUP_TIMEOUT_S)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"the failing 2-rank job did not end in {LAUNCH_TIMEOUT_S} s:\n{log[-3000:]}")
-    assert proc.returncode != 0, log[-3000:]  # torchrun reports the failed rank
+    code, log = torchrun_two_ranks(script, [str(out), str(MEASURE_TESTS), str(FAIL_AT_STEP), str(GROUP_TIMEOUT_S)],
+                                   LAUNCH_TIMEOUT_S)
+    assert code != 0, log[-3000:]  # torchrun reports the failed rank
     return out, log, time.monotonic() - t0
 
 

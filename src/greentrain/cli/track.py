@@ -45,11 +45,10 @@ def run(args: argparse.Namespace) -> int:
         require(not command, "command", " ".join(command), "--summarize takes no command")
         return _summarize(args)
     require(bool(command), "command", "", "give the command to run after --, e.g. -- python train.py")
-    require(args.interval_s > 0, "--interval-s", args.interval_s, "must be > 0")
-    require(args.cpu_tdp_w is None or args.cpu_tdp_w > 0, "--cpu-tdp-w", args.cpu_tdp_w, "must be > 0")
     require(args.depth == "leaf" or (args.depth.isdigit() and int(args.depth) >= 1), "--depth", args.depth,
             "must be a positive integer or 'leaf'")
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)  # bad input fails before anything runs
+    # run_tracked checks the command, --cpu-tdp-w, --interval-s and --out before the command starts
     out = Path(args.out)
     code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
                        interval_s=args.interval_s, stdout_to_stderr=args.json)
