@@ -1,7 +1,9 @@
 """`greentrain track [--region CODE | --grid-g-per-kwh X] [--pue X] [--out DIR] -- python train.py ...`
 
 Runs the command as a child process under measurement and writes measurement.json, emissions.csv and (with
-CO2e) model_card_co2.yaml into --out; exits with the child's status.
+CO2e) model_card_co2.yaml into --out; exits with the child's status. SIGTERM, SIGHUP or SIGINT go to the
+command's process group; after --grace-s the group is killed, the outputs are written from what was
+recorded (status "incomplete (SIGTERM)") and the exit status is 128 + the signal (measure/preempt.py).
 
 `greentrain track --summarize DIR [--region CODE ...]` writes the same outputs from the JSONL records a
 ``greentrain.Tracker`` left in DIR (one per rank under torchrun): for a job that crashed or was killed
@@ -12,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 from greentrain.cli.argtypes import finite_float
 from greentrain.config import require
 from greentrain.measure.distributed import merge_rank_files
 from greentrain.measure.outputs import render_table, write_outputs
+from greentrain.measure.preempt import DEFAULT_GRACE_S, MAX_GRACE_S, Supervisor
 from greentrain.measure.summary import Measurement, make_site
 from greentrain.measure.track import merge, run_tracked
 
@@ -29,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
     parser.add_argument("--cpu-tdp-w", type=finite_float, help="CPU package TDP in W for the CPU energy estimate")
     parser.add_argument("--interval-s", type=finite_float, default=0.5, help="sampling interval (default 0.5 s)")
+    parser.add_argument("--grace-s", type=finite_float, default=DEFAULT_GRACE_S,
+                        help="on SIGTERM/SIGHUP/SIGINT: seconds the command gets to stop before SIGKILL "
+                             f"(default {DEFAULT_GRACE_S:g}); the outputs are then written, marked incomplete")
     parser.add_argument("--depth", default="1", help="module-hook depth: 1 = top-level blocks, 'leaf' = all")
     parser.add_argument("--no-hooks", action="store_true", help="process-level sampling only")
     parser.add_argument("--project-name", default="greentrain", help="project_name in emissions.csv")
@@ -48,13 +56,19 @@ def run(args: argparse.Namespace) -> int:
     require(args.depth == "leaf" or (args.depth.isdigit() and int(args.depth) >= 1), "--depth", args.depth,
             "must be a positive integer or 'leaf'")
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)  # bad input fails before anything runs
+    require(0 <= args.grace_s <= MAX_GRACE_S, "--grace-s", args.grace_s, f"must be in [0, {MAX_GRACE_S:g}] s")
     # run_tracked checks the command, --cpu-tdp-w, --interval-s and --out before the command starts
     out = Path(args.out)
-    code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
-                       interval_s=args.interval_s, stdout_to_stderr=args.json)
-    m = merge(out, site, pue=args.pue)
-    _report(m, out, args)
-    return code
+    # the supervisor spans the outputs too: a signal during the writing sets the exit status only
+    with Supervisor(args.grace_s) as sup:
+        code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
+                           interval_s=args.interval_s, stdout_to_stderr=args.json, supervisor=sup)
+        m = merge(out, site, pue=args.pue)
+        if sup.signum is not None:
+            m = replace(m, notes=(*m.notes, f"{m.status}: the figures cover the {m.num_steps} steps recorded "
+                                            "before the signal"))
+        _report(m, out, args)
+    return sup.exit_code(code) if sup.signum is not None else code
 
 
 def _summarize(args: argparse.Namespace) -> int:
@@ -67,8 +81,12 @@ def _summarize(args: argparse.Namespace) -> int:
 
 
 def _report(m: Measurement, out: Path, args: argparse.Namespace) -> None:
-    write_outputs(m, out, project_name=args.project_name)
-    if args.json:
-        print(json.dumps(m.to_json(), indent=2))
-    else:
-        render_table(m)
+    paths = write_outputs(m, out, project_name=args.project_name)
+    try:
+        if args.json:
+            print(json.dumps(m.to_json(), indent=2))
+        else:
+            render_table(m)
+        print(f"greentrain: wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    except OSError:  # the terminal went away (SIGHUP): the files are written, which is what matters
+        pass

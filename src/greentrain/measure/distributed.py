@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
-from greentrain.measure.records import read_jsonl
+from greentrain.measure.records import last_run, read_jsonl
 from greentrain.measure.summary import Measurement, ModuleStats, RankStats, summarize, with_footprint
 
 _RANK_FILE = re.compile(r"greentrain\.rank(\d+)\.jsonl$")
@@ -92,10 +93,20 @@ def rank_files(out_dir: Path) -> list[Path]:
     return [found[r] for r in range(len(found))]
 
 
+def _same_run(records: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Rank 0's last run decides how many ranks are read: files of a larger earlier job are left out."""
+    start = records[0][0] if records and records[0] and records[0][0].get("type") == "start" else {}
+    world = int(start.get("world_size", len(records)))
+    require(len(records) >= world, "--summarize", f"{len(records)} rank files",
+            f"rank 0's last run had {world} ranks")
+    return records[:world]
+
+
 def merge_rank_files(out_dir: Path, site: Site | None, pue: float | None = None) -> Measurement:
     """The job's Measurement from the per-rank records a Tracker left in ``out_dir`` (after a crash, a
     SIGKILL or a rank's error, when rank 0 could not gather them)."""
-    records = [read_jsonl(p) for p in rank_files(out_dir)]
+    records = [last_run(read_jsonl(p)) for p in rank_files(out_dir)]
+    records = _same_run(records)
     per_rank = [summarize(r, None, pue=pue) for r in records]
     starts = [r for r in records[0] if r.get("type") == "start"]
     mp = int(starts[-1].get("model_parallel_size", 1)) if starts else 1

@@ -2,11 +2,13 @@
 
 Starts at ``on_train_start`` (hooks on the LightningModule), opens a cycle at ``on_train_batch_start`` and
 marks a step at each ``on_train_batch_end``,
-writes the outputs at ``on_train_end``; ``on_exception`` closes the record with status "error".
+writes the outputs at ``on_train_end``; ``on_exception`` closes the record with status "error". Without
+``out_dir`` the outputs go to ``<Trainer.default_root_dir>/greentrain``; each ``fit`` is its own run.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -18,6 +20,7 @@ from greentrain.measure.tracker import Tracker
 class GreentrainLightningCallback(pl.Callback):
     def __init__(self, **tracker_kwargs: Any) -> None:
         tracker_kwargs.pop("model", None)
+        self._out_dir_given = "out_dir" in tracker_kwargs
         self.tracker = Tracker(None, **tracker_kwargs)
 
     @property
@@ -26,6 +29,8 @@ class GreentrainLightningCallback(pl.Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         if not self.tracker.running:
+            if not self._out_dir_given and getattr(trainer, "default_root_dir", None):
+                self.tracker.out_dir = Path(trainer.default_root_dir) / "greentrain"
             self.tracker.start()
         self.tracker.attach(pl_module)
 

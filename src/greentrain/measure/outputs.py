@@ -42,7 +42,7 @@ def codecarbon_row(m: Measurement, project_name: str = "greentrain", run_id: str
     gpus = [x for x in m.meters if x.name == "gpu"]
     return {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "project_name": project_name,
-        "run_id": run_id or str(uuid.uuid4()), "experiment_id": "", "duration": m.duration_s,
+        "run_id": run_id or m.run_id or str(uuid.uuid4()), "experiment_id": "", "duration": m.duration_s,
         "emissions": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e,
         "emissions_rate": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e / d,
         "cpu_power": m.cpu_energy_j / d, "gpu_power": m.gpu_energy_j / d, "ram_power": m.ram_energy_j / d,
@@ -78,13 +78,20 @@ def model_card_block(m: Measurement, training_type: str = "pre-training", hardwa
     }}
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """Never a half-written file: write beside it, then rename over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_outputs(m: Measurement, out_dir: str | Path, *, project_name: str = "greentrain",
                   run_id: str | None = None) -> list[Path]:
     """measurement.json, emissions.csv (appended, header once) and, with CO2e, model_card_co2.yaml."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "measurement.json", out / "emissions.csv"]
-    paths[0].write_text(json.dumps(m.to_json(), indent=2) + "\n", encoding="utf-8")
+    _write_atomic(paths[0], json.dumps(m.to_json(), indent=2) + "\n")
     new = not paths[1].exists()
     with paths[1].open("a", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=CODECARBON_COLUMNS)
@@ -93,7 +100,7 @@ def write_outputs(m: Measurement, out_dir: str | Path, *, project_name: str = "g
         w.writerow(codecarbon_row(m, project_name, run_id))
     if m.emissions_kg_co2e is not None:
         card = out / "model_card_co2.yaml"
-        card.write_text(yaml.safe_dump(model_card_block(m), sort_keys=False), encoding="utf-8")
+        _write_atomic(card, yaml.safe_dump(model_card_block(m), sort_keys=False))
         paths.append(card)
     return paths
 

@@ -1,13 +1,14 @@
 """The run record: a JSONL file appended as things happen, and the sampler thread that feeds and flushes it.
 
 One JSON object per line, each with a ``type``:
-  start   {t_unix, pid, rank, world_size, meters: [{name, measured, source}], argv, ...}
+  start   {t_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], argv, ...}
   sample  {t_s, gpu_energy_j, cpu_energy_j, ram_energy_j, rss_bytes}    every ``interval_s`` (cumulative energy)
   step    {t_s, step, step_time_s, tokens, samples, flop, forward_s, backward_s, peak_memory_bytes}
   modules {modules: [{name, calls, forward_s, backward_s, forward_flop, backward_flop, memory_bytes}]}
   end     {t_s, status: "ok" | "error" | "exit <code>", error}
 The file is flushed by the sampler at least every ``interval_s`` (default 0.5 s) and on close, so a
-SIGKILL loses at most the last interval; ``read_jsonl`` ignores a torn last line.
+SIGKILL loses at most the last interval; ``read_jsonl`` ignores a torn last line. A file reused by a later
+run gets that run's records appended after its own ``start``; ``last_run`` selects them.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(rec, dict):
             out.append(rec)
     return out
+
+
+def last_run(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the last run in a file: from its last ``start`` record on (a folder reused by several
+    runs keeps each run's records; none of them is counted in another)."""
+    starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
+    return list(records[starts[-1]:]) if starts else list(records)
 
 
 def meter_info(readings: Sequence[EnergyReading]) -> list[dict[str, Any]]:

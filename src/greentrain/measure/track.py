@@ -8,12 +8,13 @@ torchrun). At the end both are merged into one Measurement.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,8 @@ from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
 from greentrain.measure.meters import CpuEstimateMeter, default_meters, process_tree, tree_rss_bytes
-from greentrain.measure.records import JsonlWriter, Sampler, meter_info, read_jsonl
+from greentrain.measure.preempt import Supervisor, Watchdog
+from greentrain.measure.records import JsonlWriter, Sampler, last_run, meter_info, read_jsonl
 from greentrain.measure.summary import Measurement, summarize, with_footprint
 
 AUTOLOAD_DIR = Path(__file__).parent / "autoload"
@@ -34,9 +36,10 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def child_env(out_dir: Path, hooks: bool, depth: str) -> dict[str, str]:
+def child_env(out_dir: Path, hooks: bool, depth: str, run_id: str = "") -> dict[str, str]:
     env = dict(os.environ)
     env["GREENTRAIN_CHILD"] = "1"
+    env["GREENTRAIN_RUN_ID"] = run_id
     env["GREENTRAIN_OUT_DIR"] = str(out_dir.resolve())
     env["GREENTRAIN_DEPTH"] = depth
     if hooks:
@@ -59,57 +62,78 @@ def prepare_out_dir(out_dir: Path, flag: str = "--out") -> bool:
 
 
 def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, depth: str = "1",
-                cpu_tdp_w: float | None = None, interval_s: float = 0.5, stdout_to_stderr: bool = False) -> int:
-    """Run ``command``, sampling it into out_dir/track.jsonl; returns its exit status (128+N for signal N).
+                cpu_tdp_w: float | None = None, interval_s: float = 0.5, stdout_to_stderr: bool = False,
+                supervisor: Supervisor | None = None, run_id: str | None = None) -> int:
+    """Run ``command``, sampling it into out_dir/track.jsonl; returns the exit status (128+N for signal N,
+    the tracker's own when it was signalled: measure/preempt.py).
     Every input is checked before the command starts; ``stdout_to_stderr`` keeps this process's stdout for
-    its own output (``--json``)."""
+    its own output (``--json``). Records of earlier runs in ``out_dir`` are kept; this run's carry
+    ``run_id`` (a new UUID by default), which ``merge`` selects."""
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
     require(cpu_tdp_w is None or cpu_tdp_w > 0, "--cpu-tdp-w", cpu_tdp_w, "must be > 0")
     require(interval_s > 0, "--interval-s", interval_s, "must be > 0")
     require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
     created = prepare_out_dir(out_dir)
-    for old in [out_dir / "track.jsonl", *out_dir.glob("steps*.jsonl")]:
-        old.unlink(missing_ok=True)  # a previous run's records, not this one's
-    cpu0 = _children_cpu_s()
-    t0 = time.perf_counter()
-    try:
-        child = subprocess.Popen(list(command), env=child_env(out_dir, hooks, depth),
-                                 stdout=2 if stdout_to_stderr else None)  # fd 2: our stderr
-    except OSError as e:
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise ConfigError("command", command[0], f"cannot start: {e.strerror}") from None
+    run_id = run_id or str(uuid.uuid4())
+    sup = supervisor or Supervisor()
+    with contextlib.ExitStack() as stack:
+        if supervisor is None:
+            stack.enter_context(sup)
+        watchdog = Watchdog(sup.grace_s)
+        stack.callback(watchdog.done)
+        cpu0 = _children_cpu_s()
+        t0 = time.perf_counter()
+        try:  # its own process group: signals reach a launcher and its workers together
+            child = subprocess.Popen(list(command), env=child_env(out_dir, hooks, depth, run_id),
+                                     stdout=2 if stdout_to_stderr else None, process_group=0)
+        except OSError as e:
+            if created:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            raise ConfigError("command", command[0], f"cannot start: {e.strerror}") from None
+        watchdog.watch(child.pid)
+        code = _sample_while_running(child, out_dir, sup, t0, cpu0, command, run_id,
+                                     cpu_tdp_w=cpu_tdp_w, interval_s=interval_s)
+    return sup.exit_code(code)
+
+
+def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Supervisor, t0: float,
+                          cpu0: float, command: Sequence[str], run_id: str, *, cpu_tdp_w: float | None,
+                          interval_s: float) -> int:
     writer = JsonlWriter(out_dir / "track.jsonl")
     meters = default_meters(child.pid, cpu_tdp_w=cpu_tdp_w)
     sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
     readings = sampler.start()
-    writer.append({"type": "start", "t_unix": time.time(), "pid": child.pid, "rank": 0, "world_size": 1,
-                   "argv": list(command), "meters": meter_info(readings)})
-    try:
-        code = child.wait()
-    except KeyboardInterrupt:  # the child got the SIGINT too; let it finish its own shutdown
-        child.send_signal(signal.SIGINT)
-        code = child.wait()
+    writer.append({"type": "start", "t_unix": time.time(), "run_id": run_id, "pid": child.pid, "rank": 0,
+                   "world_size": 1, "argv": list(command), "meters": meter_info(readings)})
+    writer.flush()
+    code = sup.wait(child)
+    sup.reap_group()
     for m in meters:
         if isinstance(m, CpuEstimateMeter):
             m.settle(_children_cpu_s() - cpu0)
     sampler.stop()
-    status = "ok" if code == 0 else f"exit {code if code > 0 else 128 - code}"
+    status = sup.status or ("ok" if code == 0 else f"exit {code if code > 0 else 128 - code}")
     writer.append({"type": "end", "t_s": time.perf_counter() - t0, "status": status, "error": ""})
     writer.close()
-    return code if code >= 0 else 128 - code
+    return code
 
 
 def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measurement:
-    """The Measurement of a tracked run: energy and memory from the parent, steps from the children."""
-    parent = summarize(read_jsonl(out_dir / "track.jsonl"), None, pue=pue)
-    step_files = sorted(out_dir.glob("steps*.jsonl"))
-    if not step_files:
+    """The Measurement of the last tracked run in ``out_dir``: energy and memory from the parent, steps from
+    the children that carry the same run id (records of earlier runs in the folder are not counted)."""
+    records = last_run(read_jsonl(out_dir / "track.jsonl"))
+    run_id = str(records[0].get("run_id", "")) if records else ""
+    parent = summarize(records, None, pue=pue)
+    ranks = []
+    for p in sorted(out_dir.glob("steps*.jsonl")):
+        mine = last_run(read_jsonl(p))
+        if mine and str(mine[0].get("run_id", "")) == run_id:
+            ranks.append(summarize(mine, None))
+    if not ranks:
         m = replace(parent, notes=(*parent.notes, "no step records: run with module hooks (the default) or "
                                                   "call greentrain.Tracker.step() in the script"))
         return with_footprint(m, site)
-    ranks = [summarize(read_jsonl(p), None) for p in step_files]
     steps = aggregate(ranks) if len(ranks) > 1 else ranks[0]
     n = steps.num_steps
     steps_s = steps.step_time_s * max(n - 1, 0) + steps.first_step_time_s

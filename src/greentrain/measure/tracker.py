@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -27,7 +28,7 @@ from torch import nn
 
 from greentrain.config import require
 from greentrain.measure.meters import EnergyMeter, RssReader, default_meters, visible_gpu_indices
-from greentrain.measure.records import JsonlWriter, Sampler, meter_info, read_jsonl
+from greentrain.measure.records import JsonlWriter, Sampler, last_run, meter_info, read_jsonl
 from greentrain.measure.summary import Measurement, make_site, summarize
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,6 +44,14 @@ def _rank_world() -> tuple[int, int, int]:
     else:
         rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def _run_id(world_size: int) -> str:
+    """`greentrain track`'s id for its children; under torchrun the job's (shared by the ranks); else new."""
+    elastic = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if os.environ.get("GREENTRAIN_RUN_ID"):
+        return os.environ["GREENTRAIN_RUN_ID"]
+    return elastic if world_size > 1 and elastic not in ("", "none") else str(uuid.uuid4())
 
 
 class Tracker:
@@ -94,6 +103,9 @@ class Tracker:
         name = self.jsonl_name or ("greentrain.jsonl" if self.world_size == 1 else
                                    f"greentrain.rank{self.rank}.jsonl")
         self.path = self.out_dir / name
+        # a new run: its own id and counts (records of an earlier run in the same file stay, not counted)
+        self.run_id = _run_id(self.world_size)
+        self.num_steps, self.measurement, self._last_modules_t = 0, None, 0.0
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
@@ -101,9 +113,9 @@ class Tracker:
         meters = self._make_meters(local_rank)
         self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
         readings = self._sampler.start()
-        self._writer.append({"type": "start", "t_unix": time.time(), "pid": os.getpid(), "rank": self.rank,
-                             "world_size": self.world_size, "model_parallel_size": self.model_parallel_size,
-                             "argv": sys.argv, "meters": meter_info(readings)})
+        self._writer.append({"type": "start", "t_unix": time.time(), "run_id": self.run_id, "pid": os.getpid(),
+                             "rank": self.rank, "world_size": self.world_size,
+                             "model_parallel_size": self.model_parallel_size, "argv": sys.argv, "meters": meter_info(readings)})
         self._writer.flush()
         if self.model is not None:
             self.attach(self.model)
@@ -177,7 +189,7 @@ class Tracker:
         self._writer = None
         if self._rss is not None:
             self._rss.close()
-        mine = summarize(read_jsonl(self.path), None, pue=self.pue)
+        mine = summarize(last_run(read_jsonl(self.path)), None, pue=self.pue)
         if status != "ok" and self.world_size > 1:
             # The other ranks are still training (and inside their own collectives): joining a gather here
             # would hang or mismatch them. This rank's record is on disk; torchrun stops the job, and

@@ -115,3 +115,16 @@ def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     (tmp_path / "bad.json").write_text("{")
     assert main(["compare", str(tmp_path / "bad.json"), meas]) == 2
     assert "malformed JSON" in capsys.readouterr().err
+
+
+def test_two_track_runs_into_one_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 3: the second `track` counts only its own steps; the first run's records are kept."""
+    out = tmp_path / "out"
+    for steps in (4, 2):
+        script = tmp_path / f"train{steps}.py"
+        script.write_text(_SCRIPT.format(here=str(Path(__file__).parent)).replace("range(4)", f"range({steps})"))
+        assert main(["track", "--grid-g-per-kwh", "50", "--out", str(out), "--json", "--", sys.executable,
+                     str(script)]) == 3
+        assert json.loads(capsys.readouterr().out)["num_steps"] == steps
+    assert len((out / "emissions.csv").read_text().splitlines()) == 3
+    assert (out / "track.jsonl").read_text().count('"type":"start"') == 2

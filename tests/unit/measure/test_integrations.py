@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -70,3 +71,34 @@ def test_swap_forward_and_compare() -> None:
     assert torch.allclose(lin(x), want)
     cmp = compare_forward(lin, "eager", x, repeat=3, rounds=1)
     assert cmp.original_s > 0 and cmp.swapped_s > 0 and not cmp.energy_measured
+
+
+def _tiny_bart_trainer(output_dir: Path, steps: int, cb: object) -> object:
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                                  encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                  decoder_ffn_dim=64, max_position_embeddings=64)
+    ids = torch.randint(3, 128, (8, 16))
+    data = [{"input_ids": x, "attention_mask": torch.ones_like(x), "labels": x} for x in ids]
+    args = transformers.TrainingArguments(output_dir=str(output_dir), max_steps=steps,
+                                          per_device_train_batch_size=4, report_to=[], save_strategy="no",
+                                          logging_strategy="no", use_cpu=True, disable_tqdm=True)
+    return transformers.Trainer(model=transformers.BartForConditionalGeneration(cfg), args=args,
+                                train_dataset=data, callbacks=[cb])
+
+
+def test_hf_callback_writes_under_output_dir_one_run_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16 item 3: not ./greentrain-out, and a second run into the same output_dir is its own run."""
+    pytest.importorskip("transformers")
+    from greentrain.measure.hf import GreentrainTrainerCallback
+
+    monkeypatch.chdir(tmp_path)
+    for steps in (3, 2):
+        cb = GreentrainTrainerCallback(grid_g_per_kwh=50.0, print_summary=False)
+        _tiny_bart_trainer(tmp_path / "hf", steps, cb).train()  # type: ignore[attr-defined]
+        assert cb.measurement is not None and cb.measurement.num_steps == steps
+    out = tmp_path / "hf" / "greentrain"
+    assert not (tmp_path / "greentrain-out").exists()
+    assert json.loads((out / "measurement.json").read_text())["num_steps"] == 2
+    rows = list(csv.DictReader((out / "emissions.csv").open()))
+    assert len(rows) == 2 and rows[0]["run_id"] != rows[1]["run_id"]

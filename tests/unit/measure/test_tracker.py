@@ -152,3 +152,30 @@ def test_module_times_are_steady_state_like_the_step_time(tmp_path: Path) -> Non
     assert m.forward_s == pytest.approx(sum(s["forward_s"] for s in steps[1:]) / 4, rel=1e-9)
     # the top-level modules run one after another inside each steady step
     assert sum(x.forward_s + x.backward_s for x in m.modules) <= m.step_time_s
+
+
+def test_runs_into_the_same_folder_are_not_merged(tmp_path: Path) -> None:
+    """Issue 16 item 3: a second run reports its own steps and duration; emissions.csv gains one row each."""
+    model = GPT(d=32, layers=1, heads=2, seq=16)
+    with greentrain.Tracker(model, grid_g_per_kwh=100.0, out_dir=tmp_path, print_summary=False) as t1:
+        _train(t1, model, 5)
+        time.sleep(0.3)
+    with greentrain.Tracker(model, grid_g_per_kwh=100.0, out_dir=tmp_path, print_summary=False) as t2:
+        _train(t2, model, 2)
+    m1, m2 = t1.measurement, t2.measurement
+    assert m1 is not None and m2 is not None and m2.num_steps == 2 and m2.duration_s < m1.duration_s
+    assert json.loads((tmp_path / "measurement.json").read_text())["num_steps"] == 2
+    rows = list(csv.DictReader((tmp_path / "emissions.csv").open()))
+    assert [r["run_id"] for r in rows] == [m1.run_id, m2.run_id] and m1.run_id != m2.run_id
+    assert float(rows[1]["duration"]) == pytest.approx(m2.duration_s)
+    # both runs' records are kept in the file (nothing lost)
+    assert sum(r["type"] == "step" for r in read_jsonl(tmp_path / "greentrain.jsonl")) == 7
+
+
+def test_one_tracker_started_twice_counts_each_run_alone(tmp_path: Path) -> None:
+    model = GPT(d=32, layers=1, heads=2, seq=16)
+    t = greentrain.Tracker(model, out_dir=tmp_path, print_summary=False)
+    for steps in (4, 1):
+        with t:
+            _train(t, model, steps)
+        assert t.measurement is not None and t.measurement.num_steps == steps
