@@ -18,106 +18,80 @@ Expert ops (``expert=True``) of a MoE layer are further spread over expert paral
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from functools import cache
 
-from greentrain.model.spec import TransformerSpec
+from greentrain.model.mla import mla_projection_ops
+from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
+from greentrain.model.spec import LayerKind, TransformerSpec
+from greentrain.model.ssm import ssm_ops
+
+__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "attention_ops", "elementwise", "layer_groups",
+           "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops"]
 
 
-class OpKind(str, Enum):
-    MATMUL = "matmul"
-    ATTENTION = "attention"  # activation x activation batched matmul (scores, attention over values)
-    ELEMENTWISE = "elementwise"
-
-
-class Shard(str, Enum):
-    COLUMN = "column"
-    ROW = "row"
-    HEADS = "heads"
-    HIDDEN = "hidden"
-    TOKENS = "tokens"
-    VOCAB = "vocab"
-    REPLICATED = "replicated"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Op:
-    """One forward op of one micro-batch. ``count`` independent (m x k) @ (k x n) products for matmuls."""
-
-    name: str
-    kind: OpKind
-    shard: Shard
-    flop: float  # forward FLOPs, all ``count`` products together
-    bytes: float  # forward bytes read + written at the activation precision (weights included)
-    count: float = 1.0
-    m: float = 0.0
-    k: float = 0.0
-    n: float = 0.0
-    params: int = 0  # weight parameters the op reads
-    attention_core: bool = False  # what selective recomputation recomputes (Korthikanti et al. §4.2)
-    expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
-    backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
-
-
-def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
-           count: float = 1.0, weight: bool = True, expert: bool = False) -> Op:
-    """(m x k) @ (k x n), ``count`` times. Bytes: read both operands, write the result."""
-    elts = count * (m * k + k * n + m * n)
-    return Op(name=name, kind=OpKind.MATMUL if weight else OpKind.ATTENTION, shard=shard,
-              flop=2.0 * count * m * k * n, bytes=elts * bytes_per_elt, count=count, m=m, k=k, n=n,
-              params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert)
-
-
-def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
-                reads: float = 1.0, writes: float = 1.0, extra_bytes_per_elt: float = 0.0,
-                attention_core: bool = False, expert: bool = False) -> Op:
-    """An element-wise op over ``elements`` values: ``reads`` inputs read, ``writes`` outputs written."""
-    b = elements * ((reads + writes) * bytes_per_elt + extra_bytes_per_elt)
-    return Op(name=name, kind=OpKind.ELEMENTWISE, shard=shard, flop=0.0, bytes=b, count=1.0,
-              attention_core=attention_core, expert=expert)
+def _projection_ops(spec: TransformerSpec, tokens: float, kv_tokens: float, e: float, prefix: str,
+                    cross: bool) -> list[Op]:
+    """Q, K, V projections (MLA: model/mla.py) and the QK-norm if any."""
+    d, q, kv = spec.hidden_size, spec.q_width, spec.kv_width
+    if spec.is_mla:
+        ops = mla_projection_ops(spec, tokens, e, prefix)
+    elif cross:  # queries from the decoder, keys and values from the encoder output
+        ops = [matmul(f"{prefix}.q", tokens, d, q, e, Shard.COLUMN),  # (T, d) @ (d, q)
+               matmul(f"{prefix}.kv", kv_tokens, d, 2 * kv, e, Shard.COLUMN)]  # (T_kv, d) @ (d, 2 kv)
+    else:
+        ops = [matmul(f"{prefix}.qkv", tokens, d, q + 2 * kv, e, Shard.COLUMN)]  # (T, d) @ (d, q + 2 kv)
+    if spec.qk_norm != "none":  # Qwen3 / Gemma 3 per head, OLMo 2 over the full width: a norm of q and k
+        ops.append(elementwise(f"{prefix}.qk_norm", tokens * q + kv_tokens * kv, e, Shard.HIDDEN))
+    return ops
 
 
 def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, prefix: str,
-                  cross: bool, flash: bool) -> list[Op]:
+                  cross: bool, flash: bool, window: int = 0) -> list[Op]:
     """Self- or cross-attention block: norm, projections, attention core, output projection, residual.
 
     Naive attention (Megatron-LM 2022) materialises the b*heads*s*s_kv scores: softmax and dropout are
     separate memory-bound ops. Flash attention (Dao et al. 2022; Dao 2023, FlashAttention-2) fuses scores,
     softmax and values into one kernel that never writes the scores; its backward recomputes them and
     costs about 2.5x its forward (FlashAttention-2 §3.1).
+
+    ``window`` > 0 (a sliding-window layer, Beltagy et al. 2020 §3.1; Mistral 7B §2): each query attends to
+    its last ``window`` keys, so the core costs s x min(s_kv, window) per head instead of s x s_kv (the
+    same no-causal-halving convention as full attention). Query/key and value head widths may differ (MLA).
     """
-    d, q, kv, dh, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.head_dim, spec.num_heads
+    d, heads, dqk, dv = spec.hidden_size, spec.num_heads, spec.head_dim, spec.v_head_dim
+    q, kv, out_w = spec.q_width, spec.kv_width, spec.attn_out_width
     tokens, kv_tokens = b * s, b * s_kv
-    scores = b * heads * s * s_kv
+    keys = min(s_kv, window) if window else s_kv  # keys each query attends to
+    scores = b * heads * s * keys
     ops = [elementwise(f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
-    if cross:  # queries from the decoder, keys and values from the encoder output
-        ops.append(matmul(f"{prefix}.q", tokens, d, q, e, Shard.COLUMN))
-        ops.append(matmul(f"{prefix}.kv", kv_tokens, d, 2 * kv, e, Shard.COLUMN))
-    else:
-        ops.append(matmul(f"{prefix}.qkv", tokens, d, q + 2 * kv, e, Shard.COLUMN))
+    ops += _projection_ops(spec, tokens, kv_tokens, e, prefix, cross)
     if flash:
-        io = (2 * tokens * q + 2 * kv_tokens * kv) * e  # read q, k, v; write the output
+        io = (tokens * (q + out_w) + kv_tokens * (kv + spec.num_kv_heads * dv)) * e  # read q, k, v; write o
         ops.append(Op(name=f"{prefix}.flash", kind=OpKind.ATTENTION, shard=Shard.HEADS,
-                      flop=4.0 * scores * dh, bytes=io, count=b * heads, m=s, k=dh, n=s_kv,
-                      attention_core=True, backward_factor=2.5))
+                      flop=2.0 * scores * (dqk + dv), bytes=io, count=b * heads, m=s, k=(dqk + dv) / 2,
+                      n=keys, attention_core=True, backward_factor=2.5))
     else:
         ops += [
-            matmul(f"{prefix}.scores", s, dh, s_kv, e, Shard.HEADS, count=b * heads, weight=False),
+            matmul(f"{prefix}.scores", s, dqk, keys, e, Shard.HEADS, count=b * heads, weight=False),
             elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
             # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
             elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
                         attention_core=True),
-            matmul(f"{prefix}.values", s, s_kv, dh, e, Shard.HEADS, count=b * heads, weight=False),
+            matmul(f"{prefix}.values", s, keys, dv, e, Shard.HEADS, count=b * heads, weight=False),
         ]
-    ops += [
-        matmul(f"{prefix}.out", tokens, q, d, e, Shard.ROW),
-        elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
-                    extra_bytes_per_elt=1.0),
-    ]
+    ops.append(matmul(f"{prefix}.out", tokens, out_w, d, e, Shard.ROW))  # (T, heads*dv) @ (heads*dv, d)
+    if spec.post_norms:  # Gemma 2/3: the block's output is normalised before the residual add
+        ops.append(elementwise(f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
+    ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
+                           extra_bytes_per_elt=1.0))
     return ops
 
 
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:
+    """Dense MLP, or MoE: the router (T, d) @ (d, E), then dropless routing (every token reaches its top_k
+    experts, T * top_k expert-token pairs, spread evenly over the experts), and shared experts that every
+    token passes through (DeepSeekMoE, Dai et al. 2024 §3.2). Auxiliary-loss-free balancing (DeepSeek-V3
+    §2.1.2: a bias on the routing scores) and the top-k selection are element-wise and cost nothing here."""
     d = spec.hidden_size
     up = 2 if spec.glu else 1  # gate and up projections are fused into one matmul
     ops = [elementwise(f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
@@ -145,6 +119,8 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
                 elementwise(f"{prefix}.shared.act", sh * tokens * f, e, Shard.HIDDEN, reads=float(up)),
                 matmul(f"{prefix}.shared.down", tokens, f, d, e, Shard.ROW, count=sh),
             ]
+    if spec.post_norms:
+        ops.append(elementwise(f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
     ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
                            extra_bytes_per_elt=1.0))
     return ops
@@ -190,27 +166,65 @@ class ModelOps:
         return out + list(self.head)
 
 
+def _kind_ops(spec: TransformerSpec, kind: LayerKind, b: int, s: int, e: float, flash: bool) -> list[Op]:
+    """The ops of one decoder layer of ``kind`` (decoder-only)."""
+    if kind.mixer in ("mamba", "mamba2"):
+        ops = ssm_ops(spec, b, s, e, kind.mixer)
+    else:
+        window = spec.sliding_window if kind.mixer == "sliding" else 0
+        ops = attention_ops(spec, b, s, s, e, "attn", cross=False, flash=flash, window=window)
+    if kind.mlp != "none":
+        ops += mlp_ops(spec, b * s, e, "mlp", kind.mlp == "moe")
+    return ops
+
+
+def mtp_ops(spec: TransformerSpec, b: int, s: int, e: float, flash: bool) -> list[Op]:
+    """One multi-token-prediction module (DeepSeek-V3 §2.2, eq. 21-23): normalise the hidden state and the
+    next token's embedding, project their concatenation (T, 2d) @ (2d, d), one transformer layer, and the
+    shared output head with its own cross-entropy."""
+    d, t = spec.hidden_size, b * s
+    kind = LayerKind(mixer="attention", mlp="moe" if spec.is_moe else "dense")
+    return [elementwise("mtp.norms", 2 * t * d, e, Shard.TOKENS),
+            matmul("mtp.proj", t, 2 * d, d, e, Shard.REPLICATED),
+            *_kind_ops(spec, kind, b, s, e, flash),
+            *_head_ops(spec, t, e, "mtp.")]
+
+
 def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
                  flash: bool) -> tuple[LayerGroup, ...]:
-    """Encoder layers (if any), dense decoder layers and MoE decoder layers."""
-    groups: list[LayerGroup] = []
+    """Encoder layers (if any), then one group per kind of decoder layer (dense, MoE, sliding-window,
+    state-space: ``TransformerSpec.layer_kinds``) in order of first appearance, then the multi-token-
+    prediction modules."""
     if spec.arch == "encoder-decoder":
         enc = (attention_ops(spec, b, s, s, e, "enc.attn", cross=False, flash=flash)
                + mlp_ops(spec, b * s, e, "enc.mlp", False))
-        groups.append(LayerGroup(name="encoder", count=spec.num_encoder_layers, ops=tuple(enc)))
-        dec_len, cross_len = s_dec, s
-    else:
-        dec_len, cross_len = s, 0
-    n_moe = spec.num_moe_layers()
-    for moe, count in ((False, spec.num_layers - n_moe), (True, n_moe)):
-        if count == 0:
-            continue
-        ops = attention_ops(spec, b, dec_len, dec_len, e, "attn", cross=False, flash=flash)
-        if cross_len:
-            ops += attention_ops(spec, b, dec_len, cross_len, e, "xattn", cross=True, flash=flash)
-        ops += mlp_ops(spec, b * dec_len, e, "mlp", moe)
-        groups.append(LayerGroup(name="decoder-moe" if moe else "decoder", count=count, ops=tuple(ops), moe=moe))
+        groups = [LayerGroup(name="encoder", count=spec.num_encoder_layers, ops=tuple(enc))]
+        n_moe = spec.num_moe_layers()
+        for moe, count in ((False, spec.num_layers - n_moe), (True, n_moe)):
+            if count:
+                ops = (attention_ops(spec, b, s_dec, s_dec, e, "attn", cross=False, flash=flash)
+                       + attention_ops(spec, b, s_dec, s, e, "xattn", cross=True, flash=flash)
+                       + mlp_ops(spec, b * s_dec, e, "mlp", moe))
+                groups.append(LayerGroup(name="decoder-moe" if moe else "decoder", count=count, ops=tuple(ops),
+                                         moe=moe))
+        return tuple(groups)
+    groups = [LayerGroup(name=kind.name, count=count, ops=tuple(_kind_ops(spec, kind, b, s, e, flash)),
+                         moe=kind.mlp == "moe") for kind, count in spec.layer_kinds()]
+    if spec.num_mtp_layers:
+        groups.append(LayerGroup(name="mtp", count=spec.num_mtp_layers, ops=tuple(mtp_ops(spec, b, s, e, flash)),
+                                 moe=spec.is_moe))
     return tuple(groups)
+
+
+def _head_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str = "") -> tuple[Op, ...]:
+    d, v = spec.hidden_size, spec.vocab_size
+    return (
+        elementwise(f"{prefix}final_norm", tokens * d, e, Shard.TOKENS),
+        matmul(f"{prefix}lm_head", tokens, d, v, e, Shard.VOCAB, weight=True),
+        # logits are upcast to fp32 for the softmax cross-entropy: read them, write fp32 (4 bytes)
+        elementwise(f"{prefix}cross_entropy", tokens * v, e, Shard.VOCAB, reads=1.0, writes=0.0,
+                    extra_bytes_per_elt=4.0),
+    )
 
 
 @cache
@@ -221,18 +235,12 @@ def model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_e
     For an encoder-decoder model, ``seq_len`` is the source length and ``target_seq_len`` the decoder's
     (default: the same as the source).
     """
-    b, e, d, v = micro_batch, bytes_per_elt, spec.hidden_size, spec.vocab_size
+    b, e, d = micro_batch, bytes_per_elt, spec.hidden_size
     s_dec = target_seq_len or seq_len
     out_tokens = b * (s_dec if spec.arch == "encoder-decoder" else seq_len)
     in_tokens = b * seq_len + (out_tokens if spec.arch == "encoder-decoder" else 0)
     embedding = (elementwise("embedding", in_tokens * d, e, Shard.TOKENS, reads=1.0, writes=1.0),)
-    head = (
-        elementwise("final_norm", out_tokens * d, e, Shard.TOKENS),
-        matmul("lm_head", out_tokens, d, v, e, Shard.VOCAB, weight=True),
-        # logits are upcast to fp32 for the softmax cross-entropy: read them, write fp32 (4 bytes)
-        elementwise("cross_entropy", out_tokens * v, e, Shard.VOCAB, reads=1.0, writes=0.0,
-                    extra_bytes_per_elt=4.0),
-    )
+    head = _head_ops(spec, out_tokens, e)
     return ModelOps(micro_batch=b, seq_len=seq_len, target_seq_len=s_dec,
                     layers=layer_groups(spec, b, seq_len, s_dec, e, flash), embedding=embedding, head=head)
 

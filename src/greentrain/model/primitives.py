@@ -1,0 +1,62 @@
+"""The op vocabulary every model expands into: matmuls (m, k, n), attention cores and element-wise ops, each with
+its forward FLOPs and bytes (conventions: model/ops.py). Kept apart from ops.py so that the mixer modules
+(model/mla.py, model/ssm.py) can build ops without importing the whole expansion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class OpKind(str, Enum):
+    MATMUL = "matmul"
+    ATTENTION = "attention"  # activation x activation batched matmul (scores, attention over values)
+    ELEMENTWISE = "elementwise"
+
+
+class Shard(str, Enum):
+    COLUMN = "column"
+    ROW = "row"
+    HEADS = "heads"
+    HIDDEN = "hidden"
+    TOKENS = "tokens"
+    VOCAB = "vocab"
+    REPLICATED = "replicated"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Op:
+    """One forward op of one micro-batch. ``count`` independent (m x k) @ (k x n) products for matmuls."""
+
+    name: str
+    kind: OpKind
+    shard: Shard
+    flop: float  # forward FLOPs, all ``count`` products together
+    bytes: float  # forward bytes read + written at the activation precision (weights included)
+    count: float = 1.0
+    m: float = 0.0
+    k: float = 0.0
+    n: float = 0.0
+    params: int = 0  # weight parameters the op reads
+    attention_core: bool = False  # what selective recomputation recomputes (Korthikanti et al. §4.2)
+    expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
+    backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
+
+
+def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
+           count: float = 1.0, weight: bool = True, expert: bool = False) -> Op:
+    """(m x k) @ (k x n), ``count`` times. Bytes: read both operands, write the result."""
+    elts = count * (m * k + k * n + m * n)
+    return Op(name=name, kind=OpKind.MATMUL if weight else OpKind.ATTENTION, shard=shard,
+              flop=2.0 * count * m * k * n, bytes=elts * bytes_per_elt, count=count, m=m, k=k, n=n,
+              params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert)
+
+
+def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
+                reads: float = 1.0, writes: float = 1.0, extra_bytes_per_elt: float = 0.0,
+                attention_core: bool = False, expert: bool = False, flop: float = 0.0) -> Op:
+    """An element-wise op over ``elements`` values: ``reads`` inputs read, ``writes`` outputs written.
+    ``flop``: model FLOPs of a memory-bound op that has some (a depthwise convolution); 0 for the rest."""
+    b = elements * ((reads + writes) * bytes_per_elt + extra_bytes_per_elt)
+    return Op(name=name, kind=OpKind.ELEMENTWISE, shard=shard, flop=flop, bytes=b, count=1.0,
+              attention_core=attention_core, expert=expert)
