@@ -115,7 +115,8 @@ class Tracker:
         readings = self._sampler.start()
         self._writer.append({"type": "start", "t_unix": time.time(), "run_id": self.run_id, "pid": os.getpid(),
                              "rank": self.rank, "world_size": self.world_size,
-                             "model_parallel_size": self.model_parallel_size, "argv": sys.argv, "meters": meter_info(readings)})
+                             "model_parallel_size": self.model_parallel_size, "argv": sys.argv,
+                             "meters": meter_info(readings)})
         self._writer.flush()
         if self.model is not None:
             self.attach(self.model)
