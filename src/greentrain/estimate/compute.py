@@ -72,16 +72,28 @@ def local_op(op: Op, sh: Sharding) -> LocalOp:
         k = k / t
     elif op.shard is Shard.HEADS:
         count = count / t
-    flop = 2.0 * count * m * k * n
-    scale = flop / op.flop if op.flop else 0.0
-    return LocalOp(flop=flop, bytes=op.bytes * scale, m=m, k=k, n=n)
+    # the local share of the op's FLOPs (a fused attention op counts two products: scores and values)
+    scale = (count / op.count) * (m / op.m) * (k / op.k) * (n / op.n) if op.flop else 0.0
+    return LocalOp(flop=op.flop * scale, bytes=op.bytes * scale, m=m, k=k, n=n)
 
 
-def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency) -> float:
-    """Roofline time of one local op."""
+def is_causal(op: Op) -> bool:
+    """A decoder's self-attention is causal (masked); an encoder's and cross-attention are not. model/ops.py
+    names them "attn.*", "enc.attn.*" and "xattn.*"."""
+    return op.name.startswith("attn.")
+
+
+def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency,
+              fused_attention: bool = False, causal: bool = False) -> float:
+    """Roofline time of one local op. A fused (flash) attention kernel runs at the chip's measured attention
+    throughput (efficiency.yaml), on the FLOPs it executes: half the score products when causal
+    (FlashAttention-2, Dao 2023 §3.1; its benchmark counts causal FLOPs halved)."""
     mem_s = op.bytes / (memory_bytes_per_s * eff.memory)
     if op.flop <= 0:
         return mem_s
+    if fused_attention:  # local op: m = queries, k = head dim, n = keys
+        flop = op.flop * (0.5 if causal else 1.0)
+        return max(flop / (peak_flop_per_s * eff.attention(op.k, op.n, causal)), mem_s)
     return max(op.flop / (peak_flop_per_s * eff.matmul(op.m, op.k, op.n)), mem_s)
 
 
@@ -102,7 +114,8 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
         lo = local_op(op, sh)
         peak = attention_peak_flop_per_s if op.kind is OpKind.ATTENTION and attention_peak_flop_per_s else \
             peak_flop_per_s
-        t = op_time_s(lo, peak, memory_bytes_per_s, eff)
+        fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
+        t = op_time_s(lo, peak, memory_bytes_per_s, eff, fused, fused and is_causal(op))
         fwd += t
         bwd += t * op.backward_factor
         if op.attention_core:

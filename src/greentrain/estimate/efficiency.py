@@ -1,45 +1,161 @@
-"""Efficiency constants of the estimator, loaded from efficiency.yaml (data, each with its source)."""
+"""Efficiency of the estimator: what a chip's kernels and links reach and what a training framework costs
+besides them, loaded from efficiency.yaml (data, each figure with its source) and optionally from a calibration
+profile written by `greentrain calibrate`.
+
+``efficiency_for(chip, framework)`` merges the chip's entry over ``chips.default`` and the framework's over
+``frameworks.default``; a chip without data falls back to the default and says so in ``chip_source``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import yaml
 
 from greentrain import units
-from greentrain.config import check_keys, require
+from greentrain.config import as_bool, check_keys, load_mapping, require
+from greentrain.errors import ConfigError, did_you_mean
+
+DEFAULT_FRAMEWORK = "megatron"
+CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
+             "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
+FRAMEWORK_KEYS = ("source", "host_layer_s", "step_overhead_s", "dp_bucket_bytes", "dp_bucket_per_layer",
+                  "dp_overlap", "zero_all_reduce", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
+_FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
+              "inter_node_link")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Efficiency:
+    # --- the chip: fractions of datasheet peaks that kernels and collectives reach ---
     matmul_max: float
     matmul_half_dim: float
+    attention_max_d64: float = 0.567
+    attention_max_d128: float = 0.628
+    attention_half_seq_causal: float = 540.0
+    attention_half_seq: float = 150.0
     memory: float
     intra_node_link: float
     inter_node_link: float
+    # --- the framework: fixed costs, overlap and allocator ---
+    host_layer_s: float = 0.0  # host time to issue one layer's forward + backward for one micro-batch
+    step_overhead_s: float = 0.0
+    dp_bucket_bytes: float = 0.0  # 0: one bucket after the backward
+    dp_bucket_per_layer: bool = False
+    dp_overlap: bool = False
+    zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
-    cpu_adam_params_per_s_per_node: float
+    fragmentation: float = 0.0
+    cpu_adam_params_per_s_per_node: float = 1.0e10
+    chip_source: str = ""
+    framework: str = DEFAULT_FRAMEWORK
+    framework_source: str = ""
 
     def __post_init__(self) -> None:
-        for f in ("matmul_max", "memory", "intra_node_link", "inter_node_link"):
+        for f in _FRACTIONS:
             v = getattr(self, f)
-            require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
-        require(self.matmul_half_dim >= 0, "efficiency.matmul_half_dim", self.matmul_half_dim, "must be >= 0")
+            require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
+        for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
+                  "step_overhead_s", "dp_bucket_bytes", "reserved_bytes", "fragmentation"):
+            v = getattr(self, f)
+            require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"efficiency.{f}", v,
+                    "must be a finite number >= 0")
+        require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
+        require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
+        require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
+                self.cpu_adam_params_per_s_per_node, "must be > 0")
 
     def matmul(self, m: float, k: float, n: float) -> float:
         """Fraction of peak a (m x k) @ (k x n) reaches: saturating in each dimension."""
         h = self.matmul_half_dim
         return self.matmul_max * (m / (m + h)) * (k / (k + h)) * (n / (n + h))
 
+    def attention(self, head_dim: float, seq_kv: float, causal: bool) -> float:
+        """Fraction of peak a fused attention kernel reaches (forward + backward, FLOPs it executes)."""
+        w = min(1.0, max(0.0, (head_dim - 64.0) / 64.0))
+        top = self.attention_max_d64 + w * (self.attention_max_d128 - self.attention_max_d64)
+        half = self.attention_half_seq_causal if causal else self.attention_half_seq
+        return top * seq_kv / (seq_kv + half)
+
+
+def _data() -> dict[str, Any]:
+    text = resources.files("greentrain.estimate").joinpath("efficiency.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def framework_names() -> tuple[str, ...]:
+    return tuple(k for k in _data()["frameworks"] if k != "default")
+
+
+def chip_names() -> tuple[str, ...]:
+    return tuple(k for k in _data()["chips"] if k != "default")
+
+
+def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = {k: float(v) for k, v in chip.items() if k != "source"}
+    for k, v in fw.items():
+        if k == "source":
+            continue
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce"):
+            kw[k] = as_bool(v, f"efficiency.{k}")
+        elif k == "reserved_gib":
+            kw["reserved_bytes"] = units.gib_to_bytes(float(v))
+        else:
+            kw[k] = float(v)
+    return kw
+
 
 @cache
+def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Efficiency:
+    """The efficiency of ``chip`` (a catalog name; "" or unknown: the default) under ``framework``."""
+    data = _data()
+    frameworks = data["frameworks"]
+    if framework not in frameworks or framework == "default":
+        raise ConfigError("framework", framework, f"is not a known framework{did_you_mean(framework, framework_names())}")
+    chips = data["chips"]
+    chip_entry = chips.get(chip)
+    base_chip, base_fw = dict(chips["default"]), dict(frameworks["default"])
+    merged_chip = {**base_chip, **(chip_entry or {})}
+    merged_fw = {**base_fw, **frameworks[framework]}
+    check_keys(merged_chip, CHIP_KEYS, f"efficiency.chips.{chip or 'default'}")
+    check_keys(merged_fw, FRAMEWORK_KEYS, f"efficiency.frameworks.{framework}")
+    source = str(merged_chip.get("source", "")) if chip_entry else (
+        f"{chip or 'chip'}: {base_chip['source']}")
+    return Efficiency(chip_source=source, framework=framework, framework_source=str(merged_fw.get("source", "")),
+                      **_fields(merged_chip, merged_fw))
+
+
 def default_efficiency(name: str = "default") -> Efficiency:
-    raw = yaml.safe_load(resources.files("greentrain.estimate").joinpath("efficiency.yaml").read_text("utf-8"))
-    data = dict(raw[name])
-    fields = [f.name for f in dataclasses.fields(Efficiency) if f.name != "reserved_bytes"] + ["reserved_gib"]
-    check_keys(data, fields, f"efficiency({name})")
-    reserved = units.gib_to_bytes(float(data.pop("reserved_gib")))
-    return Efficiency(reserved_bytes=reserved, **{k: float(v) for k, v in data.items()})
+    """The default chip's figures under the default framework (kept for callers that know no chip)."""
+    return efficiency_for("", DEFAULT_FRAMEWORK)
+
+
+def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
+    """``eff`` with the constants of a calibration profile (`greentrain calibrate -o PROFILE.yaml`) replaced."""
+    data = load_mapping(Path(path), field="calibration")
+    allowed = ("kind", "chip", "framework", "constants", "provenance", "error")
+    check_keys(data, allowed, "calibration")
+    if data.get("kind") != "greentrain-calibration":
+        raise ConfigError("calibration.kind", data.get("kind"), "must be 'greentrain-calibration'")
+    constants = data.get("constants")
+    if not isinstance(constants, dict) or not constants:
+        raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")
+    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in ("chip_source", "framework",
+                                                                                "framework_source")]
+    check_keys(constants, names, "calibration.constants")
+    kw: dict[str, Any] = {}
+    for k, v in constants.items():
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce"):
+            kw[k] = as_bool(v, f"calibration.constants.{k}")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"calibration.constants.{k}", v, "must be a number")
+        else:
+            kw[k] = float(v)
+    return dataclasses.replace(eff, chip_source=f"{eff.chip_source}; calibrated by {Path(path).name}", **kw)

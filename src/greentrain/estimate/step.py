@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from greentrain import units
 from greentrain.errors import InfeasibleError
-from greentrain.estimate.comm import Collective
-from greentrain.estimate.efficiency import Efficiency, default_efficiency
+from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     MemoryBreakdown,
     grad_bytes_per_param,
@@ -24,8 +23,9 @@ from greentrain.estimate.memory import (
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
-from greentrain.estimate.parallel_costs import axis_layout, collective_s, pp_send_s
+from greentrain.estimate.parallel_costs import axis_layout, pp_send_s
 from greentrain.estimate.stage import StageCosts, stage_costs
+from greentrain.estimate.step_terms import dp_sync_s, micro_batch_s
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
 from greentrain.scenario import Scenario
@@ -59,26 +59,15 @@ class StepEstimate:
 
 
 def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num_micro: int) -> float:
-    """Exposed data-parallel communication of the whole step."""
-    dp = s.dp * s.cp  # gradients are reduced over data and context parallel ranks
-    if dp == 1:
-        return 0.0
+    """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s)."""
     w = sc.workload
-    lay = axis_layout(s, sc.cluster)
     params = st.layer_params + st.extra_params
-    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision)
-    weights = params * weight_bytes_per_param(w.precision)
-    cl = sc.cluster
-    if s.zero == 3:  # every micro-batch: gather weights for forward and backward, reduce-scatter gradients
-        per_mb = (2 * collective_s(Collective.ALL_GATHER, dp, lay.dp, weights, cl, eff)
-                  + collective_s(Collective.REDUCE_SCATTER, dp, lay.dp, grads, cl, eff))
-        return num_micro * max(0.0, per_mb - (st.fwd_s + st.bwd_s + st.recompute_s))
-    if s.zero >= 1:
-        t = (collective_s(Collective.REDUCE_SCATTER, dp, lay.dp, grads, cl, eff)
-             + collective_s(Collective.ALL_GATHER, dp, lay.dp, weights, cl, eff))
-    else:
-        t = collective_s(Collective.ALL_REDUCE, dp, lay.dp, grads, cl, eff)
-    return max(0.0, t - st.bwd_s)  # overlapped with the last micro-batch's backward
+    return dp_sync_s(zero=float(s.zero), dp_group=float(s.dp * s.cp), dp_per_node=float(axis_layout(s, sc.cluster).dp),
+                     grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
+                     weight_bytes=params * weight_bytes_per_param(w.precision),
+                     layers=sc.model.total_layers / s.pp, backward_s=st.bwd_s + st.recompute_s,
+                     micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s, num_micro=float(num_micro),
+                     cl=sc.cluster, eff=eff)
 
 
 def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> float:
@@ -132,8 +121,8 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     s = strategy or sc.strategy
     if s is None:
         raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
-    eff = eff or default_efficiency()
     w, cl = sc.workload, sc.cluster
+    eff = eff or efficiency_for(cl.chip.name)
     check_divisibility(s, sc.model, num_chips=cl.num_chips, global_batch_size=w.global_batch_size,
                        seq_len=w.seq_len)
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
@@ -144,10 +133,10 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     pp_mb = 2 * s.vpp * pp_send_s(s, cl, eff, ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
                                   * w.activation_bytes, lay.pp_crosses_nodes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
-    t_mb = st.fwd_s + st.bwd_s + st.recompute_s + comm_mb
+    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + comm_mb, sc.model.total_layers / s.pp, eff)
     bubble = (s.pp - 1) / s.vpp * t_mb
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
-    opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff)
+    opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff) + eff.step_overhead_s
     step = num_micro * t_mb + bubble + dp_s + opt_s
     mem = _memory(sc, s, st, ops, num_micro, eff)
     if check_fit and mem.total_bytes > cl.chip.memory_bytes:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from greentrain.estimate.comm import Collective, hierarchical_time_array
-from greentrain.estimate.efficiency import Efficiency, default_efficiency
+from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import grad_bytes_per_param, optimizer_bytes_per_param, weight_bytes_per_param
 from greentrain.estimate.stage import end_costs_both, layer_group_costs, sum_layer_totals
 from greentrain.estimate.step import step_flops
+from greentrain.estimate.step_terms import dp_sync_s, micro_batch_s
 from greentrain.model.ops import model_ops
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.parallel.table import StrategyTable
@@ -111,23 +111,17 @@ def _memory(sc: Scenario, t: StrategyTable, k: dict[str, FloatArray], eff: Effic
 
 
 def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """step.dp_exposed_s."""
+    """step.dp_exposed_s (step_terms.dp_sync_s over columns)."""
     w, cl = sc.workload, sc.cluster
-    dpg, params = f["dp"] * f["cp"], f["params"]
-    lay_dp = _per_node(f["tp"] * f["cp"], f["dp"], cl.node_size)
-    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision)
-    weights = params * weight_bytes_per_param(w.precision)
-
-    def coll(kind: Collective, payload: FloatArray) -> FloatArray:
-        return hierarchical_time_array(kind, dpg, lay_dp, payload, cl.intra_node, cl.inter_node,
-                                       eff.intra_node_link, eff.inter_node_link)
-
-    ag, rs = coll(Collective.ALL_GATHER, weights), coll(Collective.REDUCE_SCATTER, grads)
-    ar = coll(Collective.ALL_REDUCE, grads)
-    z3 = f["num_micro"] * np.maximum(0.0, 2 * ag + rs - (f["fwd"] + f["bwd"] + f["rec"]))
-    z12 = np.maximum(0.0, rs + ag - f["bwd"])
-    z0 = np.maximum(0.0, ar - f["bwd"])
-    return np.where(dpg == 1, 0.0, np.where(t.zero == 3, z3, np.where(t.zero >= 1, z12, z0)))
+    params = f["params"]
+    out: FloatArray = dp_sync_s(
+        zero=t.zero.astype(np.float64), dp_group=f["dp"] * f["cp"],
+        dp_per_node=_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
+        grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
+        weight_bytes=params * weight_bytes_per_param(w.precision), layers=sc.model.total_layers / f["pp"],
+        backward_s=f["bwd"] + f["rec"], micro_batch_s=f["fwd"] + f["bwd"] + f["rec"], num_micro=f["num_micro"],
+        cl=cl, eff=eff)
+    return out
 
 
 def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
@@ -159,8 +153,8 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     """estimate_step for every row of ``table`` (which must divide the model: search/space.py builds such
     tables). Rows that break the interleaved schedule's micro-batch rule, or (``check_fit``) need more than
     ``capacity_bytes`` (default: the chip's memory) per device, are left out of the result."""
-    eff = eff or default_efficiency()
     w, cl = sc.workload, sc.cluster
+    eff = eff or efficiency_for(cl.chip.name)
     if len(table) == 0:
         return _empty()
     k = _per_key(sc, table, eff)
@@ -182,10 +176,10 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f["bwd"] = kk["bwd"] / pp + np.where(is_pp, kk["end_bwd_n"], kk["end_bwd_1"])
     f["rec"] = kk["rec"] / pp
     comm_mb = kk["tp"] / pp + kk["cp"] / pp + kk["ep"] / pp + _pp_mb(sc, f, eff)
-    t_mb = f["fwd"] + f["bwd"] + f["rec"] + comm_mb
+    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + comm_mb, sc.model.total_layers / pp, eff)
     bubble = (pp - 1) / f["vpp"] * t_mb
     dp_s = _dp_exposed(sc, t, f, eff)
-    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, t, f, eff)
+    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, t, f, eff) + eff.step_overhead_s
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
     hw_flop = kk["model_flop"] + kk["extra_flop"] * w.global_batch_size
     return StepArrays(index=index, step_time_s=step, memory_bytes=mem[index], utilization=1.0 - bubble / step,

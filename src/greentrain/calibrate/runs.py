@@ -1,0 +1,228 @@
+"""Measured (or planned) training runs read from a runs CSV: one Scenario with its Strategy per row, and what
+was measured. The schema is ../shared/reference/calibration/README.md ("The runs schema"): unknown columns are
+an error, an empty cell means "not given".
+
+Every bad cell is one ConfigError naming the row's run_id, the column, the value and the rule; the whole file is
+checked before anything is predicted.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from greentrain import units
+from greentrain.config import read_text
+from greentrain.errors import ConfigError, GreentrainError
+from greentrain.hardware.catalog import get_chip
+from greentrain.model.load import load_model
+from greentrain.model.spec import TransformerSpec
+from greentrain.parallel.strategy import RECOMPUTE, Strategy
+from greentrain.scenario import Scenario, build_cluster
+from greentrain.workload import Workload
+
+IDENTITY = ("run_id", "source", "framework")
+SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
+STRATEGY = ("dp", "tp", "pp", "vpp", "cp", "ep", "zero", "sp", "recompute", "flash_attention")
+MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
+            "measured_peak_memory_gib")
+COLUMNS = IDENTITY + SCENARIO + STRATEGY + MEASURED
+REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
+STATUSES = ("ok", "failed")
+MAX_ROWS = 1_000_000
+_TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    """What was measured of one run; None where the CSV does not say."""
+
+    status: str | None = None  # "ok" (it ran) or "failed" (crashed or out of memory)
+    step_time_s: float | None = None
+    tokens_per_s_per_chip: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: float | None = None
+
+    @property
+    def ran(self) -> bool | None:
+        return None if self.status is None else self.status == "ok"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One row: the scenario (its strategy set), where it comes from, and what was measured."""
+
+    run_id: str
+    source: str
+    framework: str  # "" when not given
+    scenario: Scenario
+    measured: Measured
+
+    @property
+    def strategy(self) -> Strategy:
+        assert self.scenario.strategy is not None
+        return self.scenario.strategy
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """Runs of one model on one number of chips: the choices a user compares."""
+        return (self.scenario.model.name, self.scenario.cluster.num_chips)
+
+
+class _Row:
+    """Typed access to one CSV row; every error names the run, the column, the value and the rule."""
+
+    def __init__(self, cells: dict[str, str], run_id: str) -> None:
+        self.cells, self.run_id = cells, run_id
+
+    def _fail(self, col: str, value: object, rule: str) -> ConfigError:
+        return ConfigError(f"runs[{self.run_id}].{col}", value, rule)
+
+    def text(self, col: str, default: str = "") -> str:
+        return (self.cells.get(col) or "").strip() or default
+
+    def number(self, col: str) -> float | None:
+        raw = self.text(col)
+        if not raw:
+            return None
+        try:
+            v = float(raw)
+        except ValueError:
+            raise self._fail(col, raw, "must be a number") from None
+        if not math.isfinite(v) or v < 0:
+            raise self._fail(col, raw, "must be a finite number >= 0")
+        return v
+
+    def integer(self, col: str, default: int | None = None, minimum: int = 1) -> int:
+        v = self.number(col)
+        if v is None:
+            if default is None:
+                raise self._fail(col, "", "is required")
+            return default
+        if v != int(v) or v < minimum:
+            raise self._fail(col, self.text(col), f"must be an integer >= {minimum}")
+        return int(v)
+
+    def boolean(self, col: str, default: bool) -> bool:
+        raw = self.text(col).lower()
+        if not raw:
+            return default
+        if raw in _TRUE or raw in _FALSE:
+            return raw in _TRUE
+        raise self._fail(col, raw, "must be true or false")
+
+    def choice(self, col: str, options: tuple[str, ...], default: str) -> str:
+        raw = self.text(col).lower() or default
+        if raw not in options:
+            raise self._fail(col, raw, f"must be one of {', '.join(options)}")
+        return raw
+
+
+def _check_header(header: list[str], path: Path) -> None:
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        from greentrain.errors import did_you_mean
+
+        raise ConfigError(f"{path.name} column", unknown[0],
+                          f"is not a runs column{did_you_mean(unknown[0], COLUMNS)} (schema: "
+                          "shared/reference/calibration/README.md)")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise ConfigError(f"{path.name} column", missing[0], f"is missing: a runs CSV needs {', '.join(REQUIRED)}")
+
+
+def _strategy(r: _Row, num_chips: int) -> Strategy:
+    tp, pp, cp = r.integer("tp", 1), r.integer("pp", 1), r.integer("cp", 1)
+    inner = tp * pp * cp
+    dp_given = r.number("dp")
+    dp = r.integer("dp", num_chips // inner if num_chips % inner == 0 else 0, minimum=1) if dp_given is not None \
+        else num_chips // inner
+    if dp * inner != num_chips:
+        raise r._fail("dp" if dp_given is not None else "num_chips", dp if dp_given is not None else num_chips,
+                      f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * inner} must equal num_chips = {num_chips}")
+    try:
+        return Strategy(dp=dp, tp=tp, pp=pp, vpp=r.integer("vpp", 1), cp=cp, ep=r.integer("ep", 1),
+                        sp=r.boolean("sp", False), zero=r.integer("zero", 0, minimum=0),
+                        recompute=r.choice("recompute", RECOMPUTE, "none"),
+                        micro_batch_size=r.integer("micro_batch", 1),
+                        flash_attention=r.boolean("flash_attention", True))
+    except ConfigError as e:
+        raise r._fail(e.field.removeprefix("strategy."), e.value, e.rule) from None
+
+
+def _measured(r: _Row) -> Measured:
+    status = r.text("status").lower() or None
+    if status is not None and status not in STATUSES:
+        raise r._fail("status", status, f"must be one of {', '.join(STATUSES)}")
+    mem = r.number("measured_peak_memory_gib")
+    mfu = r.number("measured_mfu")
+    if mfu is not None and mfu > 1:
+        raise r._fail("measured_mfu", mfu, "must be a fraction in [0, 1]")
+    return Measured(status=status, step_time_s=r.number("measured_step_time_s"),
+                    tokens_per_s_per_chip=r.number("measured_tokens_per_s_per_chip"), mfu=mfu,
+                    peak_memory_bytes=None if mem is None else units.gib_to_bytes(mem))
+
+
+class _Models:
+    """Model files and presets, loaded once each (a runs CSV names the same few models many times)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base, self.cache = base, dict[str, TransformerSpec]()
+
+    def get(self, r: _Row) -> TransformerSpec:
+        name = r.text("model")
+        if name not in self.cache:
+            arg = str(self.base / name) if (self.base / name).exists() else name
+            try:
+                self.cache[name] = load_model(arg)
+            except GreentrainError as e:
+                raise r._fail("model", name, f"cannot be loaded ({e})") from None
+        return self.cache[name]
+
+
+def _run(r: _Row, models: _Models) -> Run:
+    for col in REQUIRED:
+        if not r.text(col):
+            raise r._fail(col, "", "is required")
+    try:
+        chip = get_chip(r.text("chip"))
+    except ConfigError as e:
+        raise r._fail("chip", r.text("chip"), e.rule) from None
+    num_chips = r.integer("num_chips")
+    cpn = r.integer("chips_per_node", min(chip.chips_per_node, num_chips))
+    try:
+        cluster = build_cluster(chip, num_chips, cpn)
+        workload = Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
+                            precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"))
+    except ConfigError as e:
+        raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
+    from greentrain.footprint.site import Site
+
+    sc = Scenario(model=models.get(r), cluster=cluster, workload=workload,
+                  site=Site.from_intensity(0.0, 1.0, "", 0.0), strategy=_strategy(r, num_chips))
+    return Run(run_id=r.run_id, source=r.text("source"), framework=r.text("framework").lower(), scenario=sc,
+               measured=_measured(r))
+
+
+def read_runs(path: str | Path) -> tuple[Run, ...]:
+    """Every row of a runs CSV, checked; model files are relative to the CSV's folder."""
+    p = Path(path)
+    text = read_text(p, field="runs")
+    reader = csv.DictReader(text.splitlines())
+    _check_header(list(reader.fieldnames or []), p)
+    models, runs, seen = _Models(p.parent), list[Run](), set[str]()
+    for i, cells in enumerate(reader):
+        if i >= MAX_ROWS:
+            raise ConfigError("runs", str(p), f"has more than {MAX_ROWS:,} rows")
+        if None in cells:
+            raise ConfigError(f"runs[row {i + 2}]", ",".join(cells[None]), "has more cells than the header")
+        run_id = (cells.get("run_id") or "").strip() or f"row {i + 2}"
+        if run_id in seen:
+            raise ConfigError(f"runs[{run_id}].run_id", run_id, "must be unique")
+        seen.add(run_id)
+        runs.append(_run(_Row(cells, run_id), models))
+    if not runs:
+        raise ConfigError("runs", str(p), "has no rows")
+    return tuple(runs)
