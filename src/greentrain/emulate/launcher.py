@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 import queue as queue_module
+import signal
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,7 +142,30 @@ def _run_all(jobs: Sequence[Job], options: LaunchOptions, device: torch.device) 
     return [_run_case(case, record, options, device, meshes) for case, record in jobs]
 
 
-def _worker(rank: int, world: int, port: int, jobs: Sequence[Job], options: LaunchOptions, out: Any) -> None:
+PARENT_POLL_S = 0.2
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """A rank's daemon thread: exit at once when the launching process is gone (SIGKILL, a crash). The
+    ranks are forked by the forkserver, not by the launcher, so nothing else would stop them before their
+    collectives time out; once they exit, the forkserver and the resource tracker (whose pipes they hold)
+    exit too."""
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pid reused by another user's process: ours is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="greentrain-parent-watch", daemon=True).start()
+
+
+def _worker(rank: int, world: int, port: int, jobs: Sequence[Job], options: LaunchOptions, out: Any,
+            parent_pid: int) -> None:
+    _exit_with_parent(parent_pid)
     try:
         if options.backend == "gloo":  # the ranks share the CPU cores: do not oversubscribe them
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
@@ -161,9 +187,11 @@ def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int) -> list[list
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timeout, wait_for_workers=False)
     context = _context()
     out = context.Queue()
-    procs = [context.Process(target=_worker, args=(r, world, store.port, jobs, options, out), daemon=True,
+    procs = [context.Process(target=_worker, args=(r, world, store.port, jobs, options, out, os.getpid()),
+                             daemon=True,
                              name=f"greentrain-emulate-rank{r}") for r in range(world)]
     finished = False
+    old_handlers = _stop_on_signals()
     try:
         for p in procs:
             p.start()
@@ -172,7 +200,26 @@ def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int) -> list[list
     finally:
         _stop(procs, grace_s=10.0 if finished else 0.0)
         del store
+        _restore(old_handlers)
     return [results[r] for r in range(world)]
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    print(f"greentrain: emulation stopped by {signal.Signals(signum).name}; stopping the ranks", file=sys.stderr)
+    raise SystemExit(128 + signum)  # what a shell reports for a signalled process
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGTERM/SIGHUP raise in the main thread, so ``_spawn``'s cleanup kills the ranks (the default action
+    would end this process at once and leave them to their parent watch)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+
+
+def _restore(old: dict[int, Any]) -> None:
+    for s, handler in old.items():
+        signal.signal(s, handler)
 
 
 def _context() -> Any:

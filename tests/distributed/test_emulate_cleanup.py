@@ -1,0 +1,65 @@
+"""Issue 16 item 2: `emulate` stopped by SIGTERM or SIGKILL leaves no rank, forkserver or resource tracker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+_HANG = """
+from greentrain.emulate.cases import FaultCase
+from greentrain.emulate.launcher import LaunchOptions, emulate
+emulate([FaultCase(world_size=4, rank=1, kind="hang")], LaunchOptions(timeout_s=120))
+"""
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(d))
+    return tree
+
+
+def _descendants(pid: int) -> set[int]:
+    tree, out, todo = _children(), set(), [pid]
+    while todo:
+        for c in tree.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_no_process_left_within_5_s(sig: signal.Signals) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _HANG], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    # forkserver + resource tracker + 4 ranks
+    while len(kids := _descendants(proc.pid)) < 6:
+        assert time.monotonic() < deadline and proc.poll() is None, "the ranks did not start"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    kids = _descendants(proc.pid)
+    proc.send_signal(sig)
+    code = proc.wait(timeout=10)
+    assert code == (143 if sig == signal.SIGTERM else -9)
+    t0 = time.monotonic()
+    while left := [p for p in kids if _running(p)]:
+        assert time.monotonic() - t0 < 5, f"still running 5 s after {sig.name}: {left}"
+        time.sleep(0.1)
