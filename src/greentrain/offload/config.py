@@ -1,0 +1,141 @@
+"""Inputs of the offload planner: the memory caps, the policy knobs and the framework profiles.
+
+A framework profile says how a system moves and recomputes state (design/offload.md sections 2 and 5):
+``ml_dataflow`` is the seed system's own order (layer-major rounds over 16,384-token chunks, bf16 state at
+8 bytes per parameter, its three host save levels), ``pytorch`` is what greentrain's executor
+(offload/train.py) does (one micro-batch at a time, weights streamed per micro-batch, gradients to host in
+``post_accumulate_grad_hook``, activations through ``saved_tensors_hooks`` and checkpointing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from greentrain import units
+from greentrain.config import require
+from greentrain.errors import ConfigError
+
+# Host save levels of one layer's activations, cheapest in host memory first (ml_dataflow transformer_demo.c):
+# input: the layer input with K, V and the RMS statistics, the layer is recomputed; attention: + attention output
+# and log-sum-exp, Q, O and the FFN up projections are recomputed; full: everything, nothing is recomputed.
+LEVELS = ("input", "attention", "full")
+OPTIMIZER_PLACES = ("device-streamed", "host")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffloadCaps:
+    """Device and host memory a run may use, bytes (the CLI and YAML give GiB)."""
+
+    device_bytes: float
+    host_bytes: float
+
+    def __post_init__(self) -> None:
+        for name, value in (("device_gib", self.device_bytes), ("host_gib", self.host_bytes)):
+            ok = isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+            shown = units.bytes_to_gib(value) if isinstance(value, (int, float)) and math.isfinite(value) else value
+            require(ok, f"offload.{name}", shown, "must be a finite number > 0")
+
+    @classmethod
+    def from_gib(cls, device_gib: float, host_gib: float) -> OffloadCaps:
+        for name, value in (("device_gib", device_gib), ("host_gib", host_gib)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"offload.{name}", value, "must be a finite number > 0")
+        return cls(device_bytes=units.gib_to_bytes(device_gib), host_bytes=units.gib_to_bytes(host_gib))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffloadPolicy:
+    """Knobs of a plan; None lets the planner choose. ``activation_levels`` counts (layer, chunk) slots kept on
+    the device and at each host level: {"device": n, "input": n, "attention": n, "full": n}."""
+
+    resident_layers: int | None = None
+    prefetch_depth: int | None = None
+    activation_levels: dict[str, int] | None = None
+    optimizer_on: str | None = None  # None: the profile's
+    downgrade: bool = True  # full -> attention where the link time exceeds the recompute it saves
+    loss_chunk_tokens: int = 4096
+    chips_per_host_link: int = 1  # GPUs behind one host link share its bandwidth
+
+    def __post_init__(self) -> None:
+        if self.resident_layers is not None:
+            require(self.resident_layers >= 0, "offload.resident_layers", self.resident_layers, "must be >= 0")
+        if self.prefetch_depth is not None:
+            require(self.prefetch_depth in (1, 2, 3), "offload.prefetch_depth", self.prefetch_depth,
+                    "must be 1, 2 or 3")
+        if self.optimizer_on is not None:
+            require(self.optimizer_on in OPTIMIZER_PLACES, "offload.optimizer_on", self.optimizer_on,
+                    f"must be one of {', '.join(OPTIMIZER_PLACES)}")
+        require(self.loss_chunk_tokens >= 1, "offload.loss_chunk_tokens", self.loss_chunk_tokens, "must be >= 1")
+        require(self.chips_per_host_link >= 1, "offload.chips_per_host_link", self.chips_per_host_link,
+                "must be >= 1")
+        if self.activation_levels is not None:
+            allowed = ("device", *LEVELS)
+            for key, n in self.activation_levels.items():
+                require(key in allowed, "offload.activation_levels", key, f"must be one of {', '.join(allowed)}")
+                require(isinstance(n, int) and n >= 0, f"offload.activation_levels.{key}", n,
+                        "must be an integer >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameworkProfile:
+    """How one training system places, moves and recomputes state."""
+
+    name: str
+    layer_major_rounds: bool  # True: every chunk of a round runs layer l before layer l+1 (weights move once)
+    chunk_tokens: int  # tokens per chunk (sequences packed or split to it); 0: one micro-batch is one chunk
+    optimizer_on: str
+    master_weights: bool | None  # None: as the estimator (an fp32 master under 16-bit training)
+    state_dtype_bytes: float  # weight, gradient and Adam moments bytes each; 0: the estimator's per precision
+    grads_round_trip: bool  # gradients accumulated on the host come back each round (layer-major)
+    ends_host_copy: bool  # a 16-bit copy of the embedding and head lives in host memory too
+    matmul_scale: float  # x the estimator's matmul efficiency of the chip (estimate/efficiency.yaml)
+    attention_scale: float  # x the estimator's fused-attention efficiency of the chip
+    efficiency_framework: str  # the estimator's framework entry for fixed costs (estimate/efficiency.yaml)
+    causal: bool = True  # attention scores over the causal half only (FlashAttention's causal mask)
+
+
+@cache
+def offload_constants() -> dict[str, Any]:
+    text = resources.files("greentrain.offload").joinpath("data", "offload.yaml").read_text("utf-8")
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+def ml_dataflow_profile(matmul_scale: float | None = None, attention_scale: float | None = None) -> \
+        FrameworkProfile:
+    """als244/ml_dataflow at d6f941d0 (bench/transformer_demo.c): all state bf16, 2 + 2 + 2 + 2 bytes per
+    parameter, no fp32 master; device AdamW with m and v streamed per layer; gradients accumulated on the host."""
+    k = offload_constants()["ml_dataflow"]
+    return FrameworkProfile(
+        name="ml_dataflow", layer_major_rounds=True, chunk_tokens=16384, optimizer_on="device-streamed",
+        master_weights=False, state_dtype_bytes=2.0, grads_round_trip=True, ends_host_copy=True,
+        matmul_scale=float(k["matmul_scale"] if matmul_scale is None else matmul_scale),
+        attention_scale=float(k["attention_scale"] if attention_scale is None else attention_scale),
+        efficiency_framework="megatron")
+
+
+def pytorch_profile(*, causal: bool = True) -> FrameworkProfile:
+    """greentrain's executor (offload/train.py) on stock PyTorch: the estimator's kernels and state bytes,
+    host AdamW (torch.optim.AdamW fused) as gradients arrive."""
+    return FrameworkProfile(
+        name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host", master_weights=None,
+        state_dtype_bytes=0.0, grads_round_trip=False, ends_host_copy=False, matmul_scale=1.0,
+        attention_scale=1.0, efficiency_framework="ddp", causal=causal)
+
+
+PROFILES = ("pytorch", "ml_dataflow")
+
+
+def get_profile(name: str) -> FrameworkProfile:
+    if name == "pytorch":
+        return pytorch_profile()
+    if name == "ml_dataflow":
+        return ml_dataflow_profile()
+    raise ConfigError("offload.framework", name, f"must be one of {', '.join(PROFILES)}")

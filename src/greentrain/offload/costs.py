@@ -1,0 +1,205 @@
+"""What one transformer layer costs over one chunk of tokens, for a framework profile: compute time (forward,
+backward, recomputation per save level), saved bytes per level, state bytes, and the ends (embedding, head).
+
+Everything is built on the estimator: ops from model/ops.py ``model_ops``, per-op roofline time from
+estimate/compute.py ``local_op``/``op_time_s``, activation bytes from estimate/memory.py ``layer_activation``,
+state bytes from estimate/memory.py. Two additions live here until the estimator takes them
+(design/offload.md section 4.2, "Estimator changes"):
+- ``context_attention_ops``: the attention core of a chunk that packs several short sequences, or that is one
+  chunk of a long sequence (its queries also see the earlier chunks' keys); the estimator's ops see one
+  sequence. The causal halving of the executed FLOPs is the estimator's (``op_time_s``, ``is_causal``).
+- ``state_bytes_per_param``: bf16 optimizer state without an fp32 master (ml_dataflow keeps weight, gradient
+  and both Adam moments in bf16: 8 bytes per parameter); the estimator's ``optimizer_bytes_per_param``
+  always adds a 4-byte master under 16-bit training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cache
+
+from greentrain.errors import ConfigError
+from greentrain.estimate.compute import Sharding, local_op, op_time_s
+from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.memory import (
+    LSE_BYTES,
+    grad_bytes_per_param,
+    layer_activation,
+    layer_activation_bytes,
+    optimizer_bytes_per_param,
+    weight_bytes_per_param,
+)
+from greentrain.hardware.chip import Chip
+from greentrain.model.ops import Op, OpKind, model_ops
+from greentrain.model.spec import TransformerSpec
+from greentrain.offload.config import LEVELS, FrameworkProfile
+
+RMS_STAT_BYTES = 4.0  # one fp32 reciprocal RMS per token and norm (ml_dataflow keeps both norms' statistics)
+
+
+def context_attention_ops(ops: tuple[Op, ...], *, seq_len: int, span_tokens: int) -> tuple[Op, ...]:
+    """``ops`` (built by ``model_ops`` for sequences of ``span_tokens``) with the attention core of
+    ``seq_len``-token sequences: a chunk of C tokens costs 4 C s q forward FLOPs (full-score convention, halved
+    when executed causally) whether it packs C/s short sequences or is one of s/C chunks of a long one."""
+    factor = seq_len / span_tokens
+    return tuple(dataclasses.replace(op, flop=op.flop * factor, bytes=op.bytes * max(1.0, factor))
+                 if op.kind is OpKind.ATTENTION else op for op in ops)
+
+
+def state_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: str,
+                          grad_dtype: str) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer) bytes per parameter. ``state_dtype_bytes`` set: every state in that dtype
+    and Adam's two moments (the estimator's fp32 moment bytes x dtype / 4), plus a 4-byte master if asked."""
+    if profile.state_dtype_bytes <= 0:
+        return (weight_bytes_per_param(precision), grad_bytes_per_param(grad_dtype, precision),
+                optimizer_bytes_per_param(optimizer, precision))
+    b = profile.state_dtype_bytes
+    moments = optimizer_bytes_per_param(optimizer, "fp32") * b / 4.0
+    return b, b, moments + (4.0 if profile.master_weights else 0.0)
+
+
+def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> dict[str, dict[str, float]]:
+    """Forward ops recomputed in backward per host level: op name -> fraction of it.
+
+    ml_dataflow (transformer_demo.c save levels): input keeps K, V and the norms' statistics, so the backward
+    recomputes Q (its share of the fused qkv GEMM), the attention core, O, the residual and the FFN up
+    projections and activation; attention also keeps the attention output and its log-sum-exp, so the core is
+    not recomputed. PyTorch: checkpointing recomputes the whole layer forward (input); selective checkpointing
+    that saves the attention kernel's outputs recomputes everything else (attention)."""
+    q_share = spec.q_width / (spec.q_width + 2 * spec.kv_width)
+    if profile.name == "ml_dataflow":
+        attn = {"attn.norm": 1.0, "attn.qkv": q_share, "attn.out": 1.0, "attn.dropout_residual": 1.0,
+                "mlp.norm": 1.0, "mlp.up": 1.0, "mlp.act": 1.0}
+        return {"input": {**attn, "attn.flash": 1.0}, "attention": attn, "full": {}}
+    names = ("attn.norm", "attn.qkv", "attn.flash", "attn.out", "attn.dropout_residual", "mlp.norm", "mlp.up",
+             "mlp.act", "mlp.down", "mlp.dropout_residual")
+    full = {n: 1.0 for n in names}
+    return {"input": full, "attention": {n: 1.0 for n in names if n != "attn.flash"}, "full": {}}
+
+
+def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, span: int,
+                 e: float) -> dict[str, float]:
+    """Bytes one layer saves for one chunk at each level, and kept on the device ("device")."""
+    t = nseq * span
+    d, q, kv, f, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.ffn_hidden_size, spec.num_heads
+    up = 2 if spec.glu else 1
+    if profile.name == "ml_dataflow":  # per token: x; K, V; two RMS statistics | + LSE, attention output |
+        inp = t * (e * d + 2 * e * kv + 2 * RMS_STAT_BYTES)  # + Q, O output, FFN x1 and x3
+        att = inp + t * (LSE_BYTES * heads + e * q)
+        full = att + t * (e * q + e * d + up * e * f)
+        device = full + t * (2 * e * d + e * f)  # + both normed inputs and the FFN product, not rebuilt
+        return {"input": inp, "attention": att, "full": full, "device": device}
+    la = layer_activation(spec, nseq, span, e, moe=False, flash=True)
+    full = layer_activation_bytes(la, tp=1, sp=False, recompute="none")
+    att = la.input_bytes + t * e * q + LSE_BYTES * nseq * heads * span
+    return {"input": la.input_bytes, "attention": att, "full": full, "device": full}
+
+
+def scaled_efficiency(eff: Efficiency, profile: FrameworkProfile) -> Efficiency:
+    """The estimator's chip efficiency with the profile's two kernel scales (matmul, attention), capped at 1."""
+    a = profile.attention_scale
+    return dataclasses.replace(eff, matmul_max=min(1.0, eff.matmul_max * profile.matmul_scale),
+                               attention_max_d64=min(1.0, eff.attention_max_d64 * a),
+                               attention_max_d128=min(1.0, eff.attention_max_d128 * a))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkCosts:
+    """One transformer layer over one chunk (and the ends over one chunk), on one chip, for one profile."""
+
+    chunk_tokens: int
+    chunks_per_round: int  # chunks of one round (layer-major) or of one micro-batch
+    sequences_per_round: float
+    num_layers: int
+    fwd_s: float
+    bwd_s: float
+    recompute_s: dict[str, float]  # per host level
+    recompute_flop: dict[str, float]
+    saved_bytes: dict[str, float]  # per level and "device"
+    layer_params: float
+    weight_bytes_per_param: float
+    grad_bytes_per_param: float
+    optimizer_bytes_per_param: float
+    end_params: float
+    ends_fwd_s: float  # embedding + head + loss, one chunk
+    ends_bwd_s: float
+    model_flop_per_chunk: float  # 3 x forward, every layer and the ends
+    head_logit_bytes_per_token: float  # vocabulary x (16-bit logits + fp32 gradient)
+    context_bytes: float  # K and V of a whole sequence split into chunks (and their fp32 gradients)
+    adam_device_s_per_param: float  # a memory-bound AdamW step on the device
+
+    @property
+    def tokens_per_round(self) -> int:
+        return self.chunk_tokens * self.chunks_per_round
+
+    @property
+    def layer_state_bytes(self) -> float:
+        return self.layer_params * (self.weight_bytes_per_param + self.grad_bytes_per_param
+                                    + self.optimizer_bytes_per_param)
+
+
+def _flop(ops: tuple[Op, ...], causal: bool) -> float:
+    """Model FLOPs of ``ops``, the attention core halved when causal (the FLOPs executed; ml_dataflow counts
+    its MFU this way; greentrain's `plan` keeps the full-score convention of Korthikanti et al.)."""
+    return sum(op.flop * (0.5 if causal and op.kind is OpKind.ATTENTION else 1.0) for op in ops)
+
+
+def _chunking(profile: FrameworkProfile, seq_len: int, micro_batch: int) -> tuple[int, int, int, float]:
+    """(sequences per chunk op list, span tokens, chunks per round, sequences per round)."""
+    c = profile.chunk_tokens
+    if c <= 0:
+        return micro_batch, seq_len, 1, float(micro_batch)
+    if seq_len <= c:
+        if c % seq_len:
+            raise ConfigError("workload.seq_len", seq_len, f"must divide the {c}-token chunk of {profile.name}")
+        return 1, c, 1, c / seq_len
+    if seq_len % c:
+        raise ConfigError("workload.seq_len", seq_len, f"must be a multiple of the {c}-token chunk of {profile.name}")
+    return 1, c, seq_len // c, 1.0
+
+
+@cache
+def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: FrameworkProfile, seq_len: int,
+                micro_batch: int, precision: str, optimizer: str, grad_dtype: str) -> ChunkCosts:
+    if spec.arch != "decoder" or spec.is_moe:
+        raise ConfigError("model", spec.name, "offload plans need a dense decoder-only layer stack")
+    nseq, span, chunks, seqs = _chunking(profile, seq_len, micro_batch)
+    e = 4.0 if precision in ("fp32", "tf32") else 2.0
+    mops = model_ops(spec, nseq, span, e, flash=True)
+    (group,) = mops.layers
+    layer = context_attention_ops(group.ops, seq_len=seq_len, span_tokens=span)
+    peak, bw = chip.peak_flop_per_s(precision), chip.memory_bytes_per_s
+    eff = scaled_efficiency(eff, profile)
+
+    def op_s(op: Op) -> float:
+        fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
+        return op_time_s(local_op(op, Sharding()), peak, bw, eff, fused, fused and profile.causal)
+
+    fwd = sum(op_s(op) for op in layer)
+    bwd = sum(op_s(op) * op.backward_factor for op in layer)
+    rec_s: dict[str, float] = {}
+    rec_f: dict[str, float] = {}
+    for level, fractions in _recompute_fractions(spec, profile).items():
+        chosen = [(op, fractions[op.name]) for op in layer if op.name in fractions]
+        rec_s[level] = sum(op_s(op) * fr for op, fr in chosen)
+        rec_f[level] = sum(_flop((op,), profile.causal) * fr for op, fr in chosen)
+    ends = mops.embedding + mops.head
+    w, g, o = state_bytes_per_param(profile, optimizer, precision, grad_dtype)
+    t = nseq * span
+    ctx = 2 * seq_len * spec.kv_width * (e + 4.0) if chunks > 1 else 0.0
+    adam_bytes = w + g + o + w + o  # read weight, gradient, states; write weight and states
+    return ChunkCosts(
+        chunk_tokens=t, chunks_per_round=chunks, sequences_per_round=seqs, num_layers=spec.num_layers,
+        fwd_s=fwd, bwd_s=bwd, recompute_s=rec_s, recompute_flop=rec_f,
+        saved_bytes=_saved_bytes(spec, profile, nseq, span, e),
+        layer_params=float(spec.layer_params(moe=False, cross_attention=False)),
+        weight_bytes_per_param=w, grad_bytes_per_param=g, optimizer_bytes_per_param=o,
+        end_params=float(spec.embedding_params() + spec.output_params()),
+        ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_s(op) * op.backward_factor for op in ends),
+        model_flop_per_chunk=3.0 * (spec.num_layers * _flop(layer, profile.causal) + _flop(ends, False)),
+        head_logit_bytes_per_token=spec.vocab_size * (e + 4.0), context_bytes=ctx,
+        adam_device_s_per_param=adam_bytes / (bw * eff.memory))
+
+
+assert LEVELS == ("input", "attention", "full")  # _recompute_fractions and _saved_bytes name these three

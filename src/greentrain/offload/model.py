@@ -1,0 +1,149 @@
+"""The offload time and memory model, over numpy arrays of candidate plans (design/offload.md section 4.3).
+
+A candidate is a few counts: resident layers r, prefetch depth k, and how the L x n (layer, chunk) activation
+slots of a round split between the device and the host levels (input, attention, full). Home slots are spread
+evenly over the layers, so each layer of a round costs (section 4.3 step 4, beta per direction):
+    forward  = max(n f,          weights_in / beta,                  acts_out / beta)
+    backward = max(n b + recompute, (weights_in + acts_in + grads_in) / beta, grads_out / beta)
+with weights moving only for the L - r streamed layers, plus one weight fill W / beta per pass that nothing
+hides, plus the ends (embedding, head, loss). The optimizer step comes once per step (rounds of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from greentrain.offload.costs import ChunkCosts
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """What does not vary between candidates: the chunk costs, the link, the optimizer place and the caps."""
+
+    cc: ChunkCosts
+    beta_bytes_per_s: float  # pinned host link per direction, this chip's share
+    optimizer_on: str
+    cpu_adam_params_per_s: float
+    reserved_bytes: float
+    loss_chunk_tokens: int
+    ends_host_copy: bool
+    grads_round_trip: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evaluated:
+    """Arrays over candidates: memory by side and the step."""
+
+    device_bytes: FloatArray
+    host_bytes: FloatArray
+    round_s: FloatArray
+    optimizer_s: FloatArray
+    compute_s: FloatArray  # per round: forward + backward + recompute + ends
+    h2d_s: FloatArray  # per round, link busy time host -> device
+    d2h_s: FloatArray
+    exposed_s: FloatArray  # per round, time the compute waits on the link (fills included)
+    recompute_s: FloatArray
+    recompute_flop: FloatArray
+
+
+def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray) -> dict[str, FloatArray]:
+    """Device bytes by category (section 4.3 step 1)."""
+    cc = st.cc
+    p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
+    on_device_opt = st.optimizer_on == "device-streamed"
+    streamed = r < cc.num_layers
+    ends_state = cc.end_params * (w + g + (o if on_device_opt else 0.0))
+    head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
+    working = np.where(dev_slots < cc.num_layers * cc.chunks_per_round, cc.saved_bytes["device"], 0.0)
+    zeros = np.zeros_like(r, dtype=np.float64)
+    return {
+        "reserved": zeros + st.reserved_bytes,
+        "ends": zeros + ends_state,
+        "resident_layers": r * p * (w + g + (o if on_device_opt else 0.0)),
+        "prefetch_ring": np.where(streamed, (k + 1) * p * w + 2 * p * g, 0.0),
+        "workspace": np.maximum(head, working) + cc.context_bytes,
+        "activations": dev_slots * cc.saved_bytes["device"],
+    }
+
+
+def host_parts(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray,
+               n_full: FloatArray) -> dict[str, FloatArray]:
+    """Host bytes by category (section 4.3 step 2)."""
+    cc = st.cc
+    per_layer = cc.layer_state_bytes
+    # the host is every layer's home: it keeps the whole state, resident layers included (design 4.3 step 2)
+    state = cc.num_layers * per_layer + 0.0 * r
+    if st.optimizer_on == "device-streamed":
+        ends = cc.end_params * cc.weight_bytes_per_param if st.ends_host_copy else 0.0
+    else:  # the host AdamW also owns the ends' master copy, gradient and states
+        ends = cc.end_params * (cc.weight_bytes_per_param + cc.grad_bytes_per_param + cc.optimizer_bytes_per_param)
+    sb = cc.saved_bytes
+    return {"layer_state": state, "ends": np.zeros_like(state) + ends,
+            "activations": n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]}
+
+
+def optimizer_s(st: Setting, r: FloatArray, last_backward_s: FloatArray) -> FloatArray:
+    """Section 4.3 step 5. Device-streamed: every streamed layer max(Adam, states in, states out), resident
+    layers and the ends Adam only. Host: the CPU AdamW exposed beyond the last backward, then the resident
+    weights and the ends go back up."""
+    cc, beta = st.cc, st.beta_bytes_per_s
+    p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
+    adam = p * cc.adam_device_s_per_param
+    if st.optimizer_on == "device-streamed":
+        streamed = np.maximum(adam, np.maximum(p * (w + g + o) / beta, p * (w + o) / beta))
+        return (cc.num_layers - r) * streamed + r * adam + cc.end_params * cc.adam_device_s_per_param
+    params = cc.num_layers * p + cc.end_params
+    cpu = params / st.cpu_adam_params_per_s
+    upload = (r * p + cc.end_params) * w / beta
+    return np.maximum(0.0, cpu - last_backward_s) + upload
+
+
+def evaluate(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray, n_in: FloatArray,
+             n_att: FloatArray, n_full: FloatArray) -> Evaluated:
+    """Memory and time of every candidate (arrays broadcast together)."""
+    cc, beta = st.cc, st.beta_bytes_per_s
+    L, n = cc.num_layers, cc.chunks_per_round
+    p, w, g = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param
+    sb, rs, rf = cc.saved_bytes, cc.recompute_s, cc.recompute_flop
+    acts = (n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]) / L  # per layer, each way
+    rec = n_in * rs["input"] + n_att * rs["attention"] + n_full * rs["full"]
+    rec_flop = n_in * rf["input"] + n_att * rf["attention"] + n_full * rf["full"]
+    cf, cb = n * cc.fwd_s, n * cc.bwd_s + rec / L
+    wt, gt = p * w, p * g
+    g_in = gt if st.grads_round_trip else 0.0
+    streamed = L - r
+    # streamed layers
+    h2d_f, d2h_f = wt / beta, acts / beta
+    h2d_b, d2h_b = (wt + acts + g_in) / beta, gt / beta
+    fwd_st = np.maximum(cf, np.maximum(h2d_f, d2h_f))
+    bwd_st = np.maximum(cb, np.maximum(h2d_b, d2h_b))
+    # resident layers: only activations move
+    fwd_res = np.maximum(cf, acts / beta)
+    bwd_res = np.maximum(cb, acts / beta)
+    fill = np.where(streamed > 0, 2 * wt / beta, 0.0)
+    ends = n * (cc.ends_fwd_s + cc.ends_bwd_s)
+    round_s = streamed * (fwd_st + bwd_st) + r * (fwd_res + bwd_res) + fill + ends
+    compute = L * (cf + cb) + ends
+    h2d = streamed * (h2d_f + h2d_b) + r * acts / beta
+    d2h = streamed * (d2h_f + d2h_b) + r * acts / beta
+    opt = optimizer_s(st, r, L * cb)
+    dev = sum(device_parts(st, r, k, dev_slots).values())
+    host = sum(host_parts(st, r, n_in, n_att, n_full).values())
+    zero = 0.0 * round_s
+    return Evaluated(device_bytes=np.asarray(dev, dtype=np.float64), host_bytes=np.asarray(host, dtype=np.float64),
+                     round_s=round_s, optimizer_s=opt, compute_s=compute + zero, h2d_s=h2d, d2h_s=d2h,
+                     exposed_s=round_s - compute, recompute_s=rec + zero, recompute_flop=rec_flop + zero)
+
+
+def rounds_for(round_s: FloatArray, opt_s: FloatArray, share: float) -> FloatArray:
+    """Rounds per step so the optimizer is at most ``share`` of the step (ml_dataflow's batch rule)."""
+    return np.maximum(1.0, np.ceil(opt_s / (share * round_s) - 1e-9))
+
+
+def tokens_per_s(st: Setting, ev: Evaluated, rounds: FloatArray) -> FloatArray:
+    return rounds * st.cc.tokens_per_round / (rounds * ev.round_s + ev.optimizer_s)

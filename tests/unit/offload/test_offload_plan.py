@@ -1,0 +1,105 @@
+"""The offload planner: bad input, infeasible caps, every plan fits, and the no-offload limit."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from greentrain import units
+from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.estimate.step import estimate_step
+from greentrain.offload.calibrate import cell_scenario
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, ml_dataflow_profile, pytorch_profile
+from greentrain.offload.plan import plan_offload
+from greentrain.parallel.strategy import Strategy
+from greentrain.scenario import scenario_from_dict
+
+GIB = units.gib_to_bytes(1)
+
+
+@pytest.mark.parametrize("value", [0, -1, math.nan, math.inf])
+def test_bad_caps_name_field_value_rule(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"offload\.device_gib.*finite number > 0"):
+        OffloadCaps.from_gib(value, 80)
+    with pytest.raises(ConfigError, match=r"offload\.host_gib"):
+        OffloadCaps(device_bytes=GIB, host_bytes=value)
+
+
+def test_device_cap_above_the_chip() -> None:
+    with pytest.raises(ConfigError, match=r"offload\.device_gib=100.*h100-sxm memory"):
+        plan_offload(cell_scenario("llama3-8b", "h100-sxm", 8192), OffloadCaps.from_gib(100, 80))
+
+
+def test_host_cap_above_the_node() -> None:
+    sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1,
+                                                                 "host_memory_gib_per_node": 64},
+                             "workload": {"seq_len": 4096, "global_batch_size": 1}})
+    with pytest.raises(ConfigError, match=r"offload\.host_gib=80.*host_memory_gib_per_node"):
+        plan_offload(sc, OffloadCaps.from_gib(20, 80))
+
+
+def test_chip_without_host_link() -> None:
+    sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "tpu-v4", "num_chips": 1},
+                             "workload": {"seq_len": 4096, "global_batch_size": 1}})
+    if sc.cluster.host_link is not None:
+        pytest.skip("the catalog gave this chip a host link")
+    with pytest.raises(ConfigError, match=r"host_link.*--host-link pcie4"):
+        plan_offload(sc, OffloadCaps.from_gib(20, 80))
+
+
+def test_infeasible_names_minima_and_knob() -> None:
+    sc = cell_scenario("llama3-8b", "h100-sxm", 8192)
+    with pytest.raises(InfeasibleError, match=r"minimum device .* GiB \(reserved.*minimum host .*raise device_gib"):
+        plan_offload(sc, OffloadCaps.from_gib(6, 200), profile=ml_dataflow_profile())
+    with pytest.raises(InfeasibleError, match=r"minimum host .*layer_state.*raise host_gib") as e:
+        plan_offload(sc, OffloadCaps.from_gib(40, 40), profile=ml_dataflow_profile())
+    assert e.value.shortfall_bytes and e.value.shortfall_bytes > 0
+
+
+def test_minimum_device_is_where_feasibility_flips() -> None:
+    sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
+    p = plan_offload(sc, OffloadCaps.from_gib(20, 100), profile=ml_dataflow_profile())
+    need = p.minimum_device_bytes
+    plan_offload(sc, OffloadCaps(device_bytes=need * 1.0001, host_bytes=100 * GIB), profile=ml_dataflow_profile())
+    with pytest.raises(InfeasibleError):
+        plan_offload(sc, OffloadCaps(device_bytes=need * 0.999, host_bytes=100 * GIB), profile=ml_dataflow_profile())
+
+
+@pytest.mark.parametrize("name", ["pytorch", "ml_dataflow"])
+@pytest.mark.parametrize("model,seq,dev,host", [("llama3-8b", 8192, 24, 75), ("llama3-8b", 65536, 30, 144),
+                                                ("llama3.2-1b", 16384, 20, 80), ("llama3.2-1b", 2048, 8, 40)])
+def test_every_plan_fits_its_caps(name: str, model: str, seq: int, dev: float, host: float) -> None:
+    """bf16 state (ml_dataflow, 8 B/param) or mixed precision with an fp32 master (pytorch, 16 B/param)."""
+    profile = pytorch_profile() if name == "pytorch" else ml_dataflow_profile()
+    host *= 2 if name == "pytorch" else 1
+    p = plan_offload(cell_scenario(model, "h100-sxm", seq), OffloadCaps.from_gib(dev, host), profile=profile)
+    assert p.device.total_bytes <= p.caps.device_bytes
+    assert p.host.total_bytes <= p.caps.host_bytes
+    assert sum(p.slots().values()) == p.chunks_per_round * (16 if "1b" in model else 32)
+    assert 0 < p.mfu <= p.hfu < 1
+    assert p.tokens_per_s == pytest.approx(p.tokens_per_step / p.step_time_s)
+
+
+def test_no_offload_caps_reproduce_estimate_step() -> None:
+    """Everything resident and on the device, optimizer on the device: the planner's tokens/s is estimate_step's
+    within 1 % (the same ops, roofline and efficiency; the optimizer is at most 1 % of the step)."""
+    sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
+    eff = efficiency_for("h100-sxm")  # what estimate_step uses
+    plan = plan_offload(sc, OffloadCaps.from_gib(80, 500), OffloadPolicy(optimizer_on="device-streamed"),
+                        pytorch_profile(), eff=eff)
+    assert plan.resident_layers == 16 and plan.slots()["device"] == 16
+    w = sc.workload.to_dict() | {"global_batch_size": plan.num_rounds}
+    sc2 = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1}, "workload": w})
+    est = estimate_step(sc2, Strategy(recompute="none", flash_attention=True), check_fit=False, eff=eff)
+    assert plan.tokens_per_s == pytest.approx(est.tokens_per_s, rel=0.01)
+
+
+def test_planner_imports_no_torch() -> None:
+    code = ("import sys; import greentrain.offload.plan, greentrain.offload.calibrate; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
