@@ -88,13 +88,14 @@ def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, ef
     """Roofline time of one local op. A fused (flash) attention kernel runs at the chip's measured attention
     throughput (efficiency.yaml), on the FLOPs it executes: half the score products when causal
     (FlashAttention-2, Dao 2023 §3.1; its benchmark counts causal FLOPs halved)."""
-    mem_s = op.bytes / (memory_bytes_per_s * eff.memory)
+    k = eff.kernel_efficiency
+    mem_s = op.bytes / (memory_bytes_per_s * eff.memory * k)
     if op.flop <= 0:
         return mem_s
     if fused_attention:  # local op: m = queries, k = head dim, n = keys
         flop = op.flop * (0.5 if causal else 1.0)
-        return max(flop / (peak_flop_per_s * eff.attention(op.k, op.n, causal)), mem_s)
-    return max(op.flop / (peak_flop_per_s * eff.matmul(op.m, op.k, op.n)), mem_s)
+        return max(flop / (peak_flop_per_s * eff.attention(op.k, op.n, causal) * k), mem_s)
+    return max(op.flop / (peak_flop_per_s * eff.matmul(op.m, op.k, op.n) * k), mem_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

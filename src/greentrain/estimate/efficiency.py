@@ -25,10 +25,10 @@ from greentrain.errors import ConfigError, did_you_mean
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
-FRAMEWORK_KEYS = ("source", "host_layer_s", "step_overhead_s", "dp_bucket_bytes", "dp_bucket_per_layer",
-                  "dp_overlap", "zero_all_reduce", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
+FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "dp_bucket_per_layer",
+                  "dp_overlap", "pipeline_balance", "zero_all_reduce", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
-              "inter_node_link")
+              "inter_node_link", "kernel_efficiency")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,11 +44,14 @@ class Efficiency:
     intra_node_link: float
     inter_node_link: float
     # --- the framework: fixed costs, overlap and allocator ---
+    kernel_efficiency: float = 1.0  # what the framework's kernels reach of the chip's microbenchmark figures
     host_layer_s: float = 0.0  # host time to issue one layer's forward + backward for one micro-batch
+    grad_accum_bytes_per_param: float = 0.0  # memory traffic per micro-batch accumulating gradients
     step_overhead_s: float = 0.0
     dp_bucket_bytes: float = 0.0  # 0: one bucket after the backward
     dp_bucket_per_layer: bool = False
     dp_overlap: bool = False
+    pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
     zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
     fragmentation: float = 0.0
@@ -62,10 +65,12 @@ class Efficiency:
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
-                  "step_overhead_s", "dp_bucket_bytes", "reserved_bytes", "fragmentation"):
+                  "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes", "fragmentation"):
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"efficiency.{f}", v,
                     "must be a finite number >= 0")
+        require(self.pipeline_balance in ("even", "cost"), "efficiency.pipeline_balance", self.pipeline_balance,
+                "must be even or cost")
         require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
         require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
         require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
@@ -107,6 +112,8 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
             kw[k] = as_bool(v, f"efficiency.{k}")
         elif k == "reserved_gib":
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
+        elif k == "pipeline_balance":
+            kw[k] = str(v)
         else:
             kw[k] = float(v)
     return kw
@@ -154,6 +161,8 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     for k, v in constants.items():
         if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce"):
             kw[k] = as_bool(v, f"calibration.constants.{k}")
+        elif k == "pipeline_balance":
+            kw[k] = str(v)
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError(f"calibration.constants.{k}", v, "must be a number")
         else:

@@ -21,7 +21,9 @@ gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from greentrain.estimate.step_terms import maximum, where
 from greentrain.model.spec import TransformerSpec
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
@@ -110,8 +112,41 @@ class MemoryBreakdown:
     activations_bytes: float
     reserved_bytes: float
     host_bytes: float = 0.0  # optimizer states offloaded to host memory (per device)
+    temporary_bytes: float = 0.0  # buffers alive at the peak only: logits and loss in fp32
 
     @property
     def total_bytes(self) -> float:
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
-                + self.reserved_bytes)
+                + self.temporary_bytes + self.reserved_bytes)
+
+
+# The loss's buffers at the peak, per logit (the last stage): the 16-bit logits, their fp32 copy and the fp32
+# softmax kept for the backward (Megatron-LM / nanotron vocab-parallel cross entropy upcast the logits;
+# PyTorch's F.cross_entropy on bf16 logits under autocast does the same). Checked on the playbook sweep:
+# nanotron 1B at micro-batch 1 and 2 measures 5.4 and 11.6 GiB above the model's tensors (docs/validation.md).
+LOSS_FP32_BYTES_PER_LOGIT = 8.0
+
+
+def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, offload: Any, held: Any,
+                  stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, pp: Any, e: float, wb: float,
+                  gb: float, ob: float, reserved_bytes: float, fragmentation: float) -> MemoryBreakdown:
+    """Memory of one device at its peak, over float | ndarray: ``params`` on the device's stage, gradient group
+    ``shard`` (dp*cp), ZeRO ``zero``, ``held`` micro-batches in flight on the first stage, ``tokens`` per
+    micro-batch on the device, element sizes ``e`` (activations), ``wb``, ``gb``, ``ob`` (per parameter).
+    The allocator's fragmentation multiplies what the tensors need (reserved over allocated)."""
+    h, v = spec.hidden_size, spec.vocab_size
+    weights = params * wb / where(zero >= 3, shard, 1.0)
+    grads = params * gb / where(zero >= 2, shard, 1.0)
+    opt_all = params * ob / where(zero >= 1, shard, 1.0)
+    opt, host = where(offload, 0.0 * opt_all, opt_all), where(offload, opt_all, 0.0 * opt_all)
+    # Korthikanti et al. §4.3 (Megatron implementation): input ids 8*s*b and embedding dropout s*b*h per
+    # in-flight micro-batch on the first stage; output norm and projection input 4*s*b*h / tp on the last
+    first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
+    last = 2 * tokens * h * e / tp
+    ends = where(pp == 1, first + last, maximum(first, last))
+    acts = held * stage_activation_bytes + ends
+    temporary = tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT)
+    k = 1.0 + fragmentation
+    return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
+                           activations_bytes=acts * k, reserved_bytes=reserved_bytes, host_bytes=host,
+                           temporary_bytes=temporary * k)

@@ -2,19 +2,26 @@
 parameters and saved activations, and the embedding / LM-head ends, split over pp pipeline stages.
 
 Volumes and overlaps: estimate/parallel_costs.py; compute: estimate/compute.py; activations: Korthikanti et al.
-2022 Table 2 (estimate/memory.py). Layers divide evenly over stages (check_divisibility), so a stage holds 1/pp
-of every layer total; the first stage adds the embedding, the last the LM head, and the slower end is taken.
+2022 Table 2 (estimate/memory.py). estimate/pipeline.py places the layers on the stages (evenly, or balanced
+by cost with the embedding on the first stage and the LM head on the last); the stage that sets the pace
+gives the time, the stage holding the most parameters the weights, the first stage (most micro-batches in
+flight) the activations.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_time
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_layer_s
+from greentrain.estimate.pipeline import end_share, placement
+from greentrain.estimate.step_terms import maximum, where
 from greentrain.model.ops import ModelOps
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
@@ -32,7 +39,8 @@ class StageCosts:
     ep_s: float
     layer_params: float  # parameters of the stage's layers on one device
     extra_params: float  # embedding or LM head on one device (the larger of first/last stage)
-    activation_bytes: float  # one micro-batch, the stage's layers
+    activation_bytes: float  # one micro-batch, the first stage's layers (it holds the most in flight)
+    layers: float = 0.0  # transformer layers on the stage that sets the pace
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +69,45 @@ class EndCosts:
 
 
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
-    lt, ends = layer_totals(sc, s, ops, eff), end_costs(sc, s, ops, eff)
-    pp = s.pp
-    return StageCosts(fwd_s=lt.fwd_s / pp + ends.fwd_s, bwd_s=lt.bwd_s / pp + ends.bwd_s,
-                      recompute_s=lt.recompute_s / pp, tp_s=lt.tp_s / pp, cp_s=lt.cp_s / pp, ep_s=lt.ep_s / pp,
-                      layer_params=lt.params / pp, extra_params=ends.params,
-                      activation_bytes=lt.activation_bytes / pp)
+    lt, (emb, head_1, head_n) = layer_totals(sc, s, ops, eff), end_parts(sc, s, ops, eff)
+    st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
+                      balance=eff.pipeline_balance)
+    return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
+                      ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
+                      layers=st.layers)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageSplit:
+    """StageCosts of the pipeline split, over float | ndarray (one strategy, or a column per strategy)."""
+
+    fwd_s: Any
+    bwd_s: Any
+    recompute_s: Any
+    tp_s: Any
+    cp_s: Any
+    ep_s: Any
+    params: Any  # the stage holding the most parameters (its ends included)
+    activation_bytes: Any  # the first stage's layers, one micro-batch
+    layers: Any  # layers of the stage that sets the pace
+
+
+def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any, pp: Any, vpp: Any,
+                 balance: str) -> StageSplit:
+    """The costs of the stage that sets the pace (estimate/pipeline.py places the layers)."""
+    per_layer = (lt.fwd_s + lt.bwd_s + lt.recompute_s + lt.tp_s + lt.cp_s + lt.ep_s) / layers
+    unit = np.maximum(per_layer, 1e-30)
+    pl = placement(layers, pp, vpp, (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit, balance)
+    frac = pl.slowest_layers / layers
+    e, h = end_share(pl.slowest, pp)
+    lp = lt.params / layers
+    single = pp == 1
+    params = where(single, lt.params + emb.params + head.params,
+                   maximum(maximum(pl.first * lp + emb.params, pl.middle * lp), pl.last * lp + head.params))
+    return StageSplit(fwd_s=lt.fwd_s * frac + e * emb.fwd_s + h * head.fwd_s,
+                      bwd_s=lt.bwd_s * frac + e * emb.bwd_s + h * head.bwd_s, recompute_s=lt.recompute_s * frac,
+                      tp_s=lt.tp_s * frac, cp_s=lt.cp_s * frac, ep_s=lt.ep_s * frac, params=params,
+                      activation_bytes=lt.activation_bytes * pl.first / layers, layers=pl.slowest_layers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,20 +183,18 @@ def layer_totals(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> L
                             tp=s.tp, sp=s.sequence_parallel)
 
 
-def end_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> EndCosts:
-    return end_costs_both(sc, s, ops, eff)[1 if s.pp > 1 else 0]
-
-
-def end_costs_both(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts]:
-    """The ends with pp = 1 (embedding and head on one stage) and with pp > 1 (the heavier end)."""
+def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts, EndCosts]:
+    """The embedding (first stage), and the LM head with its loss (last stage) with pp = 1 and with pp > 1
+    (a tied head holds its own copy of the table when it is not on the embedding's stage)."""
     cl, w = sc.cluster, sc.workload
     peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
     sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
-    one = EndCosts(fwd_s=head_t.forward_s + emb_t.forward_s, bwd_s=head_t.backward_s + emb_t.backward_s,
-                   params=_local_end_params(sc, s.tp, 1))
-    return one, EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=_local_end_params(sc, s.tp, 2))
+    emb_p, head_1, head_n = _local_end_params(sc, s.tp)
+    emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p)
+    return (emb, EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_1),
+            EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_n))
 
 
 def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
@@ -173,10 +212,10 @@ def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> 
     return attn + mlp + norms
 
 
-def _local_end_params(sc: Scenario, tp: int, pp: int) -> float:
-    """Embedding (first stage) or LM head (last stage), vocabulary-parallel over tp: the larger one."""
+def _local_end_params(sc: Scenario, tp: int) -> tuple[float, float, float]:
+    """Parameters of the embedding, and of the LM head with pp = 1 and pp > 1, vocabulary-parallel over tp."""
     m = sc.model
     table = m.vocab_size * m.hidden_size / tp
     emb = table + m.embedding_params() - m.vocab_size * m.hidden_size
-    head = (table if (not m.tied_embeddings or pp > 1) else 0.0) + m.norm_params()
-    return emb + head if pp == 1 else max(emb, head)
+    head_1 = (0.0 if m.tied_embeddings else table) + m.norm_params()
+    return emb, head_1, table + m.norm_params()

@@ -18,6 +18,7 @@ from greentrain.errors import InfeasibleError
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     MemoryBreakdown,
+    device_memory,
     grad_bytes_per_param,
     inflight_micro_batches,
     optimizer_bytes_per_param,
@@ -25,7 +26,7 @@ from greentrain.estimate.memory import (
 )
 from greentrain.estimate.parallel_costs import axis_layout, pp_send_s
 from greentrain.estimate.stage import StageCosts, stage_costs
-from greentrain.estimate.step_terms import dp_sync_s, micro_batch_s
+from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
 from greentrain.scenario import Scenario
@@ -65,7 +66,7 @@ def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num
     return dp_sync_s(zero=float(s.zero), dp_group=float(s.dp * s.cp), dp_per_node=float(axis_layout(s, sc.cluster).dp),
                      grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
                      weight_bytes=params * weight_bytes_per_param(w.precision),
-                     layers=sc.model.total_layers / s.pp, backward_s=st.bwd_s + st.recompute_s,
+                     layers=st.layers, backward_s=st.bwd_s + st.recompute_s,
                      micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s, num_micro=float(num_micro),
                      cl=sc.cluster, eff=eff)
 
@@ -92,26 +93,14 @@ def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> f
 
 def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro: int,
             eff: Efficiency) -> MemoryBreakdown:
-    w, m = sc.workload, sc.model
-    params = st.layer_params + st.extra_params
-    shard = s.dp * s.cp
-    weights = params * weight_bytes_per_param(w.precision) / (shard if s.zero >= 3 else 1)
-    grads = params * grad_bytes_per_param(w.grad_dtype, w.precision) / (shard if s.zero >= 2 else 1)
-    opt = params * optimizer_bytes_per_param(w.optimizer, w.precision) / (shard if s.zero >= 1 else 1)
-    held = inflight_micro_batches(s.pp, s.vpp, num_micro, s.schedule)
-    e, b = w.activation_bytes, s.micro_batch_size
-    tokens = b * ops.seq_len / s.cp
-    # Korthikanti et al. §4.3 (Megatron implementation): input ids 8*s*b and embedding dropout s*b*h per
-    # in-flight micro-batch on the first stage; output norm, projection and loss 4*s*b*h*(1 + V/h) / tp.
-    first = held * (8 * tokens + tokens * m.hidden_size * (1 / s.tp if s.sequence_parallel else 1))
-    last = 4 * tokens * m.hidden_size * (1 + m.vocab_size / m.hidden_size) / s.tp * (e / 2)
-    ends = first + last if s.pp == 1 else max(first, last)
-    acts = held * st.activation_bytes + ends
-    host = 0.0
-    if s.offload_optimizer:
-        host, opt = opt, 0.0
-    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=opt,
-                           activations_bytes=acts, reserved_bytes=eff.reserved_bytes, host_bytes=host)
+    w = sc.workload
+    return device_memory(
+        spec=sc.model, params=st.layer_params + st.extra_params, shard=s.dp * s.cp, zero=s.zero,
+        offload=s.offload_optimizer, held=inflight_micro_batches(s.pp, s.vpp, num_micro, s.schedule),
+        stage_activation_bytes=st.activation_bytes, tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp,
+        sp=s.sequence_parallel, pp=s.pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
+        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
+        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation)
 
 
 def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,
@@ -133,7 +122,8 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     pp_mb = 2 * s.vpp * pp_send_s(s, cl, eff, ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
                                   * w.activation_bytes, lay.pp_crosses_nodes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
-    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + comm_mb, sc.model.total_layers / s.pp, eff)
+    accum = grad_accum_s(st.layer_params + st.extra_params, cl.chip.memory_bytes_per_s, eff)
+    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff)
     bubble = (s.pp - 1) / s.vpp * t_mb
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
     opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff) + eff.step_overhead_s

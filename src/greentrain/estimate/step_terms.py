@@ -59,6 +59,12 @@ def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency) -> Num:
     return out
 
 
+def grad_accum_s(params: Num, memory_bytes_per_s: float, eff: Efficiency) -> Num:
+    """Accumulating one micro-batch's gradients of ``params`` parameters outside the GEMMs (memory bound)."""
+    out: Num = params * eff.grad_accum_bytes_per_param / (memory_bytes_per_s * eff.memory * eff.kernel_efficiency)
+    return out
+
+
 def num_buckets(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
     """Gradient buckets of one device: one per layer (FSDP), per dp_bucket_bytes (DDP, Megatron), or one."""
     if eff.dp_bucket_per_layer:

@@ -17,10 +17,23 @@ import numpy as np
 import numpy.typing as npt
 
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
-from greentrain.estimate.memory import grad_bytes_per_param, optimizer_bytes_per_param, weight_bytes_per_param
-from greentrain.estimate.stage import end_costs_both, layer_group_costs, sum_layer_totals
+from greentrain.estimate.memory import (
+    device_memory,
+    grad_bytes_per_param,
+    optimizer_bytes_per_param,
+    weight_bytes_per_param,
+)
+from greentrain.estimate.stage import (
+    EndCosts,
+    LayerTotals,
+    StageSplit,
+    end_parts,
+    layer_group_costs,
+    split_stages,
+    sum_layer_totals,
+)
 from greentrain.estimate.step import step_flops
-from greentrain.estimate.step_terms import dp_sync_s, micro_batch_s
+from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s
 from greentrain.model.ops import model_ops
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.parallel.table import StrategyTable
@@ -29,7 +42,8 @@ from greentrain.scenario import Scenario
 FloatArray = npt.NDArray[np.float64]
 KEY_FIELDS = ("tp", "cp", "ep", "micro_batch_size")
 _REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "extra_flop")
-_END_COLUMNS = ("end_fwd_1", "end_fwd_n", "end_bwd_1", "end_bwd_n", "end_params_1", "end_params_n", "model_flop")
+_END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "head_fwd", "head_bwd", "head_params_1", "head_params_n",
+                "model_flop")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +89,8 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
             lt = sum_layer_totals(groups, recompute=rec, flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
             by_rec[j, r] = (lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
                             lt.activation_bytes, extras[rec])
-        e1, en = end_costs_both(sc, s, ops, eff)
-        ends[j] = (e1.fwd_s, en.fwd_s, e1.bwd_s, en.bwd_s, e1.params, en.params, model_flop)
+        emb, h1, hn = end_parts(sc, s, ops, eff)
+        ends[j] = (emb.fwd_s, emb.bwd_s, emb.params, h1.fwd_s, h1.bwd_s, h1.params, hn.params, model_flop)
     out = {c: by_rec[inverse, t.recompute, k] for k, c in enumerate(_REC_COLUMNS)}
     out.update({c: ends[inverse, k] for k, c in enumerate(_END_COLUMNS)})
     return out
@@ -87,27 +101,32 @@ def _per_node(inner: FloatArray, degree: FloatArray, node: int) -> FloatArray:
     return np.where(inner <= node, np.maximum(1.0, np.minimum(degree, np.floor_divide(node, inner))), 1.0)
 
 
-def _memory(sc: Scenario, t: StrategyTable, k: dict[str, FloatArray], eff: Efficiency,
-            f: dict[str, FloatArray]) -> FloatArray:
-    """step._memory: weights, gradients, optimizer (ZeRO, offload), activations, reserved; total bytes."""
-    w, m = sc.workload, sc.model
-    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
-    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
-    params, shard, zero = f["params"], f["dp"] * f["cp"], t.zero
-    weights = params * wb / np.where(zero >= 3, shard, 1.0)
-    grads = params * gb / np.where(zero >= 2, shard, 1.0)
-    opt = np.where(t.offload_optimizer, 0.0, params * ob / np.where(zero >= 1, shard, 1.0))
+def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+    """step._memory (memory.device_memory over columns): total bytes per device."""
+    w = sc.workload
     pp, vpp = f["pp"], f["vpp"]
     # memory.inflight_micro_batches (1F1B / interleaved; GPipe is not in the vectorised space)
     held = np.where(pp == 1, 1.0, np.minimum(pp, f["num_micro"]) * np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp),
                                                                            1.0))
-    e, tokens = w.activation_bytes, f["mbs"] * w.seq_len / f["cp"]
-    first = held * (8 * tokens + tokens * m.hidden_size * np.where(t.sequence_parallel, 1 / f["tp"], 1.0))
-    last = 4 * tokens * m.hidden_size * (1 + m.vocab_size / m.hidden_size) / f["tp"] * (e / 2)
-    ends = np.where(pp == 1, first + last, np.maximum(first, last))
-    acts = held * k["act"] / pp + ends
-    result: FloatArray = weights + grads + opt + acts + eff.reserved_bytes
-    return result
+    mem = device_memory(
+        spec=sc.model, params=f["params"], shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer,
+        held=held, stage_activation_bytes=f["act"], tokens=f["mbs"] * w.seq_len / f["cp"], tp=f["tp"],
+        sp=t.sequence_parallel, pp=pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
+        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
+        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation)
+    total: FloatArray = mem.total_bytes
+    return total
+
+
+def _split(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
+    """stage.split_stages over columns: the pipeline placement of every row."""
+    lt = LayerTotals(fwd_s=k["fwd"], bwd_s=k["bwd"], recompute_s=k["rec"], tp_s=k["tp"], cp_s=k["cp"],
+                     ep_s=k["ep"], params=k["params"], activation_bytes=k["act"])
+    emb = EndCosts(fwd_s=k["emb_fwd"], bwd_s=k["emb_bwd"], params=k["emb_params"])
+    head = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"],
+                    params=np.where(f["pp"] > 1, k["head_params_n"], k["head_params_1"]))
+    return split_stages(lt, emb, head, layers=float(sc.model.total_layers), pp=f["pp"], vpp=f["vpp"],
+                        balance=eff.pipeline_balance)
 
 
 def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
@@ -118,7 +137,7 @@ def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: E
         zero=t.zero.astype(np.float64), dp_group=f["dp"] * f["cp"],
         dp_per_node=_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
         grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
-        weight_bytes=params * weight_bytes_per_param(w.precision), layers=sc.model.total_layers / f["pp"],
+        weight_bytes=params * weight_bytes_per_param(w.precision), layers=f["layers"],
         backward_s=f["bwd"] + f["rec"], micro_batch_s=f["fwd"] + f["bwd"] + f["rec"], num_micro=f["num_micro"],
         cl=cl, eff=eff)
     return out
@@ -161,8 +180,10 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f: dict[str, FloatArray] = {n: getattr(table, n).astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
     f["mbs"] = table.micro_batch_size.astype(np.float64)
     f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
-    f["params"] = k["params"] / f["pp"] + np.where(f["pp"] > 1, k["end_params_n"], k["end_params_1"])
-    mem = _memory(sc, table, k, eff, f)
+    split = _split(sc, k, f, eff)
+    f.update(fwd=split.fwd_s, bwd=split.bwd_s, rec=split.recompute_s, params=split.params,
+             act=split.activation_bytes, layers=split.layers)
+    mem = _memory(sc, table, f, eff)
     ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
     if check_fit:
         ok &= mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
@@ -170,13 +191,10 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     t = table.take(index)
     f = {n: a[index] for n, a in f.items()}
     kk = {c: a[index] for c, a in k.items()}
+    comm_mb = split.tp_s[index] + split.cp_s[index] + split.ep_s[index] + _pp_mb(sc, f, eff)
+    accum = grad_accum_s(f["params"], cl.chip.memory_bytes_per_s, eff)
+    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff)
     pp = f["pp"]
-    is_pp = pp > 1
-    f["fwd"] = kk["fwd"] / pp + np.where(is_pp, kk["end_fwd_n"], kk["end_fwd_1"])
-    f["bwd"] = kk["bwd"] / pp + np.where(is_pp, kk["end_bwd_n"], kk["end_bwd_1"])
-    f["rec"] = kk["rec"] / pp
-    comm_mb = kk["tp"] / pp + kk["cp"] / pp + kk["ep"] / pp + _pp_mb(sc, f, eff)
-    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + comm_mb, sc.model.total_layers / pp, eff)
     bubble = (pp - 1) / f["vpp"] * t_mb
     dp_s = _dp_exposed(sc, t, f, eff)
     step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, t, f, eff) + eff.step_overhead_s

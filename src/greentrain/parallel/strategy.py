@@ -99,8 +99,12 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
 
     need(s.num_chips == num_chips, f"dp*tp*pp*cp = {s.dp}*{s.tp}*{s.pp}*{s.cp} = {s.num_chips} "
          f"!= num_chips = {num_chips}")
-    need(m.total_layers % (s.pp * s.vpp) == 0,
-         f"layers ({m.total_layers}) % (pp*vpp = {s.pp * s.vpp}) = {m.total_layers % (s.pp * s.vpp)}")
+    # Any split of the layers over pp stages (estimate/pipeline.py places them); the interleaved schedule
+    # cuts every stage into vpp equal chunks (Narayanan et al. 2021 §2.2.2)
+    need(m.total_layers >= s.pp, f"layers ({m.total_layers}) < pp ({s.pp}): every stage needs a layer")
+    need(s.vpp == 1 or m.total_layers % (s.pp * s.vpp) == 0,
+         f"layers ({m.total_layers}) % (pp*vpp = {s.pp * s.vpp}) = {m.total_layers % (s.pp * s.vpp)}: the "
+         "interleaved schedule needs equal chunks")
     need(m.num_heads % s.tp == 0, f"num_heads ({m.num_heads}) % tp ({s.tp}) = {m.num_heads % s.tp}")
     need(m.num_kv_heads % s.tp == 0 or s.tp % m.num_kv_heads == 0,
          f"num_kv_heads ({m.num_kv_heads}) and tp ({s.tp}): neither divides the other")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from greentrain.config import require
+from greentrain.config import MAX_SHAPE, MAX_TOKENS, require
 from greentrain.estimate.batch_time.chips import BatchChip
 
 TOKENS_PER_PARAM = 20  # dataset default: 20 tokens per parameter (Chinchilla rule, as in the seed)
@@ -42,9 +42,11 @@ class BatchTimeConfig:
                      "batch_size", "microbatch_size", "seq_len", "pp", "pipeline_interleaving", "dp", "tp",
                      "tp2", "precision_bits"):
             value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
+            require(isinstance(value, int) and 1 <= value <= MAX_SHAPE, name, value,
+                    f"must be an integer in [1, {MAX_SHAPE:.0e}]")
         if self.dataset_tokens is not None:
-            require(self.dataset_tokens > 0, "dataset_size", self.dataset_tokens, "must be > 0")
+            require(0 < self.dataset_tokens <= MAX_TOKENS, "dataset_size", self.dataset_tokens,
+                    f"must be in (0, {MAX_TOKENS:.0e}] tokens")
         bu = self.base_utilization
         require(0 < bu <= 1, "base_utilization", bu, "must be in (0, 1]")
         self._check_divisibility()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from greentrain.config import require
+from greentrain.config import MAX_SHAPE, MAX_TOKENS, require
 from greentrain.errors import InfeasibleError
 
 # Efficiency constants of the seed (transformer.py): critical batch (gradient noise scale), pipeline
@@ -55,9 +55,10 @@ class TrafficConfig:
                      "batch_size", "seq_len", "net_precision_bytes", "dp", "pp", "ep", "sp", "tp_int",
                      "tp_ext"):
             value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
-        require(math.isfinite(self.dataset_tokens) and self.dataset_tokens > 0, "dataset_size",
-                self.dataset_tokens, "must be a finite number > 0")
+            require(isinstance(value, int) and 1 <= value <= MAX_SHAPE, name, value,
+                    f"must be an integer in [1, {MAX_SHAPE:.0e}]")
+        require(math.isfinite(self.dataset_tokens) and 0 < self.dataset_tokens <= MAX_TOKENS, "dataset_size",
+                self.dataset_tokens, f"must be in (0, {MAX_TOKENS:.0e}] tokens")
         require(self.num_batches >= 1, "dataset_size", self.dataset_tokens,
                 f"must hold at least one batch: round(dataset_size / (batch_size*seq_len = "
                 f"{self.batch_size * self.seq_len})) is 0")
