@@ -53,6 +53,26 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "qwen2-7b": (7.62e9, 0.005, "Qwen/Qwen2-7B model page: 7.62B"),
     "gemma-7b": (8_537_680_896, 1e-9,
                  "Gemma Team 2024, Table 2: 786,432,000 embedding + 7,751,248,896 non-embedding"),
+    # 2024-2026 families (model/hf_recent.py); the fixtures carry the shape keys of each public config.json.
+    "qwen3-8b": (8.2e9, 0.005, "Qwen/Qwen3-8B model card: 8.2B"),
+    "qwen3-30b-a3b": (30.5e9, 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
+    "qwen3-235b-a22b": (235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B total, 22B activated"),
+    "gemma2-9b": (9_241_705_984, 1e-9, "Gemma Team 2024b (arXiv 2408.00118), Table 2: 9B non-embedding "
+                  "8,324,201,984 + embedding 917,504,000 (256,000 x 3,584, the released vocabulary)"),
+    # Gemma 3 report, Table 1: 27B = 417M vision encoder + 1,416M embedding + 25,600M non-embedding; the
+    # spec is the language model (the vision tower is the difference checked against transformers below).
+    "gemma3-27b": (1_416e6 + 25_600e6, 0.005, "Gemma Team 2025 (arXiv 2503.19786), Table 1"),
+    "gemma3-1b": (302e6 + 698e6, 0.005, "Gemma Team 2025, Table 1: 1B = 302M embedding + 698M non-embedding"),
+    "olmo2-32b": (32.2e9, 0.005, "allenai/OLMo-2-0325-32B model card: 32B (32.2B)"),
+    "phi3-mini-4k": (3.8e9, 0.01, "Abdin et al. 2024 (arXiv 2404.14219), §2: phi-3-mini 3.8B"),
+    "nemotron-4-340b": (9.4e9 + 331.6e9, 0.001, "NVIDIA 2024 (arXiv 2406.11704), §2.2: 9.4B embedding + "
+                        "331.6B non-embedding"),
+    "deepseek-v3": (671e9, 0.001, "DeepSeek-AI 2024 (arXiv 2412.19437), abstract: 671B total, 37B activated"),
+    "gpt-oss-120b": (116.83e9, 0.001, "OpenAI 2025, gpt-oss model card, Table 1: 116.83B total"),
+    "gpt-oss-20b": (20.91e9, 0.001, "OpenAI 2025, gpt-oss model card, Table 1: 20.91B total"),
+    "mamba-codestral-7b": (7_285_403_648, 1e-9, "mistralai/Mamba-Codestral-7B-v0.1 model card: 7,285,403,648"),
+    "jamba-1.5-large": (398e9, 0.005, "AI21 2024 (arXiv 2408.12570), §2: 398B total, 94B active"),
+    "mixtral-8x22b": (141e9, 0.005, "Mistral AI, Mixtral 8x22B announcement (2024-04-17): 141B total, 39B active"),
 }
 
 
@@ -105,6 +125,14 @@ def _pegasus(cfg: dict[str, Any], spec: TransformerSpec, model: Any) -> int:
     return frozen
 
 
+def _gemma3_vision(cfg: dict[str, Any], spec: TransformerSpec, model: Any) -> int:
+    # Gemma3ForConditionalGeneration: the SigLIP vision tower and the projector are outside the spec, which
+    # describes the language model (its parameters must equal the spec's exactly).
+    language = sum(p.numel() for n, p in model.named_parameters() if ".language_model." in n)
+    assert language == spec.num_params()
+    return _hf_count(model) - language
+
+
 EXACT: dict[str, Callable[[dict[str, Any], TransformerSpec, Any], int]] = {
     "llama3-8b": _no_difference, "llama3-70b": _no_difference, "llama3.1-405b": _no_difference,
     "llama3.2-1b": _no_difference, "mistral-7b": _no_difference, "mixtral-8x7b": _no_difference,
@@ -113,6 +141,11 @@ EXACT: dict[str, Callable[[dict[str, Any], TransformerSpec, Any], int]] = {
     "bloom": _bloom_embedding_layernorm, "bloom-560m": _bloom_embedding_layernorm,
     "t5-large": _t5, "flan-t5-large": _t5, "pegasus-large": _pegasus, "qwen2-7b": _qwen2_qkv_bias,
     "gemma-7b": _no_difference,
+    "qwen3-8b": _no_difference, "qwen3-30b-a3b": _no_difference, "qwen3-235b-a22b": _no_difference,
+    "gemma2-9b": _no_difference, "gemma3-1b": _no_difference, "gemma3-27b": _gemma3_vision,
+    "olmo2-32b": _no_difference, "phi3-mini-4k": _no_difference, "nemotron-4-340b": _no_difference,
+    "deepseek-v3": _no_difference, "gpt-oss-120b": _no_difference, "gpt-oss-20b": _no_difference,
+    "mamba-codestral-7b": _no_difference, "jamba-1.5-large": _no_difference, "mixtral-8x22b": _no_difference,
 }
 
 

@@ -1,0 +1,133 @@
+"""Reading one Hugging Face ``config.json``: typed keys with the family's defaults, errors that name the key, and
+the key groups several families share (the Llama-style decoder, sliding-window layer patterns).
+
+Used by model/hf.py (the families up to 2023) and model/hf_recent.py (2024-2026 families).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from greentrain.config import as_bool, as_int
+from greentrain.errors import ConfigError, did_you_mean
+from greentrain.model.spec import ACTIVATIONS
+
+_MISSING: Any = object()
+_WHERE = "config.json"
+
+
+class _Reader:
+    """Reads keys of one config.json; every error names the key (``config.json.<key>``)."""
+
+    def __init__(self, config: Mapping[str, Any], model_type: str) -> None:
+        self.config = config
+        self.model_type = model_type
+
+    def _raw(self, keys: tuple[str, ...], default: Any) -> tuple[str, Any]:
+        for key in keys:
+            if self.config.get(key) is not None:
+                return key, self.config[key]
+        if default is _MISSING:
+            names = " or ".join(keys)
+            raise ConfigError(f"{_WHERE}.{keys[0]}", None,
+                              f"is required for model_type {self.model_type!r} (looked for {names})")
+        return keys[0], default
+
+    def get_int(self, *keys: str, default: Any = _MISSING, minimum: int = 1) -> int:
+        """The first of ``keys`` that is present and not null, as an integer >= ``minimum``."""
+        key, value = self._raw(keys, default)
+        return as_int(value, f"{_WHERE}.{key}", minimum=minimum)
+
+    def get_window(self, key: str = "sliding_window", *, default: int | None = None) -> int:
+        """A sliding-window length where null means "no window" (0) and an absent key means the config class's
+        ``default`` (MistralConfig: 4096; most others: None)."""
+        if key not in self.config:
+            return default or 0
+        if self.config[key] is None:
+            return 0
+        return as_int(self.config[key], f"{_WHERE}.{key}", minimum=1)
+
+    def get_bool(self, *keys: str, default: Any = _MISSING) -> bool:
+        key, value = self._raw(keys, default)
+        return as_bool(value, f"{_WHERE}.{key}")
+
+    def get_str(self, *keys: str, default: Any = _MISSING) -> str:
+        key, value = self._raw(keys, default)
+        if not isinstance(value, str):
+            raise ConfigError(f"{_WHERE}.{key}", value, "must be a string")
+        return value
+
+    def get_activation(self, *keys: str, default: Any = _MISSING) -> str:
+        """An activation name transformers knows (ACT2FN); anything else fails there when the model is built."""
+        key, value = self._raw(keys, default)
+        name = self.get_str(key, default=value)
+        if name not in ACTIVATIONS:
+            raise ConfigError(f"{_WHERE}.{key}", name, "unknown activation" + did_you_mean(name, ACTIVATIONS))
+        return name
+
+    def same(self, first: str, second: str) -> int:
+        """Two keys TransformerSpec cannot tell apart (encoder vs decoder width): they must agree."""
+        a, b = self.get_int(first), self.get_int(second)
+        if a != b:
+            raise ConfigError(f"{_WHERE}.{second}", b, f"must equal {first}={a}: TransformerSpec has one "
+                              "value for encoder and decoder")
+        return a
+
+    def aliases_agree(self, aliases: Mapping[str, str]) -> None:
+        """transformers reads some generic keys as another name (BartConfig.attribute_map:
+        num_hidden_layers -> encoder_layers) and the generic one wins when both are present: refuse a config
+        where they disagree."""
+        for alias, key in aliases.items():
+            if self.config.get(alias) is not None and self.config.get(key) is not None:
+                a, b = self.get_int(key), self.get_int(alias)
+                if a != b:
+                    raise ConfigError(f"{_WHERE}.{alias}", b, f"must equal {key}={a} (transformers reads "
+                                      f"{alias} as {key}); edit both or remove {alias}")
+
+
+_LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def full_attention_interval(r: _Reader, num_layers: int, default: int) -> int:
+    """The k of "every k-th layer attends to the whole sequence, the others to a window" from ``layer_types``
+    (Gemma2Config, Gemma3TextConfig, GptOssConfig: full iff (i + 1) % k == 0), or ``default`` when the key is
+    absent (the pattern those config classes build). 0: every layer is windowed. A list of another shape is
+    refused: TransformerSpec describes interleaving by one interval."""
+    types = r.config.get("layer_types")
+    if types is None:
+        return default
+    if not isinstance(types, list) or len(types) != num_layers or any(t not in _LAYER_TYPES for t in types):
+        raise ConfigError(f"{_WHERE}.layer_types", types, f"must list {num_layers} (num_hidden_layers) of "
+                          + " / ".join(_LAYER_TYPES))
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    k = full[0] + 1 if full else 0
+    if full != [i for i in range(num_layers) if k and (i + 1) % k == 0]:
+        raise ConfigError(f"{_WHERE}.layer_types", types, "must put full_attention on every k-th layer "
+                          "(layers k-1, 2k-1, ...) and sliding_attention on the others")
+    return k
+
+
+def llama_fields(r: _Reader, *, tied_default: bool = False, bias_keys: tuple[str, ...] = ("attention_bias",
+                 "mlp_bias")) -> dict[str, Any]:
+    """LlamaConfig (and Mistral, Mixtral, Qwen2, Gemma): pre-RMSNorm, rotary, SwiGLU, GQA.
+
+    LlamaConfig: ``attention_bias`` (q, k, v, o biases) and ``mlp_bias`` (gate, up, down) default false;
+    TransformerSpec has one ``linear_bias`` for both, so it is set when either is (no public Llama sets one).
+    """
+    heads = r.get_int("num_attention_heads")
+    return dict(
+        num_layers=r.get_int("num_hidden_layers"),
+        hidden_size=r.get_int("hidden_size"),
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),  # absent: MHA (LlamaConfig)
+        head_dim=r.get_int("head_dim", default=0, minimum=0),  # absent or null: hidden_size // heads
+        ffn_hidden_size=r.get_int("intermediate_size"),
+        vocab_size=r.get_int("vocab_size"),
+        glu=True,  # gate_proj, up_proj, down_proj (LlamaMLP)
+        activation=r.get_activation("hidden_activation", "hidden_act", default="silu"),
+        tied_embeddings=r.get_bool("tie_word_embeddings", default=tied_default),
+        max_position_embeddings=0,  # rotary: max_position_embeddings is a context length, not a table
+        linear_bias=any(r.get_bool(k, default=False) for k in bias_keys),
+        norm="rmsnorm",
+    )
