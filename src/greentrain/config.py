@@ -16,15 +16,37 @@ import yaml
 
 from greentrain.errors import ConfigError, did_you_mean
 
+# Limits on what a user's file may hold (docs/bad-input.md): each is refused at once, with the limit named.
+MAX_INPUT_BYTES = 16 * 2**20  # scenario, devices, runs CSV, model config: kilobytes in practice
+MAX_YAML_NODES = 100_000  # values after expanding YAML aliases (a "billion laughs" file expands to 10**9)
+MAX_NESTING = 64  # levels of nested lists and mappings
+
+# Ranges of run sizes: wide enough for any real run, narrow enough that a slip (1e40) is refused instead of
+# printed as 1.6e29 days. The largest published pre-training runs use ~4e13 tokens (Llama 4, Qwen3: 30-40 T).
+MAX_TOKENS = 1e16  # 250x those
+MAX_STEPS = 10**10
+MAX_EPOCHS = 1e6
+MAX_BATCH_SEQUENCES = 10**8
+MAX_SEQ_LEN = 10**8  # 100 M tokens per sequence (published long-context models reach 10 M)
+MAX_SHAPE = 10**9  # any layer count, width, degree or batch given as a plain integer
+MIN_LINK_BYTES_PER_S = 1e3  # 8 kbit/s: slower than any network a training run has used
+MAX_LINK_BYTES_PER_S = 1e15  # 8 Pbit/s: above any single link (NVLink 5: 1.8e12 B/s)
+MAX_DEVICE_FLOP_PER_S = 1e19  # 10 EFLOP/s per device: ~5,000x a B200 at fp8 dense
+
 
 def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") -> str:
-    """The text of a file the user named; a directory, a missing, unreadable or non-UTF-8 file is a ConfigError."""
+    """The text of a file the user named; a directory, a missing, unreadable, non-UTF-8 or over-large
+    (> MAX_INPUT_BYTES) file is a ConfigError."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError(field, str(path), "is a directory, not a file")
     if not p.is_file():
         raise ConfigError(field, str(path), "file does not exist")
     try:
+        size = p.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise ConfigError(field, str(path), f"is {size / 2**20:.1f} MiB; input files are limited to "
+                                                f"{MAX_INPUT_BYTES // 2**20} MiB")
         return p.read_text(encoding=encoding)
     except UnicodeDecodeError as e:
         raise ConfigError(field, str(path), f"is not a UTF-8 text file (byte 0x{e.object[e.start]:02x} at offset "
@@ -65,15 +87,56 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _expanded_size(node: yaml.Node, field: str, path: str) -> int:
+    """Values in ``node`` once its aliases are expanded (memoised on the shared nodes, so a bomb is counted
+    in microseconds, not expanded); refuses more than MAX_YAML_NODES or deeper than MAX_NESTING."""
+    memo: dict[int, int] = {}
+
+    def size(n: yaml.Node, depth: int) -> int:
+        if id(n) in memo:
+            return memo[id(n)]
+        if depth > MAX_NESTING:
+            raise ConfigError(field, path, f"nests lists/mappings more than {MAX_NESTING} levels deep")
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            total += sum(size(c, depth + 1) for c in n.value)
+        elif isinstance(n, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
+        memo[id(n)] = total
+        if total > MAX_YAML_NODES:
+            raise ConfigError(field, path, f"expands (through YAML aliases) to more than {MAX_YAML_NODES:,} "
+                                           "values")
+        return total
+
+    return size(node, 0)
+
+
+def _load_yaml(text: str, field: str, path: str) -> Any:
+    """Compose the node graph, check its expanded size, then construct (PyYAML's merge keys copy nodes, so
+    an unchecked file can exhaust memory while being constructed)."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, field, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_mapping(path: str | Path, field: str = "path") -> dict[str, Any]:
-    """Read a YAML or JSON file whose top level is a mapping; a key given twice is an error."""
+    """Read a YAML or JSON file whose top level is a mapping; a key given twice is an error; the file's
+    size, nesting and alias expansion are bounded (MAX_INPUT_BYTES, MAX_NESTING, MAX_YAML_NODES)."""
     p = Path(path)
     text = read_text(p, field)
     try:
         if p.suffix == ".json":
             data = json.loads(text, object_pairs_hook=_unique_pairs)
         else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+            data = _load_yaml(text, field, str(path))  # a SafeLoader subclass
+    except RecursionError:
+        raise ConfigError(field, str(path), f"nests lists/mappings more than {MAX_NESTING} levels deep") from None
     except _DuplicateJSONKey as e:
         raise ConfigError(field, str(path), f"malformed JSON: duplicate key {e.args[0]!r}") from None
     except json.JSONDecodeError as e:

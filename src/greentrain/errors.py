@@ -7,6 +7,7 @@ InfeasibleError: the input is well formed but the strategy cannot run (does not 
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
 
 
@@ -21,7 +22,24 @@ class ConfigError(GreentrainError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        super().__init__(f"{field}={value!r}: {rule}")
+        super().__init__(f"{field}={shorten(value)}: {rule}")
+
+
+MAX_QUOTED_CHARS = 120  # an error quotes at most this much of a value (a file may hold megabytes)
+
+
+def shorten(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters; the repr of a huge or aliased (self-similar)
+    container is never built in full (reprlib bounds items per level and levels)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value):,} chars)"
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
+        r = reprlib.Repr()
+        r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset, r.maxstring = 3, 6, 6, 6, 6, 40
+        text = r.repr(value)
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 class InfeasibleError(GreentrainError):

@@ -7,7 +7,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.config import as_choice, as_float, as_int, check_keys, require
+from greentrain.config import (
+    MAX_BATCH_SEQUENCES,
+    MAX_EPOCHS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MAX_TOKENS,
+    as_choice,
+    as_float,
+    as_int,
+    check_keys,
+    require,
+)
 from greentrain.errors import ConfigError
 from greentrain.hardware.chip import PRECISIONS
 
@@ -42,6 +53,11 @@ class Workload:
             v = getattr(self, f)
             require(math.isfinite(v) and v >= 0, f"workload.{f}", v, "must be a finite number >= 0")
         require(self.num_steps >= 0, "workload.num_steps", self.num_steps, "must be >= 0")
+        for f, top in (("global_batch_size", MAX_BATCH_SEQUENCES), ("seq_len", MAX_SEQ_LEN),
+                       ("target_seq_len", MAX_SEQ_LEN), ("train_tokens", MAX_TOKENS), ("num_steps", MAX_STEPS),
+                       ("num_epochs", MAX_EPOCHS), ("dataset_tokens", MAX_TOKENS)):
+            require(getattr(self, f) <= top, f"workload.{f}", getattr(self, f),
+                    f"must be <= {top:.0e} (docs/bad-input.md: a larger value is a slip, not a run)")
         lengths = [f for f in RUN_LENGTH_FIELDS if getattr(self, f)]
         if len(lengths) > 1:
             raise ConfigError(f"workload.{lengths[1]}", getattr(self, lengths[1]),

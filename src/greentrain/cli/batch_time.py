@@ -11,7 +11,7 @@ import argparse
 import json
 
 from greentrain.cli.argtypes import finite_float, positive_float
-from greentrain.config import require
+from greentrain.config import MAX_LINK_BYTES_PER_S, MIN_LINK_BYTES_PER_S, require
 from greentrain.errors import ConfigError
 
 
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             if value is not None:
                 raise ConfigError(flag, value, "exists only in the v2 model; add --v2")
     if args.network_bandwidth is not None:
-        require(args.network_bandwidth > 0, "network_bandwidth", args.network_bandwidth, "must be > 0")
+        require(MIN_LINK_BYTES_PER_S <= args.network_bandwidth <= MAX_LINK_BYTES_PER_S, "network_bandwidth",
+                args.network_bandwidth, f"must be in [{MIN_LINK_BYTES_PER_S:.0e}, {MAX_LINK_BYTES_PER_S:.0e}] bytes/s")
     cfg = bt.BatchTimeConfig(
         num_layers=args.L, d_model=args.d, d_internal_ratio=args.d_internal_ratio, num_experts=args.e,
         num_routed_experts=args.k, dataset_tokens=args.D, batch_size=args.b, microbatch_size=args.m,

@@ -25,8 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from greentrain import units
-from greentrain.config import as_float, as_int, check_keys, load_mapping, require
+from greentrain.config import (
+    MAX_DEVICE_FLOP_PER_S,
+    MAX_LINK_BYTES_PER_S,
+    MIN_LINK_BYTES_PER_S,
+    as_float,
+    as_int,
+    check_keys,
+    load_mapping,
+    require,
+)
 from greentrain.errors import ConfigError
+
+MAX_DEVICES = 10_000  # a swarm of seed 000; also bounds the simulator's memory and time
+MIN_DEVICE_FLOP_PER_S = 1e3
+MAX_LATENCY_MS = 1e6  # 1,000 s
+MAX_SLOWDOWN = 1e6
+MAX_REJOIN_S = 1e9
 
 # key suffix -> converter to bytes/s
 _BANDWIDTH_UNITS = {
@@ -86,7 +101,10 @@ def _bandwidth(entry: Mapping[str, Any], direction: str, where: str) -> float:
     keys = [f"{direction}_{u}" for u in _BANDWIDTH_UNITS]
     key = _one_of(entry, keys, where, f"{direction}_*_per_s")
     value = as_float(entry[key], f"{where}.{key}", positive=True)
-    return _BANDWIDTH_UNITS[key[len(direction) + 1:]](value)
+    bytes_per_s = _BANDWIDTH_UNITS[key[len(direction) + 1:]](value)
+    require(MIN_LINK_BYTES_PER_S <= bytes_per_s <= MAX_LINK_BYTES_PER_S, f"{where}.{key}", value,
+            f"must be between {MIN_LINK_BYTES_PER_S:.0e} and {MAX_LINK_BYTES_PER_S:.0e} bytes/s")
+    return bytes_per_s
 
 
 def device_group(entry: Any, index: int) -> list[Device]:
@@ -98,19 +116,23 @@ def device_group(entry: Any, index: int) -> list[Device]:
     name = str(entry.get("name", f"dev{index}"))
     where = f"devices[{index}]({name})"
     count = as_int(entry.get("count", 1), f"{where}.count", minimum=1)
+    require(count <= MAX_DEVICES, f"{where}.count", count, f"must be <= {MAX_DEVICES:,} (devices in a swarm)")
     rate_key = _one_of(entry, list(_RATE_KEYS), where, "flop_per_s")
     rate = as_float(entry[rate_key], f"{where}.{rate_key}", positive=True)
     flop_per_s = units.tflop_per_s_to_flop_per_s(rate) if rate_key == "tflop_per_s" else rate
+    require(MIN_DEVICE_FLOP_PER_S <= flop_per_s <= MAX_DEVICE_FLOP_PER_S, f"{where}.{rate_key}", rate,
+            f"must be between {MIN_DEVICE_FLOP_PER_S:.0e} and {MAX_DEVICE_FLOP_PER_S:.0e} FLOP/s")
     kw = {
         "flop_per_s": flop_per_s,
         "ingress_bytes_per_s": _bandwidth(entry, "ingress", where),
         "egress_bytes_per_s": _bandwidth(entry, "egress", where),
         "latency_s": units.ms_to_s(as_float(entry.get("latency_ms", 0.0), f"{where}.latency_ms",
-                                            minimum=0.0)),
+                                            minimum=0.0, maximum=MAX_LATENCY_MS)),
         "failure_probability": as_float(entry.get("failure_probability", 0.0), f"{where}.failure_probability",
                                         minimum=0.0),
-        "slowdown": as_float(entry.get("slowdown", 1.0), f"{where}.slowdown", positive=True),
-        "rejoin_s": as_float(entry["rejoin_s"], f"{where}.rejoin_s", minimum=0.0) if "rejoin_s" in entry
+        "slowdown": as_float(entry.get("slowdown", 1.0), f"{where}.slowdown", positive=True, maximum=MAX_SLOWDOWN),
+        "rejoin_s": as_float(entry["rejoin_s"], f"{where}.rejoin_s", minimum=0.0, maximum=MAX_REJOIN_S)
+        if "rejoin_s" in entry
         else math.inf,
     }
     require(kw["failure_probability"] < 1.0, f"{where}.failure_probability", kw["failure_probability"],
@@ -124,9 +146,12 @@ def devices_from_mapping(data: Mapping[str, Any]) -> tuple[Device, ...]:
     entries = data.get("devices")
     if not isinstance(entries, list) or not entries:
         raise ConfigError("devices", entries, "must be a non-empty list of devices or groups")
+    require(len(entries) <= MAX_DEVICES, "devices", f"{len(entries):,} entries", f"must be <= {MAX_DEVICES:,}")
     out: list[Device] = []
     for i, entry in enumerate(entries):
         out += device_group(entry, i)
+        require(len(out) <= MAX_DEVICES, "devices", f"{len(out):,} devices (with counts)",
+                f"must be <= {MAX_DEVICES:,} in a swarm")
     seen: set[str] = set()
     for d in out:
         require(d.name not in seen, "devices.name", d.name, "device names must be unique")
