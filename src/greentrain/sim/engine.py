@@ -54,14 +54,19 @@ class Engine:
         self.trace = trace
 
     def at(self, time_s: float, callback: Callback, arg: Any = None, priority: int = 0) -> None:
-        """Schedule ``callback(arg)`` at absolute ``time_s`` (never in the past)."""
-        if time_s < self.now_s:
+        """Schedule ``callback(arg)`` at absolute ``time_s`` (never in the past). The one door onto the heap
+        (SimPy's ``Environment.schedule``): ``after`` and the resources come through here."""
+        if not time_s >= self.now_s:  # also refuses NaN, which would corrupt the heap order
             raise EventError(f"{_describe(callback)}({arg!r}) scheduled at t={time_s!r} s, "
                              f"before now={self.now_s!r} s")
         heapq.heappush(self._heap, (time_s, priority, next(self._seq), callback, arg))
 
     def after(self, delay_s: float, callback: Callback, arg: Any = None, priority: int = 0) -> None:
-        heapq.heappush(self._heap, (self.now_s + delay_s, priority, next(self._seq), callback, arg))
+        """Schedule ``callback(arg)`` ``delay_s`` >= 0 from now (SimPy: "Negative delay")."""
+        if not delay_s >= 0:
+            raise EventError(f"{_describe(callback)}({arg!r}) scheduled after delay_s={delay_s!r}: "
+                             "must be >= 0 (an event never runs in the past)")
+        self.at(self.now_s + delay_s, callback, arg, priority)
 
     @property
     def pending(self) -> int:
@@ -72,7 +77,10 @@ class Engine:
         return self._heap[0][0] if self._heap else math.inf
 
     def run(self, until_s: float = math.inf) -> float:
-        """Process events until the heap is empty or the next one lies after ``until_s``; return now."""
+        """Process events until the heap is empty or the next one lies after ``until_s``; return now.
+        Time never runs backward: ``until_s`` before now is refused (SimPy: "until must be > now")."""
+        if not until_s >= self.now_s:
+            raise EventError(f"run(until_s={until_s!r}) is before now={self.now_s!r} s: time never runs backward")
         heap, pop = self._heap, heapq.heappop
         n = 0
         event: tuple[float, int, int, Callback, Any] | None = None
@@ -112,7 +120,7 @@ class Stream:
     def submit(self, duration_s: float, callback: Callback, arg: Any = None, label: str = "",
                priority: int = 0) -> float:
         """Queue ``duration_s`` of work; ``callback(arg)`` runs when it ends. Returns the end time."""
-        if duration_s < 0:
+        if not duration_s >= 0:
             raise ValueError(f"{self.name}: duration_s={duration_s!r} must be >= 0")
         eng = self.engine
         now = eng.now_s
@@ -122,8 +130,15 @@ class Stream:
         self.busy_s += duration_s
         if eng.trace is not None:
             eng.trace.span(self.name, label, start, end)
-        heapq.heappush(eng._heap, (end, priority, next(eng._seq), callback, arg))  # end >= now: no check
+        eng.at(end, callback, arg, priority)
         return end
+
+
+def _check_link(name: str, bytes_per_s: float, latency_s: float) -> None:
+    if not (bytes_per_s > 0 and math.isfinite(bytes_per_s)):
+        raise ValueError(f"link {name}: bytes_per_s={bytes_per_s!r} must be a finite number > 0")
+    if not (latency_s >= 0 and math.isfinite(latency_s)):
+        raise ValueError(f"link {name}: latency_s={latency_s!r} must be a finite number >= 0")
 
 
 class Link(Stream):
@@ -133,14 +148,15 @@ class Link(Stream):
 
     def __init__(self, engine: Engine, name: str, bytes_per_s: float, latency_s: float = 0.0) -> None:
         super().__init__(engine, name)
-        if not bytes_per_s > 0:
-            raise ValueError(f"link {name}: bytes_per_s={bytes_per_s!r} must be > 0")
+        _check_link(name, bytes_per_s, latency_s)
         self.bytes_per_s, self.latency_s = bytes_per_s, latency_s
         self.bytes_moved = 0.0
 
     def send(self, nbytes: float, callback: Callback, arg: Any = None, label: str = "",
              priority: int = 0) -> float:
         """Send ``nbytes``; ``callback(arg)`` runs on arrival. Returns the arrival time (Hockney 1994)."""
+        if not nbytes >= 0:
+            raise ValueError(f"{self.name}: nbytes={nbytes!r} must be >= 0")
         eng = self.engine
         start = eng.now_s if eng.now_s > self.free_at_s else self.free_at_s
         wire = nbytes / self.bytes_per_s
@@ -166,8 +182,7 @@ class SharedLink:
                  "engine", "latency_s", "max_concurrent", "name")
 
     def __init__(self, engine: Engine, name: str, bytes_per_s: float, latency_s: float = 0.0) -> None:
-        if not bytes_per_s > 0:
-            raise ValueError(f"link {name}: bytes_per_s={bytes_per_s!r} must be > 0")
+        _check_link(name, bytes_per_s, latency_s)
         self.engine, self.name = engine, name
         self.bytes_per_s, self.latency_s = bytes_per_s, latency_s
         self._flows: list[tuple[float, int, float, Callback, Any, str]] = []
@@ -201,6 +216,8 @@ class SharedLink:
 
     def send(self, nbytes: float, callback: Callback, arg: Any = None, label: str = "") -> None:
         """Start a transfer now; ``callback(arg)`` runs when its last byte arrives (+ latency)."""
+        if not nbytes >= 0:
+            raise ValueError(f"{self.name}: nbytes={nbytes!r} must be >= 0")
         self._advance()
         flow = (self._v + nbytes, next(self._seq), self.engine.now_s, callback, arg, label)
         heapq.heappush(self._flows, flow)

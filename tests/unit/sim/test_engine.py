@@ -106,3 +106,39 @@ def test_trace_exports_one_track_per_device_and_link(tmp_path) -> None:
     assert threads == {"gpu0", "gpu0.egress"} and procs == {"device", "link"}
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert [(e["name"], e["ts"], e["dur"]) for e in spans] == [("fwd", 0.0, 1000.0), ("act", 0.0, 1000.0)]
+
+
+def test_a_negative_or_nan_delay_is_refused() -> None:
+    """Issue 16 item 13 (SimPy: "Negative delay"): after(-3) used to run an event at t = -2."""
+    eng = Engine()
+    eng.at(1.0, lambda _: None)
+    eng.run()
+    for delay in (-3.0, float("nan")):
+        with pytest.raises(EventError, match="must be >= 0"):
+            eng.after(delay, lambda _: None)
+    with pytest.raises(EventError, match="before now"):
+        eng.at(float("nan"), lambda _: None)
+    assert eng.pending == 0
+
+
+def test_run_until_never_moves_the_clock_back() -> None:
+    eng = Engine()
+    eng.at(5.0, lambda _: None)
+    assert eng.run() == 5.0
+    with pytest.raises(EventError, match="time never runs backward"):
+        eng.run(until_s=1.0)
+    assert eng.now_s == 5.0 and eng.run(until_s=5.0) == 5.0
+
+
+def test_streams_and_links_schedule_through_the_engine() -> None:
+    eng = Engine()
+    seen: list[float] = []
+    Stream(eng, "s").submit(2.0, lambda _: seen.append(eng.now_s))
+    with pytest.raises(ValueError, match="latency_s"):
+        Link(eng, "l", 1e9, latency_s=-1.0)
+    with pytest.raises(ValueError, match="nbytes"):
+        SharedLink(eng, "w", 1e9).send(-5.0, lambda _: None)
+    with pytest.raises(ValueError, match="duration_s"):
+        Stream(eng, "t").submit(float("nan"), lambda _: None)
+    eng.run()
+    assert seen == [2.0]
