@@ -37,9 +37,8 @@ class Setting:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Evaluated:
-    """Arrays over candidates: memory by side and the step."""
+    """Arrays over candidates: host memory (the tie-break) and the step."""
 
-    device_bytes: FloatArray
     host_bytes: FloatArray
     round_s: FloatArray
     optimizer_s: FloatArray
@@ -103,9 +102,8 @@ def optimizer_s(st: Setting, r: FloatArray, last_backward_s: FloatArray) -> Floa
     return np.maximum(0.0, cpu - last_backward_s) + upload
 
 
-def evaluate(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray, n_in: FloatArray,
-             n_att: FloatArray, n_full: FloatArray) -> Evaluated:
-    """Memory and time of every candidate (arrays broadcast together)."""
+def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_full: FloatArray) -> Evaluated:
+    """Host memory and time of every candidate (arrays broadcast together); device memory: device_parts."""
     cc, beta = st.cc, st.beta_bytes_per_s
     L, n = cc.num_layers, cc.chunks_per_round
     p, w, g = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param
@@ -132,10 +130,9 @@ def evaluate(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray, n
     h2d = streamed * (h2d_f + h2d_b) + r * acts / beta
     d2h = streamed * (d2h_f + d2h_b) + r * acts / beta
     opt = optimizer_s(st, r, L * cb)
-    dev = sum(device_parts(st, r, k, dev_slots).values())
     host = sum(host_parts(st, r, n_in, n_att, n_full).values())
     zero = 0.0 * round_s
-    return Evaluated(device_bytes=np.asarray(dev, dtype=np.float64), host_bytes=np.asarray(host, dtype=np.float64),
+    return Evaluated(host_bytes=np.asarray(host, dtype=np.float64),
                      round_s=round_s, optimizer_s=opt, compute_s=compute + zero, h2d_s=h2d, d2h_s=d2h,
                      exposed_s=round_s - compute, recompute_s=rec + zero, recompute_flop=rec_flop + zero)
 
@@ -145,5 +142,9 @@ def rounds_for(round_s: FloatArray, opt_s: FloatArray, share: float) -> FloatArr
     return np.maximum(1.0, np.ceil(opt_s / (share * round_s) - 1e-9))
 
 
-def tokens_per_s(st: Setting, ev: Evaluated, rounds: FloatArray) -> FloatArray:
-    return rounds * st.cc.tokens_per_round / (rounds * ev.round_s + ev.optimizer_s)
+def steady_tokens_per_s(st: Setting, ev: Evaluated, share: float) -> FloatArray:
+    """Tokens/s with the optimizer amortised over the rounds of the batch rule taken as a real number: the
+    optimizer adds min(its time, share x round) per round. A whole number of rounds gives within share/rounds
+    of this; taking it continuous keeps the prediction monotonic in memory and bandwidth (a faster link can
+    otherwise lower the rounds and so the amortisation)."""
+    return st.cc.tokens_per_round / (ev.round_s + np.minimum(ev.optimizer_s, share * ev.round_s))

@@ -18,15 +18,25 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 from greentrain import units
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
+from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, offload_constants, pytorch_profile
 from greentrain.offload.costs import ChunkCosts, chunk_costs
-from greentrain.offload.model import FloatArray, Setting, device_parts, evaluate, host_parts, rounds_for
+from greentrain.offload.model import (
+    FloatArray,
+    Setting,
+    device_parts,
+    evaluate,
+    host_parts,
+    rounds_for,
+    steady_tokens_per_s,
+)
 from greentrain.scenario import Scenario
 
 
@@ -77,7 +87,7 @@ class OffloadPlan:
     tokens_per_step: int
     step_time_s: float
     optimizer_time_s: float
-    tokens_per_s: float
+    tokens_per_s: float  # steady state (model.steady_tokens_per_s): within share/rounds of tokens_per_step/step
     mfu: float
     hfu: float
     recompute_fraction: float  # recomputed FLOPs / hardware FLOPs
@@ -91,7 +101,12 @@ class OffloadPlan:
 
 
 def scenario_hash(sc: Scenario, micro_batch: int) -> str:
-    key = f"{sc.model.to_dict()}|{sc.workload.seq_len}|{micro_batch}|{sc.workload.precision}"
+    return _hash(sc.model, sc.workload.seq_len, micro_batch, sc.workload.precision)
+
+
+@cache
+def _hash(model: TransformerSpec, seq_len: int, micro_batch: int, precision: str) -> str:
+    key = f"{model.to_dict()}|{seq_len}|{micro_batch}|{precision}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -139,6 +154,9 @@ def _segment_grid(lo: FloatArray, hi: FloatArray, points: int) -> FloatArray:
     return np.round(lo[:, None] + (hi - lo)[:, None] * t)
 
 
+GRID_POINTS = 17  # per upgrade stage; then every integer within one grid step of the best point
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Candidates:
     r: FloatArray
@@ -149,10 +167,8 @@ class _Candidates:
 
 def _score(st: Setting, cand: _Candidates, k: int, share: float) -> tuple[FloatArray, FloatArray, FloatArray]:
     n_in, n_att, n_full = _levels(st.cc, cand.home, cand.u)
-    ev = evaluate(st, cand.r, np.float64(k) + 0 * cand.r, cand.dev, n_in, n_att, n_full)
-    rounds = rounds_for(ev.round_s, ev.optimizer_s, share)
-    tps = rounds * st.cc.tokens_per_round / (rounds * ev.round_s + ev.optimizer_s)
-    return tps, ev.h2d_s + ev.d2h_s, ev.host_bytes
+    ev = evaluate(st, cand.r, n_in, n_att, n_full)
+    return steady_tokens_per_s(st, ev, share), ev.h2d_s + ev.d2h_s, ev.host_bytes
 
 
 def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share: float) -> _Candidates | None:
@@ -175,21 +191,24 @@ def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share
     if not policy.downgrade:
         best = _best(st, _Candidates(r=r, dev=dev, u=umax, home=home), k, share)
         return best
-    grids = []
-    for lo, hi in ((0 * umax, np.minimum(umax, home)), (np.minimum(umax, home), umax)):
-        g = _segment_grid(lo, hi, 33)
-        step = np.ceil((hi - lo) / 32)[:, None]
-        rows = _Candidates(r=np.repeat(r, g.shape[1]), dev=np.repeat(dev, g.shape[1]), u=g.ravel(),
-                           home=np.repeat(home, g.shape[1]))
-        tps = _score(st, rows, k, share)[0].reshape(g.shape)
-        center = g[np.arange(len(r)), np.argmax(tps, axis=1)][:, None]
-        fine = np.clip(center + np.clip(np.arange(-32, 33)[None, :], -step, step), lo[:, None], hi[:, None])
-        grids.append(np.concatenate([g, fine], axis=1))
-    allu = np.concatenate(grids, axis=1)
-    width = allu.shape[1]
-    rows = _Candidates(r=np.repeat(r, width), dev=np.repeat(dev, width), u=allu.ravel(),
-                       home=np.repeat(home, width))
-    return _best(st, rows, k, share)
+    segments = ((0 * umax, np.minimum(umax, home)), (np.minimum(umax, home), umax))
+    coarse = np.concatenate([_segment_grid(lo, hi, GRID_POINTS) for lo, hi in segments], axis=1)
+    tps = _score(st, _rows(r, dev, home, coarse), k, share)[0].reshape(coarse.shape)
+    fine = []
+    for i, (lo, hi) in enumerate(segments):  # around each segment's best grid point: one grid step each way
+        part = slice(i * GRID_POINTS, (i + 1) * GRID_POINTS)
+        center = coarse[:, part][np.arange(len(r)), np.argmax(tps[:, part], axis=1)][:, None]
+        step = np.ceil((hi - lo) / (GRID_POINTS - 1))[:, None]
+        reach = int(step.max())
+        window = np.arange(-reach, reach + 1)[None, :]
+        fine.append(np.clip(center + np.clip(window, -step, step), lo[:, None], hi[:, None]))
+    return _best(st, _rows(r, dev, home, np.concatenate(fine, axis=1)), k, share)
+
+
+def _rows(r: FloatArray, dev: FloatArray, home: FloatArray, u: FloatArray) -> _Candidates:
+    """One candidate per (row, column) of ``u``: rows are resident-layer choices, columns upgrade counts."""
+    width = u.shape[1]
+    return _Candidates(r=np.repeat(r, width), dev=np.repeat(dev, width), u=u.ravel(), home=np.repeat(home, width))
 
 
 def _best(st: Setting, cand: _Candidates, k: int, share: float) -> _Candidates:
@@ -274,7 +293,7 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
               share: float) -> OffloadPlan:
     cc = st.cc
     n_in, n_att, n_full = _levels(cc, best.home, best.u)
-    ev = evaluate(st, best.r, best.r * 0 + k, best.dev, n_in, n_att, n_full)
+    ev = evaluate(st, best.r, n_in, n_att, n_full)
     rounds = float(rounds_for(ev.round_s, ev.optimizer_s, share)[0])
     step = rounds * float(ev.round_s[0]) + float(ev.optimizer_s[0])
     peak = sc.cluster.chip.peak_flop_per_s(sc.workload.precision)
@@ -306,7 +325,7 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
                              d2h_bytes=acts + g_bytes, exposed_s=float(ev.exposed_s[0])),
         chunk_tokens=cc.chunk_tokens, chunks_per_round=cc.chunks_per_round, num_rounds=int(rounds),
         tokens_per_step=int(rounds * cc.tokens_per_round), step_time_s=step, optimizer_time_s=opt,
-        tokens_per_s=rounds * cc.tokens_per_round / step, mfu=model_flop / (step * peak),
+        tokens_per_s=float(steady_tokens_per_s(st, ev, share)[0]), mfu=model_flop / (step * peak),
         hfu=(model_flop + rec_flop) / (step * peak),
         recompute_fraction=rec_flop / (model_flop + rec_flop), bound=bound,
         minimum_device_bytes=sum(v for v in mins[0].values()), minimum_host_bytes=sum(v for v in mins[1].values()),

@@ -81,7 +81,7 @@ def test_every_plan_fits_its_caps(name: str, model: str, seq: int, dev: float, h
     assert p.host.total_bytes <= p.caps.host_bytes
     assert sum(p.slots().values()) == p.chunks_per_round * (16 if "1b" in model else 32)
     assert 0 < p.mfu <= p.hfu < 1
-    assert p.tokens_per_s == pytest.approx(p.tokens_per_step / p.step_time_s)
+    assert p.tokens_per_s == pytest.approx(p.tokens_per_step / p.step_time_s, rel=0.01 / p.num_rounds + 1e-9)
 
 
 def test_no_offload_caps_reproduce_estimate_step() -> None:
@@ -99,7 +99,8 @@ def test_no_offload_caps_reproduce_estimate_step() -> None:
 
 
 def test_planner_imports_no_torch() -> None:
-    code = ("import sys; import greentrain.offload.plan, greentrain.offload.calibrate; "
+    code = ("import sys; import greentrain.offload.plan, greentrain.offload.grid, greentrain.offload.render, "
+            "greentrain.cli.offload; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

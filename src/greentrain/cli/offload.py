@@ -1,0 +1,237 @@
+"""`greentrain offload plan|heatmap|train`: training under host- and device-memory caps (seed 002).
+
+plan     what lives where, per-layer times and the bound, for one model, chip, sequence length and caps
+heatmap  the planner over model x chip x sequence length x device cap x host cap (PNG and/or JSON)
+train    run the PyTorch executor for a few steps under the caps (the seed's argument order:
+         HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B), next to the planner's prediction
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import TYPE_CHECKING
+
+from greentrain.config import split_list
+from greentrain.errors import ConfigError
+from greentrain.offload.config import PROFILES
+
+if TYPE_CHECKING:
+    from greentrain.offload.config import OffloadPolicy
+    from greentrain.scenario import Scenario
+
+SEED_MODELS = {"1": "llama3.2-1b", "8": "llama3-8b"}  # ml_dataflow's MODEL_B argument
+
+
+def _model(name: str) -> str:
+    return SEED_MODELS.get(name.strip(), name.strip())
+
+
+def _numbers(text: str, field: str) -> list[float]:
+    """``16,24,32`` or ``16:80:8`` (start:stop:step, stop included)."""
+    if ":" in text:
+        parts = text.split(":")
+        try:
+            lo, hi, step = (float(p) for p in parts) if len(parts) == 3 else (float("nan"),) * 3
+        except ValueError:
+            raise ConfigError(field, text, "must be start:stop:step numbers") from None
+        if not all(math.isfinite(x) for x in (lo, hi, step)) or step <= 0:
+            raise ConfigError(field, text, "must be start:stop:step with finite numbers and step > 0")
+        if hi < lo:
+            raise ConfigError(field, text, "is reversed: stop must be >= start")
+        n = math.floor((hi - lo) / step + 1e-9) + 1
+        if n > 10_000:
+            raise ConfigError(field, text, "has more than 10,000 values")
+        return [round(lo + i * step, 9) for i in range(n)]
+    out = []
+    for item in split_list(text, field):
+        try:
+            out.append(float(item))
+        except ValueError:
+            raise ConfigError(field, item, "must be a number") from None
+    return out
+
+
+def _ints(text: str, field: str) -> list[int]:
+    vals = _numbers(text, field)
+    for v in vals:
+        if not v.is_integer() or v < 1:
+            raise ConfigError(field, v, "must be a whole number >= 1")
+    return [int(v) for v in vals]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chip", default="h100-sxm", help="catalog chip(s) (default h100-sxm)")
+    p.add_argument("--framework", choices=PROFILES, default="pytorch",
+                   help="pytorch: greentrain's executor; ml_dataflow: the seed system's own order (default pytorch)")
+    p.add_argument("--host-link", default="", help="host link name from links.yaml (default: the chip's)")
+    p.add_argument("--no-downgrade", action="store_true",
+                   help="keep every host upgrade even where the link is slower than the recompute it saves")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="{plan,heatmap,train}")
+    pl = sub.add_parser("plan", help="placement, per-layer times and bound for one cell")
+    pl.add_argument("--model", required=True, help="preset, model file, or 1 / 8 (Llama 3.2 1B / Llama 3 8B)")
+    pl.add_argument("--seq-len", "--seq", dest="seq_len", required=True, help="tokens per sequence")
+    pl.add_argument("--device-gib", required=True, help="device memory cap, GiB")
+    pl.add_argument("--host-gib", required=True, help="host memory cap, GiB")
+    _common(pl)
+    hm = sub.add_parser("heatmap", help="the planner over a grid; PNG panels and/or JSON")
+    hm.add_argument("--model", required=True, help="comma list of models")
+    hm.add_argument("--seq-len", "--seq", dest="seq_len", required=True, help="comma list or start:stop:step")
+    hm.add_argument("--device-gib", required=True, help="comma list or start:stop:step, GiB")
+    hm.add_argument("--host-gib", required=True, help="comma list or start:stop:step, GiB")
+    hm.add_argument("--metric", default="tokens_per_s",
+                    choices=("tokens_per_s", "mfu", "step_time_s", "joules_per_token", "kg_co2e_per_mtok"))
+    hm.add_argument("-o", "--output", help="heatmap image (PNG, PDF or SVG)")
+    hm.add_argument("--measured", help="recorded sweep CSV (ml_dataflow columns) to overlay, with the error")
+    _common(hm)
+    tr = sub.add_parser("train", help="train a llama under the caps with the PyTorch executor")
+    tr.add_argument("caps", nargs="*", metavar="HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B",
+                    help="the seed's order (transformerDemo 80 20 16384 1); or the flags below")
+    tr.add_argument("--host-gib")
+    tr.add_argument("--device-gib")
+    tr.add_argument("--seq-len")
+    tr.add_argument("--model", help="preset, model file, 1 / 8, or tiny (a 4-layer llama for CPU)")
+    tr.add_argument("--steps", default="3", help="optimizer steps (default 3)")
+    tr.add_argument("--micro-batches", default="2", help="micro-batches per step (default 2)")
+    tr.add_argument("--device", default="auto", help="cuda, cpu (the device is emulated by byte accounting) or auto")
+    tr.add_argument("--seed", default="0")
+    _common(tr)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "plan":
+        return _plan(args)
+    if args.action == "heatmap":
+        return _heatmap(args)
+    return _train(args)
+
+
+def _policy(args: argparse.Namespace) -> OffloadPolicy:
+    from greentrain.offload.config import OffloadPolicy
+
+    return OffloadPolicy(downgrade=not args.no_downgrade)
+
+
+def _scenario(model: str, chip: str, seq_len: int, host_link: str) -> Scenario:
+    from greentrain.scenario import scenario_from_dict
+
+    cluster = {"chip": chip, "num_chips": 1} | ({"host_link": host_link} if host_link else {})
+    return scenario_from_dict({"model": model, "cluster": cluster,
+                               "workload": {"seq_len": seq_len, "global_batch_size": 1}})
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from greentrain.offload.config import OffloadCaps, get_profile
+    from greentrain.offload.plan import plan_offload
+    from greentrain.offload.render import plan_to_dict, render_plan
+
+    seq = _int_one(args.seq_len, "offload.seq_len")
+    caps = OffloadCaps.from_gib(_one(args.device_gib, "offload.device_gib"), _one(args.host_gib, "offload.host_gib"))
+    sc = _scenario(_model(args.model), args.chip, seq, args.host_link)
+    plan = plan_offload(sc, caps, _policy(args), get_profile(args.framework))
+    if args.json:
+        print(json.dumps(plan_to_dict(plan), indent=2))
+    else:
+        render_plan(plan, Console())
+    return 0
+
+
+def _int_one(text: str, field: str) -> int:
+    vals = _ints(text, field)
+    if len(vals) != 1:
+        raise ConfigError(field, text, "must be one whole number")
+    return vals[0]
+
+
+def _one(text: str, field: str) -> float:
+    vals = _numbers(text, field)
+    if len(vals) != 1:
+        raise ConfigError(field, text, "must be one number")
+    return vals[0]
+
+
+def _heatmap(args: argparse.Namespace) -> int:
+    from greentrain.offload.grid import check_grid, offload_grid
+
+    models = [_model(m) for m in split_list(args.model, "offload.model")]
+    chips = split_list(args.chip, "offload.chip")
+    seqs = _ints(args.seq_len, "offload.seq_len")
+    devs = _numbers(args.device_gib, "offload.device_gib")
+    hosts = _numbers(args.host_gib, "offload.host_gib")
+    check_grid(models, chips, seqs, devs, hosts)
+    if args.output:
+        from greentrain.plotting import check_plot_path
+
+        check_plot_path(args.output, "--output")
+    measured = None
+    if args.measured:
+        from greentrain.offload.calibrate import read_recorded
+
+        measured = read_recorded(args.measured)
+    if not args.output and not args.json:
+        raise ConfigError("--output", None, "give -o FILE.png and/or --json")
+    from greentrain.offload.config import get_profile
+
+    if args.host_link:
+        raise ConfigError("--host-link", args.host_link, "is taken from the chip's catalog entry in a heatmap")
+    cells = offload_grid(models, chips, seqs, devs, hosts, get_profile(args.framework), _policy(args))
+    if measured is not None:
+        from greentrain.offload.grid import attach_measured
+
+        cells = attach_measured(cells, measured)
+    if args.output:
+        from greentrain.offload.render import write_heatmap
+
+        path = write_heatmap(cells, args.metric, args.output, args.framework)
+        if not args.json:
+            print(f"wrote {path} ({len(cells)} cells, {sum(c.fits for c in cells)} fit)")
+    if args.json:
+        json.dump({"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]},
+                  sys.stdout, indent=1)
+        print()
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    pos = list(args.caps)
+    if pos and len(pos) != 4:
+        raise ConfigError("offload.train", " ".join(pos), "takes HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B (four values)")
+    host = pos[0] if pos else args.host_gib
+    dev = pos[1] if pos else args.device_gib
+    seq = pos[2] if pos else args.seq_len
+    model = pos[3] if pos else args.model
+    for field, v in (("offload.host_gib", host), ("offload.device_gib", dev), ("offload.seq_len", seq),
+                     ("offload.model", model)):
+        if v is None:
+            raise ConfigError(field, None, "is required (positional or flag)")
+    from greentrain.offload.config import OffloadCaps
+
+    caps = OffloadCaps.from_gib(_one(str(dev), "offload.device_gib"), _one(str(host), "offload.host_gib"))
+    seq_len = _int_one(str(seq), "offload.seq_len")
+    steps = _int_one(args.steps, "offload.steps")
+    micro = _int_one(args.micro_batches, "offload.micro_batches")
+    try:
+        seed = int(args.seed)
+    except ValueError:
+        raise ConfigError("offload.seed", args.seed, "must be a whole number") from None
+    if args.device not in ("auto", "cpu", "cuda"):
+        raise ConfigError("offload.device", args.device, "must be auto, cpu or cuda")
+    from greentrain.offload.launch import train_command
+
+    result = train_command(model=_model(str(model)), caps=caps, seq_len=seq_len, steps=steps, micro_batches=micro,
+                           device=args.device, seed=seed, chip=args.chip, framework=args.framework)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        from greentrain.offload.launch import render_train
+
+        render_train(result)
+    return 0

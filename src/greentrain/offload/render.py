@@ -1,0 +1,132 @@
+"""Output of the offload planner: a plan as JSON or a Rich table, a grid as heatmap panels (matplotlib)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from greentrain import units
+from greentrain.offload.grid import GridCell
+from greentrain.offload.plan import OffloadPlan
+from greentrain.plotting import pyplot, save_figure
+
+LABELS = {"tokens_per_s": "tokens/s", "mfu": "MFU", "step_time_s": "step time (s)",
+          "joules_per_token": "J per token", "kg_co2e_per_mtok": "kg CO2e per M tokens"}
+
+
+def plan_to_dict(plan: OffloadPlan) -> dict[str, Any]:
+    gib = units.bytes_to_gib
+    return {
+        "framework": plan.framework, "model": plan.model, "chip": plan.chip, "seq_len": plan.seq_len,
+        "device_gib": gib(plan.caps.device_bytes), "host_gib": gib(plan.caps.host_bytes),
+        "tokens_per_s": plan.tokens_per_s, "step_time_s": plan.step_time_s, "mfu": plan.mfu, "hfu": plan.hfu,
+        "recompute_fraction": plan.recompute_fraction, "bound": plan.bound, "num_rounds": plan.num_rounds,
+        "tokens_per_step": plan.tokens_per_step, "chunk_tokens": plan.chunk_tokens,
+        "chunks_per_round": plan.chunks_per_round, "resident_layers": plan.resident_layers,
+        "prefetch_depth": plan.prefetch_depth, "activation_slots": plan.slots(), "optimizer_on": plan.optimizer_on,
+        "optimizer_time_s": plan.optimizer_time_s,
+        "device_memory_gib": {k: gib(v) for k, v in plan.device.parts} | {"total": gib(plan.device.total_bytes)},
+        "host_memory_gib": {k: gib(v) for k, v in plan.host.parts} | {"total": gib(plan.host.total_bytes)},
+        "per_layer": {"fwd_s": plan.per_layer.fwd_s, "bwd_s": plan.per_layer.bwd_s,
+                      "recompute_s": plan.per_layer.recompute_s, "h2d_bytes": plan.per_layer.h2d_bytes,
+                      "d2h_bytes": plan.per_layer.d2h_bytes, "exposed_s_per_round": plan.per_layer.exposed_s},
+        "minimum_device_gib": gib(plan.minimum_device_bytes), "minimum_host_gib": gib(plan.minimum_host_bytes),
+        "needs_sequence_chunking": plan.needs_sequence_chunking, "scenario_hash": plan.scenario_hash,
+    }
+
+
+def render_plan(plan: OffloadPlan, console: Console) -> None:
+    gib = units.bytes_to_gib
+    console.print(f"[bold]{plan.model}[/bold] on {plan.chip}, {plan.seq_len:,} tokens per sequence, device "
+                  f"{gib(plan.caps.device_bytes):g} GiB / host {gib(plan.caps.host_bytes):g} GiB "
+                  f"({plan.framework} profile)")
+    t = Table(title="where the state lives (GiB)")
+    t.add_column("category")
+    t.add_column("device", justify="right")
+    t.add_column("host", justify="right")
+    dev, host = plan.device.as_dict(), plan.host.as_dict()
+    for name in list(dev) + [n for n in host if n not in dev]:
+        t.add_row(name.replace("_", " "), f"{gib(dev[name]):.2f}" if name in dev else "",
+                  f"{gib(host[name]):.2f}" if name in host else "")
+    t.add_row("[bold]total[/bold]", f"{gib(plan.device.total_bytes):.2f}", f"{gib(plan.host.total_bytes):.2f}")
+    console.print(t)
+    s = plan.slots()
+    console.print(f"resident layers {plan.resident_layers}, prefetch depth {plan.prefetch_depth}; activation slots "
+                  f"(layer x chunk): device {s['device']}, host input {s['input']}, attention {s['attention']}, "
+                  f"full {s['full']}; optimizer {plan.optimizer_on}")
+    lt = plan.per_layer
+    p = Table(title=f"one streamed layer, one round ({plan.chunks_per_round} x {plan.chunk_tokens:,} tokens)")
+    for col in ("forward", "backward", "recompute", "host->device", "device->host"):
+        p.add_column(col, justify="right")
+    p.add_row(f"{lt.fwd_s * 1e3:.2f} ms", f"{lt.bwd_s * 1e3:.2f} ms", f"{lt.recompute_s * 1e3:.2f} ms",
+              f"{lt.h2d_bytes / 1e6:,.0f} MB", f"{lt.d2h_bytes / 1e6:,.0f} MB")
+    console.print(p)
+    console.print(f"step {plan.step_time_s:.2f} s ({plan.num_rounds} rounds, {plan.tokens_per_step:,} tokens, "
+                  f"optimizer {plan.optimizer_time_s:.3f} s): [bold]{plan.tokens_per_s:,.0f} tokens/s[/bold], MFU "
+                  f"{plan.mfu:.3f}, HFU {plan.hfu:.3f}, recompute {plan.recompute_fraction:.1%} of FLOPs; bound: "
+                  f"{plan.bound}; exposed transfer {lt.exposed_s * plan.num_rounds:.2f} s per step")
+
+
+def _panel_keys(cells: Sequence[GridCell]) -> list[tuple[str, str, int]]:
+    keys: list[tuple[str, str, int]] = []
+    for c in cells:
+        if (c.model, c.chip, c.seq_len) not in keys:
+            keys.append((c.model, c.chip, c.seq_len))
+    return keys
+
+
+def _draw(ax: Any, cells: list[GridCell], devs: list[float], hosts: list[float], value: Any, cmap: str,
+          fmt: str) -> Any:
+    import numpy as np
+
+    grid = np.full((len(hosts), len(devs)), math.nan)
+    for c in cells:
+        grid[hosts.index(c.host_gib), devs.index(c.device_gib)] = value(c)
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap)
+    small = len(devs) * len(hosts) <= 200
+    for c in cells:
+        i, j = hosts.index(c.host_gib), devs.index(c.device_gib)
+        v = value(c)
+        if not c.fits:
+            ax.text(j, i, "OOM", ha="center", va="center", fontsize=6, color="black")
+        elif small and v == v:
+            text = f"{v / 1e3:.1f}k" if abs(v) >= 1e3 else format(v, fmt)
+            ax.text(j, i, text, ha="center", va="center", fontsize=5, color="white")
+    ax.set_xticks(range(len(devs)), [f"{d:g}" for d in devs], fontsize=6)
+    ax.set_yticks(range(len(hosts)), [f"{h:g}" for h in hosts], fontsize=6)
+    ax.set_xlabel("device GiB")
+    ax.set_ylabel("host GiB")
+    return im
+
+
+def write_heatmap(cells: Sequence[GridCell], metric: str, path: str | Path, framework: str) -> Path:
+    """One panel per (model, chip, sequence length): x device GiB, y host GiB, the metric as colour, "OOM" where
+    the plan does not fit; with measured cells a second row shows the error (predicted / measured - 1)."""
+    keys = _panel_keys(cells)
+    measured = any(c.measured_tokens_per_s is not None for c in cells)
+    plt = pyplot()
+    rows = 2 if measured else 1
+    fig, axes = plt.subplots(rows, len(keys), figsize=(4.2 * len(keys), 3.6 * rows), squeeze=False)
+    for col, key in enumerate(keys):
+        sub = [c for c in cells if (c.model, c.chip, c.seq_len) == key]
+        devs = sorted({c.device_gib for c in sub})
+        hosts = sorted({c.host_gib for c in sub})
+        ax = axes[0][col]
+        im = _draw(ax, sub, devs, hosts, lambda c: c.metric(metric), "viridis", ".3g")
+        fig.colorbar(im, ax=ax, label=LABELS[metric])
+        ax.set_title(f"{key[0]}, {key[1]}, seq {key[2]:,}", fontsize=8)
+        if measured:
+            ax2 = axes[1][col]
+            im2 = _draw(ax2, sub, devs, hosts, lambda c: 100 * c.error if c.error is not None else math.nan,
+                        "coolwarm", "+.0f")
+            im2.set_clim(-30, 30)
+            fig.colorbar(im2, ax=ax2, label="tokens/s error vs measured (%)")
+            ax2.set_title("predicted / measured - 1", fontsize=8)
+    fig.suptitle(f"offload planner ({framework} profile): {LABELS[metric]}", fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path, flag="--output")
