@@ -40,7 +40,39 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # what the same shape gives with an untied output layer. Tolerance widened to 5 % for that reason.
     "t5-large": (770e6, 0.05, "Raffel et al. 2020, §3.7: 770M"),
     "pegasus-large": (568e6, 0.01, "Zhang et al. 2020, §6: 568M"),
+    # 2024-2026 models: each figure is the one its report or model card prints (see the preset's comments).
+    "deepseek-v3": (671e9, 0.001, "DeepSeek-AI 2024, arXiv 2412.19437, abstract: 671B"),
+    "qwen3-235b-a22b": (235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B"),
+    "qwen3-30b-a3b": (30.5e9, 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B"),
+    "qwen3-8b": (8.2e9, 0.005, "Qwen/Qwen3-8B model card: 8.2B"),
+    "gpt-oss-120b": (116.83e9, 0.001, "gpt-oss model card, Table 1: 116.83B"),
+    "gpt-oss-20b": (20.91e9, 0.001, "gpt-oss model card, Table 1: 20.91B"),
+    "mixtral-8x22b": (141e9, 0.005, "Mistral AI 2024-04-17: 141B"),
+    "nemotron-4-340b": (341.0e9, 0.001, "NVIDIA 2024, arXiv 2406.11704, §2.2: 9.4B + 331.6B"),
+    "gemma3-27b": (27.016e9, 0.005, "Gemma Team 2025, Table 1: 1,416M embedding + 25,600M non-embedding"),
+    "olmo2-32b": (32.2e9, 0.005, "allenai/OLMo-2-0325-32B model card: 32B"),
+    "jamba-1.5-large": (398e9, 0.005, "AI21 2024, arXiv 2408.12570, §2: 398B"),
 }
+
+# preset -> (published active parameters per token, tolerance, counted with the embedding lookup?, source)
+PUBLISHED_ACTIVE: dict[str, tuple[float, float, bool, str]] = {
+    "mixtral-8x7b": (13e9, 0.02, True, "Jiang et al. 2024, §1: 13B (whole billions)"),
+    "mixtral-8x22b": (39e9, 0.005, True, "Mistral AI 2024-04-17: 39B"),
+    "deepseek-v3": (37e9, 0.015, False, "DeepSeek-AI 2024, abstract: 37B (whole billions)"),
+    "qwen3-235b-a22b": (22e9, 0.01, True, "Qwen/Qwen3-235B-A22B model card: 22B"),
+    "qwen3-30b-a3b": (3.3e9, 0.02, True, "Qwen/Qwen3-30B-A3B model card: 3.3B"),
+    "gpt-oss-120b": (5.13e9, 0.002, False, "gpt-oss model card, Table 1: 5.13B"),
+    "gpt-oss-20b": (3.61e9, 0.002, False, "gpt-oss model card, Table 1: 3.61B"),
+    "jamba-1.5-large": (94e9, 0.005, True, "AI21 2024, §2: 94B"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_ACTIVE))
+def test_preset_active_params_match_published(name: str) -> None:
+    published, tol, with_embedding, where = PUBLISHED_ACTIVE[name]
+    spec = load_preset(name)
+    active = spec.num_active_params() - (0 if with_embedding else spec.vocab_size * spec.hidden_size)
+    assert active == pytest.approx(published, rel=tol), f"{name}: {active:,} vs {where}"
 
 
 def test_every_required_preset_exists() -> None:
@@ -77,6 +109,17 @@ PRESET_FROM_CONFIG = {
     "bart-large": "bart-large.json",
     "t5-large": "t5-large.json",
     "pegasus-large": "pegasus-large.json",
+    "deepseek-v3": "deepseek-v3.json",
+    "qwen3-235b-a22b": "qwen3-235b-a22b.json",
+    "qwen3-30b-a3b": "qwen3-30b-a3b.json",
+    "qwen3-8b": "qwen3-8b.json",
+    "gpt-oss-120b": "gpt-oss-120b.json",
+    "gpt-oss-20b": "gpt-oss-20b.json",
+    "mixtral-8x22b": "mixtral-8x22b.json",
+    "nemotron-4-340b": "nemotron-4-340b.json",
+    "gemma3-27b": "gemma3-27b.json",
+    "olmo2-32b": "olmo2-32b.json",
+    "jamba-1.5-large": "jamba-1.5-large.json",
 }
 _IGNORED = {"name", "source"}
 
