@@ -182,7 +182,7 @@ class _Models:
         return self.cache[name]
 
 
-def _run(r: _Row, models: _Models) -> Run:
+def _run(r: _Row, models: _Models, links: tuple[str, str]) -> Run:
     for col in REQUIRED:
         if not r.text(col):
             raise r._fail(col, "", "is required")
@@ -193,7 +193,7 @@ def _run(r: _Row, models: _Models) -> Run:
     num_chips = r.integer("num_chips")
     cpn = r.integer("chips_per_node", min(chip.chips_per_node, num_chips))
     try:
-        cluster = build_cluster(chip, num_chips, cpn)
+        cluster = build_cluster(chip, num_chips, cpn, intra_node_link=links[0], inter_node_link=links[1])
         workload = Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
                             precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"))
     except ConfigError as e:
@@ -206,8 +206,10 @@ def _run(r: _Row, models: _Models) -> Run:
                measured=_measured(r))
 
 
-def read_runs(path: str | Path) -> tuple[Run, ...]:
-    """Every row of a runs CSV, checked; model files are relative to the CSV's folder."""
+def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: str = "") -> tuple[Run, ...]:
+    """Every row of a runs CSV, checked; model files are relative to the CSV's folder. The links (catalog
+    names) say what the runs' cluster had where it differs from the chip's catalog links (the runs schema has
+    no column for them)."""
     p = Path(path)
     text = read_text(p, field="runs")
     reader = csv.DictReader(text.splitlines())
@@ -222,7 +224,7 @@ def read_runs(path: str | Path) -> tuple[Run, ...]:
         if run_id in seen:
             raise ConfigError(f"runs[{run_id}].run_id", run_id, "must be unique")
         seen.add(run_id)
-        runs.append(_run(_Row(cells, run_id), models))
+        runs.append(_run(_Row(cells, run_id), models, (intra_node_link, inter_node_link)))
     if not runs:
         raise ConfigError("runs", str(p), "has no rows")
     return tuple(runs)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args, with_resolved_strategy
+from greentrain.cli.scenario_args import (
+    add_scenario_arguments,
+    profile_from_args,
+    scenario_from_args,
+    with_resolved_strategy,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,8 +22,9 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.estimate.run import estimate_run
     from greentrain.report.plan import plan_to_dict
 
+    profile = profile_from_args(args)
     sc, chosen = with_resolved_strategy(args, scenario_from_args(args))
-    result = estimate_run(sc, chosen=chosen)
+    result = estimate_run(sc, chosen=chosen, eff=profile.for_chip(sc.cluster.chip.name))
     if args.json:
         print(json.dumps(plan_to_dict(result), indent=2))
         return 0

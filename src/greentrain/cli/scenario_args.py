@@ -48,6 +48,12 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
     g.add_argument("--pue", type=finite_float, help="data-centre power usage effectiveness (>= 1)")
     g.add_argument("--electricity-usd-per-kwh", type=finite_float)
+    g = p.add_argument_group("prediction")
+    g.add_argument("--framework", default="megatron",
+                   help="training framework profile: megatron (default), megatron-overlap, nanotron, deepspeed, "
+                   "fsdp2, ddp (what overlaps, fixed costs; estimate/efficiency.yaml)")
+    g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
+                   help="constants fitted by `greentrain calibrate` on your own runs")
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
         for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
@@ -130,6 +136,7 @@ def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if TYPE_CHECKING:
+    from greentrain.estimate.efficiency import Profile
     from greentrain.search.space import SearchSpace
 
 # With these given the flags are a whole strategy (cp, vpp and ep default to 1, sp to tp > 1); fewer flags
@@ -188,6 +195,14 @@ def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int, whole: boo
     return dataclasses.replace(base, **kw)
 
 
+def profile_from_args(args: argparse.Namespace) -> Profile:
+    """The efficiency profile of --framework and --calibration (checked here, before any work)."""
+    from greentrain.estimate.efficiency import Profile
+
+    return Profile(framework=getattr(args, "framework", "megatron") or "megatron",
+                   calibration=getattr(args, "calibration", "") or "")
+
+
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:
     """``sc`` with its strategy: the given one, or the search's fastest (within the degrees the flags pin);
     True when the search chose it. When nothing fits the pins, the flags as a whole strategy (defaults for
@@ -199,7 +214,7 @@ def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scen
 
     pins = strategy_pins(args, sc)
     try:
-        return sc.with_strategy(best_strategy(sc, pins)), True
+        return sc.with_strategy(best_strategy(sc, pins, profile_from_args(args))), True
     except InfeasibleError:
         if pins is None:
             raise

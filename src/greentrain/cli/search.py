@@ -8,14 +8,17 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greentrain import units
 from greentrain.cli.argtypes import finite_float, positive_float
-from greentrain.cli.scenario_args import add_scenario_arguments, scenario_from_args
+from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
 from greentrain.scenario import Scenario
 from greentrain.search.engine import OBJECTIVES, Candidate, Constraints, SearchResult
+
+if TYPE_CHECKING:
+    from greentrain.estimate.efficiency import Profile
 
 
 def _count(text: str) -> int:
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.search.space import SearchSpace
 
     scs, sites = _scenarios(args)
+    profile = profile_from_args(args)
     space = SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
                         interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True))
     cons = Constraints(max_chips=args.max_chips or 0, memory_headroom=args.memory_headroom,
@@ -92,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total)
 
         result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, constraints=cons,
-                        progress=tick)
+                        progress=tick, profile=profile)
     if args.plot:
         from greentrain.search.plot import plot_search
 
         plot_search(result, args.plot)
     if args.json:
-        print(json.dumps(_to_dict(result, scs, sites), indent=2))
+        print(json.dumps(_to_dict(result, scs, sites, profile), indent=2))
         return 0
     from greentrain.report.console import stdout_console
     from greentrain.search.report import render_search
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any]) -> dict[str, Any]:
+def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any], profile: Profile) -> dict[str, Any]:
     """The search's counts, the ranked strategies with their full estimates (as `plan --json`), the front."""
     from greentrain.estimate.run import estimate_run
     from greentrain.report.plan import plan_to_dict
@@ -120,7 +124,7 @@ def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any]) -> dic
         sc = by_chip[c.chip]
         sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, num_chips=c.num_chips))
         sc = dataclasses.replace(sc, site=by_region[c.region]) if c.region in by_region else sc
-        return plan_to_dict(estimate_run(sc, c.strategy))
+        return plan_to_dict(estimate_run(sc, c.strategy, eff=profile.for_chip(sc.cluster.chip.name)))
 
     return {"objective": result.objective, "num_candidates": result.num_candidates,
             "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,

@@ -108,7 +108,7 @@ def _run_swarm(args: argparse.Namespace) -> int:
 
 
 def _run_step(args: argparse.Namespace) -> int:
-    from greentrain.cli.scenario_args import scenario_from_args, with_resolved_strategy
+    from greentrain.cli.scenario_args import profile_from_args, scenario_from_args, with_resolved_strategy
     from greentrain.sim.cluster import StepOptions, simulate_step
     from greentrain.sim.trace import Trace
 
@@ -116,7 +116,7 @@ def _run_step(args: argparse.Namespace) -> int:
     opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
                        bucket_mb=args.bucket_mb)
     trace = Trace() if (args.trace or args.gantt) else None
-    res = simulate_step(sc, opts, trace=trace)
+    res = simulate_step(sc, opts, trace=trace, eff=profile_from_args(args).for_chip(sc.cluster.chip.name))
     _write_outputs(args, trace, f"one step, {sc.model.name}")
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))

@@ -101,6 +101,13 @@ def collective_time(kind: Collective, group_size: int, payload_bytes: float, lin
                     time_s=steps * link.latency_s + sent / bw)
 
 
+def tree_latency_s(nodes: float, inter: Link) -> float:
+    """Latency of the across-node part of an all-reduce on NCCL's double binary tree: up and down log2(N)
+    network hops (NCCL src/graph/tuning.cc: tree all-reduce latency 2 x log2(nodes) x the network hop, against
+    2 (nodes - 1) hops for the ring; NCCL picks the faster, so latency grows with log2 of the node count)."""
+    return 2.0 * math.log2(max(nodes, 1.0)) * inter.latency_s
+
+
 def hierarchical_time(kind: Collective, group_size: int, ranks_per_node: int, payload_bytes: float,
                       intra: Link, inter: Link, intra_efficiency: float = 1.0,
                       inter_efficiency: float = 1.0) -> float:
@@ -120,7 +127,8 @@ def hierarchical_time(kind: Collective, group_size: int, ranks_per_node: int, pa
                                     efficiency=intra_efficiency).time_s
         outer = collective_time(Collective.ALL_REDUCE, nodes, payload_bytes / k, inter,
                                 efficiency=inter_efficiency).time_s
-        return inner + outer
+        ring_lat = 2 * (nodes - 1) * inter.latency_s
+        return inner + outer - ring_lat + min(ring_lat, tree_latency_s(nodes, inter))
     if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         inner = collective_time(kind, k, payload_bytes / nodes, intra, efficiency=intra_efficiency).time_s
         outer = collective_time(kind, nodes, payload_bytes / k, inter, efficiency=inter_efficiency).time_s
@@ -158,8 +166,11 @@ def hierarchical_time_array(kind: Collective, group_size: FloatArray, ranks_per_
     nodes = np.ceil(g / k)
     inside = _ring_time_array(kind, g, b, intra, intra_efficiency)
     if kind is Collective.ALL_REDUCE:
+        ring_lat = 2 * (nodes - 1) * inter.latency_s
+        tree_lat = 2.0 * np.log2(np.maximum(nodes, 1.0)) * inter.latency_s  # tree_latency_s
         across = (2 * _ring_time_array(Collective.REDUCE_SCATTER, k, b, intra, intra_efficiency)
-                  + _ring_time_array(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency))
+                  + _ring_time_array(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency)
+                  - np.where(nodes > 1, ring_lat - np.minimum(ring_lat, tree_lat), 0.0))
     elif kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         across = (_ring_time_array(kind, k, b / nodes, intra, intra_efficiency)
                   + _ring_time_array(kind, nodes, b / k, inter, inter_efficiency))

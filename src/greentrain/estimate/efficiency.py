@@ -25,8 +25,9 @@ from greentrain.errors import ConfigError, did_you_mean
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
-FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "dp_bucket_per_layer",
-                  "dp_overlap", "pipeline_balance", "zero_all_reduce", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
+FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s",
+                  "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
+                  "zero_shards_master", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 
@@ -52,6 +53,7 @@ class Efficiency:
     dp_bucket_per_layer: bool = False
     dp_overlap: bool = False
     pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
+    zero_shards_master: bool = True  # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
     fragmentation: float = 0.0
@@ -65,7 +67,8 @@ class Efficiency:
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
-                  "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes", "fragmentation"):
+                  "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes",
+                  "fragmentation"):
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"efficiency.{f}", v,
                     "must be a finite number >= 0")
@@ -108,7 +111,7 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
     for k, v in fw.items():
         if k == "source":
             continue
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce"):
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master"):
             kw[k] = as_bool(v, f"efficiency.{k}")
         elif k == "reserved_gib":
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
@@ -125,7 +128,8 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Effici
     data = _data()
     frameworks = data["frameworks"]
     if framework not in frameworks or framework == "default":
-        raise ConfigError("framework", framework, f"is not a known framework{did_you_mean(framework, framework_names())}")
+        raise ConfigError("framework", framework,
+                          f"is not a known framework{did_you_mean(framework, framework_names())}")
     chips = data["chips"]
     chip_entry = chips.get(chip)
     base_chip, base_fw = dict(chips["default"]), dict(frameworks["default"])
@@ -144,6 +148,26 @@ def default_efficiency(name: str = "default") -> Efficiency:
     return efficiency_for("", DEFAULT_FRAMEWORK)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """Which efficiency to predict with: a framework, and optionally a calibration profile; per chip."""
+
+    framework: str = DEFAULT_FRAMEWORK
+    calibration: str = ""  # a `greentrain calibrate` output file, "" for none
+
+    def __post_init__(self) -> None:
+        if self.framework not in framework_names():
+            raise ConfigError("framework", self.framework,
+                              f"is not a known framework{did_you_mean(self.framework, framework_names())}")
+        if self.calibration:
+            with_calibration(efficiency_for("", self.framework), self.calibration)  # fail early on a bad file
+
+    def for_chip(self, chip: str) -> Efficiency:
+        eff = efficiency_for(chip, self.framework)
+        return with_calibration(eff, self.calibration) if self.calibration else eff
+
+
+@cache
 def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     """``eff`` with the constants of a calibration profile (`greentrain calibrate -o PROFILE.yaml`) replaced."""
     data = load_mapping(Path(path), field="calibration")
@@ -159,7 +183,7 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     check_keys(constants, names, "calibration.constants")
     kw: dict[str, Any] = {}
     for k, v in constants.items():
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce"):
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master"):
             kw[k] = as_bool(v, f"calibration.constants.{k}")
         elif k == "pipeline_balance":
             kw[k] = str(v)

@@ -91,9 +91,14 @@ def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
     Adam/AdamW: momentum + variance 8, master 4 (ZeRO §3.1: K = 12). SGD with momentum: 4 (+4 master).
     Adafactor: factored second moments are O(rows + cols) (Shazeer & Stern 2018), neglected; master 4.
     """
-    master = 0.0 if precision in ("fp32", "tf32") else 4.0
+    master = master_bytes_per_param(precision)
     states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer]
     return states + master
+
+
+def master_bytes_per_param(precision: str) -> float:
+    """The fp32 master copy of mixed-precision training (none when training in fp32)."""
+    return 0.0 if precision in ("fp32", "tf32") else 4.0
 
 
 def weight_bytes_per_param(precision: str) -> float:
@@ -129,15 +134,19 @@ LOSS_FP32_BYTES_PER_LOGIT = 8.0
 
 def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, offload: Any, held: Any,
                   stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, pp: Any, e: float, wb: float,
-                  gb: float, ob: float, reserved_bytes: float, fragmentation: float) -> MemoryBreakdown:
+                  gb: float, ob: float, reserved_bytes: float, fragmentation: float,
+                  unsharded_master_bytes: float = 0.0) -> MemoryBreakdown:
     """Memory of one device at its peak, over float | ndarray: ``params`` on the device's stage, gradient group
     ``shard`` (dp*cp), ZeRO ``zero``, ``held`` micro-batches in flight on the first stage, ``tokens`` per
     micro-batch on the device, element sizes ``e`` (activations), ``wb``, ``gb``, ``ob`` (per parameter).
-    The allocator's fragmentation multiplies what the tensors need (reserved over allocated)."""
+    The allocator's fragmentation multiplies what the tensors need (reserved over allocated);
+    ``unsharded_master_bytes`` per parameter of the optimizer state stay whole under ZeRO (a framework whose
+    fp32 master copy lives outside the sharded optimizer: nanotron's gradient accumulator)."""
     h, v = spec.hidden_size, spec.vocab_size
     weights = params * wb / where(zero >= 3, shard, 1.0)
     grads = params * gb / where(zero >= 2, shard, 1.0)
-    opt_all = params * ob / where(zero >= 1, shard, 1.0)
+    mu = unsharded_master_bytes
+    opt_all = params * (ob - mu) / where(zero >= 1, shard, 1.0) + params * mu
     opt, host = where(offload, 0.0 * opt_all, opt_all), where(offload, opt_all, 0.0 * opt_all)
     # Korthikanti et al. §4.3 (Megatron implementation): input ids 8*s*b and embedding dropout s*b*h per
     # in-flight micro-batch on the first stage; output norm and projection input 4*s*b*h / tp on the last

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from greentrain.errors import InfeasibleError
+from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step import StepEstimate, estimate_step
 from greentrain.footprint.host import default_host_power_w_per_chip
 from greentrain.footprint.model import Footprint, chip_power_w, footprint
@@ -33,14 +34,15 @@ class RunEstimate:
         return self.num_steps * self.scenario.workload.input_tokens_per_step
 
 
-def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool = False) -> RunEstimate:
+def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool = False,
+                 eff: Efficiency | None = None) -> RunEstimate:
     """Estimate a whole run. The footprint uses the chip's power at the step's busy fraction (between idle
     and TDP), the host overhead of footprint/host.py, the site's PUE and grid intensity, and the chip's
     cloud price (else electricity at the site's price)."""
     s = strategy or sc.strategy
     if s is None:
         raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
-    step = estimate_step(sc, s)
+    step = estimate_step(sc, s, eff=eff)
     steps = sc.workload.steps() or 1
     run_s = step.step_time_s * steps
     chip = sc.cluster.chip

@@ -27,6 +27,9 @@ from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
 
+Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py evaluates many strategies
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageCosts:
     """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device."""
@@ -45,27 +48,27 @@ class StageCosts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerTotals:
-    """Every transformer layer of the model for one micro-batch on one device, before the pipeline split:
-    a stage of ``pp`` holds 1/pp of each (layers divide evenly by check_divisibility). Depends on tp, cp, ep,
-    sp, the micro-batch size and the recomputation only, so the vectorised search computes it once per key."""
+    """Every transformer layer of the model for one micro-batch on one device, before the pipeline split
+    (split_stages places them). Depends on tp, cp, ep, sp, the micro-batch size and the recomputation only,
+    so the vectorised search computes it once per key."""
 
-    fwd_s: float
-    bwd_s: float
-    recompute_s: float
-    tp_s: float
-    cp_s: float
-    ep_s: float
-    params: float
-    activation_bytes: float
+    fwd_s: Num
+    bwd_s: Num
+    recompute_s: Num
+    tp_s: Num
+    cp_s: Num
+    ep_s: Num
+    params: Num
+    activation_bytes: Num
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndCosts:
-    """The embedding and LM head on one device: on the single stage when pp = 1, else the heavier end."""
+    """The embedding, or the LM head with its loss, on one device."""
 
-    fwd_s: float
-    bwd_s: float
-    params: float
+    fwd_s: Num
+    bwd_s: Num
+    params: Num
 
 
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:

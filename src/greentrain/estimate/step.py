@@ -21,6 +21,7 @@ from greentrain.estimate.memory import (
     device_memory,
     grad_bytes_per_param,
     inflight_micro_batches,
+    master_bytes_per_param,
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
@@ -100,7 +101,8 @@ def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro:
         stage_activation_bytes=st.activation_bytes, tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp,
         sp=s.sequence_parallel, pp=s.pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
         gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation)
+        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation,
+        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
 
 
 def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,

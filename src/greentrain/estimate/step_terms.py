@@ -29,7 +29,7 @@ FloatArray = npt.NDArray[np.float64]
 Num = TypeVar("Num", float, FloatArray)
 
 
-def _scalar(*xs: object) -> bool:
+def _scalar(*xs: Any) -> bool:
     return all(np.ndim(x) == 0 for x in xs)
 
 
@@ -88,10 +88,8 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
     red_one = where(sharded_grads, collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
                     collective_time_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
     red_total = nb * red_one
-    if eff.dp_overlap:  # bucket i is ready at i/n of the backward; one stream reduces them in order
-        exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb)
-    else:
-        exposed = red_total
+    # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
+    exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
     gather = collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff)
     # ZeRO-3: every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
     # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching)

@@ -20,6 +20,7 @@ from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     device_memory,
     grad_bytes_per_param,
+    master_bytes_per_param,
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
@@ -113,8 +114,9 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Effic
         held=held, stage_activation_bytes=f["act"], tokens=f["mbs"] * w.seq_len / f["cp"], tp=f["tp"],
         sp=t.sequence_parallel, pp=pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
         gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation)
-    total: FloatArray = mem.total_bytes
+        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation,
+        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
+    total: FloatArray = np.asarray(mem.total_bytes, dtype=np.float64)
     return total
 
 

@@ -32,7 +32,7 @@ class Strategy:
     recompute: str = "none"
     micro_batch_size: int = 1
     offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
-    schedule: str = "1f1b"
+    schedule: str = ""  # "": by vpp (interleaved when vpp > 1, else 1f1b); an explicit one must agree with vpp
     flash_attention: bool = True  # fused attention (FlashAttention/SDPA); False: Megatron-2022 naive attention
 
     def __post_init__(self) -> None:
@@ -42,11 +42,16 @@ class Strategy:
         require(self.zero in (0, 1, 2, 3), "strategy.zero", self.zero, "must be 0, 1, 2 or 3")
         require(self.recompute in RECOMPUTE, "strategy.recompute", self.recompute,
                 f"must be one of {', '.join(RECOMPUTE)}")
+        if not self.schedule:
+            object.__setattr__(self, "schedule", "interleaved" if self.vpp > 1 else "1f1b")
         require(self.schedule in SCHEDULES, "strategy.schedule", self.schedule,
                 f"must be one of {', '.join(SCHEDULES)}")
+        # vpp > 1 model chunks per device is the interleaved schedule (Narayanan et al. 2021 §2.2.2): another
+        # schedule with vpp > 1 is refused, never rewritten
+        require(self.vpp == 1 or self.schedule == "interleaved", "strategy.schedule", self.schedule,
+                f"conflicts with strategy.vpp={self.vpp}: vpp > 1 runs the interleaved schedule")
         if self.vpp > 1:
             require(self.pp > 1, "strategy.vpp", self.vpp, "an interleaved schedule needs pp > 1")
-            object.__setattr__(self, "schedule", "interleaved")
         require((self.dp * self.cp) % self.ep == 0, "strategy.ep", self.ep,
                 f"must divide dp*cp = {self.dp * self.cp} (experts are spread over data-parallel ranks)")
 

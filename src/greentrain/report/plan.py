@@ -41,7 +41,8 @@ def plan_to_dict(run: RunEstimate) -> dict[str, Any]:
         "utilization": st.utilization,
         "memory_bytes_per_device": {
             "total": mem.total_bytes, "weights": mem.weights_bytes, "gradients": mem.gradients_bytes,
-            "optimizer": mem.optimizer_bytes, "activations": mem.activations_bytes, "reserved": mem.reserved_bytes,
+            "optimizer": mem.optimizer_bytes, "activations": mem.activations_bytes,
+            "temporary": mem.temporary_bytes, "reserved": mem.reserved_bytes,
             "capacity": st.memory_capacity_bytes, "host_offloaded": mem.host_bytes,
         },
         "num_steps": run.num_steps,

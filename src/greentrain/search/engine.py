@@ -19,6 +19,7 @@ import numpy.typing as npt
 from greentrain import units
 from greentrain.config import require
 from greentrain.errors import InfeasibleError
+from greentrain.estimate.efficiency import Profile
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
 from greentrain.footprint.prices import device_price_usd_per_s
@@ -103,10 +104,11 @@ def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
     return sorted({1 << i for i in range(max_chips.bit_length()) if (1 << i) <= max_chips} | {max_chips})
 
 
-def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints) -> tuple[int, list[_Block]]:
+def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints,
+              profile: Profile) -> tuple[int, list[_Block]]:
     t = table(sc, space)
     capacity = sc.cluster.chip.memory_bytes * (1.0 - cons.memory_headroom)
-    st = estimate_steps(sc, t, capacity_bytes=capacity)
+    st = estimate_steps(sc, t, capacity_bytes=capacity, eff=profile.for_chip(sc.cluster.chip.name))
     run_s = st.step_time_s * (sc.workload.steps() or 1)
     blocks = []
     for site in sites or [sc.site]:
@@ -155,18 +157,19 @@ def _candidate(b: _Block, j: int) -> Candidate:
 
 def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int = 10,
            space: SearchSpace | None = None, sites: Sequence[Site] = (), constraints: Constraints | None = None,
-           progress: Callable[[int, int], None] | None = None) -> SearchResult:
-    """Evaluate every strategy of every scenario (one per chip type), chip count and site (region);
+           progress: Callable[[int, int], None] | None = None, profile: Profile | None = None) -> SearchResult:
+    """Evaluate every strategy of every scenario (one per chip type), chip count and site (region), each chip
+    with its efficiency under ``profile`` (default: the default framework);
     ``progress`` is called with (done, total) after each (chip type, count). Raises InfeasibleError naming the
     smallest number of chips that would fit when nothing does, or the constraint that excluded everything."""
     require(objective in OBJECTIVES, "--objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     require(top_k >= 1, "--top", top_k, "must be >= 1")
-    cons, space = constraints or Constraints(), space or SearchSpace()
+    cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     t0 = time.perf_counter()
     units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
     total, blocks = 0, []
     for done, sc in enumerate(units_, 1):
-        n, bs = _evaluate(sc, space, sites, cons)
+        n, bs = _evaluate(sc, space, sites, cons, profile)
         total += n
         blocks += bs
         if progress is not None:
@@ -208,10 +211,10 @@ def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
                    f"with rented chips; {left_out}",)
 
 
-def best_strategy(sc: Scenario, space: SearchSpace | None = None) -> Strategy:
+def best_strategy(sc: Scenario, space: SearchSpace | None = None, profile: Profile | None = None) -> Strategy:
     """The fastest strategy of the space (default: the whole space) for ``sc``: what `greentrain plan` uses
     when no strategy is given, or within the degrees the user's flags pin."""
-    return search([sc], objective="time", top_k=1, space=space).ranked[0].strategy
+    return search([sc], objective="time", top_k=1, space=space, profile=profile).ranked[0].strategy
 
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,

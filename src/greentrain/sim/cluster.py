@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greentrain import units
 from greentrain.config import require
@@ -31,6 +31,9 @@ from greentrain.scenario import Scenario
 from greentrain.sim.engine import Engine, SharedLink
 from greentrain.sim.schedules import build_schedule
 from greentrain.sim.trace import Trace
+
+if TYPE_CHECKING:
+    from greentrain.estimate.efficiency import Efficiency
 
 MAX_BUCKETS = 10_000  # per model chunk (DDP's default 25 MB: 5,600 for all of a 70B model's bf16 gradients)
 
@@ -69,19 +72,20 @@ class StepCosts:
     analytic_step_time_s: float
 
 
-def step_costs(sc: Scenario) -> StepCosts:
+def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
     """The analytical model's per-micro-batch costs, split into chunks and passes."""
-    from greentrain.estimate.efficiency import default_efficiency
+    from greentrain.estimate.efficiency import efficiency_for
     from greentrain.estimate.memory import grad_bytes_per_param
     from greentrain.estimate.parallel_costs import axis_layout
     from greentrain.estimate.stage import stage_costs
     from greentrain.estimate.step import dp_exposed_s, estimate_step
     from greentrain.model.ops import model_ops
 
-    s, w, eff = sc.strategy, sc.workload, default_efficiency()
+    s, w = sc.strategy, sc.workload
+    eff = eff or efficiency_for(sc.cluster.chip.name)
     if s is None:
         raise ConfigError("strategy", None, "simulate step needs a strategy")
-    est = estimate_step(sc, s)
+    est = estimate_step(sc, s, eff=eff)
     m = est.num_micro_batches
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention)
@@ -250,9 +254,10 @@ class _Pipeline:
         return max(self.end_s, *self.dp_done_s)
 
 
-def simulate_step(sc: Scenario, options: StepOptions | None = None, *, trace: Trace | None = None) -> StepSimResult:
+def simulate_step(sc: Scenario, options: StepOptions | None = None, *, trace: Trace | None = None,
+                  eff: Efficiency | None = None) -> StepSimResult:
     """One training step of ``sc`` (which must carry a strategy), event by event."""
-    return simulate_costs(step_costs(sc), options, trace=trace)
+    return simulate_costs(step_costs(sc, eff), options, trace=trace)
 
 
 def simulate_costs(c: StepCosts, options: StepOptions | None = None, *,

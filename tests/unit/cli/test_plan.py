@@ -30,7 +30,8 @@ def test_default_scenario_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert d["model"] == "llama3-8b" and d["num_chips"] == 64
     assert d["strategy"]["chosen_by_planner"] is True
     mem = d["memory_bytes_per_device"]
-    parts = mem["weights"] + mem["gradients"] + mem["optimizer"] + mem["activations"] + mem["reserved"]
+    parts = (mem["weights"] + mem["gradients"] + mem["optimizer"] + mem["activations"] + mem["temporary"]
+             + mem["reserved"])
     assert mem["total"] == pytest.approx(parts)
     assert mem["total"] <= mem["capacity"]
     assert 0 < d["mfu"] <= d["hfu"] < 1

@@ -1,0 +1,57 @@
+"""`greentrain validate RUNS.csv`: predict every run of a runs CSV and score the predictions against what was
+measured (MFU error, rank correlation and best pick per group, ran/crashed, peak memory)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", help="runs CSV (schema: shared/reference/calibration/README.md)")
+    p.add_argument("--framework", default="",
+                   help="predict every run as this framework (default: each run's framework column, else megatron)")
+    p.add_argument("--calibration", default="", metavar="PROFILE.yaml",
+                   help="constants fitted by `greentrain calibrate`")
+    p.add_argument("--intra-node-link", default="", help="the runs' intra-node link (catalog name) if not the chip's")
+    p.add_argument("--inter-node-link", default="", help="the runs' network (catalog name, e.g. efa-400) if not the "
+                   "chip's")
+    p.add_argument("--json", action="store_true", help='print {"rows": [...], "summary": {...}}')
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    from greentrain.errors import ConfigError, did_you_mean
+    from greentrain.estimate.efficiency import framework_names
+    from greentrain.hardware.catalog import get_link
+
+    if args.framework and args.framework not in framework_names():
+        raise ConfigError("framework", args.framework,
+                          f"is not a known framework{did_you_mean(args.framework, framework_names())}")
+    for name in (args.intra_node_link, args.inter_node_link):
+        if name:
+            get_link(name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from greentrain.calibrate.runs import read_runs
+    from greentrain.calibrate.validate import validate
+    from greentrain.estimate.efficiency import efficiency_for, with_calibration
+
+    _check_names(args)
+    runs = read_runs(args.runs, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link)
+    if args.calibration:  # checked before any prediction
+        with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
+    preds, summary = validate(runs, framework=args.framework, calibration=args.calibration)
+    settings = {"runs": args.runs, "framework": args.framework or None, "calibration": args.calibration or None,
+                "intra_node_link": args.intra_node_link or None, "inter_node_link": args.inter_node_link or None}
+    if args.json:
+        from greentrain.report.validate import validation_to_dict
+
+        print(json.dumps(validation_to_dict(runs, preds, summary, settings), indent=1))
+        return 0
+    from rich.console import Console
+
+    from greentrain.report.validate import render_validation
+
+    render_validation(summary, settings, Console())
+    return 0
