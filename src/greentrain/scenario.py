@@ -68,12 +68,15 @@ class Scenario:
         out: dict[str, Any] = {
             "model": self.model.to_dict(),
             "cluster": {"chip": c.chip.name, "num_chips": c.num_chips, "chips_per_node": c.chips_per_node,
-                        "intra_node_link": c.intra_node.name, "inter_node_link": c.inter_node.name},
+                        "intra_node_link": c.intra_node.name, "inter_node_link": c.inter_node.name,
+                        "host_memory_gib_per_node": units.bytes_to_gib(c.host_memory_bytes_per_node)},
             "workload": self.workload.to_dict(),
             "site": {"region": self.site.region, "grid_g_co2e_per_kwh": self.site.grid_g_co2e_per_kwh,
                      "pue": self.site.pue,
                      "electricity_usd_per_kwh": self.site.electricity_usd_per_j * units.KWH_J},
         }
+        if c.host_link is not None:
+            out["cluster"]["host_link"] = c.host_link.name
         if self.strategy is not None:
             out["strategy"] = self.strategy.to_dict()
         return out

@@ -107,6 +107,6 @@ def test_file_errors_name_the_scenario(tmp_path: Path) -> None:
 
 def test_an_explicit_schedule_that_conflicts_with_vpp_is_refused_not_rewritten() -> None:
     """Issue 16 item 13: Strategy(vpp=2, schedule="gpipe") used to become "interleaved" silently."""
-    with pytest.raises(ConfigError, match="strategy.schedule='gpipe': conflicts with strategy.vpp=2"):
+    with pytest.raises(ConfigError, match=r"strategy\.schedule='gpipe': conflicts with strategy\.vpp=2"):
         Strategy(pp=2, vpp=2, schedule="gpipe")
     assert Strategy(pp=2, vpp=2).schedule == "interleaved" and Strategy(pp=2).schedule == "1f1b"
