@@ -134,6 +134,8 @@ class LayerGroup:
     count: int
     ops: tuple[Op, ...]
     moe: bool = False
+    params: int = 0  # all parameters of one layer of the group (TransformerSpec.kind_params), norms included
+    expert_params: int = 0  # the routed experts' share of ``params`` (spread over expert parallelism)
 
     @property
     def flop(self) -> float:
@@ -198,7 +200,8 @@ def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
     if spec.arch == "encoder-decoder":
         enc = (attention_ops(spec, b, s, s, e, "enc.attn", cross=False, flash=flash)
                + mlp_ops(spec, b * s, e, "enc.mlp", False))
-        groups = [LayerGroup(name="encoder", count=spec.num_encoder_layers, ops=tuple(enc))]
+        groups = [LayerGroup(name="encoder", count=spec.num_encoder_layers, ops=tuple(enc),
+                             params=spec.layer_params(moe=False, cross_attention=False))]
         n_moe = spec.num_moe_layers()
         for moe, count in ((False, spec.num_layers - n_moe), (True, n_moe)):
             if count:
@@ -206,13 +209,18 @@ def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
                        + attention_ops(spec, b, s_dec, s, e, "xattn", cross=True, flash=flash)
                        + mlp_ops(spec, b * s_dec, e, "mlp", moe))
                 groups.append(LayerGroup(name="decoder-moe" if moe else "decoder", count=count, ops=tuple(ops),
-                                         moe=moe))
+                                         moe=moe, params=spec.layer_params(moe=moe, cross_attention=True),
+                                         expert_params=spec.num_experts * spec.expert_params() if moe else 0))
         return tuple(groups)
+    experts = spec.num_experts * spec.expert_params()
     groups = [LayerGroup(name=kind.name, count=count, ops=tuple(_kind_ops(spec, kind, b, s, e, flash)),
-                         moe=kind.mlp == "moe") for kind, count in spec.layer_kinds()]
+                         moe=kind.mlp == "moe", params=spec.kind_params(kind),
+                         expert_params=experts if kind.mlp == "moe" else 0)
+              for kind, count in spec.layer_kinds()]
     if spec.num_mtp_layers:
         groups.append(LayerGroup(name="mtp", count=spec.num_mtp_layers, ops=tuple(mtp_ops(spec, b, s, e, flash)),
-                                 moe=spec.is_moe))
+                                 moe=spec.is_moe, params=spec.mtp_params() // spec.num_mtp_layers,
+                                 expert_params=experts if spec.is_moe else 0))
     return tuple(groups)
 
 

@@ -283,3 +283,15 @@ def test_bad_spec_fields_are_named(fields: dict[str, Any], field: str, needle: s
     with pytest.raises(ConfigError, match=needle) as e:
         TransformerSpec(**{**base, **fields})
     assert e.value.field == f"model(x).{field}"
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "jamba-1.5-large", "gpt-oss-120b", "gemma3-27b",
+                                  "mamba-codestral-7b", "t5-large"])
+def test_layer_groups_carry_exact_params(name: str) -> None:
+    # what a memory estimate needs per layer kind: the groups' params add up to the model's layers exactly
+    spec = spec_from_hf_config(_config(name), name)
+    groups = model_ops(spec, 1, 64, 2.0).layers
+    layers = spec.num_params() - spec.embedding_params() - spec.output_params()
+    assert sum(g.count * g.params for g in groups) == layers
+    experts = sum(g.count * g.expert_params for g in groups)
+    assert experts == spec.num_moe_layers() * spec.num_experts * spec.expert_params()
