@@ -26,7 +26,6 @@ from greentrain.model.ops import ModelOps
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
-
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py evaluates many strategies
 
 

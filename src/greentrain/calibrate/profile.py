@@ -1,0 +1,95 @@
+"""Calibration profiles (`greentrain calibrate -o PROFILE.yaml`) written with their provenance, and `greentrain
+track` output directories read as runs.
+
+A profile is read back by estimate.efficiency.with_calibration (`--calibration PROFILE.yaml` on plan, search,
+simulate and validate): its ``constants`` replace those of the chip and framework it names.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from greentrain import units
+from greentrain.calibrate.fit import Calibration, Score
+from greentrain.calibrate.runs import Measured, Run
+from greentrain.config import load_mapping, read_text
+from greentrain.errors import ConfigError
+from greentrain.scenario import Scenario, load_scenario
+
+KIND = "greentrain-calibration"
+
+
+def _score(s: Score | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"num_runs": s.num_runs, "mfu_error_mean_points": 100 * s.mfu_error_mean,
+            "step_time_error_median": s.time_error_median, "peak_memory_error_median": s.memory_error_median}
+
+
+def profile_dict(c: Calibration, sources: list[str], holdout: float, seed: int) -> dict[str, Any]:
+    f = c.fitted
+    return {
+        "kind": KIND, "chip": c.chip, "framework": c.framework,
+        "constants": {"kernel_efficiency": round(f.kernel_efficiency, 4), "host_layer_s": round(f.host_layer_s, 6),
+                      "inter_node_link": round(f.inter_node_link, 4), "reserved_bytes": round(f.reserved_bytes)},
+        "provenance": {"fitted_on": sources, "date": _dt.date.today().isoformat(), "num_fit": c.num_fit,
+                       "num_holdout": c.num_holdout, "holdout_fraction": holdout, "seed": seed,
+                       "start": {"kernel_efficiency": c.start.kernel_efficiency, "host_layer_s": c.start.host_layer_s,
+                                 "inter_node_link": c.start.inter_node_link,
+                                 "reserved_gib": units.bytes_to_gib(c.start.reserved_bytes)}},
+        "error": {"fit_before": _score(c.fit_before), "fit_after": _score(c.fit_after),
+                  "holdout_before": _score(c.holdout_before), "holdout_after": _score(c.holdout_after)},
+    }
+
+
+def write_profile(data: dict[str, Any], path: str | Path) -> None:
+    """Atomic write: the profile appears whole or not at all."""
+    p = Path(path)
+    text = "# greentrain calibration profile: `--calibration " + p.name + "` on plan, search, simulate, validate\n"
+    text += yaml.safe_dump(data, sort_keys=False)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_track_run(path: str | Path, scenario: str = "") -> Run:
+    """A `greentrain track` output directory as a run: its measurement.json (steady step time, peak device
+    memory) and the scenario that was run (the directory's scenario.yaml, else ``scenario``), which must set the
+    strategy."""
+    d = Path(path)
+    m = load_mapping(d / "measurement.json", field="track")
+    sc_path = d / "scenario.yaml" if (d / "scenario.yaml").is_file() else (Path(scenario) if scenario else None)
+    if sc_path is None:
+        raise ConfigError("scenario", str(d), "a track directory needs the scenario that was run: put a "
+                          "scenario.yaml in it or give --scenario")
+    sc: Scenario = load_scenario(sc_path)
+    if sc.strategy is None:
+        raise ConfigError("scenario.strategy", str(sc_path), "must be given: calibration compares a known strategy")
+    step = m.get("step_time_s")
+    if not isinstance(step, (int, float)) or step <= 0:
+        raise ConfigError(f"{d.name}/measurement.json step_time_s", step, "must be a number > 0")
+    mem = m.get("peak_cuda_bytes") or 0.0
+    status = "ok" if str(m.get("status", "ok")) in ("ok", "complete", "completed") else "failed"
+    return Run(run_id=d.name, source=f"greentrain track {d}", framework="", scenario=sc,
+               measured=Measured(status=status, step_time_s=float(step),
+                                 peak_memory_bytes=float(mem) if isinstance(mem, (int, float)) and mem > 0 else None))
+
+
+def check_json(path: Path) -> None:
+    """A measurement.json must be JSON (read_text's checks, then a clear one-line error)."""
+    try:
+        json.loads(read_text(path, field="track"))
+    except json.JSONDecodeError as e:
+        raise ConfigError("track", str(path), f"is not JSON ({e.msg} at line {e.lineno})") from None

@@ -1,0 +1,76 @@
+"""`greentrain calibrate RUNS.csv|TRACK_DIR... -o PROFILE.yaml`: fit the few constants of one chip and framework
+from measured runs, report the error on runs held back, and write a profile with its provenance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greentrain.calibrate.runs import Run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="RUNS.csv|TRACK_DIR",
+                   help="runs CSVs (shared/reference/calibration/README.md schema) and `greentrain track` directories")
+    p.add_argument("-o", "--out", required=True, metavar="PROFILE.yaml", help="where to write the profile")
+    p.add_argument("--framework", default="", help="framework the runs used (default: the runs' framework column, "
+                   "else megatron)")
+    p.add_argument("--scenario", default="", help="scenario YAML (with its strategy) of track directories that "
+                   "have no scenario.yaml")
+    p.add_argument("--fit", default="kernel_efficiency,host_layer_s,reserved_bytes",
+                   help="constants to fit (of kernel_efficiency, host_layer_s, inter_node_link, reserved_bytes)")
+    p.add_argument("--holdout", type=float, default=0.25, help="fraction of the runs held back to score the fit")
+    p.add_argument("--seed", type=int, default=0, help="seed of the hold-out draw")
+    p.add_argument("--intra-node-link", default="", help="the runs' intra-node link if not the chip's")
+    p.add_argument("--inter-node-link", default="", help="the runs' network if not the chip's (e.g. efa-400)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON too")
+
+
+def _runs(args: argparse.Namespace) -> list[Run]:
+    from greentrain.calibrate.profile import read_track_run
+    from greentrain.calibrate.runs import read_runs
+    from greentrain.errors import ConfigError
+
+    runs: list[Run] = []
+    for item in args.inputs:
+        path = Path(item)
+        if path.is_dir():
+            runs.append(read_track_run(path, args.scenario))
+        elif path.is_file():
+            runs += read_runs(path, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link)
+        else:
+            raise ConfigError("inputs", item, "is neither a runs CSV nor a track directory")
+    return runs
+
+
+def run(args: argparse.Namespace) -> int:
+    from greentrain.calibrate.fit import calibrate
+    from greentrain.calibrate.profile import profile_dict, write_profile
+    from greentrain.errors import ConfigError
+    from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Profile
+
+    out = Path(args.out)
+    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise ConfigError("out", args.out, "must be a file in an existing directory")
+    names = tuple(n.strip() for n in args.fit.split(",") if n.strip())
+    runs = _runs(args)
+    frameworks = sorted({r.framework for r in runs if r.framework})
+    framework = args.framework or (frameworks[0] if len(frameworks) == 1 else DEFAULT_FRAMEWORK)
+    if not args.framework and len(frameworks) > 1:
+        raise ConfigError("framework", ", ".join(frameworks), "the runs mix frameworks: give --framework")
+    eff = Profile(framework=framework).for_chip(runs[0].scenario.cluster.chip.name)
+    result = calibrate(runs, eff, holdout=args.holdout, seed=args.seed, names=names)
+    data = profile_dict(result, [str(x) for x in args.inputs], args.holdout, args.seed)
+    write_profile(data, out)
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    from rich.console import Console
+
+    from greentrain.report.calibrate import render_calibration
+
+    render_calibration(result, str(out), Console())
+    return 0
