@@ -1,0 +1,75 @@
+"""The runs CSV reader: rows become scenarios with their strategy; every bad cell is one error naming the run,
+the column, the value and the rule (schema: shared/reference/calibration/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from greentrain.calibrate.runs import read_runs
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError
+
+HEADER = "run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,dp,tp,pp,zero,status," \
+         "measured_step_time_s,measured_mfu,measured_peak_memory_gib"
+GOOD = "r1,nanotron,llama3.2-1b,h100-sxm,8,2048,64,1,8,1,1,1,ok,1.5,0.4,30"
+
+
+def _csv(tmp_path: Path, *rows: str, header: str = HEADER) -> Path:
+    p = tmp_path / "runs.csv"
+    p.write_text("\n".join([header, *rows]) + "\n")
+    return p
+
+
+def test_reads_a_row(tmp_path: Path) -> None:
+    (run,) = read_runs(_csv(tmp_path, GOOD))
+    assert run.run_id == "r1" and run.framework == "nanotron"
+    assert run.strategy.dp == 8 and run.strategy.zero == 1 and run.scenario.cluster.num_chips == 8
+    assert run.measured.ran and run.measured.step_time_s == 1.5
+    assert run.measured.peak_memory_bytes == 30 * 2**30
+    assert run.group == ("llama3.2-1b", 8)
+
+
+def test_empty_cells_take_defaults_and_dp_follows(tmp_path: Path) -> None:
+    (run,) = read_runs(_csv(tmp_path, "r1,,llama3.2-1b,h100-sxm,16,2048,64,,,2,,,,,,"))
+    assert run.strategy.dp == 8 and run.strategy.tp == 2 and run.measured.status is None and run.framework == ""
+
+
+def test_model_file_relative_to_the_csv(tmp_path: Path) -> None:
+    src = Path(__file__).parents[2] / "data" / "calibration" / "playbook-1b.json"
+    (tmp_path / "m.json").write_text(src.read_text())
+    (run,) = read_runs(_csv(tmp_path, GOOD.replace("llama3.2-1b", "m.json")))
+    assert run.scenario.model.num_layers == 16 and run.scenario.model.vocab_size == 131072
+
+
+@pytest.mark.parametrize(("row", "header", "needle"), [
+    (GOOD, HEADER + ",bogus", "'bogus': is not a runs column"),
+    (GOOD.replace("r1,", "", 1), HEADER.replace("run_id,", ""), "'run_id': is missing"),
+    (GOOD.replace(",1.5,", ",fast,"), HEADER, "runs[r1].measured_step_time_s='fast': must be a number"),
+    (GOOD.replace("h100-sxm", "h999"), HEADER, "runs[r1].chip='h999'"),
+    (GOOD.replace("llama3.2-1b", "nope.json"), HEADER, "runs[r1].model='nope.json': cannot be loaded"),
+    (GOOD.replace(",8,1,1,1,", ",4,1,1,1,"), HEADER, "dp*tp*pp*cp = 4*1*1*1 = 4 must equal num_chips = 8"),
+    (GOOD.replace(",ok,", ",maybe,"), HEADER, "runs[r1].status='maybe': must be one of ok, failed"),
+    (GOOD.replace(",0.4,", ",40,"), HEADER, "measured_mfu=40.0: must be a fraction"),
+])
+def test_bad_input_names_run_column_value_rule(tmp_path: Path, row: str, header: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        read_runs(_csv(tmp_path, row, header=header))
+    assert needle in str(e.value), str(e.value)
+
+
+def test_duplicate_run_id(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="must be unique"):
+        read_runs(_csv(tmp_path, GOOD, GOOD))
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.yaml"
+    assert main(["validate", str(_csv(tmp_path, GOOD.replace(",1.5,", ",x,")))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "measured_step_time_s" in err
+    assert main(["calibrate", str(tmp_path / "runs.csv"), "-o", str(out)]) == 2
+    assert not out.exists()
+    assert main(["validate", str(tmp_path / "runs.csv"), "--framework", "nanotorch"]) == 2
+    assert "did you mean nanotron" in capsys.readouterr().err

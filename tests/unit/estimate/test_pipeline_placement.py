@@ -1,0 +1,67 @@
+"""Layer placement on pipeline stages (estimate/pipeline.py): every layer placed, the cost-balanced split is the
+best min-max split (brute force), uneven counts such as Llama 3 405B's 126 layers on 16 stages work."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from greentrain.estimate.pipeline import placement
+
+
+def _brute(layers: int, pp: int, e: float, h: float) -> float:
+    """Smallest slowest-stage time over every split (first gets e, last gets h), pp <= 4."""
+    best = np.inf
+    for cut in itertools.product(range(layers + 1), repeat=pp - 1):
+        counts = [*cut, layers - sum(cut)]
+        if counts[-1] < 0:
+            continue
+        times = [c + (e if i == 0 else 0) + (h if i == pp - 1 else 0) for i, c in enumerate(counts)]
+        best = min(best, max(times))
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(2, 14), pp=st.integers(2, 4), e=st.floats(0, 3), h=st.floats(0, 6))
+def test_cost_balance_is_the_best_split(layers: int, pp: int, e: float, h: float) -> None:
+    if layers < pp:
+        return
+    pl = placement(layers, pp, 1, e, h, "cost")
+    counts = [pl.first, *([pl.middle] * (pp - 2)), pl.last] if pp > 2 else [pl.first, pl.last]
+    assert pl.first + pl.last + (pp - 2) * pl.middle >= layers - 1e-9
+    times = [pl.first + e, *([pl.middle] * (pp - 2)), pl.last + h] if pp > 2 else [pl.first + e, pl.last + h]
+    assert max(times) == pytest.approx(_brute(layers, pp, e, h), abs=1e-9)
+    assert all(c >= 0 for c in counts)
+
+
+def test_even_placement_of_an_uneven_count() -> None:
+    pl = placement(126, 16, 1, 0.1, 1.0, "even")
+    assert pl.middle == 8 and pl.first == 7 and pl.last == 7  # ceil(126/16) on the middle stages
+    assert pl.slowest_layers == 8
+
+
+def test_even_divisible_matches_the_old_model() -> None:
+    """Layers that divide: every stage L/pp, and the heavier end sets the pace."""
+    pl = placement(32, 4, 1, 0.2, 2.0, "even")
+    assert (pl.first, pl.middle, pl.last, pl.slowest, pl.slowest_layers) == (8, 8, 8, 2, 8)
+
+
+def test_heavy_head_gets_fewer_layers() -> None:
+    """A head as heavy as 4 layers (a 131k vocabulary on a 1B model): the last stage holds fewer layers."""
+    pl = placement(16, 4, 1, 0.0, 4.0, "cost")
+    assert pl.last < pl.first
+    assert pl.last + 4.0 <= 6.0 and pl.first <= 6
+
+
+def test_columns_equal_scalars() -> None:
+    L, pp, vpp = np.array([16.0, 126, 28, 28]), np.array([4.0, 16, 1, 7]), np.array([1.0, 1, 1, 1])
+    e, h = np.array([0.1, 0.2, 0.0, 0.3]), np.array([4.0, 1.5, 0.0, 2.2])
+    cols = placement(L, pp, vpp, e, h, "cost")
+    for i in range(4):
+        one = placement(float(L[i]), float(pp[i]), float(vpp[i]), float(e[i]), float(h[i]), "cost")
+        assert (one.first, one.middle, one.last, one.slowest_layers) == (
+            cols.first[i], cols.middle[i], cols.last[i], cols.slowest_layers[i])

@@ -1,0 +1,54 @@
+"""Step terms written once over floats and columns (estimate/step_terms.py): the data-parallel reduction as
+frameworks run it, host-bound micro-batches."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.estimate.step_terms import dp_sync_s, micro_batch_s
+from greentrain.hardware.catalog import get_chip
+from greentrain.scenario import build_cluster
+
+CL = build_cluster(get_chip("h100-sxm"), 64)
+KW = dict(dp_per_node=8.0, grad_bytes=4e9, weight_bytes=2e9, layers=16.0, backward_s=0.2, micro_batch_s=0.3,
+          num_micro=4.0, cl=CL)
+
+
+def _dp(eff: object, zero: float = 0.0, dp: float = 64.0) -> float:
+    return float(dp_sync_s(zero=zero, dp_group=dp, eff=eff, **KW))  # type: ignore[arg-type]
+
+
+def test_scalar_equals_column() -> None:
+    eff = efficiency_for("h100-sxm", "nanotron")
+    zero, dp = np.array([0.0, 1, 3, 0, 1]), np.array([64.0, 64, 64, 8, 1])
+    cols = dp_sync_s(zero=zero, dp_group=dp, eff=eff, **{k: (np.full(5, v) if isinstance(v, float) else v)
+                                                        for k, v in KW.items()})
+    for i in range(5):
+        assert cols[i] == pytest.approx(_dp(eff, zero[i], dp[i]), rel=1e-12)
+
+
+def test_overlap_hides_all_but_the_last_bucket() -> None:
+    base = efficiency_for("h100-sxm", "ddp")  # 25 MiB buckets overlapped with the backward
+    exposed = _dp(base)
+    serial = _dp(dataclasses.replace(base, dp_overlap=False))
+    assert 0 < exposed < serial
+    one_bucket = _dp(dataclasses.replace(base, dp_overlap=False, dp_bucket_bytes=0.0))
+    assert one_bucket < serial  # fewer collectives, fewer latencies
+    assert _dp(base, dp=1.0) == 0.0
+
+
+def test_zero1_all_gathers_the_weights_after_the_step() -> None:
+    eff = efficiency_for("h100-sxm", "megatron")
+    assert _dp(eff, zero=1.0) > 0
+    nano = efficiency_for("h100-sxm", "nanotron")  # all-reduce + all-gather: more than zero 0
+    assert _dp(nano, zero=1.0) > _dp(nano, zero=0.0)
+
+
+def test_host_bound_micro_batch() -> None:
+    eff = efficiency_for("h100-sxm", "nanotron")
+    assert micro_batch_s(0.010, 16.0, eff) == pytest.approx(16 * eff.host_layer_s)
+    assert micro_batch_s(1.0, 16.0, eff) == 1.0
