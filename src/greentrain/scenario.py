@@ -24,7 +24,7 @@ import yaml
 from greentrain import units
 from greentrain.config import as_float, as_int, check_keys, load_mapping
 from greentrain.errors import ConfigError
-from greentrain.footprint.site import DEFAULT_PUE, Site
+from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip, get_link
 from greentrain.hardware.chip import Chip
 from greentrain.hardware.cluster import Cluster
@@ -129,22 +129,21 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
 
 
 def site_from_dict(data: dict[str, Any]) -> Site:
+    """A site section through footprint.regions.build_site (the one Site constructor); neither a region nor
+    an intensity: the default region, with the PUE and price given here."""
     check_keys(data, SITE_KEYS, "site")
-    pue = as_float(data["pue"], "site.pue", minimum=1.0) if "pue" in data else None
-    if "grid_g_co2e_per_kwh" in data:
-        g = as_float(data["grid_g_co2e_per_kwh"], "site.grid_g_co2e_per_kwh", minimum=0.0)
-        price = as_float(data.get("electricity_usd_per_kwh", 0.0), "site.electricity_usd_per_kwh", minimum=0.0)
-        return Site.from_intensity(g, pue or DEFAULT_PUE, str(data.get("region", "")), price)
-    if "region" in data:
-        from greentrain.footprint.regions import site_for_region
+    if "grid_g_co2e_per_kwh" not in data and "region" not in data:
+        data = {**data, **DEFAULT_SCENARIO["site"]}
+    from greentrain.footprint.regions import build_site
 
-        site = site_for_region(str(data["region"]), pue=pue)
-        if "electricity_usd_per_kwh" in data:
-            price = as_float(data["electricity_usd_per_kwh"], "site.electricity_usd_per_kwh", minimum=0.0)
-            site = dataclasses.replace(site, electricity_usd_per_j=units.usd_per_kwh_to_usd_per_j(price))
-        return site
-    # neither a region nor an intensity: the default region, with the PUE and price given here
-    return site_from_dict({**data, **DEFAULT_SCENARIO["site"]})
+    def num(key: str, minimum: float) -> float | None:
+        return as_float(data[key], f"site.{key}", minimum=minimum) if key in data else None
+
+    site = build_site(region=str(data["region"]) if "region" in data else None,
+                      grid_g_co2e_per_kwh=num("grid_g_co2e_per_kwh", 0.0), pue=num("pue", 1.0),
+                      electricity_usd_per_kwh=num("electricity_usd_per_kwh", 0.0))
+    assert site is not None  # a region or an intensity is always given here
+    return site
 
 
 def workload_from_dict(data: dict[str, Any]) -> Workload:

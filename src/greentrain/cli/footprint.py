@@ -27,9 +27,9 @@ from greentrain.footprint.compare import compare_regions, model_card_block
 from greentrain.footprint.inputs import RunInputs, run_inputs_from_json
 from greentrain.footprint.model import DEFAULT_LIFETIME_S, Footprint, footprint
 from greentrain.footprint.prices import MARKETS, device_price_usd_per_s
-from greentrain.footprint.regions import get_region, with_electricity_price
+from greentrain.footprint.regions import build_site
 from greentrain.footprint.schedule import best_start, load_intensity_csv
-from greentrain.footprint.site import DEFAULT_PUE, Site
+from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
 
@@ -115,17 +115,17 @@ def _run_inputs(args: argparse.Namespace) -> RunInputs:
 
 
 def _site(args: argparse.Namespace, run: RunInputs) -> Site:
+    """footprint.regions.build_site, the one Site constructor (plan, track and the Tracker use it too)."""
     if run.pue is not None:
         require(run.pue >= 1.0, "--pue", run.pue, "must be >= 1 (facility energy / IT energy)")
     if args.grid_g_per_kwh is not None:
         require(args.grid_g_per_kwh >= 0, "--grid-g-per-kwh", args.grid_g_per_kwh, "must be >= 0")
-        site = Site.from_intensity(args.grid_g_per_kwh, pue=run.pue or DEFAULT_PUE)
-    elif run.region:
-        site = get_region(run.region).site(pue=run.pue, market_based=args.market_based)
-    else:
-        raise ConfigError("--region", None, "is required (or --grid-g-per-kwh)")
-    if args.electricity_usd_per_kwh is not None:
-        site = with_electricity_price(site, args.electricity_usd_per_kwh)
+    require(args.grid_g_per_kwh is not None or bool(run.region), "--region", None,
+            "is required (or --grid-g-per-kwh)")
+    site = build_site(region=None if args.grid_g_per_kwh is not None else run.region,
+                      grid_g_co2e_per_kwh=args.grid_g_per_kwh, pue=run.pue,
+                      electricity_usd_per_kwh=args.electricity_usd_per_kwh, market_based=args.market_based)
+    assert site is not None
     return site
 
 
@@ -207,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--spot", "--compare-regions", "spot prices are not ranked across regions yet")
         _check_compare_flags(args)
         codes = split_list(args.compare_regions, "--compare-regions")
-        ranked = compare_regions(codes, pue=run_in.pue, **kwargs)
+        # each region at its own PUE unless --pue was given: a run file's PUE is its own site's
+        ranked = compare_regions(codes, pue=args.pue, **kwargs)
         as_json = json.dumps(render.compare_dict(ranked), indent=2)
         print(as_json if args.json else render.compare_table(ranked))
         return 0

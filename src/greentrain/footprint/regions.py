@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -198,6 +199,34 @@ def get_region(code: str) -> Region:
     if key not in table:
         raise ConfigError("region", code, "unknown region" + did_you_mean(key, table))
     return table[key]
+
+
+def build_site(*, region: str | None = None, grid_g_co2e_per_kwh: float | None = None, pue: float | None = None,
+               electricity_usd_per_kwh: float | None = None, market_based: bool = False) -> Site | None:
+    """The one constructor of a Site, used by plan, search, simulate, footprint, track and the Tracker, so the
+    same energy at the same site gives the same CO2e everywhere (None when neither a region nor an intensity
+    is given).
+
+    - ``grid_g_co2e_per_kwh`` given: that intensity (``region`` is then only a label), PUE ``pue`` else
+      DEFAULT_PUE (an unknown operator: Uptime Institute 2024 average);
+    - else ``region``: its intensity and its own PUE (the provider's for a cloud region, else DEFAULT_PUE)
+      unless ``pue`` is given;
+    - ``electricity_usd_per_kwh`` replaces the region's price.
+    """
+    if pue is not None:
+        require(math.isfinite(pue) and pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+    if grid_g_co2e_per_kwh is not None:
+        require(math.isfinite(grid_g_co2e_per_kwh) and grid_g_co2e_per_kwh >= 0, "grid_g_co2e_per_kwh",
+                grid_g_co2e_per_kwh, "must be a finite number >= 0")
+        site = Site.from_intensity(grid_g_co2e_per_kwh, pue=DEFAULT_PUE if pue is None else pue,
+                                   region=region or "", source="given")
+    elif region:
+        site = get_region(region).site(pue=pue, market_based=market_based)
+    else:
+        return None
+    if electricity_usd_per_kwh is not None:
+        site = with_electricity_price(site, electricity_usd_per_kwh)
+    return site
 
 
 def site_for_region(code: str, pue: float | None = None) -> Site:

@@ -113,24 +113,22 @@ class Measurement:
 
 def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
               pue: float | None = None) -> Site | None:
-    """The Site for CO2e, from an explicit region code or grid intensity; None when neither is given."""
-    if pue is not None:
-        require(math.isfinite(pue) and pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+    """The Site for CO2e, from an explicit region code or grid intensity (footprint.regions.build_site, the
+    one constructor: a given intensity without a PUE takes DEFAULT_PUE, as plan and footprint do); None when
+    neither is given."""
     if grid_g_per_kwh is not None:
-        require(not region, "grid_g_per_kwh", grid_g_per_kwh,
-                f"give a region ({region}) or a grid intensity, not both")
+        require(not region, "grid_g_per_kwh", grid_g_per_kwh, f"give a region ({region}) or a grid intensity, not both")
         require(math.isfinite(grid_g_per_kwh) and grid_g_per_kwh >= 0, "grid_g_per_kwh", grid_g_per_kwh,
                 "must be >= 0")
-        return Site.from_intensity(grid_g_per_kwh, pue=pue if pue is not None else 1.0, region=region or "",
-                                   source="given")
-    if region:
-        try:
-            from greentrain.footprint.regions import site_for_region
-        except ImportError:
-            raise ConfigError("region", region, "no region table installed; give --grid-g-per-kwh") from None
-        site: Site = site_for_region(region, pue=pue)
-        return site
-    return None
+    if pue is not None:
+        require(math.isfinite(pue) and pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+    if grid_g_per_kwh is None and not region:
+        return None
+    try:
+        from greentrain.footprint.regions import build_site
+    except ImportError:
+        raise ConfigError("region", region, "no region table installed; give --grid-g-per-kwh") from None
+    return build_site(region=region, grid_g_co2e_per_kwh=grid_g_per_kwh, pue=pue)
 
 
 def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
