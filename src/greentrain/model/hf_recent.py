@@ -197,14 +197,106 @@ def _jamba(r: _Reader) -> dict[str, Any]:
     return spec
 
 
+def _deepseek_v2(r: _Reader) -> dict[str, Any]:
+    """DeepseekV2Config (DeepSeek-AI 2024, arXiv 2405.04434, §2-3): the MLA and DeepSeekMoE of V3 with
+    V2's defaults (64 routed experts of 1407, 2 shared, top 6, no dense first layer); DeepseekV2 puts MoE on
+    layers >= first_k_dense_replace with i % moe_layer_freq == 0, so a frequency other than 1 is refused."""
+    freq = r.get_int("moe_layer_freq", default=1)
+    if freq != 1:
+        raise ConfigError(f"{_WHERE}.moe_layer_freq", freq, "must be 1 (every released DeepSeek-V2 uses 1)")
+    spec = _deepseek_v3(r)
+    spec.update(num_experts=r.get_int("n_routed_experts", default=64), top_k=r.get_int("num_experts_per_tok",
+                default=6), expert_ffn_hidden_size=r.get_int("moe_intermediate_size", default=1407),
+                num_shared_experts=r.get_int("n_shared_experts", default=2, minimum=0),
+                num_dense_layers=min(r.get_int("first_k_dense_replace", default=0, minimum=0), spec["num_layers"]))
+    return spec
+
+
+def _olmoe(r: _Reader) -> dict[str, Any]:
+    """OlmoeConfig (Muennighoff et al. 2024, arXiv 2409.02060, §2): OLMo with every layer MoE
+    (``num_experts`` SwiGLU experts of ``intermediate_size``, top ``num_experts_per_tok``, no shared expert)
+    and QK-norm over the whole q and k width."""
+    spec = llama_fields(r, bias_keys=("attention_bias",))
+    spec.update(qk_norm="full", num_experts=r.get_int("num_experts", default=64),
+                top_k=r.get_int("num_experts_per_tok", default=8))
+    return spec
+
+
+def _mamba(r: _Reader) -> dict[str, Any]:
+    """MambaConfig (Gu & Dao 2023, arXiv 2312.00752): every layer an RMSNorm and a Mamba mixer (no inner
+    norms, unlike Jamba), no MLP, no attention; ``time_step_rank`` "auto" is ceil(hidden_size / 16)."""
+    d = r.get_int("hidden_size")
+    rank = r.config.get("time_step_rank", "auto")
+    return dict(
+        num_layers=r.get_int("num_hidden_layers"), hidden_size=d, num_heads=1, head_dim=d, ffn_hidden_size=0,
+        vocab_size=r.get_int("vocab_size"), activation=r.get_activation("hidden_act", default="silu"),
+        tied_embeddings=r.get_bool("tie_word_embeddings", default=True), norm="rmsnorm", ssm="mamba",
+        attention_layer_interval=0, ssm_state_size=r.get_int("state_size", default=16),
+        ssm_expand=r.get_int("expand", default=2), ssm_conv_kernel=r.get_int("conv_kernel", default=4),
+        ssm_dt_rank=0 if rank == "auto" else r.get_int("time_step_rank"),
+        ssm_bias=r.get_bool("use_bias", default=False), ssm_conv_bias=r.get_bool("use_conv_bias", default=True),
+    )
+
+
+_NEMOTRON_H_TYPES = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*",
+                     "mlp": "-", "moe": "E"}
+
+
+def _nemotron_h_pattern(r: _Reader) -> str:
+    """``layers_block_type`` (or its legacy names), else ``hybrid_override_pattern``, else NemotronHConfig's
+    default [linear_attention, moe, full_attention, mlp]."""
+    types = r.config.get("layers_block_type", r.config.get("layer_types"))
+    if types is None:
+        pattern = r.get_str("hybrid_override_pattern", default="ME*-")
+        if set(pattern) - set("ME*-"):
+            raise ConfigError(f"{_WHERE}.hybrid_override_pattern", pattern, "must use only M, E, * and -")
+        return pattern
+    if not isinstance(types, list) or not types or any(t not in _NEMOTRON_H_TYPES for t in types):
+        raise ConfigError(f"{_WHERE}.layers_block_type", types, "must list " + ", ".join(_NEMOTRON_H_TYPES))
+    return "".join(_NEMOTRON_H_TYPES[t] for t in types)
+
+
+def _nemotron_h(r: _Reader) -> dict[str, Any]:
+    """NemotronHConfig (NVIDIA 2025, Nemotron-H, arXiv 2504.03624, §2): one block per layer, Mamba-2 (M),
+    attention (*), squared-ReLU MLP (-) or squared-ReLU MoE with a shared expert (E), in the order of
+    ``hybrid_override_pattern``. The latent MoE projections (``moe_latent_size``) are not described: refused."""
+    if r.config.get("moe_latent_size") is not None:
+        raise ConfigError(f"{_WHERE}.moe_latent_size", r.config["moe_latent_size"], "is not supported (null only)")
+    pattern = _nemotron_h_pattern(r)
+    heads = r.get_int("num_attention_heads", default=32)
+    return dict(
+        num_layers=len(pattern), layer_pattern=pattern, hidden_size=r.get_int("hidden_size", default=4096),
+        num_heads=heads, num_kv_heads=r.get_int("num_key_value_heads", default=8),
+        head_dim=r.get_int("head_dim", default=128), ffn_hidden_size=r.get_int("intermediate_size", default=21504),
+        vocab_size=r.get_int("vocab_size", default=131072), glu=False,
+        activation=r.get_activation("mlp_hidden_act", default="relu2"), norm="rmsnorm",
+        tied_embeddings=r.get_bool("tie_word_embeddings", default=False),
+        attention_bias=r.get_bool("attention_bias", default=False),
+        linear_bias=r.get_bool("mlp_bias", default=False) and r.get_bool("attention_bias", default=False),
+        num_experts=r.get_int("n_routed_experts", default=8), top_k=r.get_int("num_experts_per_tok", default=2),
+        expert_ffn_hidden_size=r.get_int("moe_intermediate_size", default=7688),
+        num_shared_experts=r.get_int("n_shared_experts", default=1, minimum=0),
+        shared_expert_ffn_hidden_size=r.get_int("moe_shared_expert_intermediate_size", default=7688),
+        ssm="mamba2", ssm_state_size=r.get_int("ssm_state_size", default=128),
+        ssm_num_heads=r.get_int("mamba_num_heads", default=128), ssm_head_dim=r.get_int("mamba_head_dim",
+        default=64), ssm_num_groups=r.get_int("n_groups", "mamba_n_groups", default=8),
+        ssm_conv_kernel=r.get_int("conv_kernel", "mamba_d_conv", default=4),
+        ssm_bias=r.get_bool("use_bias", default=False),
+        ssm_conv_bias=r.get_bool("use_conv_bias", "mamba_conv_bias", default=True),
+        ssm_chunk_size=r.get_int("chunk_size", "mamba_chunk_size", default=128),
+    )
+
+
 RECENT_FAMILIES: dict[str, Callable[[_Reader], dict[str, Any]]] = {
     "qwen3": _qwen3, "qwen3_moe": _qwen3_moe, "gemma2": _gemma2, "gemma3_text": _gemma3_text,
     "gemma3": _gemma3, "olmo2": _olmo2, "phi3": _phi3, "mistral": _mistral, "nemotron": _nemotron,
     "deepseek_v3": _deepseek_v3, "gpt_oss": _gpt_oss, "mamba2": _mamba2, "jamba": _jamba,
+    "deepseek_v2": _deepseek_v2, "olmoe": _olmoe, "mamba": _mamba, "nemotron_h": _nemotron_h,
 }
 
 # ``architectures`` class-name prefixes, for a config.json without ``model_type``.
 RECENT_ARCH_PREFIXES = (("Qwen3Moe", "qwen3_moe"), ("Qwen3", "qwen3"), ("Gemma2", "gemma2"),
                         ("Gemma3ForConditional", "gemma3"), ("Gemma3", "gemma3_text"), ("Olmo2", "olmo2"),
-                        ("Phi3", "phi3"), ("Nemotron", "nemotron"), ("DeepseekV3", "deepseek_v3"),
-                        ("GptOss", "gpt_oss"), ("Mamba2", "mamba2"), ("Jamba", "jamba"))
+                        ("Olmoe", "olmoe"), ("Phi3", "phi3"), ("NemotronH", "nemotron_h"), ("Nemotron", "nemotron"),
+                        ("DeepseekV3", "deepseek_v3"), ("DeepseekV2", "deepseek_v2"), ("GptOss", "gpt_oss"),
+                        ("Mamba2", "mamba2"), ("Mamba", "mamba"), ("Jamba", "jamba"))

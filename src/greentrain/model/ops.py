@@ -113,7 +113,7 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
             matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True),
         ]
         if spec.num_shared_experts:
-            sh = spec.num_shared_experts
+            sh, f = spec.num_shared_experts, spec.shared_expert_ffn_hidden_size
             ops += [
                 matmul(f"{prefix}.shared.up", tokens, d, up * f, e, Shard.COLUMN, count=sh),
                 elementwise(f"{prefix}.shared.act", sh * tokens * f, e, Shard.HIDDEN, reads=float(up)),
@@ -170,7 +170,9 @@ class ModelOps:
 
 def _kind_ops(spec: TransformerSpec, kind: LayerKind, b: int, s: int, e: float, flash: bool) -> list[Op]:
     """The ops of one decoder layer of ``kind`` (decoder-only)."""
-    if kind.mixer in ("mamba", "mamba2"):
+    if kind.mixer == "none":
+        ops = []
+    elif kind.mixer in ("mamba", "mamba2"):
         ops = ssm_ops(spec, b, s, e, kind.mixer)
     else:
         window = spec.sliding_window if kind.mixer == "sliding" else 0

@@ -33,6 +33,7 @@ ARCHS = ("decoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
 QK_NORMS = ("none", "head", "full")  # head: one norm of head_dim (Qwen3, Gemma 3); full: of q/kv width (OLMo 2)
 SSMS = ("none", "mamba", "mamba2")
+_PATTERN = ("M", "*", "-", "E")
 # The activation names transformers knows (transformers.activations.ACT2CLS, v5.23), which is also every name
 # a Hugging Face config.json can carry in hidden_act / activation_function; the FLOP and byte counts do not
 # depend on which one it is (an element-wise op), but a name outside this set is a typo, not a model.
@@ -47,7 +48,8 @@ class LayerKind:
     """What one decoder layer holds: its token mixer and its MLP.
 
     mixer: "attention" (every earlier token), "sliding" (the last ``sliding_window`` tokens), "mamba" or
-    "mamba2" (a state-space mixer); mlp: "dense", "moe" or "none" (a pure Mamba-2 stack).
+    "mamba2" (a state-space mixer), "none" (an MLP-only layer of a Nemotron-H pattern); mlp: "dense", "moe" or
+    "none" (a pure Mamba-2 stack, a mixer-only layer).
     """
 
     mixer: str
@@ -55,8 +57,10 @@ class LayerKind:
 
     @property
     def name(self) -> str:
-        parts = ["decoder"] + ([] if self.mixer == "attention" else [self.mixer])
-        return "-".join(parts + ([] if self.mlp == "dense" else [self.mlp]))
+        """decoder, decoder-moe (the names of plain attention layers) or decoder-<mixer>-<mlp>."""
+        if self.mixer == "attention" and self.mlp in ("dense", "moe"):
+            return "decoder" if self.mlp == "dense" else "decoder-moe"
+        return f"decoder-{self.mixer}-{self.mlp}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +100,7 @@ class TransformerSpec:
     top_k: int = 1
     expert_ffn_hidden_size: int = 0  # 0: ffn_hidden_size
     num_shared_experts: int = 0
+    shared_expert_ffn_hidden_size: int = 0  # 0: expert_ffn_hidden_size (Nemotron-H: its own width)
     moe_layer_interval: int = 1  # every k-th layer is MoE (1: all of them)
     num_dense_layers: int = 0  # the first k layers keep the dense MLP (DeepSeek first_k_dense_replace)
     expert_bias: bool = False  # biases inside each expert (GPT-OSS)
@@ -107,13 +112,17 @@ class TransformerSpec:
     ssm_state_size: int = 16  # N
     ssm_expand: int = 2  # inner width = expand * hidden_size
     ssm_conv_kernel: int = 4
-    ssm_num_heads: int = 0  # Mamba-2 heads (inner width / head width)
+    ssm_num_heads: int = 0  # Mamba-2 heads
+    ssm_head_dim: int = 0  # Mamba-2 head width (0: ssm_expand * hidden_size / ssm_num_heads)
     ssm_num_groups: int = 1  # Mamba-2 B/C groups
     ssm_dt_rank: int = 0  # Mamba: width of the step-size projection (0: ceil(hidden_size / 16))
     ssm_bias: bool = False  # biases on the in/out projections
     ssm_conv_bias: bool = True
     ssm_inner_norms: bool = False  # Jamba: RMSNorms on the step size, B and C
     ssm_chunk_size: int = 256  # Mamba-2 SSD chunk length (FLOPs of the chunked scan)
+    # one character per layer (Nemotron-H hybrid_override_pattern): M the ssm mixer, * attention, - dense
+    # MLP, E MoE, each a layer of its own; "" : every layer has a mixer and an MLP (the fields above)
+    layer_pattern: str = ""
     # ---- multi-token prediction (DeepSeek-V3, arXiv 2412.19437, §2.2)
     num_mtp_layers: int = 0  # extra modules predicting token t+1+k, each one layer deep
     family: str = "custom"
@@ -130,7 +139,7 @@ class TransformerSpec:
                   "num_shared_experts", "max_position_embeddings", "position_offset", "sliding_window",
                   "full_attention_interval", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
                   "num_dense_layers", "attention_layer_interval", "attention_layer_offset", "ssm_num_heads",
-                  "ssm_dt_rank", "num_mtp_layers"):
+                  "ssm_dt_rank", "num_mtp_layers", "shared_expert_ffn_hidden_size", "ssm_head_dim"):
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 0, f"{w}.{f}", v, "must be a non-negative integer")
         for f, choices in _CHOICES.items():
@@ -163,8 +172,16 @@ class TransformerSpec:
             object.__setattr__(self, "v_head_dim", self.head_dim)
         if self.expert_ffn_hidden_size == 0:
             object.__setattr__(self, "expert_ffn_hidden_size", self.ffn_hidden_size)
+        if self.shared_expert_ffn_hidden_size == 0:
+            object.__setattr__(self, "shared_expert_ffn_hidden_size", self.expert_ffn_hidden_size)
         if self.ssm == "mamba" and self.ssm_dt_rank == 0:  # MambaConfig: time_step_rank "auto"
             object.__setattr__(self, "ssm_dt_rank", -(-self.hidden_size // 16))
+        if self.ssm == "mamba2" and self.ssm_head_dim == 0:  # Mamba2Mixer: heads split expand * hidden_size
+            inner = self.ssm_expand * self.hidden_size
+            require(self.ssm_num_heads >= 1 and inner % self.ssm_num_heads == 0, f"{w}.ssm_num_heads",
+                    self.ssm_num_heads, f"must be a positive divisor of ssm_expand * hidden_size = {inner} "
+                    "(or give ssm_head_dim)")
+            object.__setattr__(self, "ssm_head_dim", inner // self.ssm_num_heads)
 
     def _check_shapes(self, w: str) -> None:
         require(self.num_heads % self.num_kv_heads == 0, f"{w}.num_kv_heads", self.num_kv_heads,
@@ -181,11 +198,21 @@ class TransformerSpec:
         require(self.ffn_hidden_size > 0 or (self.ssm != "none" and not self.is_moe), f"{w}.ffn_hidden_size",
                 self.ffn_hidden_size, "must be positive (0, no MLP, only for a state-space stack without experts)")
         if self.ssm == "mamba2":
-            inner = self.ssm_expand * self.hidden_size
-            require(self.ssm_num_heads >= 1 and inner % self.ssm_num_heads == 0, f"{w}.ssm_num_heads",
-                    self.ssm_num_heads, f"must be a positive divisor of ssm_expand * hidden_size = {inner}")
+            require(self.ssm_num_heads >= 1, f"{w}.ssm_num_heads", self.ssm_num_heads, "must be positive")
             require(self.ssm_num_heads % self.ssm_num_groups == 0, f"{w}.ssm_num_groups", self.ssm_num_groups,
                     f"must divide ssm_num_heads={self.ssm_num_heads}")
+        self._check_pattern(w)
+
+    def _check_pattern(self, w: str) -> None:
+        p = self.layer_pattern
+        if not p:
+            return
+        require(len(p) == self.num_layers and set(p) <= set(_PATTERN), f"{w}.layer_pattern", p,
+                f"must have one of {''.join(_PATTERN)} per layer ({self.num_layers})")
+        require("M" not in p or self.ssm != "none", f"{w}.layer_pattern", p, "has M layers but ssm is none")
+        require("E" not in p or self.is_moe, f"{w}.layer_pattern", p, "has E layers but num_experts is 1")
+        require("-" not in p or self.ffn_hidden_size > 0, f"{w}.layer_pattern", p,
+                "has - (MLP) layers but ffn_hidden_size is 0")
 
     # ---- shape facts -------------------------------------------------------------------------------
     @property
@@ -217,6 +244,11 @@ class TransformerSpec:
         return self.num_heads * self.v_head_dim
 
     @property
+    def ssm_inner(self) -> int:
+        """Inner width of a state-space mixer: Mamba-2 heads x head width, Mamba expand x hidden_size."""
+        return self.ssm_num_heads * self.ssm_head_dim if self.ssm == "mamba2" else self.ssm_expand * self.hidden_size
+
+    @property
     def ffn_matrices(self) -> int:
         """Matrices in one MLP: 3 with GLU (gate, up, down), else 2."""
         return 3 if self.glu else 2
@@ -232,6 +264,10 @@ class TransformerSpec:
         Gemma2/3 and GPT-OSS layer_types (full iff (i + 1) % interval == 0). MLP: DeepSeek-V3 dense below
         first_k_dense_replace; Mixtral/Qwen3-MoE/Jamba MoE iff (i + 1) % interval == 0.
         """
+        if self.layer_pattern:
+            c = self.layer_pattern[i]
+            mixer = {"M": self.ssm, "*": "attention"}.get(c, "none")
+            return LayerKind(mixer=mixer, mlp={"-": "dense", "E": "moe"}.get(c, "none"))
         attends = self.ssm == "none" or (self.attention_layer_interval > 0
                                          and i % self.attention_layer_interval == self.attention_layer_offset)
         if not attends:
@@ -290,7 +326,7 @@ class TransformerSpec:
 
     def moe_params(self, active_only: bool = False) -> int:
         experts = self.top_k if active_only else self.num_experts
-        shared = self.num_shared_experts * self.mlp_params(self.expert_ffn_hidden_size)
+        shared = self.num_shared_experts * self.mlp_params(self.shared_expert_ffn_hidden_size)
         return experts * self.expert_params() + shared + self.router_params()
 
     def norm_params(self) -> int:
@@ -305,11 +341,12 @@ class TransformerSpec:
 
     def kind_params(self, kind: LayerKind, active_only: bool = False) -> int:
         """One decoder layer of ``kind``: mixer, MLP and their norms."""
-        mixer = ssm_params(self) if kind.mixer in ("mamba", "mamba2") else self.attention_params()
+        mixers = {"mamba": ssm_params, "mamba2": ssm_params, "none": lambda _: 0}
+        mixer = mixers.get(kind.mixer, TransformerSpec.attention_params)(self)
         mlps = {"moe": self.moe_params(active_only) if kind.mlp == "moe" else 0,
                 "dense": self.mlp_params() if kind.mlp == "dense" else 0}
         mlp = mlps.get(kind.mlp, 0)
-        blocks = 1 if kind.mlp == "none" else 2
+        blocks = (kind.mixer != "none") + (kind.mlp != "none")
         norms = self.norm_params() * blocks * (2 if self.post_norms else 1)
         return mixer + mlp + norms
 

@@ -2,8 +2,9 @@
 2024, arXiv 2405.21060). Parameters as transformers builds them (JambaMambaMixer, Mamba2Mixer); ops with the
 FLOPs of the matmul-like contractions and the bytes of the rest.
 
-Shapes: d = hidden_size, I = ssm_expand * d (inner width), N = ssm_state_size, k = ssm_conv_kernel;
-Mamba: R = ssm_dt_rank; Mamba-2: H heads of width P = I / H, G groups of B and C, chunks of Q tokens.
+Shapes: d = hidden_size, I = TransformerSpec.ssm_inner (Mamba: ssm_expand * d; Mamba-2: H heads of width P),
+N = ssm_state_size, k = ssm_conv_kernel; Mamba: R = ssm_dt_rank; Mamba-2: G groups of B and C, chunks of Q
+tokens.
 Tensor parallelism splits I (and H) like attention heads: in_proj by columns, out_proj by rows.
 """
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 def ssm_params(spec: TransformerSpec) -> int:
     """One mixer (without the layer's input norm)."""
     d, n, k = spec.hidden_size, spec.ssm_state_size, spec.ssm_conv_kernel
-    inner = spec.ssm_expand * d
+    inner = spec.ssm_inner
     if spec.ssm == "mamba2":
         h, g = spec.ssm_num_heads, spec.ssm_num_groups
         conv_ch = inner + 2 * g * n  # x, B, C go through the convolution (Mamba-2 §7.1)
@@ -49,9 +50,7 @@ def _mamba2_scan_ops(spec: TransformerSpec, b: int, s: int, e: float, prefix: st
     """The chunked SSD algorithm (Mamba-2 §7, Listing 1; mamba_ssm ssd_combined): per chunk of Q tokens,
     (1) C B^T per group and its product with X (the quadratic, attention-like part), (2) each chunk's final
     state B^T X, (3) the recurrence over chunk states, (4) the output from the states, C h."""
-    inner, n, h, g = spec.ssm_expand * spec.hidden_size, spec.ssm_state_size, spec.ssm_num_heads, \
-        spec.ssm_num_groups
-    p = inner // h
+    n, h, g, p = spec.ssm_state_size, spec.ssm_num_heads, spec.ssm_num_groups, spec.ssm_head_dim
     q = min(spec.ssm_chunk_size, s)
     c = math.ceil(s / q)
     return [
@@ -67,7 +66,7 @@ def _mamba_scan_op(spec: TransformerSpec, b: int, s: int, e: float, prefix: str)
     """The selective scan (Gu & Dao 2023 §3.3.2): h_t = exp(Δ A) h_{t-1} + Δ B x_t, y_t = C h_t. The output
     contraction C h is 2 I N FLOPs per token (the recurrence is element-wise); the fused kernel keeps h in
     SRAM and moves x, Δ, z, y (I each) and B, C (N each) per token."""
-    inner, n = spec.ssm_expand * spec.hidden_size, spec.ssm_state_size
+    inner, n = spec.ssm_inner, spec.ssm_state_size
     io = b * s * (4 * inner + 2 * n) * e
     return Op(name=f"{prefix}.scan", kind=OpKind.ATTENTION, shard=Shard.HEADS, flop=2.0 * b * inner * s * n,
               bytes=io, count=b * inner, m=s, k=n, n=1.0)
@@ -77,7 +76,7 @@ def ssm_ops(spec: TransformerSpec, b: int, s: int, e: float, prefix: str) -> lis
     """One mixer block of ``b`` sequences of ``s`` tokens: norm, projections, causal depthwise convolution
     (2 k FLOPs per channel and token), scan, gate, output projection, residual."""
     d, n, k = spec.hidden_size, spec.ssm_state_size, spec.ssm_conv_kernel
-    inner, t = spec.ssm_expand * d, b * s
+    inner, t = spec.ssm_inner, b * s
     ops = [elementwise(f"{prefix}.norm", t * d, e, Shard.TOKENS)]
     if spec.ssm == "mamba2":
         g, h = spec.ssm_num_groups, spec.ssm_num_heads

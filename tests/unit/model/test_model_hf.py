@@ -73,6 +73,10 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "mamba-codestral-7b": (7_285_403_648, 1e-9, "mistralai/Mamba-Codestral-7B-v0.1 model card: 7,285,403,648"),
     "jamba-1.5-large": (398e9, 0.005, "AI21 2024 (arXiv 2408.12570), §2: 398B total, 94B active"),
     "mixtral-8x22b": (141e9, 0.005, "Mistral AI, Mixtral 8x22B announcement (2024-04-17): 141B total, 39B active"),
+    "deepseek-v2-lite": (15.7e9, 0.005, "DeepSeek-AI 2024 (arXiv 2405.04434), App. B: 15.7B total, 2.4B active"),
+    "olmoe-1b-7b": (6.9e9, 0.005, "Muennighoff et al. 2024 (arXiv 2409.02060), §1: 6.9B total, 1.3B active"),
+    # "2.8B" is rounded to 0.1B (half a unit: 1.8 %)
+    "mamba-2.8b": (2.8e9, 0.015, "Gu & Dao 2023 (arXiv 2312.00752), Table 3: Mamba-2.8B"),
 }
 
 
@@ -146,6 +150,7 @@ EXACT: dict[str, Callable[[dict[str, Any], TransformerSpec, Any], int]] = {
     "olmo2-32b": _no_difference, "phi3-mini-4k": _no_difference, "nemotron-4-340b": _no_difference,
     "deepseek-v3": _no_difference, "gpt-oss-120b": _no_difference, "gpt-oss-20b": _no_difference,
     "mamba-codestral-7b": _no_difference, "jamba-1.5-large": _no_difference, "mixtral-8x22b": _no_difference,
+    "deepseek-v2-lite": _no_difference, "olmoe-1b-7b": _no_difference, "mamba-2.8b": _no_difference,
 }
 
 
@@ -255,8 +260,13 @@ def test_directory_with_config_json_is_named_after_the_directory(tmp_path: Path)
     assert spec.name == "my-llama" and spec.num_params() == load_preset("llama3-8b").num_params()
 
 
+# Families without a public config.json fixture here, checked on transformers' default and tiny configs in
+# test_model_hf_recent.py instead (Nemotron-H: its released layer patterns are long strings not transcribed).
+NO_FIXTURE = {"nemotron_h"}
+
+
 def test_every_family_has_a_fixture() -> None:
-    assert {_config(p.stem)["model_type"] for p in HF_DIR.glob("*.json")} == set(FAMILIES)
+    assert {_config(p.stem)["model_type"] for p in HF_DIR.glob("*.json")} == set(FAMILIES) - NO_FIXTURE
 
 
 # ---- 3. bad input ------------------------------------------------------------------------------------------

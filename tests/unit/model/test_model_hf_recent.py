@@ -35,7 +35,18 @@ HF_DIR = Path(__file__).resolve().parents[2] / "data" / "hf"
 B, S = 2, 16  # micro-batch and sequence of the FLOP runs (S below every tiny window)
 
 
+# Nemotron-H has no fixture file (test_model_hf.NO_FIXTURE): a small hybrid with every block kind.
+NEMOTRON_H: dict[str, Any] = {
+    "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "M-M*EM-",
+    "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    "mamba_num_heads": 8, "mamba_head_dim": 12, "ssm_state_size": 16, "n_groups": 2, "chunk_size": 8,
+    "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+    "moe_shared_expert_intermediate_size": 40, "vocab_size": 256, "use_mamba_kernels": False}
+
+
 def _config(name: str) -> dict[str, Any]:
+    if name == "nemotron-h":
+        return dict(NEMOTRON_H)
     data: dict[str, Any] = json.loads((HF_DIR / f"{name}.json").read_text())
     return data
 
@@ -69,8 +80,18 @@ TINY: dict[str, dict[str, Any]] = {
     "mixtral-8x22b": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 48,
                       "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
                       "vocab_size": 256},
+    "deepseek-v2-lite": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 96,
+                         "moe_intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 4,
+                         "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 2,
+                         "first_k_dense_replace": 1, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
+                         "qk_rope_head_dim": 8, "v_head_dim": 12, "vocab_size": 256},
+    "olmoe-1b-7b": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 32, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 256},
+    "mamba-2.8b": {"num_hidden_layers": 2, "hidden_size": 64, "state_size": 8, "time_step_rank": 8,
+                   "vocab_size": 256},
     "mamba-codestral-7b": {"num_hidden_layers": 2, "hidden_size": 64, "state_size": 16, "expand": 2,
                            "n_groups": 2, "num_heads": 8, "head_dim": 16, "vocab_size": 256, "chunk_size": 8},
+    "nemotron-h": {},
     "jamba-1.5-large": {"num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 96,
                         "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4,
                         "num_experts_per_tok": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
@@ -117,7 +138,8 @@ def _ssm_difference(spec: TransformerSpec) -> tuple[float, tuple[str, ...]]:
     q = min(spec.ssm_chunk_size, S)
     chunks = -(-S // q)
     per_layer = (spec.ssm_num_heads - spec.ssm_num_groups) * B * chunks * 2 * q * spec.ssm_state_size * q
-    return 3 * per_layer * spec.num_layers, conv
+    mixers = sum(n for kind, n in spec.layer_kinds() if kind.mixer == "mamba2")
+    return 3 * per_layer * mixers, conv
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -156,6 +178,9 @@ ACTIVE: dict[str, tuple[float, float, bool, str]] = {
     "deepseek-v3": (37e9, 0.015, False, "DeepSeek-V3 report, abstract: 37B activated (whole billions)"),
     "jamba-1.5-large": (94e9, 0.005, True, "Jamba-1.5 report, §2: 94B active"),
     "mixtral-8x22b": (39e9, 0.005, True, "Mixtral 8x22B announcement: 39B active"),
+    # rounded to 0.1B: half a unit is 2 % of 2.4B and 4 % of 1.3B
+    "deepseek-v2-lite": (2.4e9, 0.025, False, "DeepSeek-V2 report, App. B: 2.4B activated"),
+    "olmoe-1b-7b": (1.3e9, 0.02, True, "OLMoE paper, §1: 1.3B active"),
 }
 
 
@@ -295,3 +320,35 @@ def test_layer_groups_carry_exact_params(name: str) -> None:
     assert sum(g.count * g.params for g in groups) == layers
     experts = sum(g.count * g.expert_params for g in groups)
     assert experts == spec.num_moe_layers() * spec.num_experts * spec.expert_params()
+
+
+@pytest.mark.parametrize("change", [{}, {"hybrid_override_pattern": "M*M-MEM*"}, {"hybrid_override_pattern": None,
+                                    "layers_block_type": ["mamba", "attention", "moe", "mlp"]}])
+def test_nemotron_h_params_equal_transformers(change: dict[str, Any]) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in {**NEMOTRON_H, **change}.items() if v is not None}
+    spec = spec_from_hf_config(cfg, "nh")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    assert sum(p.numel() for p in model.parameters()) == spec.num_params()
+    default = transformers.AutoConfig.for_model("nemotron_h")  # NemotronHConfig(): the reader's defaults
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(default)
+    assert sum(p.numel() for p in model.parameters()) == spec_from_hf_config({"model_type": "nemotron_h"},
+                                                                             "d").num_params()
+
+
+def test_nemotron_h_pattern_is_one_block_per_layer() -> None:
+    spec = spec_from_hf_config(NEMOTRON_H, "nh")
+    assert [spec.layer_kind(i) for i in range(3)] == [LayerKind(mixer="mamba2", mlp="none"),
+                                                      LayerKind(mixer="none", mlp="dense"),
+                                                      LayerKind(mixer="mamba2", mlp="none")]
+    assert spec.layer_kind(3) == LayerKind(mixer="attention", mlp="none")
+    assert spec.layer_kind(4) == LayerKind(mixer="none", mlp="moe") and spec.num_moe_layers() == 1
+    with pytest.raises(ConfigError, match="must use only M, E") as e:
+        spec_from_hf_config({**NEMOTRON_H, "hybrid_override_pattern": "M-X"}, "x")
+    assert e.value.field == "config.json.hybrid_override_pattern"
+    with pytest.raises(ConfigError, match="is not supported") as e:
+        spec_from_hf_config({**NEMOTRON_H, "moe_latent_size": 32}, "x")
+    assert e.value.field == "config.json.moe_latent_size"
