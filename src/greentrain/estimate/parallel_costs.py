@@ -67,11 +67,3 @@ def tp_layer_s(s: Strategy, cluster: Cluster, eff: Efficiency, payload_bytes: fl
     else:
         one = collective_s(Collective.ALL_REDUCE, s.tp, per_node, payload_bytes, cluster, eff)
     return collectives_per_pass * one
-
-
-def pp_send_s(s: Strategy, cluster: Cluster, eff: Efficiency, payload_bytes: float, crosses: bool) -> float:
-    """One activation (or gradient) send between adjacent stages."""
-    if s.pp == 1:
-        return 0.0
-    link, e = (cluster.inter_node, eff.inter_node_link) if crosses else (cluster.intra_node, eff.intra_node_link)
-    return link.latency_s + payload_bytes / s.tp / (link.bytes_per_s * e)

@@ -19,11 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from greentrain.estimate.step_terms import where
+from greentrain.estimate.step_terms import ceil, floor, maximum, minimum, where
 
 PIPELINE_BALANCE = ("even", "cost")
+_EPS = 1e-9  # whole layer counts: floor(8.000001 - 1.000001) is 7, though the float difference is 6.999...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,52 +38,43 @@ class Placement:
 
 
 def _holds(t: Any, layers: Any, pp: Any, e: Any, h: Any) -> Any:
-    first = np.floor(np.maximum(t - e, -1.0))
-    last = np.floor(np.maximum(t - h, -1.0))
-    return (first >= 0) & (last >= 0) & (first + last + (pp - 2) * np.floor(t) >= layers - 1e-9)
+    first = floor(maximum(t - e + _EPS, -1.0))
+    last = floor(maximum(t - h + _EPS, -1.0))
+    ok = first + last + (pp - 2) * floor(t + _EPS) >= layers - _EPS
+    return (first >= 0) & (last >= 0) & ok
 
 
 def _balanced_t(layers: Any, pp: Any, e: Any, h: Any) -> Any:
     """Smallest stage time (in layers) of the cost-balanced placement, pp >= 2."""
     t0 = (layers + e + h) / pp
-    cands = [np.ceil(t0 - 1e-9), np.ceil(t0 - e - 1e-9) + e, np.ceil(t0 - h - 1e-9) + h, t0 + 1.0,
-             np.maximum(e, h)]
-    best = np.full(np.shape(t0), np.inf)
-    for c in cands:
-        c = np.maximum(c, np.maximum(e, h))
-        best = np.where(_holds(c, layers, pp, e, h) & (c < best), c, best)
+    low = maximum(e, h)
+    best = t0 + 1.0 + low  # always holds
+    for c in (ceil(t0 - _EPS), ceil(t0 - e - _EPS) + e, ceil(t0 - h - _EPS) + h, t0 + 1.0, low):
+        c = maximum(c, low)
+        best = where(_holds(c, layers, pp, e, h) & (c < best), c, best)
     return best
 
 
 def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str) -> Placement:
     """Layers per stage for ``layers`` layers on ``pp`` stages; ``e`` and ``h`` the embedding's and the head's
-    cost in layers (only the "cost" balance uses them)."""
-    scalar = all(np.ndim(x) == 0 for x in (layers, pp, vpp, e, h))
-    L, p, v = (np.asarray(x, dtype=np.float64) for x in (layers, pp, vpp))
-    ee, hh = np.asarray(e, dtype=np.float64), np.asarray(h, dtype=np.float64)
-    even_mid = np.ceil(L / (p * v)) * v
-    even_end = np.floor(L / (p * v)) * v  # the ends take the smaller share of an uneven count
+    cost in layers (only the "cost" balance uses them). Floats in, floats out; or columns (ndarray)."""
+    L, p, v = layers, pp, vpp
+    even_mid = ceil(L / (p * v)) * v
+    even_end = floor(L / (p * v)) * v  # the ends take the smaller share of an uneven count
+    first, mid, last = even_end, even_mid, even_end
     if balance == "cost":
-        t = _balanced_t(L, np.maximum(p, 2.0), ee, hh)
-        last = np.minimum(np.floor(t - hh), L)
-        first = np.minimum(np.floor(t - ee), L - last)
-        rest = L - first - last
-        mid = np.where(p > 2, np.ceil(rest / np.maximum(p - 2, 1.0)), 0.0)
+        t = _balanced_t(L, maximum(p, 2.0), e, h)
+        c_last = minimum(floor(t - h + _EPS), L)
+        c_first = minimum(floor(t - e + _EPS), L - c_last)
+        c_mid = where(p > 2, ceil((L - c_first - c_last) / maximum(p - 2, 1.0)), 0.0)
         cost_ok = (v == 1) & (p > 1)
-        first, mid, last = (np.where(cost_ok, a, b) for a, b in ((first, even_end), (mid, even_mid),
-                                                                 (last, even_end)))
-    else:
-        first, mid, last = even_end, even_mid, even_end
-    first = np.where(p == 1, L, np.where(p == 2, np.maximum(first, L - last), first))
-    mid = np.where(p <= 2, 0.0, mid)
-    times = np.stack(np.broadcast_arrays(first + ee, mid, last + hh))
-    times[0] = np.where(p == 1, L + ee + hh, times[0])
-    slowest = np.argmax(times, axis=0)
-    counts = np.stack(np.broadcast_arrays(first, mid, last))
-    slowest_layers = np.take_along_axis(counts, slowest[None], axis=0)[0]
-    if scalar:
-        return Placement(first=float(first), middle=float(mid), last=float(last), slowest=int(slowest),
-                         slowest_layers=float(slowest_layers))
+        first, mid, last = where(cost_ok, c_first, first), where(cost_ok, c_mid, mid), where(cost_ok, c_last, last)
+    first = where(p == 1, L, where(p == 2, maximum(first, L - last), first))
+    mid = where(p <= 2, 0.0 * L, mid)
+    t_first = where(p == 1, L + e + h, first + e)
+    t_last = last + h
+    slowest = where((t_first >= mid) & (t_first >= t_last), 0, where(mid >= t_last, 1, 2))
+    slowest_layers = where(slowest == 0, first, where(slowest == 1, mid, last))
     return Placement(first=first, middle=mid, last=last, slowest=slowest, slowest_layers=slowest_layers)
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_time
 from greentrain.estimate.efficiency import Efficiency
@@ -98,7 +96,7 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
                  balance: str) -> StageSplit:
     """The costs of the stage that sets the pace (estimate/pipeline.py places the layers)."""
     per_layer = (lt.fwd_s + lt.bwd_s + lt.recompute_s + lt.tp_s + lt.cp_s + lt.ep_s) / layers
-    unit = np.maximum(per_layer, 1e-30)
+    unit = maximum(per_layer, 1e-30)
     pl = placement(layers, pp, vpp, (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit, balance)
     frac = pl.slowest_layers / layers
     e, h = end_share(pl.slowest, pp)

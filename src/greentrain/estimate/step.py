@@ -25,9 +25,9 @@ from greentrain.estimate.memory import (
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
-from greentrain.estimate.parallel_costs import axis_layout, pp_send_s
+from greentrain.estimate.parallel_costs import axis_layout
 from greentrain.estimate.stage import StageCosts, stage_costs
-from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s
+from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
 from greentrain.scenario import Scenario
@@ -73,23 +73,11 @@ def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num
 
 
 def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> float:
-    """The optimizer step: memory bound on the device, or PCIe + CPU Adam when offloaded (ZeRO-Offload,
-    Ren et al. 2021): gradients down and weights up over the host link, CPU Adam over the node's share."""
-    w, cl = sc.workload, sc.cluster
-    shard = s.dp * s.cp if s.zero >= 1 else 1
-    local = params / shard
-    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
-    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
-    if s.offload_optimizer:
-        host = cl.host_link or cl.intra_node
-        transfer = local * (gb + wb) / host.bytes_per_s
-        cpu = local * cl.node_size / eff.cpu_adam_params_per_s_per_node
-        return transfer + cpu
-    # Megatron-LM's step, memory bound (one pass each): zero the gradient buffer (write g), gradient norm
-    # (read g), clipping (read + write g), Adam (read g, states; write states) and the 16-bit weight copy
-    # (read the fp32 master, write w).
-    per_param = gb + gb + 2 * gb + (gb + 2 * ob) + (min(ob, 4.0) + wb)
-    return local * per_param / (cl.chip.memory_bytes_per_s * eff.memory)
+    """The optimizer step (step_terms.optimizer_s)."""
+    w = sc.workload
+    return optimizer_s(params=params, zero=s.zero, shard=s.dp * s.cp, offload=s.offload_optimizer,
+                       wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
+                       ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
 
 
 def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro: int,
@@ -120,9 +108,9 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
                     s.flash_attention)
     num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)
     st = stage_costs(sc, s, ops, eff)
-    lay = axis_layout(s, cl)
-    pp_mb = 2 * s.vpp * pp_send_s(s, cl, eff, ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
-                                  * w.activation_bytes, lay.pp_crosses_nodes)
+    pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.tp * s.cp * s.dp, cl=cl, eff=eff,
+                                  payload_bytes=ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
+                                  * w.activation_bytes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
     accum = grad_accum_s(st.layer_params + st.extra_params, cl.chip.memory_bytes_per_s, eff)
     t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff)

@@ -16,6 +16,7 @@ float for float inputs.
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,19 +30,39 @@ FloatArray = npt.NDArray[np.float64]
 Num = TypeVar("Num", float, FloatArray)
 
 
+_ARRAY = np.ndarray
+
+
 def _scalar(*xs: Any) -> bool:
-    return all(np.ndim(x) == 0 for x in xs)
+    return not any(isinstance(x, _ARRAY) for x in xs)
 
 
+# The operations the shared terms use: Python's on floats (a numpy call on a float costs ~1 us, and one
+# estimate makes hundreds), numpy's as soon as one argument is a column.
 def where(cond: Any, a: Any, b: Any) -> Any:
-    """np.where, or a plain conditional when everything is a scalar (10x faster for one strategy)."""
-    if _scalar(cond, a, b):
-        return a if cond else b
-    return np.where(cond, a, b)
+    if isinstance(cond, _ARRAY) or isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
+        return np.where(cond, a, b)
+    return a if cond else b
 
 
 def maximum(a: Any, b: Any) -> Any:
-    return max(a, b) if _scalar(a, b) else np.maximum(a, b)
+    if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
+        return np.maximum(a, b)
+    return a if a >= b else b
+
+
+def minimum(a: Any, b: Any) -> Any:
+    if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
+        return np.minimum(a, b)
+    return a if a <= b else b
+
+
+def floor(x: Any) -> Any:
+    return np.floor(x) if isinstance(x, _ARRAY) else float(math.floor(x))
+
+
+def ceil(x: Any) -> Any:
+    return np.ceil(x) if isinstance(x, _ARRAY) else float(math.ceil(x))
 
 
 def collective_time_s(kind: Collective, group: Any, per_node: Any, payload: Any, cl: Cluster, eff: Efficiency) -> Any:
@@ -96,4 +117,31 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
     rs_all = collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
     z3 = num_micro * maximum(0.0, 2 * gather + rs_all - micro_batch_s)
     out: Num = where(g <= 1, 0.0 * g, where(zero >= 3, z3, exposed + where(zero >= 1, gather, 0.0 * g)))
+    return out
+
+
+def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Any, wb: float, gb: float, ob: float,
+                cl: Cluster, eff: Efficiency) -> Num:
+    """The optimizer step of one device's ``params``: memory bound on the device, or the host link and CPU Adam
+    when offloaded (ZeRO-Offload, Ren et al. 2021: gradients down and weights up over the host link, CPU Adam
+    over the node's share)."""
+    local = params / where(zero >= 1, shard, 1.0)
+    host = cl.host_link or cl.intra_node
+    offloaded = local * (gb + wb) / host.bytes_per_s + local * cl.node_size / eff.cpu_adam_params_per_s_per_node
+    # Megatron-LM's step, memory bound (one pass each): zero the gradient buffer (write g), gradient norm
+    # (read g), clipping (read + write g), Adam (read g, states; write states) and the 16-bit weight copy
+    # (read the fp32 master, write w).
+    per_param = gb + gb + 2 * gb + (gb + 2 * ob) + (min(ob, 4.0) + wb)
+    out: Num = where(offload, offloaded, local * per_param / (cl.chip.memory_bytes_per_s * eff.memory))
+    return out
+
+
+def pp_send_s(*, pp: Num, tp: Num, inner: Num, payload_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
+    """One activation (or gradient) send between adjacent stages, ``payload_bytes`` split over tp (Narayanan
+    et al. 2021 §4.1, scatter/gather); across nodes when the ranks ``inner`` of a stage fill a node."""
+    crosses = (inner >= cl.node_size) & (cl.num_nodes > 1)
+    lat = where(crosses, cl.inter_node.latency_s, cl.intra_node.latency_s)
+    bw = where(crosses, cl.inter_node.bytes_per_s * eff.inter_node_link,
+               cl.intra_node.bytes_per_s * eff.intra_node_link)
+    out: Num = where(pp == 1, 0.0 * payload_bytes, lat + payload_bytes / tp / bw)
     return out

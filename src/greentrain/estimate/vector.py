@@ -34,7 +34,7 @@ from greentrain.estimate.stage import (
     sum_layer_totals,
 )
 from greentrain.estimate.step import step_flops
-from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s
+from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import model_ops
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.parallel.table import StrategyTable
@@ -146,27 +146,22 @@ def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: E
 
 
 def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """step._optimizer_s (device memory bound, or PCIe + CPU Adam when offloaded)."""
-    w, cl = sc.workload, sc.cluster
-    local = f["params"] / np.where(t.zero >= 1, f["dp"] * f["cp"], 1.0)
-    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
-    ob = optimizer_bytes_per_param(w.optimizer, w.precision)
-    host = cl.host_link or cl.intra_node
-    offload = local * (gb + wb) / host.bytes_per_s + local * cl.node_size / eff.cpu_adam_params_per_s_per_node
-    per_param = gb + gb + 2 * gb + (gb + 2 * ob) + (min(ob, 4.0) + wb)
-    return np.where(t.offload_optimizer, offload, local * per_param / (cl.chip.memory_bytes_per_s * eff.memory))
+    """step._optimizer_s (step_terms.optimizer_s over columns)."""
+    w = sc.workload
+    out: FloatArray = optimizer_s(
+        params=f["params"], zero=t.zero.astype(np.float64), shard=f["dp"] * f["cp"], offload=t.offload_optimizer,
+        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
+        ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
+    return out
 
 
 def _pp_mb(sc: Scenario, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """2 x vpp x parallel_costs.pp_send_s of one micro-batch's activation."""
-    w, cl, m = sc.workload, sc.cluster, sc.model
-    crosses = (f["tp"] * f["cp"] * f["dp"] >= cl.node_size) & (cl.num_nodes > 1)
-    intra, inter = cl.intra_node, cl.inter_node
-    lat = np.where(crosses, inter.latency_s, intra.latency_s)
-    bw = np.where(crosses, inter.bytes_per_s * eff.inter_node_link, intra.bytes_per_s * eff.intra_node_link)
+    """2 x vpp x step_terms.pp_send_s of one micro-batch's activation."""
+    w, m = sc.workload, sc.model
     payload = f["mbs"] * w.seq_len / f["cp"] * m.hidden_size * w.activation_bytes
-    send = np.where(f["pp"] == 1, 0.0, lat + payload / f["tp"] / bw)
-    return 2 * f["vpp"] * send
+    out: FloatArray = 2 * f["vpp"] * pp_send_s(pp=f["pp"], tp=f["tp"], inner=f["tp"] * f["cp"] * f["dp"],
+                                               payload_bytes=payload, cl=sc.cluster, eff=eff)
+    return out
 
 
 def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,

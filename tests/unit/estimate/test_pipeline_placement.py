@@ -25,7 +25,7 @@ def _brute(layers: int, pp: int, e: float, h: float) -> float:
     return best
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(layers=st.integers(2, 14), pp=st.integers(2, 4), e=st.floats(0, 3), h=st.floats(0, 6))
 def test_cost_balance_is_the_best_split(layers: int, pp: int, e: float, h: float) -> None:
     if layers < pp:
