@@ -35,10 +35,10 @@ def _mixtral(r: _Reader) -> dict[str, Any]:
 
 
 def _qwen2(r: _Reader) -> dict[str, Any]:
-    """Qwen2Config: Llama with biases on q, k and v only (Qwen2Attention: o_proj and the MLP have none).
-    TransformerSpec has no q/k/v-only bias, so the spec leaves them out: num_layers * (q_width + 2 kv_width)
-    parameters fewer than transformers (129,024 for Qwen2-7B, 0.002 %)."""
-    return _llama(r, bias_keys=())
+    """Qwen2Config: Llama with biases on q, k and v only (Qwen2Attention: o_proj and the MLP have none)."""
+    spec = _llama(r, bias_keys=())
+    spec.update(qkv_bias=True)
+    return spec
 
 
 def _gemma(r: _Reader) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def _gemma2(r: _Reader, *, interval: int = 2) -> dict[str, Any]:
     RMSNorm before and after attention and the MLP (4 per layer), a 4,096-token window on every other layer
     (layer_types). Logit soft-capping is an element-wise op: no parameters, no model FLOPs."""
     spec = llama_fields(r, tied_default=True, bias_keys=("attention_bias",))
-    spec.update(head_dim=r.get_int("head_dim", default=256), post_norms=True,
+    softcap = r.config.get("attn_logit_softcapping", 50.0) is not None  # Gemma2Config: 50.0 (Gemma 3: null)
+    spec.update(head_dim=r.get_int("head_dim", default=256), post_norms=True, logit_softcap=softcap,
                 activation=r.get_activation("hidden_activation", "hidden_act", default="gelu_pytorch_tanh"),
                 sliding_window=r.get_window(default=4096),
                 full_attention_interval=full_attention_interval(r, spec["num_layers"], interval))
@@ -60,7 +61,7 @@ def _gemma3_text(r: _Reader) -> dict[str, Any]:
     """Gemma3TextConfig (Gemma Team 2025, arXiv 2503.19786, §2.1): Gemma 2 with QK-norm per head instead of
     soft-capping and 5 windowed layers per full one (``sliding_window_pattern`` 6)."""
     spec = _gemma2(r, interval=r.get_int("sliding_window_pattern", "_sliding_window_pattern", default=6))
-    spec.update(qk_norm="head")
+    spec.update(qk_norm="head", logit_softcap=r.config.get("attn_logit_softcapping") is not None)
     return spec
 
 

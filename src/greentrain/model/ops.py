@@ -73,6 +73,8 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
     else:
         ops += [
             matmul(f"{prefix}.scores", s, dqk, keys, e, Shard.HEADS, count=b * heads, weight=False),
+            *([elementwise(f"{prefix}.softcap", scores, e, Shard.HEADS, attention_core=True)]
+              if spec.logit_softcap else []),  # Gemma 2: scores = c tanh(scores / c)
             elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
             # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
             elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
@@ -231,6 +233,7 @@ def _head_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str = "") ->
     return (
         elementwise(f"{prefix}final_norm", tokens * d, e, Shard.TOKENS),
         matmul(f"{prefix}lm_head", tokens, d, v, e, Shard.VOCAB, weight=True),
+        *([elementwise(f"{prefix}softcap", tokens * v, e, Shard.VOCAB)] if spec.logit_softcap else []),
         # logits are upcast to fp32 for the softmax cross-entropy: read them, write fp32 (4 bytes)
         elementwise(f"{prefix}cross_entropy", tokens * v, e, Shard.VOCAB, reads=1.0, writes=0.0,
                     extra_bytes_per_elt=4.0),

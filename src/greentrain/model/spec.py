@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from greentrain.config import (
@@ -82,6 +83,7 @@ class TransformerSpec:
     position_offset: int = 0  # rows of that table no position uses (the fairseq padding offset of OPT/BART: 2)
     linear_bias: bool = False  # a bias on every linear layer
     attention_bias: bool = False  # biases on the attention projections only (GPT-OSS)
+    qkv_bias: bool = False  # biases on q, k and v only (Qwen2)
     norm: str = "layernorm"
     post_norms: bool = False  # Gemma 2/3: a norm after attention and after the MLP too (4 per layer)
     qk_norm: str = "none"
@@ -90,6 +92,7 @@ class TransformerSpec:
     sliding_window: int = 0  # keys a windowed layer attends to (0: every layer attends to the whole sequence)
     full_attention_interval: int = 0  # with a window, every k-th layer is full (Gemma 2: 2, Gemma 3: 6); 0: none
     attention_sinks: bool = False  # one learned sink logit per head (GPT-OSS; Xiao et al. 2023)
+    logit_softcap: bool = False  # tanh soft-capping of scores and logits (Gemma 2): element-wise, cost only
     # ---- multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1; DeepSeek-V3 §2.1.1)
     kv_lora_rank: int = 0  # > 0: MLA, keys and values decompressed from a latent of this width
     q_lora_rank: int = 0  # MLA queries from a latent of this width (0: a direct projection)
@@ -287,8 +290,7 @@ class TransformerSpec:
 
     def layer_kinds(self, num_layers: int | None = None) -> tuple[tuple[LayerKind, int], ...]:
         """(kind, count) of the first ``num_layers`` decoder layers, kinds in order of first appearance."""
-        n = self.num_layers if num_layers is None else num_layers
-        return tuple(Counter(self.layer_kind(i) for i in range(n)).items())
+        return _layer_kinds(self, self.num_layers if num_layers is None else num_layers)
 
     def num_moe_layers(self, num_layers: int | None = None) -> int:
         return sum(c for k, c in self.layer_kinds(num_layers) if k.mlp == "moe")
@@ -301,7 +303,8 @@ class TransformerSpec:
         else:
             d, q, kv = self.hidden_size, self.q_width, self.kv_width
             weights = d * q + 2 * d * kv + q * d
-            core = weights + ((q + 2 * kv + d) if self.linear_bias or self.attention_bias else 0)
+            bias = (q + 2 * kv + d) if self.linear_bias or self.attention_bias else (q + 2 * kv) * self.qkv_bias
+            core = weights + bias
         per_norm = self.norm_params() // self.hidden_size  # 1 (RMSNorm) or 2 (LayerNorm) per element
         qk_norm = {"none": 0, "head": 2 * self.head_dim, "full": self.q_width + self.kv_width}[self.qk_norm]
         sinks = self.num_heads if self.attention_sinks else 0  # GptOssAttention.sinks
@@ -411,3 +414,8 @@ class TransformerSpec:
         for req in ("num_layers", "hidden_size", "num_heads", "ffn_hidden_size", "vocab_size"):
             require(req in kwargs, f"{where}.{req}", None, "is required")
         return cls(**kwargs)
+
+
+@cache
+def _layer_kinds(spec: TransformerSpec, n: int) -> tuple[tuple[LayerKind, int], ...]:
+    return tuple(Counter(spec.layer_kind(i) for i in range(n)).items())

@@ -108,10 +108,6 @@ def _bloom_embedding_layernorm(cfg: dict[str, Any], spec: TransformerSpec, model
     return 2 * spec.hidden_size  # BloomModel.word_embeddings_layernorm (weight + bias)
 
 
-def _qwen2_qkv_bias(cfg: dict[str, Any], spec: TransformerSpec, model: Any) -> int:
-    return spec.num_layers * (spec.q_width + 2 * spec.kv_width)  # Qwen2Attention q/k/v_proj bias=True
-
-
 def _t5(cfg: dict[str, Any], spec: TransformerSpec, model: Any) -> int:
     # T5Attention.relative_attention_bias: buckets x heads in the first block of the encoder and the decoder.
     diff = 2 * cfg.get("relative_attention_num_buckets", 32) * spec.num_heads
@@ -143,7 +139,7 @@ EXACT: dict[str, Callable[[dict[str, Any], TransformerSpec, Any], int]] = {
     "gpt2": _no_difference, "gpt2-xl": _no_difference, "gpt-neox-20b": _no_difference,
     "opt-1.3b": _no_difference, "bart-large": _no_difference,
     "bloom": _bloom_embedding_layernorm, "bloom-560m": _bloom_embedding_layernorm,
-    "t5-large": _t5, "flan-t5-large": _t5, "pegasus-large": _pegasus, "qwen2-7b": _qwen2_qkv_bias,
+    "t5-large": _t5, "flan-t5-large": _t5, "pegasus-large": _pegasus, "qwen2-7b": _no_difference,
     "gemma-7b": _no_difference,
     "qwen3-8b": _no_difference, "qwen3-30b-a3b": _no_difference, "qwen3-235b-a22b": _no_difference,
     "gemma2-9b": _no_difference, "gemma3-1b": _no_difference, "gemma3-27b": _gemma3_vision,
