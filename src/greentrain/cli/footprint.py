@@ -111,7 +111,8 @@ def _run_inputs(args: argparse.Namespace) -> RunInputs:
                      device_energy_j=None if measured or base is None else base.device_energy_j,
                      pue=args.pue if args.pue is not None else (base.pue if base else None),
                      mfu_as_utilization=(args.utilization is None and base is not None
-                                         and base.mfu_as_utilization))
+                                         and base.mfu_as_utilization),
+                     power_predicted=not measured and base is not None and base.power_predicted)
 
 
 def _site(args: argparse.Namespace, run: RunInputs) -> Site:
@@ -171,7 +172,8 @@ def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | Non
     return {"num_chips": run.num_chips, "duration_s": run.duration_s, "chip": chip,
             "utilization": 1.0 if run.utilization is None else run.utilization, "power_w": run.power_w,
             "device_energy_j": run.device_energy_j, "host_power_w_per_chip": args.host_w_per_chip,
-            "price_usd_per_device_s": price, "lifetime_s": lifetime, "hardware_usd_per_chip": hardware}
+            "price_usd_per_device_s": price, "lifetime_s": lifetime, "hardware_usd_per_chip": hardware,
+            "power_predicted": run.power_predicted}
 
 
 def _market(args: argparse.Namespace) -> str:

@@ -29,6 +29,11 @@ class RunInputs:
     device_energy_j: float | None = None
     pue: float | None = None
     mfu_as_utilization: bool = False
+    power_predicted: bool = False  # the power or energy is a prediction (a plan file), not a measurement
+
+
+# Keys only `greentrain plan --json` writes: its power per chip is modelled, never measured
+PLAN_KEYS = ("step_time_s", "mfu")
 
 
 def _num(data: dict[str, Any], key: str, where: str, minimum: float = 0.0) -> float | None:
@@ -75,7 +80,8 @@ def run_inputs_from_dict(data: dict[str, Any], where: str = "run") -> RunInputs:
                      region=str(data.get("region") or ""),
                      utilization=util if util is not None else mfu,
                      power_w=power, device_energy_j=units.kwh_to_j(energy) if energy is not None else None,
-                     pue=pue, mfu_as_utilization=util is None and mfu is not None)
+                     pue=pue, mfu_as_utilization=util is None and mfu is not None,
+                     power_predicted=all(k in data for k in PLAN_KEYS) and "meters" not in data)
 
 
 def run_inputs_from_json(path: str | Path) -> RunInputs:

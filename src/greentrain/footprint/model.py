@@ -57,6 +57,11 @@ class Footprint:
     def energy_kwh(self) -> float:
         return units.j_to_kwh(self.energy_j)
 
+    @property
+    def energy_basis(self) -> str:
+        """"measured" (a meter's power or energy) or "predicted" (a plan's, or the chip's power line)."""
+        return "measured" if self.power_measured else "predicted"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form, the unit in every key."""
         return {
@@ -73,6 +78,7 @@ class Footprint:
             "run_time_s": self.duration_s,
             "power_w_per_chip": self.power_w_per_chip,
             "power_measured": self.power_measured,
+            "energy_basis": self.energy_basis,
             "host_power_w_per_chip": self.host_power_w_per_chip,
             "pue": self.pue,
             "grid_g_co2e_per_kwh": self.grid_g_co2e_per_kwh,
@@ -133,13 +139,15 @@ def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | Non
               utilization: float = 1.0, power_w: float | None = None,
               host_power_w_per_chip: float | None = 0.0,
               price_usd_per_device_s: float | None = None, lifetime_s: float = DEFAULT_LIFETIME_S,
-              device_energy_j: float | None = None, hardware_usd_per_chip: float = 0.0) -> Footprint:
+              device_energy_j: float | None = None, hardware_usd_per_chip: float = 0.0,
+              power_predicted: bool = False) -> Footprint:
     """Energy, CO2e and cost of ``num_chips`` devices for ``duration_s`` seconds at ``site``.
 
     Device power: a measured ``device_energy_j`` (all chips), else a measured ``power_w`` per chip, else the
     chip's idle-to-TDP line at ``utilization``. Cost: on-premises when ``hardware_usd_per_chip`` is given,
     else the cloud price per device-second (argument, else the chip's catalog price), else facility energy x
     the site's electricity price. ``host_power_w_per_chip`` None: the DGX-derived default (footprint/host.py).
+    ``power_predicted``: ``power_w`` / ``device_energy_j`` come from a prediction (a plan), not a meter.
     """
     require(num_chips >= 1, "num_chips", num_chips, "must be >= 1")
     require(duration_s >= 0, "duration_s", duration_s, "must be >= 0")
@@ -150,6 +158,7 @@ def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | Non
                 "must be >= 0")
     device_s = num_chips * duration_s
     power, measured = _device_power_w(chip, utilization, power_w, device_energy_j, device_s)
+    measured = measured and not power_predicted
     dev_energy_j = power * device_s
     if host_power_w_per_chip is None:
         host_power_w_per_chip = default_host_power_w_per_chip(chip, power)

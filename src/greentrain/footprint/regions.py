@@ -201,6 +201,28 @@ def get_region(code: str) -> Region:
     return table[key]
 
 
+def codecarbon_location(code: str) -> dict[str, str]:
+    """A region code in CodeCarbon's emissions.csv location columns (docs/output: country_name; country_iso_code,
+    the 3-letter ISO code; region, the province/state where the infrastructure is hosted; on_cloud Y/N;
+    cloud_provider aws/azure/gcp; cloud_region, the provider's region). All blank when no region is known."""
+    out = dict.fromkeys(("country_name", "country_iso_code", "region", "cloud_provider", "cloud_region",
+                         "on_cloud"), "")
+    if not code:
+        return out
+    r = get_region(code)
+    out["on_cloud"] = "Y" if r.kind == "cloud" else "N"
+    if r.kind == "cloud":
+        out["cloud_provider"], out["cloud_region"] = r.provider, r.code
+    zone = get_region(r.zone) if r.zone and r.zone.lower() != r.code.lower() else r
+    if zone.kind == "country":
+        out["country_name"], out["country_iso_code"] = zone.name, zone.code.upper()
+    elif zone.kind in ("state", "province"):  # US-VA, CA-QC: the country from the ISO 3166-2 prefix
+        country = get_region(zone.code.split("-")[0])
+        out["country_name"], out["country_iso_code"] = country.name, country.code.upper()
+        out["region"] = zone.name.split(" (")[0].lower()  # CodeCarbon writes "virginia", "quebec"
+    return out
+
+
 def build_site(*, region: str | None = None, grid_g_co2e_per_kwh: float | None = None, pue: float | None = None,
                electricity_usd_per_kwh: float | None = None, market_based: bool = False) -> Site | None:
     """The one constructor of a Site, used by plan, search, simulate, footprint, track and the Tracker, so the

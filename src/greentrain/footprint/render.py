@@ -43,7 +43,7 @@ def footprint_table(fp: Footprint, site: Site, chip: Chip | None, start: BestSta
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("how", overflow="fold")
-    how_power = "measured" if fp.power_measured else "idle + (TDP - idle) x utilization"
+    how_power = "measured" if fp.power_measured else "predicted: idle + (TDP - idle) x utilization"
     if mfu:
         how_power += " (MFU used as utilization: understates power)"
     rows = [
@@ -52,7 +52,7 @@ def footprint_table(fp: Footprint, site: Site, chip: Chip | None, start: BestSta
         ("power per chip", f"{fp.power_w_per_chip:,.1f} W", how_power),
         ("host per chip", f"{fp.host_power_w_per_chip:,.1f} W", "CPU, RAM, network share"),
         ("PUE", f"{fp.pue:.2f}", site.source.split(";")[-1].strip() if site.region else "given"),
-        ("energy", f"{fp.energy_kwh:,.1f} kWh", "(devices + host) x PUE"),
+        ("energy", f"{fp.energy_kwh:,.1f} kWh", f"{fp.energy_basis}: (devices + host) x PUE"),
         ("grid intensity", f"{fp.grid_g_co2e_per_kwh:,.1f} g/kWh", site.region or "given"),
         ("operational CO2e", f"{fp.operational_kg_co2e:,.1f} kg", "energy x grid intensity"),
         ("embodied CO2e", f"{fp.embodied_kg_co2e:,.1f} kg",

@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 
 from greentrain import __version__, units
+from greentrain.errors import ConfigError
+from greentrain.footprint.regions import codecarbon_location
 from greentrain.measure.summary import Measurement
 
 CODECARBON_COLUMNS = (
@@ -37,24 +39,41 @@ def _meter_source(m: Measurement, name: str) -> str:
     return next((x.source for x in m.meters if x.name == name), "")
 
 
+def _location(m: Measurement) -> dict[str, str]:
+    if not m.region:
+        return codecarbon_location("")
+    try:
+        return codecarbon_location(m.region)
+    except ConfigError:  # a label that is not a known region (a given intensity): say nothing false
+        return codecarbon_location("")
+
+
 def codecarbon_row(m: Measurement, project_name: str = "greentrain", run_id: str | None = None) -> dict[str, Any]:
+    """One row with CodeCarbon's meaning for each column (docs/output in the codecarbon repository): energies
+    in kWh including the PUE, so that energy_consumed = cpu_energy + gpu_energy + ram_energy, as CodeCarbon
+    writes them; powers the devices' mean (W); location columns from the region; cpu_model and gpu_model the
+    hardware's names."""
     d = m.duration_s if m.duration_s > 0 else 1.0
-    gpus = [x for x in m.meters if x.name == "gpu"]
+    pue = m.energy_j / m.it_energy_j if m.it_energy_j > 0 else m.pue
     return {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "project_name": project_name,
         "run_id": run_id or m.run_id or str(uuid.uuid4()), "experiment_id": "", "duration": m.duration_s,
         "emissions": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e,
         "emissions_rate": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e / d,
         "cpu_power": m.cpu_energy_j / d, "gpu_power": m.gpu_energy_j / d, "ram_power": m.ram_energy_j / d,
-        "cpu_energy": units.j_to_kwh(m.cpu_energy_j), "gpu_energy": units.j_to_kwh(m.gpu_energy_j),
-        "ram_energy": units.j_to_kwh(m.ram_energy_j), "energy_consumed": units.j_to_kwh(m.energy_j),
-        "country_name": "", "country_iso_code": "", "region": m.region, "cloud_provider": "", "cloud_region": "",
-        "os": platform.platform(), "python_version": platform.python_version(),
+        "cpu_energy": units.j_to_kwh(m.cpu_energy_j * pue), "gpu_energy": units.j_to_kwh(m.gpu_energy_j * pue),
+        "ram_energy": units.j_to_kwh(m.ram_energy_j * pue), "energy_consumed": units.j_to_kwh(m.energy_j),
+        **_location(m), "os": platform.platform(), "python_version": platform.python_version(),
         "codecarbon_version": f"greentrain-{__version__}", "cpu_count": os.cpu_count() or 0,
-        "cpu_model": _meter_source(m, "cpu"), "gpu_count": len(gpus), "gpu_model": _meter_source(m, "gpu"),
+        "cpu_model": m.cpu_model, "gpu_count": _gpu_count(m.gpu_model), "gpu_model": m.gpu_model,
         "longitude": "", "latitude": "", "ram_total_size": _ram_total_gb(), "tracking_mode": "process",
-        "on_cloud": "N", "pue": m.pue,
+        "pue": m.pue,
     }
+
+
+def _gpu_count(gpu_model: str) -> int:
+    """4 from "2 x A, 2 x B"."""
+    return sum(int(part.split(" x ", 1)[0]) for part in gpu_model.split(", ") if " x " in part)
 
 
 def _ram_total_gb() -> float:
@@ -74,7 +93,7 @@ def model_card_block(m: Measurement, training_type: str = "pre-training", hardwa
                   + " energy)",
         "training_type": training_type,
         "geographical_location": m.region or "given grid intensity",
-        "hardware_used": hardware or ", ".join(x.source for x in m.meters),
+        "hardware_used": hardware or m.gpu_model or m.cpu_model,
     }}
 
 

@@ -1,7 +1,7 @@
 """The run record: a JSONL file appended as things happen, and the sampler thread that feeds and flushes it.
 
 One JSON object per line, each with a ``type``:
-  start   {t_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], argv, ...}
+  start   {t_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], cpu_model, gpu_model, argv}
   sample  {t_s, gpu_energy_j, cpu_energy_j, ram_energy_j, rss_bytes}    every ``interval_s`` (cumulative energy)
   step    {t_s, step, step_time_s, tokens, samples, flop, forward_s, backward_s, peak_memory_bytes}
   modules {modules: [{name, calls, forward_s, backward_s, forward_flop, backward_flop, memory_bytes}]}
@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from greentrain.config import require
 from greentrain.errors import ConfigError
-from greentrain.measure.meters import EnergyMeter, EnergyReading
+from greentrain.measure.meters import EnergyMeter, EnergyReading, cpu_model_name
 
 FLUSH_INTERVAL_S = 0.5
 
@@ -93,6 +93,14 @@ def last_run(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def meter_info(readings: Sequence[EnergyReading]) -> list[dict[str, Any]]:
     return [{"name": r.name, "measured": r.measured, "source": r.source} for r in readings]
+
+
+def hardware_info(meters: Sequence[EnergyMeter]) -> dict[str, str]:
+    """What the run ran on, in CodeCarbon's words: ``cpu_model`` (the CPU's name) and ``gpu_model``
+    ("2 x NVIDIA H100 80GB HBM3"; "" without a measured GPU), recorded in the start record."""
+    names: list[str] = [n for m in meters for n in getattr(m, "names", [])]
+    gpu = ", ".join(f"{names.count(n)} x {n}" for n in dict.fromkeys(names))
+    return {"cpu_model": cpu_model_name(), "gpu_model": gpu}
 
 
 class Sampler:

@@ -83,6 +83,8 @@ class Measurement:
     power_w: float  # average IT power
     pue: float
     run_id: str = ""  # the run's UUID (CodeCarbon's run_id); "" in records written before run ids
+    cpu_model: str = ""  # the CPU's name, as CodeCarbon's cpu_model
+    gpu_model: str = ""  # "N x NAME" of the measured GPUs, as CodeCarbon's gpu_model; "" without one
     meters: tuple[MeterInfo, ...] = ()
     region: str = ""
     grid_g_co2e_per_kwh: float | None = None
@@ -216,7 +218,9 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
         it_energy_j=it_energy_j, energy_j=energy_j,
         energy_j_per_step=energy_j * s["steps_s"] / duration_s / n if n and duration_s > 0 else 0.0,
         power_w=it_energy_j / duration_s if duration_s > 0 else 0.0, pue=pue_used,
-        run_id=str(starts[-1].get("run_id", "")) if starts else "", meters=tuple(meters.values()),
+        run_id=str(starts[-1].get("run_id", "")) if starts else "",
+        cpu_model=str(starts[-1].get("cpu_model", "")) if starts else "",
+        gpu_model=str(starts[-1].get("gpu_model", "")) if starts else "", meters=tuple(meters.values()),
         modules=_modules(records, n, energy_j / duration_s if duration_s > 0 else 0.0), notes=tuple(notes))
     return with_footprint(m, site) if site is not None else m
 

@@ -25,7 +25,7 @@ from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
 from greentrain.measure.meters import CpuEstimateMeter, default_meters, process_tree, tree_rss_bytes
 from greentrain.measure.preempt import Supervisor, Watchdog
-from greentrain.measure.records import JsonlWriter, Sampler, last_run, meter_info, read_jsonl
+from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
 from greentrain.measure.summary import Measurement, summarize, with_footprint
 
 AUTOLOAD_DIR = Path(__file__).parent / "autoload"
@@ -105,7 +105,8 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
     sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
     readings = sampler.start()
     writer.append({"type": "start", "t_unix": time.time(), "run_id": run_id, "pid": child.pid, "rank": 0,
-                   "world_size": 1, "argv": list(command), "meters": meter_info(readings)})
+                   "world_size": 1, "argv": list(command), "meters": meter_info(readings),
+                   **hardware_info(meters)})
     writer.flush()
     code = sup.wait(child)
     sup.reap_group()

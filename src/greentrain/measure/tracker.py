@@ -28,7 +28,7 @@ from torch import nn
 
 from greentrain.config import require
 from greentrain.measure.meters import EnergyMeter, RssReader, default_meters, visible_gpu_indices
-from greentrain.measure.records import JsonlWriter, Sampler, last_run, meter_info, read_jsonl
+from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
 from greentrain.measure.summary import Measurement, make_site, summarize
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,7 +116,7 @@ class Tracker:
         self._writer.append({"type": "start", "t_unix": time.time(), "run_id": self.run_id, "pid": os.getpid(),
                              "rank": self.rank, "world_size": self.world_size,
                              "model_parallel_size": self.model_parallel_size, "argv": sys.argv,
-                             "meters": meter_info(readings)})
+                             "meters": meter_info(readings), **hardware_info(meters)})
         self._writer.flush()
         if self.model is not None:
             self.attach(self.model)
