@@ -1,7 +1,7 @@
 """HF Ultra-Scale Playbook benchmark sweep (nanotron, 2025): 1,632 runs of 1B and 3B llama models on 1 to 64
 nodes of 8 H100 (tests/data/calibration, a copy of shared/reference/calibration/playbook-h100-1b-3b.csv and
 its two model configs). The cluster's network is AWS EFA (efa-400): the playbook ran on Hugging Face's cluster
-of p5 instances.
+of p5 instances (docs/validation.md says why).
 
 These pin what greentrain reaches today through `greentrain validate` with the nanotron profile, measured
 2026-11-23 (docs/validation.md): MFU error 7.4 points (bias +7.3), rank correlation median 0.70, best pick

@@ -48,6 +48,7 @@ class Summary:
     num_runs: int
     num_ran: int  # measured status ok
     num_predicted: int  # runs with a prediction (the strategy divides the model)
+    num_scored: int  # runs that ran, with a prediction and a measured MFU and step time
     mfu_error_mean: float | None  # mean |error| in MFU fraction over runs that ran and are predicted
     mfu_error_bias: float | None  # mean signed error
     rank_correlation_median: float | None  # over groups with >= 3 runs that ran
@@ -156,7 +157,7 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
            for r, p in pairs if p.peak_memory_error is not None]
     return Summary(
         num_runs=len(runs), num_ran=sum(1 for r in runs if r.measured.ran),
-        num_predicted=sum(1 for p in preds if p.step_time_s is not None),
+        num_predicted=sum(1 for p in preds if p.step_time_s is not None), num_scored=len(errs),
         mfu_error_mean=_mean([abs(e) for e in errs]), mfu_error_bias=_mean(errs),
         rank_correlation_median=float(np.median(rhos)) if rhos else None, num_groups=len(groups),
         best_pick_exact=_mean([float(bool(s.exact)) for s in picks]),

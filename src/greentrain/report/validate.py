@@ -39,6 +39,7 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
 
     return {
         "num_runs": s.num_runs, "num_ran": s.num_ran, "num_predicted": s.num_predicted,
+        "num_scored": s.num_scored,
         "mfu_error_mean_points": pts(s.mfu_error_mean), "mfu_error_bias_points": pts(s.mfu_error_bias),
         "rank_correlation_median": s.rank_correlation_median, "num_groups": s.num_groups,
         "best_pick_exact_fraction": s.best_pick_exact, "best_pick_within_10_percent_fraction": s.best_pick_good,
@@ -65,7 +66,7 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
     t.add_column("value", justify="right")
     t.add_column("what it says")
     t.add_row("MFU error, mean", _fmt(s.mfu_error_mean, ".1f", 100) + " pt",
-              f"|predicted - measured| over {s.num_ran:,} runs that ran, on the run's own FLOP count")
+              f"|predicted - measured| over {s.num_scored:,} runs that ran, on each run's own FLOP count")
     t.add_row("MFU error, bias", _fmt(s.mfu_error_bias, "+.1f", 100) + " pt", "> 0: optimistic")
     t.add_row("rank correlation, median", _fmt(s.rank_correlation_median, ".2f"),
               "Spearman, predicted vs measured throughput inside each group")
