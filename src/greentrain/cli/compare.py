@@ -6,7 +6,7 @@ import argparse
 import json
 
 from greentrain.config import load_mapping
-from greentrain.measure.compare import compare, mismatch_warnings
+from greentrain.measure.compare import check_kinds, compare, mismatch_warnings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     # twice: one-line errors naming the argument)
     predicted = load_mapping(args.predicted, field="predicted")
     measured = load_mapping(args.measured, field="measured")
+    check_kinds(predicted, measured, args.measured)
     rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)
     if args.json:
         print(json.dumps({"rows": [{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,

@@ -66,6 +66,23 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[Compari
     return rows
 
 
+# Keys only a prediction (`greentrain plan --json`) writes, and keys only a measurement writes
+PREDICTION_KEYS = ("mfu", "step_breakdown_s", "memory_bytes_per_device")
+MEASUREMENT_KEYS = ("meters", "status", "num_steps")
+
+
+def is_prediction(data: dict[str, Any]) -> bool:
+    return any(k in data for k in PREDICTION_KEYS) and not any(k in data for k in MEASUREMENT_KEYS)
+
+
+def check_kinds(predicted: dict[str, Any], measured: dict[str, Any], measured_path: str = "") -> None:
+    """A prediction is never taken as a measurement: ``compare PLAN.json PLAN.json`` reported +0.0 %."""
+    if is_prediction(measured):
+        raise ConfigError("measured", measured_path or "the second file",
+                          "is a prediction (greentrain plan --json), not a measurement: give the measurement.json "
+                          "of greentrain track or a Tracker")
+
+
 SAME_RUN_RATIO = 2.0  # work per step differing by more than this: the two files describe different jobs
 
 

@@ -128,3 +128,13 @@ def test_two_track_runs_into_one_folder(tmp_path: Path, capsys: pytest.CaptureFi
         assert json.loads(capsys.readouterr().out)["num_steps"] == steps
     assert len((out / "emissions.csv").read_text().splitlines()) == 3
     assert (out / "track.jsonl").read_text().count('"type":"start"') == 2
+
+
+def test_compare_refuses_a_prediction_as_the_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 9: `compare PLAN.json PLAN.json` reported +0.0 % with no warning."""
+    plan = _write(tmp_path / "plan.json", {"step_time_s": 1.1, "tokens_per_s": 900.0, "mfu": 0.4,
+                                           "step_breakdown_s": {"compute": 1.0},
+                                           "memory_bytes_per_device": {"total": 8e9}})
+    assert main(["compare", plan, plan]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a prediction (greentrain plan --json), not a measurement" in err
