@@ -17,7 +17,7 @@ Expert ops (``expert=True``) of a MoE layer are further spread over expert paral
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from greentrain.model.mla import mla_projection_ops
@@ -69,17 +69,19 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
         io = (tokens * (q + out_w) + kv_tokens * (kv + spec.num_kv_heads * dv)) * e  # read q, k, v; write o
         ops.append(Op(name=f"{prefix}.flash", kind=OpKind.ATTENTION, shard=Shard.HEADS,
                       flop=2.0 * scores * (dqk + dv), bytes=io, count=b * heads, m=s, k=(dqk + dv) / 2,
-                      n=keys, attention_core=True, backward_factor=2.5))
+                      n=keys, attention_core=True, backward_factor=2.5, window=window))
     else:
         ops += [
-            matmul(f"{prefix}.scores", s, dqk, keys, e, Shard.HEADS, count=b * heads, weight=False),
+            replace(matmul(f"{prefix}.scores", s, dqk, keys, e, Shard.HEADS, count=b * heads, weight=False),
+                    window=window),
             *([elementwise(f"{prefix}.softcap", scores, e, Shard.HEADS, attention_core=True)]
               if spec.logit_softcap else []),  # Gemma 2: scores = c tanh(scores / c)
             elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
             # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
             elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
                         attention_core=True),
-            matmul(f"{prefix}.values", s, keys, dv, e, Shard.HEADS, count=b * heads, weight=False),
+            replace(matmul(f"{prefix}.values", s, keys, dv, e, Shard.HEADS, count=b * heads, weight=False),
+                    window=window),
         ]
     ops.append(matmul(f"{prefix}.out", tokens, out_w, d, e, Shard.ROW))  # (T, heads*dv) @ (heads*dv, d)
     if spec.post_norms:  # Gemma 2/3: the block's output is normalised before the residual add
@@ -136,6 +138,7 @@ class LayerGroup:
     count: int
     ops: tuple[Op, ...]
     moe: bool = False
+    kind: LayerKind | None = None  # mixer and MLP of a decoder layer (None: encoder / encoder-decoder layers)
     params: int = 0  # all parameters of one layer of the group (TransformerSpec.kind_params), norms included
     expert_params: int = 0  # the routed experts' share of ``params`` (spread over expert parallelism)
 
@@ -218,12 +221,13 @@ def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
         return tuple(groups)
     experts = spec.num_experts * spec.expert_params()
     groups = [LayerGroup(name=kind.name, count=count, ops=tuple(_kind_ops(spec, kind, b, s, e, flash)),
-                         moe=kind.mlp == "moe", params=spec.kind_params(kind),
+                         moe=kind.mlp == "moe", kind=kind, params=spec.kind_params(kind),
                          expert_params=experts if kind.mlp == "moe" else 0)
               for kind, count in spec.layer_kinds()]
     if spec.num_mtp_layers:
+        kind = LayerKind(mixer="attention", mlp="moe" if spec.is_moe else "dense")
         groups.append(LayerGroup(name="mtp", count=spec.num_mtp_layers, ops=tuple(mtp_ops(spec, b, s, e, flash)),
-                                 moe=spec.is_moe, params=spec.mtp_params() // spec.num_mtp_layers,
+                                 moe=spec.is_moe, kind=kind, params=spec.mtp_params() // spec.num_mtp_layers,
                                  expert_params=experts if spec.is_moe else 0))
     return tuple(groups)
 

@@ -41,6 +41,9 @@ class Op:
     attention_core: bool = False  # what selective recomputation recomputes (Korthikanti et al. §4.2)
     expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
     backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
+    # attention cores of a sliding-window layer: keys per query (n = min(s_kv, window)); 0: no window. A causal
+    # kernel executes s*n - n*(n-1)/2 of the s*n products counted, not half of them as for full attention.
+    window: int = 0
 
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
