@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "traffic": ("greentrain.cli.traffic", "FLOP and network traffic of a run over six parallel axes (seed 001)"),
     "batch-time": ("greentrain.cli.batch_time", "per-batch time of a pipelined MoE run (seed 001 simple model)"),
     "search": ("greentrain.cli.search", "rank every parallel strategy by time, cost, CO2e or energy; Pareto front"),
+    "experiment": ("greentrain.cli.experiment", "fine-tuning variants run, measured, priced and compared (seed 004)"),
     "validate": ("greentrain.cli.validate", "score predictions against measured runs (runs CSV): MFU, ranking, memory"),
     "calibrate": ("greentrain.cli.calibrate", "fit a chip/framework profile from measured runs or track outputs"),
     "offload": ("greentrain.cli.offload", "train under host/device memory caps: plan, heatmap, train (seed 002)"),

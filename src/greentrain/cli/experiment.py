@@ -1,0 +1,93 @@
+"""`greentrain experiment plan|run|status|report`: variants of a fine-tuning job, predicted, run, compared
+(seed 004; design/experiment.md). Thin: parsing and printing only.
+
+    greentrain experiment plan   EXP.yaml [--json]
+    greentrain experiment run    EXP.yaml [--out DIR] [--only ID,..] [--isolation process|inline] [--fresh]
+                                          [--over-budget-ok]
+    greentrain experiment status DIR [--json]
+    greentrain experiment report DIR [--reprice REGION ...] [--plot DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from greentrain.config import split_list
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="plan|run|status|report")
+    p = sub.add_parser("plan", help="expand the variants, predict each, check the budget (no torch)")
+    p.add_argument("experiment", help="experiment YAML file")
+    p.add_argument("--json", action="store_true")
+    r = sub.add_parser("run", help="run every variant (resumes; finished variants are not run again)")
+    r.add_argument("experiment", help="experiment YAML file")
+    r.add_argument("--out", help="output folder (default: experiments/<name>)")
+    r.add_argument("--only", help="comma-separated variant ids")
+    r.add_argument("--isolation", choices=("process", "inline"), default="process",
+                   help="one worker process per variant (default), or all in this process")
+    r.add_argument("--fresh", action="store_true", help="forget earlier results in the folder")
+    r.add_argument("--over-budget-ok", action="store_true", help="run even when the plan exceeds the budget")
+    r.add_argument("--no-plot", action="store_true", help="skip the plots")
+    s = sub.add_parser("status", help="done, failed, pending and not applicable variants")
+    s.add_argument("dir", help="output folder of `experiment run`")
+    s.add_argument("--json", action="store_true")
+    q = sub.add_parser("report", help="table, Pareto set, findings, re-pricing, files and plots")
+    q.add_argument("dir", help="output folder of `experiment run`")
+    q.add_argument("--reprice", nargs="+", metavar="REGION", help="price the measurements in these regions")
+    q.add_argument("--plot", help="folder for the plots (default: DIR)")
+    q.add_argument("--json", action="store_true", help='print {"variants": [...], ...}')
+
+
+def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool) -> None:
+    from greentrain.experiment.console import render_report
+    from greentrain.experiment.report import build_report, write_report_files
+
+    rep = build_report(out, regions)
+    if files:
+        write_report_files(out, rep)
+        if plot_dir is not None:
+            from greentrain.experiment.plots import write_plots
+
+            write_plots(rep, plot_dir)
+    if as_json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        render_report(rep, findings=files)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "plan":
+        from greentrain.experiment.plan import plan_experiment
+        from greentrain.experiment.spec import load_experiment
+
+        plan = plan_experiment(load_experiment(args.experiment))
+        if args.json:
+            print(json.dumps(plan.to_dict(), indent=1))
+        else:
+            from greentrain.experiment.console import render_plan
+
+            render_plan(plan)
+        return 0
+    if args.action == "run":
+        from greentrain.experiment.runner import RunOptions, run_experiment
+        from greentrain.experiment.spec import load_experiment
+
+        exp = load_experiment(args.experiment)
+        out = Path(args.out or Path("experiments") / exp.name)
+        opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
+                          isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
+        plot_dir = None if args.no_plot else out
+        results = run_experiment(exp, opts, after_variant=lambda d: _report(d, None, None, False, True))
+        _report(out, None, plot_dir, False, True)
+        print(f"results in {out}", file=sys.stderr)
+        return 1 if any(r.status == "failed" for r in results) else 0
+    out = Path(args.dir)
+    if args.action == "status":
+        _report(out, [], None, args.json, False)
+        return 0
+    _report(out, args.reprice, Path(args.plot) if args.plot else out, args.json, True)
+    return 0

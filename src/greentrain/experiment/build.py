@@ -1,0 +1,119 @@
+"""What the worker builds before training (torch): tokenizer, model, encoded data sets, training arguments.
+
+Only the worker imports this module. Everything is built offline: a word-level tokenizer trained on the run's
+own training text (``tokenizers``, under a second), a model from its transformers config with random
+initialisation (or a local checkpoint folder), data with fixed padding (one shape: one FLOP count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from greentrain.errors import ConfigError
+from greentrain.experiment.data import TextPairs
+from greentrain.experiment.job import Job
+from greentrain.experiment.predict import SPECIAL_TOKENS, hf_config
+
+PAD_ID, EOS_ID, UNK_ID = 0, 1, 2  # the order of predict.SPECIAL_TOKENS
+IGNORE_INDEX = -100  # label positions the loss skips (padding)
+
+
+def check_training_args(job: Job) -> None:
+    """Every train.* name must be a field of the installed Seq2SeqTrainingArguments."""
+    import transformers
+    from transformers import Seq2SeqTrainingArguments
+
+    known = {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments)}
+    for key, value in job.train.args.items():
+        if key not in known:
+            raise ConfigError(f"train.{key}", value, f"not a training argument of the installed transformers "
+                              f"{transformers.__version__}")
+
+
+def build_tokenizer(job: Job, train: TextPairs) -> Any:
+    """A PreTrainedTokenizerFast: local folder, else word-level trained on the training split."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if job.tokenizer_kind == "path" or job.model.init == "pretrained":
+        return AutoTokenizer.from_pretrained(job.tokenizer_path or job.model.path, local_files_only=True)
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS[UNK_ID]))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.train_from_iterator([*train.sources, *train.targets],
+                            trainers.WordLevelTrainer(special_tokens=list(SPECIAL_TOKENS)))
+    eos = SPECIAL_TOKENS[EOS_ID]
+    tok.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, EOS_ID)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=SPECIAL_TOKENS[PAD_ID], eos_token=eos,
+                                   unk_token=SPECIAL_TOKENS[UNK_ID])
+
+
+def build_model(job: Job, vocab: int) -> nn.Module:
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    if job.model.init == "pretrained":
+        model = AutoModelForSeq2SeqLM.from_pretrained(job.model.path, local_files_only=True)
+    else:
+        cfg = {k: v for k, v in hf_config(job, vocab).items() if k != "model_type"}
+        special = {"pad_token_id": PAD_ID, "eos_token_id": EOS_ID, "bos_token_id": EOS_ID,
+                   "decoder_start_token_id": EOS_ID if job.model.arch == "bart" else PAD_ID,
+                   "forced_bos_token_id": None, "forced_eos_token_id": None}
+        config = AutoConfig.for_model(job.model.arch, **{**cfg, **special})
+        model = AutoModelForSeq2SeqLM.from_config(config)
+    freeze(model, job.model.freeze)
+    return model
+
+
+def freeze(model: nn.Module, parts: tuple[str, ...]) -> None:
+    """Turn off the gradients of the named parts (their optimizer state is then never created)."""
+    getters: dict[str, Any] = {"embeddings": model.get_input_embeddings, "encoder": model.get_encoder,
+                               "decoder": model.get_decoder}
+    for part in parts:
+        for p in getters[part]().parameters():
+            p.requires_grad_(False)
+
+
+def encode(tokenizer: Any, pairs: TextPairs, job: Job) -> list[dict[str, list[int]]]:
+    """Fixed-length examples: sources padded to max_source_tokens, labels to max_target_tokens (padding -100)."""
+    d = job.data
+    x = tokenizer(list(pairs.sources), max_length=d.max_source_tokens, padding="max_length", truncation=True)
+    y = tokenizer(list(pairs.targets), max_length=d.max_target_tokens, padding="max_length", truncation=True)
+    return [{"input_ids": ids, "attention_mask": mask,
+             "labels": [t if m else IGNORE_INDEX for t, m in zip(lab, lmask, strict=True)]}
+            for ids, mask, lab, lmask in zip(x["input_ids"], x["attention_mask"], y["input_ids"],
+                                            y["attention_mask"], strict=True)]
+
+
+def training_arguments(job: Job, out_dir: Path, seed: int, cuda: bool) -> Any:
+    from transformers import Seq2SeqTrainingArguments
+
+    es = job.early_stopping
+    kw: dict[str, Any] = {
+        **job.train.args, "output_dir": str(out_dir), "report_to": [], "save_strategy": "no",
+        "logging_strategy": "no", "disable_tqdm": True, "seed": seed, "use_cpu": not cuda,
+        "bf16": job.train.precision == "bf16", "fp16": job.train.precision == "fp16",
+        "eval_strategy": "steps" if es else "no", "per_device_eval_batch_size": job.eval.batch_size}
+    if es:
+        kw["eval_steps"] = es.eval_steps
+    return Seq2SeqTrainingArguments(**kw)
+
+
+@torch.no_grad()
+def generate(model: nn.Module, tokenizer: Any, sources: tuple[str, ...], job: Job) -> list[str]:
+    """Greedy (or beam) summaries of ``sources`` in batches of eval.batch_size."""
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[str] = []
+    step = job.eval.batch_size
+    for i in range(0, len(sources), step):
+        x = tokenizer(list(sources[i:i + step]), max_length=job.data.max_source_tokens, padding="max_length",
+                      truncation=True, return_tensors="pt").to(device)
+        ids = model.generate(input_ids=x["input_ids"], attention_mask=x["attention_mask"],  # type: ignore[operator]
+                             max_new_tokens=job.eval.max_new_tokens, num_beams=job.eval.num_beams, do_sample=False)
+        out += tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return out

@@ -1,0 +1,56 @@
+"""Cost and CO2e of a measured variant at a site, through footprint/ (the formulas live there, not here).
+
+CO2e: measured IT energy x PUE x the grid intensity of the site (footprint.footprint with ``device_energy_j``).
+$: billed time (the worker's wall time, whatever the utilisation) x the machine's price per hour; without a
+price, facility energy x the site's electricity price. The basis is recorded so that rankings never mix them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain import units
+from greentrain.errors import ConfigError
+from greentrain.experiment.job import SiteSpec
+from greentrain.footprint.model import footprint
+from greentrain.footprint.site import Site
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pricing:
+    region: str
+    grid_g_co2e_per_kwh: float | None
+    pue: float
+    facility_energy_j: float
+    emissions_kg_co2e: float | None  # operational + embodied; None without a region or grid intensity
+    embodied_kg_co2e: float
+    cost_usd: float | None
+    cost_basis: str  # cloud | electricity | unknown
+
+
+def site_of(spec: SiteSpec, region: str | None = None) -> Site | None:
+    """The Site of ``spec`` (or of ``region`` for a re-pricing); None when neither a region nor an intensity."""
+    from greentrain.measure.summary import make_site
+
+    try:
+        if region is not None:
+            return make_site(region, None, spec.pue)
+        return make_site(spec.region or None, spec.grid_g_co2e_per_kwh, spec.pue)
+    except ConfigError as e:
+        raise ConfigError("site.reprice" if region is not None else f"site.{e.field}", e.value, e.rule) from None
+
+
+def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: float | None) -> Pricing:
+    """CO2e and $ of ``energy_j`` of IT energy used over ``wall_s`` billed seconds at ``site``."""
+    per_s = usd_per_hour / units.HOUR_S if usd_per_hour is not None else None
+    if site is None:
+        cost = per_s * wall_s if per_s is not None else None
+        return Pricing(region="", grid_g_co2e_per_kwh=None, pue=1.0, facility_energy_j=energy_j,
+                       emissions_kg_co2e=None, embodied_kg_co2e=0.0, cost_usd=cost,
+                       cost_basis="cloud" if cost is not None else "unknown")
+    fp = footprint(num_chips=1, duration_s=wall_s, site=site, device_energy_j=energy_j, host_power_w_per_chip=0.0,
+                   price_usd_per_device_s=per_s)
+    return Pricing(region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, pue=site.pue,
+                   facility_energy_j=fp.energy_j, emissions_kg_co2e=fp.emissions_kg_co2e,
+                   embodied_kg_co2e=fp.embodied_kg_co2e, cost_usd=fp.cost_usd if fp.cost_basis != "unknown" else None,
+                   cost_basis=fp.cost_basis)

@@ -1,0 +1,186 @@
+"""Findings: what the numbers of an experiment say, each with its figures (frozen Finding records, no prose
+without numbers). Computed only from VariantResults, so unit tests feed hand-made tables.
+
+F1 cheapest vs greenest (within the quality tolerance of the best; one cost basis at a time)
+F2 fastest, best quality, best quality per g CO2e
+F3 what each axis changed relative to the base (shown only above noise: 10 % time or energy, 1 ROUGE point)
+F4 the Pareto set of quality (max) x CO2e (min) x $ (min)
+F5 early stopping: steps saved
+F7 failed attempts: their energy (waste)
+F8 prediction errors: FLOPs per step, blind and calibrated training time
+F9 Hugging Face total_flos against the counted FLOPs
+F11 the experiment's own footprint (all variants and failed attempts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from greentrain import units
+from greentrain.experiment.results import VariantResult
+
+TIME_NOISE = 0.10  # relative change in time or energy below which an axis "did not change it"
+QUALITY_NOISE = 1.0  # ROUGE points
+QUALITY_TOLERANCE = 1.0  # F1 ranks the variants within this many ROUGE-1 points of the best
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    kind: str  # F1 ... F11
+    text: str
+    variants: tuple[str, ...]
+    numbers: tuple[tuple[str, float], ...]
+
+
+def _ok(results: Sequence[VariantResult]) -> list[VariantResult]:
+    return [r for r in results if r.status == "ok"]
+
+
+def _g(r: VariantResult) -> float:
+    return (r.emissions_kg_co2e or 0.0) * 1e3
+
+
+def pareto_set(results: Sequence[VariantResult]) -> list[str]:
+    """Ids of the ok variants no other beats on ROUGE-1 (higher), CO2e and $ (lower) at once."""
+    from greentrain.search.engine import pareto_mask
+
+    rows = [r for r in _ok(results) if r.rouge1 is not None and r.emissions_kg_co2e is not None
+            and r.cost_usd is not None]
+    if not rows:
+        return []
+    pts = np.array([[-(r.rouge1 or 0.0), r.emissions_kg_co2e or 0.0, r.cost_usd or 0.0] for r in rows])
+    mask = pareto_mask(pts)
+    return [r.variant_id for r, keep in zip(rows, mask, strict=True) if keep]
+
+
+def cheapest_vs_greenest(results: Sequence[VariantResult], tolerance: float = QUALITY_TOLERANCE) -> list[Finding]:
+    """F1, per cost basis: the cheapest and the greenest of the variants within ``tolerance`` of the best ROUGE-1."""
+    out = []
+    rows = [r for r in _ok(results) if r.cost_usd is not None and r.emissions_kg_co2e is not None]
+    for basis in sorted({r.cost_basis for r in rows}):
+        group = [r for r in rows if r.cost_basis == basis]
+        best = max((r.rouge1 for r in group if r.rouge1 is not None), default=None)
+        if best is not None:
+            group = [r for r in group if r.rouge1 is not None and r.rouge1 >= best - tolerance]
+        cheap = min(group, key=lambda r: (r.cost_usd or 0.0, _g(r)))
+        green = min(group, key=lambda r: (_g(r), r.cost_usd or 0.0))
+        nums = (("cheapest_cost_usd", cheap.cost_usd or 0.0), ("cheapest_g_co2e", _g(cheap)),
+                ("greenest_cost_usd", green.cost_usd or 0.0), ("greenest_g_co2e", _g(green)))
+        where = f" (ROUGE-1 within {tolerance:g} of the best, {best:.1f})" if best is not None else ""
+        if cheap.variant_id == green.variant_id:
+            text = (f"{cheap.variant_id} is both the cheapest and the greenest{where}: ${cheap.cost_usd:.4g}, "
+                    f"{_g(cheap):.4g} g CO2e ({basis} cost)")
+        else:
+            text = (f"cheapest is not greenest{where}: {cheap.variant_id} ${cheap.cost_usd:.4g} and "
+                    f"{_g(cheap):.4g} g; {green.variant_id} ${green.cost_usd:.4g} and {_g(green):.4g} g "
+                    f"({basis} cost)")
+        out.append(Finding(kind="F1", text=text, variants=(cheap.variant_id, green.variant_id), numbers=nums))
+    return out
+
+
+def extremes(results: Sequence[VariantResult]) -> list[Finding]:
+    """F2: fastest training, best ROUGE-1, best ROUGE-1 per g CO2e."""
+    ok = _ok(results)
+    out = []
+    if ok:
+        f = min(ok, key=lambda r: r.train_s)
+        out.append(Finding(kind="F2", text=f"fastest: {f.variant_id}, {f.train_s:.3g} s of training, "
+                           f"{f.tokens_per_s:.4g} tokens/s", variants=(f.variant_id,),
+                           numbers=(("train_s", f.train_s), ("tokens_per_s", f.tokens_per_s))))
+    scored = [r for r in ok if r.rouge1 is not None]
+    if scored:
+        b = max(scored, key=lambda r: r.rouge1 or 0.0)
+        out.append(Finding(kind="F2", text=f"best quality: {b.variant_id}, ROUGE-1 {b.rouge1:.2f}",
+                           variants=(b.variant_id,), numbers=(("rouge1", b.rouge1 or 0.0),)))
+    per_g = [r for r in scored if _g(r) > 0]
+    if per_g:
+        e = max(per_g, key=lambda r: (r.rouge1 or 0.0) / _g(r))
+        out.append(Finding(kind="F2", text=f"best quality per g CO2e: {e.variant_id}, "
+                           f"{(e.rouge1 or 0.0) / _g(e):.4g} ROUGE-1 points per g",
+                           variants=(e.variant_id,), numbers=(("rouge1_per_g", (e.rouge1 or 0.0) / _g(e)),)))
+    return out
+
+
+def _rel(new: float, old: float) -> float | None:
+    return (new - old) / old if old else None
+
+
+def axis_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list[Finding]:
+    """F3: each one-axis variant against the base; changes below the noise thresholds are not reported."""
+    ok = {r.variant_id: r for r in _ok(results)}
+    base = ok.get(base_id)
+    if base is None:
+        return []
+    out = []
+    for r in ok.values():
+        if r.variant_id == base_id:
+            continue
+        parts: list[str] = []
+        nums: list[tuple[str, float]] = []
+        for name, new, old in (("train time", r.train_s, base.train_s), ("energy", r.energy_j, base.energy_j),
+                               ("peak memory", r.peak_memory_bytes, base.peak_memory_bytes)):
+            d = _rel(new, old)
+            if d is not None and abs(d) >= TIME_NOISE:
+                parts.append(f"{name} {d:+.0%}")
+                nums.append((f"{name.replace(' ', '_')}_change", d))
+        if r.rouge1 is not None and base.rouge1 is not None and abs(r.rouge1 - base.rouge1) >= QUALITY_NOISE:
+            parts.append(f"ROUGE-1 {r.rouge1 - base.rouge1:+.1f} points")
+            nums.append(("rouge1_points", r.rouge1 - base.rouge1))
+        noisy = r.load_avg_1m > r.cpu_count > 0 or base.load_avg_1m > base.cpu_count > 0
+        text = (f"{r.variant_id} vs {base_id}: " + (", ".join(parts) if parts else "no change above noise")
+                + (" (time figures unreliable: load average above the core count)" if noisy and parts else ""))
+        out.append(Finding(kind="F3", text=text, variants=(r.variant_id, base_id), numbers=tuple(nums)))
+    return out
+
+
+def waste(results: Sequence[VariantResult], attempts_energy_j: float, num_attempts: int) -> list[Finding]:
+    """F7 (failed attempts) and F11 (the experiment's own footprint)."""
+    out = []
+    if num_attempts:
+        out.append(Finding(kind="F7", text=f"{num_attempts} killed or failed attempt(s) used "
+                           f"{units.j_to_kwh(attempts_energy_j) * 1e3:.4g} Wh, counted as waste",
+                           variants=(), numbers=(("wasted_energy_j", attempts_energy_j),)))
+    total_j = sum(r.energy_j for r in results) + attempts_energy_j
+    g = sum(_g(r) for r in results if r.emissions_kg_co2e is not None)
+    usd = sum(r.cost_usd or 0.0 for r in results)
+    out.append(Finding(kind="F11", text=f"the experiment itself: {units.j_to_kwh(total_j) * 1e3:.4g} Wh, "
+                       f"{g:.4g} g CO2e, ${usd:.4g} over {len(results)} variant(s)", variants=(),
+                       numbers=(("energy_j", total_j), ("g_co2e", g), ("cost_usd", usd))))
+    return out
+
+
+def prediction_errors(results: Sequence[VariantResult]) -> list[Finding]:
+    """F8 (planner and calibrated errors) and F9 (total_flos against counted FLOPs)."""
+    out = []
+    for r in _ok(results):
+        nums = [(k, e) for k in ("flop_per_step", "train_s", "calibrated_train_s", "energy_j")
+                if (e := r.error(k)) is not None]
+        if nums:
+            text = f"{r.variant_id} prediction error: " + ", ".join(f"{k} {e:+.1%}" for k, e in nums)
+            out.append(Finding(kind="F8", text=text, variants=(r.variant_id,), numbers=tuple(nums)))
+        if r.flop > 0 and r.hf_total_flos > 0:
+            ratio = r.hf_total_flos / r.flop
+            out.append(Finding(kind="F9", text=f"{r.variant_id}: Hugging Face total_flos is {ratio:.3g}x the "
+                               "counted FLOPs", variants=(r.variant_id,), numbers=(("total_flos_ratio", ratio),)))
+    return out
+
+
+def early_stopping(results: Sequence[VariantResult], max_steps: dict[str, int]) -> list[Finding]:
+    """F5: variants that stopped early, and the steps they saved."""
+    return [Finding(kind="F5", text=f"{r.variant_id} stopped early at step {r.early_stopped_at_step} of "
+                    f"{max_steps.get(r.variant_id, 0)}", variants=(r.variant_id,),
+                    numbers=(("stopped_at_step", float(r.early_stopped_at_step)),))
+            for r in _ok(results) if r.early_stopped_at_step is not None]
+
+
+def all_findings(results: Sequence[VariantResult], *, attempts_energy_j: float = 0.0, num_attempts: int = 0,
+                 max_steps: dict[str, int] | None = None) -> list[Finding]:
+    pareto = pareto_set(results)
+    f4 = [Finding(kind="F4", text="Pareto set (ROUGE-1 up, CO2e and $ down): " + ", ".join(pareto),
+                  variants=tuple(pareto), numbers=())] if pareto else []
+    return [*cheapest_vs_greenest(results), *extremes(results), *axis_deltas(results), *f4,
+            *early_stopping(results, max_steps or {}), *waste(results, attempts_energy_j, num_attempts),
+            *prediction_errors(results)]

@@ -1,0 +1,271 @@
+"""One fine-tuning job (the base of an experiment, or one variant of it): sections checked into frozen dataclasses.
+
+``parse_job`` fills every default, so ``Job.resolved`` (a plain JSON mapping) is the whole job: the worker gets
+it, the config hash is taken over it, and two files that mean the same job hash the same. No torch here:
+training arguments are checked against a static list now and against the installed
+``Seq2SeqTrainingArguments`` by the worker before anything trains.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from greentrain.config import as_float, as_int, check_keys, require
+from greentrain.errors import ConfigError, did_you_mean
+from greentrain.experiment.data import SYNTHETIC_SOURCES
+
+JOB_SECTIONS = ("task", "data", "tokenizer", "model", "train", "early_stopping", "eval", "site", "budget",
+                "tracking")
+TASKS = ("summarization",)
+ARCHS = ("t5", "bart", "pegasus")
+PRECISIONS = ("fp32", "bf16", "fp16")
+FREEZABLE = ("embeddings", "encoder", "decoder")
+ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+# Seq2SeqTrainingArguments fields a job may set (checked again against the installed transformers at run time).
+TRAIN_ARGS = ("per_device_train_batch_size", "max_steps", "num_train_epochs", "learning_rate", "lr_scheduler_type",
+              "warmup_steps", "optim", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+              "gradient_accumulation_steps", "max_grad_norm", "label_smoothing_factor", "tf32",
+              "gradient_checkpointing", "torch_compile", "per_device_eval_batch_size", "dataloader_num_workers",
+              "deepspeed", "full_determinism", "data_seed", "dataloader_drop_last", "auto_find_batch_size")
+# Fields the experiment sets itself: a job may not (precision has its own key, outputs and reporting are ours).
+MANAGED_TRAIN_ARGS = ("output_dir", "report_to", "bf16", "fp16", "use_cpu", "seed", "save_strategy",
+                      "logging_strategy", "eval_strategy", "eval_steps", "load_best_model_at_end",
+                      "metric_for_best_model", "predict_with_generate", "disable_tqdm", "push_to_hub")
+
+DEFAULTS: dict[str, Any] = {
+    "task": "summarization",
+    "data": {"source": "synthetic-news", "path": "", "source_column": "source", "target_column": "target",
+             "train_size": 1024, "eval_size": 128, "test_size": 128, "max_source_tokens": 64,
+             "max_target_tokens": 16, "padding": "max_length"},
+    "tokenizer": {"kind": "wordlevel", "path": ""},
+    "model": {"arch": "t5", "config": {}, "config_path": "", "init": "random", "path": "", "freeze": []},
+    "train": {"max_steps": 80, "per_device_train_batch_size": 16, "learning_rate": 3.0e-3,
+              "optim": "adamw_torch", "precision": "fp32"},
+    "early_stopping": None,
+    "eval": {"metrics": list(ROUGE_METRICS), "max_new_tokens": 16, "num_beams": 1, "batch_size": 64},
+    "site": {"region": "", "grid_g_co2e_per_kwh": None, "pue": None, "chip": "", "usd_per_hour": None,
+             "reprice": []},
+    "budget": {"max_kwh": None, "max_usd": None, "max_kg_co2e": None},
+    "tracking": {"hooks": True, "mlflow": None},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataSpec:
+    source: str
+    path: str
+    source_column: str
+    target_column: str
+    train_size: int
+    eval_size: int
+    test_size: int
+    max_source_tokens: int
+    max_target_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    arch: str
+    config: dict[str, Any]  # overrides of the transformers config class's defaults
+    config_path: str  # a config.json (e.g. tests/data/hf/bart-large.json) under the overrides
+    init: str  # random | pretrained (a local checkpoint folder in ``path``; never downloaded)
+    path: str
+    freeze: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainSpec:
+    max_steps: int
+    batch_size: int  # per device, per micro-batch
+    grad_accum: int
+    learning_rate: float
+    optim: str  # a transformers OptimizerNames value (adamw_torch, adafactor, ...)
+    precision: str  # fp32 | bf16 | fp16 (mixed precision through accelerate's autocast)
+    args: dict[str, Any]  # every training argument passed on to Seq2SeqTrainingArguments
+
+    @property
+    def planner_optimizer(self) -> str:
+        """The optimizer family the planner knows (workload.OPTIMIZERS)."""
+        o = self.optim.lower()
+        return "adafactor" if "adafactor" in o else "sgd" if "sgd" in o else "adamw"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EarlyStopSpec:
+    metric: str  # eval_loss
+    patience: int  # evaluations without improvement
+    eval_steps: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalSpec:
+    metrics: tuple[str, ...]
+    max_new_tokens: int
+    num_beams: int
+    batch_size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteSpec:
+    region: str
+    grid_g_co2e_per_kwh: float | None
+    pue: float | None
+    chip: str  # catalog chip the planner predicts on ("": FLOPs, tokens and memory only)
+    usd_per_hour: float | None  # price of the machine per hour (billed on wall time)
+    reprice: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetSpec:
+    max_kwh: float | None
+    max_usd: float | None
+    max_kg_co2e: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    task: str
+    data: DataSpec
+    tokenizer_kind: str
+    tokenizer_path: str
+    model: ModelSpec
+    train: TrainSpec
+    early_stopping: EarlyStopSpec | None
+    eval: EvalSpec
+    site: SiteSpec
+    budget: BudgetSpec
+    hooks: bool
+    mlflow: str | None
+    resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
+
+
+def _merge(defaults: dict[str, Any], given: dict[str, Any], where: str) -> dict[str, Any]:
+    out = copy.deepcopy(defaults)
+    check_keys(given, defaults, where)
+    out.update(copy.deepcopy(given))
+    return out
+
+
+def _opt_float(d: dict[str, Any], key: str, where: str, **kw: Any) -> float | None:
+    return None if d.get(key) is None else as_float(d[key], f"{where}.{key}", **kw)
+
+
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    given = raw.get(name) or {}
+    require(isinstance(given, dict), name, given, "must be a mapping")
+    return _merge(DEFAULTS[name], given, name)
+
+
+def _data(d: dict[str, Any]) -> DataSpec:
+    src = str(d["source"])
+    require(src in (*SYNTHETIC_SOURCES, "file"), "data.source", src,
+            f"must be one of {', '.join((*SYNTHETIC_SOURCES, 'file'))}")
+    require(src != "file" or bool(d["path"]), "data.path", d["path"], "is required with data.source: file")
+    require(d["padding"] == "max_length", "data.padding", d["padding"],
+            "must be max_length (fixed shapes: dynamic padding pays a FLOP count per new shape)")
+    return DataSpec(source=src, path=str(d["path"]), source_column=str(d["source_column"]),
+                    target_column=str(d["target_column"]),
+                    **{k: as_int(d[k], f"data.{k}", minimum=1) for k in (
+                        "train_size", "eval_size", "test_size", "max_source_tokens", "max_target_tokens")})
+
+
+def _model(d: dict[str, Any]) -> ModelSpec:
+    require(d["arch"] in ARCHS, "model.arch", d["arch"], f"must be one of {', '.join(ARCHS)}")
+    require(isinstance(d["config"], dict), "model.config", d["config"], "must be a mapping of config fields")
+    require(d["init"] in ("random", "pretrained"), "model.init", d["init"], "must be random or pretrained")
+    require(d["init"] != "pretrained" or bool(d["path"]), "model.path", d["path"],
+            "init: pretrained needs a local checkpoint folder (nothing is downloaded)")
+    freeze = d["freeze"] or []
+    require(isinstance(freeze, list), "model.freeze", freeze, f"must be a list of {', '.join(FREEZABLE)}")
+    for f in freeze:
+        require(f in FREEZABLE, "model.freeze", f, f"must be one of {', '.join(FREEZABLE)}")
+    return ModelSpec(arch=str(d["arch"]), config=dict(d["config"]), config_path=str(d["config_path"]),
+                     init=str(d["init"]), path=str(d["path"]), freeze=tuple(freeze))
+
+
+def _train(given: dict[str, Any]) -> TrainSpec:
+    d = copy.deepcopy(DEFAULTS["train"])
+    d.update(given)
+    for key in d:
+        if key in MANAGED_TRAIN_ARGS:
+            raise ConfigError(f"train.{key}", d[key], "is set by the experiment (use train.precision for "
+                              "fp16/bf16; outputs and reporting are the runner's)")
+        if key != "precision" and key not in TRAIN_ARGS:
+            raise ConfigError(f"train.{key}", d[key], "unknown training argument"
+                              + did_you_mean(key, (*TRAIN_ARGS, "precision")))
+    require(d["precision"] in PRECISIONS, "train.precision", d["precision"], f"must be one of {', '.join(PRECISIONS)}")
+    args = {k: v for k, v in d.items() if k != "precision"}
+    return TrainSpec(max_steps=as_int(d["max_steps"], "train.max_steps", minimum=1),
+                     batch_size=as_int(d["per_device_train_batch_size"], "train.per_device_train_batch_size",
+                                       minimum=1),
+                     grad_accum=as_int(d.get("gradient_accumulation_steps", 1), "train.gradient_accumulation_steps",
+                                       minimum=1),
+                     learning_rate=as_float(d["learning_rate"], "train.learning_rate", positive=True),
+                     optim=str(d["optim"]), precision=str(d["precision"]), args=args)
+
+
+def _early_stopping(d: Any) -> EarlyStopSpec | None:
+    if d is None:
+        return None
+    require(isinstance(d, dict), "early_stopping", d, "must be a mapping {metric, patience, eval_steps} or null")
+    check_keys(d, ("metric", "patience", "eval_steps"), "early_stopping")
+    metric = str(d.get("metric", "eval_loss"))
+    require(metric == "eval_loss", "early_stopping.metric", metric, "must be eval_loss")
+    return EarlyStopSpec(metric=metric, patience=as_int(d.get("patience", 2), "early_stopping.patience", minimum=1),
+                         eval_steps=as_int(d.get("eval_steps", 20), "early_stopping.eval_steps", minimum=1))
+
+
+def _eval(d: dict[str, Any]) -> EvalSpec:
+    metrics = d["metrics"]
+    require(isinstance(metrics, list) and bool(metrics), "eval.metrics", metrics, "must be a non-empty list")
+    for m in metrics:
+        require(m in ROUGE_METRICS, "eval.metrics", m, "unknown metric" + did_you_mean(str(m), ROUGE_METRICS))
+    return EvalSpec(metrics=tuple(metrics), max_new_tokens=as_int(d["max_new_tokens"], "eval.max_new_tokens",
+                                                                  minimum=1),
+                    num_beams=as_int(d["num_beams"], "eval.num_beams", minimum=1),
+                    batch_size=as_int(d["batch_size"], "eval.batch_size", minimum=1))
+
+
+def _site(d: dict[str, Any]) -> SiteSpec:
+    reprice = d["reprice"] or []
+    require(isinstance(reprice, list), "site.reprice", reprice, "must be a list of region codes")
+    require(not (d["region"] and d["grid_g_co2e_per_kwh"] is not None), "site.grid_g_co2e_per_kwh",
+            d["grid_g_co2e_per_kwh"], "give site.region or site.grid_g_co2e_per_kwh, not both")
+    if d["chip"]:
+        from greentrain.hardware.catalog import get_chip
+
+        try:
+            get_chip(str(d["chip"]))
+        except ConfigError as e:
+            raise ConfigError("site.chip", d["chip"], e.rule) from None
+    return SiteSpec(region=str(d["region"]), pue=_opt_float(d, "pue", "site", minimum=1.0),
+                    grid_g_co2e_per_kwh=_opt_float(d, "grid_g_co2e_per_kwh", "site", minimum=0.0),
+                    chip=str(d["chip"]), usd_per_hour=_opt_float(d, "usd_per_hour", "site", minimum=0.0),
+                    reprice=tuple(str(r) for r in reprice))
+
+
+def parse_job(raw: dict[str, Any]) -> Job:
+    """Check a job mapping (the job sections of an experiment file) and fill its defaults."""
+    check_keys(raw, JOB_SECTIONS, "")
+    task = str(raw.get("task", DEFAULTS["task"]))
+    require(task in TASKS, "task", task, f"must be one of {', '.join(TASKS)}")
+    sections = {n: _section(raw, n) for n in ("data", "tokenizer", "model", "eval", "site", "budget", "tracking")}
+    train_given = raw.get("train") or {}
+    require(isinstance(train_given, dict), "train", train_given, "must be a mapping")
+    train = _train(train_given)
+    tok = sections["tokenizer"]
+    require(tok["kind"] in ("wordlevel", "path"), "tokenizer.kind", tok["kind"], "must be wordlevel or path")
+    require(tok["kind"] != "path" or bool(tok["path"]), "tokenizer.path", tok["path"],
+            "tokenizer.kind: path needs a local tokenizer folder or tokenizer.json")
+    budget = sections["budget"]
+    tracking = sections["tracking"]
+    resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
+                "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
+    return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
+               tokenizer_path=str(tok["path"]), model=_model(sections["model"]), train=train,
+               early_stopping=_early_stopping(raw.get("early_stopping")), eval=_eval(sections["eval"]),
+               site=_site(sections["site"]),
+               budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
+               hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"], resolved=resolved)

@@ -1,0 +1,80 @@
+"""``greentrain experiment plan``: every variant predicted by the planner, summed, checked against the budget.
+
+No torch: the planner is analytical. Time, energy, CO2e and $ need ``site.chip`` (the chip the runs will use);
+without it the plan gives FLOPs, tokens and memory, and the budget is checked on measured totals while running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from greentrain import units
+from greentrain.errors import ConfigError
+from greentrain.experiment.job import BudgetSpec
+from greentrain.experiment.predict import Prediction, predict
+from greentrain.experiment.spec import Experiment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRow:
+    variant_id: str
+    settings: str
+    prediction: Prediction
+    num_steps: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentPlan:
+    name: str
+    rows: tuple[PlanRow, ...]
+    energy_j: float | None  # summed over the variants; None when a variant has no time prediction
+    kg_co2e: float | None
+    cost_usd: float | None
+    budget: BudgetSpec
+    over_budget: tuple[str, ...]  # one sentence per exceeded limit
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": "greentrain.experiment.plan", "name": self.name,
+                "variants": [{"variant_id": r.variant_id, "settings": r.settings, "num_steps": r.num_steps,
+                              "flop_per_step": r.prediction.flop_per_step,
+                              "tokens_per_step": r.prediction.tokens_per_step,
+                              "memory_bytes": r.prediction.memory_bytes, "chip": r.prediction.chip,
+                              "train_s": r.prediction.train_s, "energy_j": r.prediction.energy_j,
+                              "emissions_kg_co2e": r.prediction.kg_co2e, "cost_usd": r.prediction.cost_usd}
+                             for r in self.rows],
+                "energy_kwh": units.j_to_kwh(self.energy_j) if self.energy_j is not None else None,
+                "emissions_kg_co2e": self.kg_co2e, "cost_usd": self.cost_usd, "over_budget": list(self.over_budget)}
+
+
+def _sum(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def budget_breaches(budget: BudgetSpec, energy_j: float | None, kg: float | None, usd: float | None,
+                    what: str) -> tuple[str, ...]:
+    """Sentences naming each budget limit that ``what`` (predicted / measured) totals exceed."""
+    out = []
+    kwh = units.j_to_kwh(energy_j) if energy_j is not None else None
+    for field, limit, value, unit in (("budget.max_kwh", budget.max_kwh, kwh, "kWh"),
+                                      ("budget.max_kg_co2e", budget.max_kg_co2e, kg, "kg CO2e"),
+                                      ("budget.max_usd", budget.max_usd, usd, "$")):
+        if limit is not None and value is not None and value > limit:
+            out.append(f"{field}={limit}: the {what} total is {value:.4g} {unit}")
+    return tuple(out)
+
+
+def plan_experiment(exp: Experiment) -> ExperimentPlan:
+    rows = []
+    for v in exp.variants:
+        try:
+            p = predict(v.job)
+        except ConfigError as e:
+            raise ConfigError(f"variant {v.variant_id}: {e.field}", e.value, e.rule) from None
+        settings = ", ".join(f"{k}={val}" for k, val in v.axis_values) or "(base)"
+        rows.append(PlanRow(variant_id=v.variant_id, settings=settings, prediction=p, num_steps=v.job.train.max_steps))
+    energy = _sum([r.prediction.energy_j for r in rows])
+    kg = _sum([r.prediction.kg_co2e for r in rows])
+    usd = _sum([r.prediction.cost_usd for r in rows])
+    return ExperimentPlan(name=exp.name, rows=tuple(rows), energy_j=energy, kg_co2e=kg, cost_usd=usd,
+                          budget=exp.base.budget, over_budget=budget_breaches(exp.base.budget, energy, kg, usd,
+                                                                              "predicted"))

@@ -1,0 +1,139 @@
+"""Blind prediction of a variant with greentrain's planner (no torch): FLOPs, tokens and memory per step always;
+time, energy, CO2e and $ when the experiment names the chip it runs on (``site.chip``).
+
+The model is the transformers config the worker will build (the config class's defaults for the fields the
+planner reads, under ``model.config_path`` and ``model.config``) with the vocabulary of the word-level tokenizer
+the worker will train: whitespace words of the training texts plus 3 special tokens. Fixed padding makes the
+token counts exact: batch x max_source_tokens encoder tokens and batch x max_target_tokens decoder tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greentrain.config import load_mapping
+from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.data import load_splits
+from greentrain.experiment.job import Job
+
+SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
+# The fields the planner reads, at the defaults of transformers' T5Config, BartConfig and PegasusConfig
+# (transformers 4.46-5.x; tests/unit/experiment/test_predict.py checks them against the installed classes).
+ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
+    "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": None,
+           "num_heads": 8, "feed_forward_proj": "relu", "tie_word_embeddings": True},
+    "bart": {"model_type": "bart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
+             "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+             "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
+             "tie_word_embeddings": True},
+    "pegasus": {"model_type": "pegasus", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
+                "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+                "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
+                "tie_word_embeddings": True},
+}
+PLANNER_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+FLOPS_ONLY_CHIP = "h100-sxm"  # any chip: FLOPs, tokens and memory do not depend on it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    flop_per_step: float
+    tokens_per_step: float  # source + target tokens
+    memory_bytes: float  # per device: weights, gradients, optimizer state, activations
+    chip: str  # "" when time, energy, CO2e and $ are not predicted
+    train_s: float | None = None
+    energy_j: float | None = None  # IT energy of the training, before PUE
+    kg_co2e: float | None = None
+    cost_usd: float | None = None
+
+
+def wordlevel_vocab(texts: Sequence[str]) -> list[str]:
+    """The vocabulary a ``tokenizers`` WordLevel model with a WhitespaceSplit pre-tokenizer learns from ``texts``."""
+    words = {w for t in texts for w in t.split()}
+    return [*SPECIAL_TOKENS, *sorted(words)]
+
+
+def vocab_size(job: Job) -> int:
+    if job.model.init == "pretrained" or job.tokenizer_kind == "path":
+        path = Path(job.tokenizer_path or job.model.path)
+        f = path / "tokenizer.json" if path.is_dir() else path
+        try:
+            return len(json.loads(f.read_text(encoding="utf-8"))["model"]["vocab"])
+        except (OSError, KeyError, ValueError, TypeError):
+            raise ConfigError("tokenizer.path", str(path), "needs a tokenizer.json with model.vocab") from None
+    d = job.data
+    train, *_ = load_splits(d.source, d.path, d.source_column, d.target_column,
+                            (d.train_size, d.eval_size, d.test_size), 0)
+    return len(wordlevel_vocab([*train.sources, *train.targets]))
+
+
+def hf_config(job: Job, vocab: int) -> dict[str, Any]:
+    """The config.json mapping the worker builds its model from."""
+    m = job.model
+    cfg = dict(ARCH_DEFAULTS[m.arch])
+    if m.init == "pretrained":
+        cfg.update(load_mapping(Path(m.path) / "config.json", "model.path"))
+    if m.config_path:
+        cfg.update(load_mapping(m.config_path, "model.config_path"))
+    cfg.update(m.config)
+    cfg["vocab_size"] = vocab
+    if cfg.get("num_decoder_layers") is None:
+        cfg.pop("num_decoder_layers", None)
+    return cfg
+
+
+def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
+    from greentrain.footprint.site import Site
+    from greentrain.hardware.catalog import get_chip
+    from greentrain.model.hf import spec_from_hf_config
+    from greentrain.scenario import Scenario, build_cluster
+    from greentrain.workload import Workload
+
+    t = job.train
+    workload = Workload(global_batch_size=t.batch_size * t.grad_accum, seq_len=job.data.max_source_tokens,
+                        target_seq_len=job.data.max_target_tokens, num_steps=t.max_steps,
+                        precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer)
+    site = site_of(job.site) or Site.from_intensity(0.0, pue=1.0)
+    return Scenario(model=spec_from_hf_config(cfg, job.model.arch), cluster=build_cluster(get_chip(chip_name), 1),
+                    workload=workload, site=site)
+
+
+def predict(job: Job) -> Prediction:
+    """The planner's figures for one variant (blind: nothing measured)."""
+    from greentrain.estimate.run import estimate_run
+    from greentrain.parallel.strategy import Strategy
+
+    cfg = hf_config(job, vocab_size(job))
+    sc = _scenario(job, cfg, job.site.chip or FLOPS_ONLY_CHIP)
+    strategy = Strategy(micro_batch_size=job.train.batch_size)
+    try:
+        run = estimate_run(sc, strategy)
+    except InfeasibleError as e:
+        raise ConfigError("model", job.model.arch, f"the planner cannot place this job: {e}") from None
+    step = run.step
+    tokens = job.train.batch_size * job.train.grad_accum * (job.data.max_source_tokens + job.data.max_target_tokens)
+    base = Prediction(flop_per_step=step.model_flop_per_step, tokens_per_step=float(tokens),
+                      memory_bytes=step.memory.total_bytes - step.memory.reserved_bytes, chip="")
+    if not job.site.chip:
+        return base
+    energy_j = run.footprint.device_energy_j + run.footprint.host_energy_j
+    p = price(energy_j=energy_j, wall_s=run.run_time_s, site=site_of(job.site), usd_per_hour=job.site.usd_per_hour)
+    return Prediction(flop_per_step=base.flop_per_step, tokens_per_step=base.tokens_per_step,
+                      memory_bytes=base.memory_bytes, chip=job.site.chip, train_s=run.run_time_s, energy_j=energy_j,
+                      kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd)
+
+
+def calibrated_train_s(step_times_s: Sequence[float], num_steps: int, calibration_steps: int = 10) -> float | None:
+    """Train time predicted after the first ``calibration_steps`` steps (carbontracker's idea): the time they took
+    plus the mean of their steady steps (all but the first, which warms up) x the steps left."""
+    k = min(calibration_steps, len(step_times_s))
+    if k < 2:
+        return None
+    head = list(step_times_s[:k])
+    return sum(head) + statistics.fmean(head[1:]) * max(num_steps - k, 0)

@@ -1,0 +1,231 @@
+"""The experiment's exit: status and report tables (Rich), results.csv/.json, emissions.csv (CodeCarbon's
+columns, one row per variant and phase), predictions.csv, report.md and the plots. Reads only the output folder,
+so ``report`` works on a finished, interrupted or running experiment; re-pricing needs no re-run.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greentrain import units
+from greentrain.errors import ConfigError
+from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.findings import Finding, all_findings, pareto_set
+from greentrain.experiment.job import SiteSpec, parse_job
+from greentrain.experiment.results import PHASES, VariantResult, read_result, write_text_atomic
+from greentrain.experiment.runner import previous_attempts, variant_dir
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Repriced:
+    region: str
+    variant_id: str
+    grid_g_co2e_per_kwh: float | None
+    emissions_kg_co2e: float | None
+    cost_usd: float | None
+    cost_basis: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentReport:
+    name: str
+    results: tuple[VariantResult, ...]
+    findings: tuple[Finding, ...]
+    pareto: tuple[str, ...]
+    repriced: tuple[Repriced, ...]
+    wasted_energy_j: float
+    num_failed_attempts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "greentrain.experiment.report", "name": self.name,
+                "variants": [r.to_dict() for r in self.results],
+                "pareto": list(self.pareto),
+                "findings": [{"kind": f.kind, "text": f.text, "variants": list(f.variants),
+                              "numbers": dict(f.numbers)} for f in self.findings],
+                "repriced": [dataclasses.asdict(x) for x in self.repriced],
+                "wasted_energy_j": self.wasted_energy_j, "num_failed_attempts": self.num_failed_attempts}
+
+
+def _manifest(out_dir: Path) -> dict[str, Any]:
+    path = out_dir / "experiment.json"
+    if not path.is_file():
+        raise ConfigError("dir", str(out_dir), "is not an experiment output folder (no experiment.json)")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def load_results(out_dir: Path) -> tuple[dict[str, Any], list[VariantResult]]:
+    """The manifest and one result per variant (``pending`` for those not run, or run with another hash)."""
+    man = _manifest(out_dir)
+    out = []
+    for v in man["variants"]:
+        r = read_result(variant_dir(out_dir, v["variant_id"]) / "result.json")
+        if r is None or r.config_hash != v["config_hash"]:
+            r = VariantResult(variant_id=v["variant_id"], config_hash=v["config_hash"],
+                              axis_values=tuple((str(k), x) for k, x in v["axis_values"]), status="pending")
+        out.append(r)
+    return man, out
+
+
+def reprice(results: list[VariantResult], site: SiteSpec, regions: list[str]) -> list[Repriced]:
+    """The measured energy and billed time of each ok variant priced in other regions (same hourly price)."""
+    out = []
+    for region in regions:
+        s = site_of(site, region)
+        for r in results:
+            if r.status != "ok":
+                continue
+            p = price(energy_j=r.energy_j, wall_s=r.wall_s, site=s, usd_per_hour=site.usd_per_hour)
+            out.append(Repriced(region=region, variant_id=r.variant_id, grid_g_co2e_per_kwh=p.grid_g_co2e_per_kwh,
+                                emissions_kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis))
+    return out
+
+
+def _region_findings(rep: list[Repriced]) -> list[Finding]:
+    """F10: the greenest region for the experiment's variants, each region's total CO2e."""
+    totals: dict[str, float] = {}
+    for x in rep:
+        totals[x.region] = totals.get(x.region, 0.0) + (x.emissions_kg_co2e or 0.0)
+    if not totals:
+        return []
+    text = "re-priced: " + ", ".join(f"{k} {v * 1e3:.4g} g CO2e" for k, v in sorted(totals.items(),
+                                                                                   key=lambda kv: kv[1]))
+    return [Finding(kind="F10", text=text, variants=(), numbers=tuple((f"{k}_g_co2e", v * 1e3)
+                                                                       for k, v in totals.items()))]
+
+
+def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentReport:
+    man, results = load_results(out_dir)
+    site = parse_job({"site": man.get("site", {})}).site
+    regions = list(site.reprice) if regions is None else regions
+    rep = reprice(results, site, regions)
+    attempts = [a for a in previous_attempts(out_dir) if a.wasted]
+    wasted = sum(a.energy_j for a in attempts)
+    findings = all_findings(results, attempts_energy_j=wasted, num_attempts=len(attempts),
+                            max_steps={v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})
+    return ExperimentReport(name=str(man["name"]), results=tuple(results),
+                            findings=tuple(findings + _region_findings(rep)), pareto=tuple(pareto_set(results)),
+                            repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts))
+
+
+def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def _write(path: Path, text: str) -> None:
+    write_text_atomic(path, text, "report")
+
+
+def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:
+    """CodeCarbon's emissions.csv columns, one row per variant and phase (each phase counted once)."""
+    rows = []
+    for r in rep.results:
+        if r.status != "ok":
+            continue
+        for phase in PHASES:
+            seconds = getattr(r, f"{phase}_s")
+            energy = getattr(r, f"{phase}_energy_j")
+            facility_kwh = units.j_to_kwh(energy * r.pue)
+            kg = facility_kwh * r.grid_g_co2e_per_kwh / 1e3 if r.grid_g_co2e_per_kwh is not None else ""
+            share = energy / r.energy_j if r.energy_j else 0.0
+            rows.append({"timestamp": "", "project_name": project, "run_id": f"{r.variant_id}:{phase}",
+                         "experiment_id": r.config_hash, "duration": seconds, "emissions": kg,
+                         "emissions_rate": kg / seconds if kg != "" and seconds > 0 else "",
+                         "cpu_energy": units.j_to_kwh(r.cpu_energy_j * share),
+                         "gpu_energy": units.j_to_kwh(r.gpu_energy_j * share),
+                         "ram_energy": units.j_to_kwh(r.ram_energy_j * share), "energy_consumed": facility_kwh,
+                         "region": r.region, "os": platform.platform(), "python_version": platform.python_version(),
+                         "cpu_count": r.cpu_count, "gpu_model": r.device if r.device != "cpu" else "",
+                         "gpu_count": 1 if r.device != "cpu" else 0, "tracking_mode": "process", "pue": r.pue})
+    return rows
+
+
+def prediction_rows(rep: ExperimentReport) -> list[dict[str, Any]]:
+    rows = []
+    for r in rep.results:
+        if r.status != "ok":
+            continue
+        for what, pred, meas in (("flop_per_step", r.predicted_flop_per_step, r.flop_per_step),
+                                 ("tokens_per_step", r.predicted_tokens_per_step,
+                                  (r.tokens_source + r.tokens_target) / r.num_steps if r.num_steps else None),
+                                 ("train_s", r.predicted_train_s, r.train_s),
+                                 ("calibrated_train_s", r.calibrated_train_s, r.train_s),
+                                 ("energy_j", r.predicted_energy_j, r.energy_j),
+                                 ("kg_co2e", r.predicted_kg_co2e, r.emissions_kg_co2e),
+                                 ("cost_usd", r.predicted_cost_usd, r.cost_usd),
+                                 ("memory_bytes", r.predicted_memory_bytes, r.peak_memory_bytes)):
+            err = (pred - meas) / meas if pred is not None and meas else None
+            rows.append({"variant_id": r.variant_id, "quantity": what, "predicted": pred, "measured": meas,
+                         "error": err})
+    return rows
+
+
+def write_report_files(out_dir: Path, rep: ExperimentReport) -> list[Path]:
+    """results.json/.csv, emissions.csv, predictions.csv, report.md (each written atomically)."""
+    from greentrain.measure.outputs import CODECARBON_COLUMNS
+
+    paths = []
+    results_json = json.dumps(rep.to_dict(), indent=1)
+    fields = [f.name for f in dataclasses.fields(VariantResult)]
+    files = {"results.json": results_json,
+             "results.csv": _csv_text(fields, [r.to_dict() for r in rep.results]),
+             "emissions.csv": _csv_text(list(CODECARBON_COLUMNS), emissions_rows(rep, rep.name)),
+             "predictions.csv": _csv_text(["variant_id", "quantity", "predicted", "measured", "error"],
+                                          prediction_rows(rep)),
+             "report.md": markdown(rep)}
+    for name, text in files.items():
+        _write(out_dir / name, text)
+        paths.append(out_dir / name)
+    return paths
+
+
+def _fmt(x: float | None, spec: str = ".4g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+TABLE_COLUMNS = ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
+                 "ROUGE-1", "ROUGE-L", "pred FLOP err", "calib. time err")
+
+
+def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for r in rep.results:
+        ok = r.status == "ok"
+        status = r.status + (" *" if r.variant_id in rep.pareto else "")
+        e = r.error("flop_per_step")
+        c = r.error("calibrated_train_s")
+        rows.append((r.variant_id, status, _fmt(r.train_s if ok else None, ".3g"),
+                     _fmt(r.tokens_per_s if ok else None, ".4g"),
+                     _fmt(r.peak_memory_bytes / units.MIB if ok else None, ".4g"),
+                     _fmt(r.flop_per_step / 1e9 if ok else None, ".4g"),
+                     _fmt(units.j_to_kwh(r.facility_energy_j) * 1e3 if ok else None, ".4g")
+                     + ("" if r.energy_measured or not ok else " est"),
+                     _fmt(r.emissions_kg_co2e * 1e3 if ok and r.emissions_kg_co2e is not None else None, ".4g"),
+                     _fmt(r.cost_usd if ok else None, ".4g"), _fmt(r.rouge1, ".2f"), _fmt(r.rougeL, ".2f"),
+                     _fmt(e, "+.1%"), _fmt(c, "+.1%")))
+    return rows
+
+
+def markdown(rep: ExperimentReport) -> str:
+    lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
+             "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(rep)]
+    lines += ["", "`*`: in the Pareto set (ROUGE-1 up, CO2e and $ down). `est`: energy estimated, not metered.", "",
+              "## Findings", ""]
+    lines += [f"- **{f.kind}** {f.text}" for f in rep.findings]
+    notes = sorted({r.reason for r in rep.results if r.status in ("not_applicable", "failed") and r.reason})
+    if notes:
+        lines += ["", "## Not run as asked", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,154 @@
+"""VariantResult: what one variant measured, predicted and cost (one flat record, SI units in every name).
+
+Written by the worker as ``DIR/variants/<id>/result.json`` (atomically: a kill leaves the old file or none) and
+read back by the runner (resume), ``status`` and ``report``. ``None`` means "not measured" (a failed or not
+applicable variant, or a figure this platform cannot give), never zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.plotting import write_atomic
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "not_applicable", "skipped_budget", "pending")
+PHASES = ("train", "eval", "predict", "other")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariantResult:
+    # identity
+    variant_id: str
+    config_hash: str
+    axis_values: tuple[tuple[str, Any], ...] = ()
+    status: str = "pending"
+    reason: str = ""
+    attempts: int = 1
+    seed: int = 0
+    # platform
+    device: str = ""  # cuda device name or "cpu"
+    precision_requested: str = ""
+    precision_effective: str = ""
+    torch_version: str = ""
+    transformers_version: str = ""
+    cpu_count: int = 0
+    load_avg_1m: float = 0.0  # at the start of the variant (noise: > cpu_count means contention)
+    # work
+    num_steps: int = 0
+    samples: float = 0.0
+    tokens_source: float = 0.0  # encoder tokens trained on (padding included: fixed shapes)
+    tokens_target: float = 0.0
+    flop: float = 0.0  # counted by the Tracker over the training phase
+    flop_per_step: float = 0.0
+    hf_total_flos: float = 0.0  # the Trainer's own estimate (6 x params x tokens), for comparison
+    params: int = 0
+    trainable_params: int = 0
+    # speed
+    wall_s: float = 0.0  # billed time: the worker from start to result
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    predict_s: float = 0.0
+    other_s: float = 0.0  # setup (data, tokenizer, model) and what lies between the phases
+    step_time_s: float = 0.0  # mean of the steady steps
+    tokens_per_s: float = 0.0  # source + target tokens over the training steps' time
+    samples_per_s: float = 0.0
+    # memory
+    peak_memory_bytes: float = 0.0
+    memory_source: str = ""  # cuda-peak | peak-rss
+    # energy (IT energy, before PUE), per phase; their sum is energy_j
+    train_energy_j: float = 0.0
+    eval_energy_j: float = 0.0
+    predict_energy_j: float = 0.0
+    other_energy_j: float = 0.0
+    energy_j: float = 0.0
+    gpu_energy_j: float = 0.0
+    cpu_energy_j: float = 0.0
+    ram_energy_j: float = 0.0
+    energy_measured: bool = False  # False: estimated (CPU from TDP x utilisation; RAM from RSS)
+    # carbon and cost at the experiment's site
+    region: str = ""
+    grid_g_co2e_per_kwh: float | None = None
+    pue: float = 1.0
+    facility_energy_j: float = 0.0  # energy_j x PUE
+    emissions_kg_co2e: float | None = None
+    embodied_kg_co2e: float = 0.0
+    cost_usd: float | None = None
+    cost_basis: str = ""  # cloud (price x wall time) | electricity | unknown
+    # quality
+    rouge1: float | None = None
+    rouge1_low: float | None = None
+    rouge1_high: float | None = None
+    rouge2: float | None = None
+    rougeL: float | None = None
+    rougeLsum: float | None = None
+    eval_loss: float | None = None
+    early_stopped_at_step: int | None = None
+    # prediction (blind: the planner; calibrated: the first steps' rate x the remaining steps)
+    predicted_flop_per_step: float | None = None
+    predicted_tokens_per_step: float | None = None
+    predicted_memory_bytes: float | None = None
+    predicted_train_s: float | None = None
+    predicted_energy_j: float | None = None
+    predicted_kg_co2e: float | None = None
+    predicted_cost_usd: float | None = None
+    calibrated_train_s: float | None = None
+    # failed attempts before this one (their energy is waste, counted here and in attempts.csv)
+    wasted_energy_j: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["axis_values"] = [[k, v] for k, v in self.axis_values]
+        return {"kind": "greentrain.experiment.variant", "schema_version": SCHEMA_VERSION, **d}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VariantResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in data.items() if k in names}
+        kw["axis_values"] = tuple((str(k), v) for k, v in kw.get("axis_values", []))
+        return cls(**kw)
+
+    def error(self, what: str) -> float | None:
+        """(predicted - measured) / measured for flop_per_step, train_s, energy_j, kg_co2e or cost_usd."""
+        pairs = {"flop_per_step": (self.predicted_flop_per_step, self.flop_per_step),
+                 "train_s": (self.predicted_train_s, self.train_s),
+                 "calibrated_train_s": (self.calibrated_train_s, self.train_s),
+                 "energy_j": (self.predicted_energy_j, self.energy_j),
+                 "kg_co2e": (self.predicted_kg_co2e, self.emissions_kg_co2e),
+                 "cost_usd": (self.predicted_cost_usd, self.cost_usd)}
+        pred, meas = pairs[what]
+        if pred is None or meas is None or meas == 0:
+            return None
+        return (pred - meas) / meas
+
+
+def write_text_atomic(path: Path, text: str, field: str = "out") -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place (a kill leaves old or new)."""
+
+    def write(tmp: str) -> None:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+    write_atomic(path, field, write)
+
+
+def write_result(path: Path, result: VariantResult) -> None:
+    """Write ``result.json`` atomically."""
+    write_text_atomic(path, json.dumps(result.to_dict(), indent=1), "result")
+
+
+def read_result(path: Path) -> VariantResult | None:
+    """The result in ``path``; None when there is none (never written, or unreadable: treated as not run)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("kind") != "greentrain.experiment.variant":
+        raise ConfigError("result", str(path), "is not a greentrain experiment result")
+    return VariantResult.from_dict(data)

@@ -1,0 +1,341 @@
+"""Run one variant for real: ``python -m greentrain.experiment.worker VARIANT.json`` (or ``run_variant`` inline).
+
+Four phases, each measured by its own greentrain Tracker (its own record in the variant's folder):
+  other    setup: data, tokenizer, model                                          other.jsonl
+  train    Seq2SeqTrainer.train with GreentrainTrainerCallback (hooks count FLOPs) train.jsonl
+  eval     Trainer.evaluate: loss on the evaluation split                          eval.jsonl
+  predict  generation of the test split and ROUGE                                  predict.jsonl
+Evaluation inside training (early stopping) gets its own tracker too; its time, energy and FLOPs are taken
+out of the training figures (the hooks' step is closed right after it) and added to ``eval``. The phases'
+energies sum to the total by construction; ``other_s`` is the wall time outside train, eval and predict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from greentrain.errors import ConfigError
+from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.data import load_splits
+from greentrain.experiment.job import Job, parse_job
+from greentrain.experiment.predict import calibrated_train_s, predict
+from greentrain.experiment.quality import rouge
+from greentrain.experiment.results import VariantResult, write_result
+from greentrain.measure.records import read_jsonl
+from greentrain.measure.summary import Measurement
+from greentrain.measure.tracker import Tracker
+
+RESULT_FILE = "result.json"
+
+
+@dataclass(slots=True)
+class _InTrainEval:
+    """Evaluations run inside train(): their windows and trackers, taken out of the training figures."""
+
+    measurements: list[Measurement] = field(default_factory=list)
+    windows_s: list[tuple[float, float]] = field(default_factory=list)  # perf_counter (start, end)
+    losses: list[float] = field(default_factory=list)
+
+
+def _tracker(out_dir: Path, name: str) -> Tracker:
+    return Tracker(None, out_dir=out_dir, jsonl_name=f"{name}.jsonl", write_outputs=False, print_summary=False,
+                   count_flops=False)
+
+
+def not_applicable_reason(job: Job, cuda: bool) -> str:
+    """Why this variant cannot run here as asked ("" when it can); never run silently as something else."""
+    if job.train.precision == "fp16" and not cuda:
+        return "fp16 mixed precision needs a CUDA GPU (on CPU accelerate would silently train in fp32)"
+    if job.train.precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+        return f"bf16 is not supported by {torch.cuda.get_device_name()}"
+    if job.train.args.get("deepspeed") and not cuda:
+        return "DeepSpeed needs CUDA"
+    return ""
+
+
+def _trainer_class() -> Any:
+    from transformers import Seq2SeqTrainer, TrainerCallback
+
+    class EarlyStop(TrainerCallback):
+        """Stop when eval_loss has not improved for ``patience`` evaluations (no checkpoints written)."""
+
+        def __init__(self, patience: int) -> None:
+            self.patience, self.best, self.bad = patience, float("inf"), 0
+
+        def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kw: Any) -> None:
+            loss = float((metrics or {}).get("eval_loss", float("inf")))
+            self.best, self.bad = (loss, 0) if loss < self.best else (self.best, self.bad + 1)
+            if self.bad >= self.patience:
+                control.should_training_stop = True
+
+    class GreentrainSeq2SeqTrainer(Seq2SeqTrainer):
+        """Evaluation inside training runs in its own tracker and leaves the training hooks' step clean."""
+
+        gt_callback: Any = None
+        gt_in_train: _InTrainEval | None = None
+        gt_out_dir: Path = Path(".")
+
+        def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+            cb = self.gt_callback
+            if cb is None or not cb.tracker.running or self.gt_in_train is None:
+                return super().evaluate(*args, **kwargs)
+            rec = self.gt_in_train
+            tracker = _tracker(self.gt_out_dir, f"eval_in_train_{len(rec.measurements)}").start()
+            t0 = time.perf_counter()
+            try:
+                metrics = super().evaluate(*args, **kwargs)
+            finally:
+                if cb.tracker.hooks is not None:
+                    cb.tracker.hooks.finish_step()  # drop the evaluation's forwards from the next training step
+                rec.windows_s.append((t0, time.perf_counter()))
+                m = tracker.stop()
+                if m is not None:
+                    rec.measurements.append(m)
+            rec.losses.append(float(metrics.get("eval_loss", float("nan"))))
+            return metrics
+
+    return GreentrainSeq2SeqTrainer, EarlyStop
+
+
+def _train_steps(train_jsonl: Path, t0: float, windows: list[tuple[float, float]]) -> list[float]:
+    """Per-step times of the training record with the in-training evaluations' time taken out."""
+    steps = [r for r in read_jsonl(train_jsonl) if r.get("type") == "step"]
+    times = [float(r["step_time_s"]) for r in steps]
+    for a, b in windows:  # an evaluation runs after a step's end: it lengthens the next step's mark
+        ends = [t0 + float(r["t_s"]) for r in steps]
+        nxt = next((i for i, e in enumerate(ends) if e >= b), None)
+        if nxt is not None:
+            times[nxt] -= b - a
+    return times
+
+
+def _phase_energy(m: Measurement | None) -> float:
+    return m.it_energy_j if m is not None else 0.0
+
+
+def _base_result(variant: dict[str, Any], job: Job, cuda: bool) -> VariantResult:
+    import transformers
+
+    return VariantResult(
+        variant_id=str(variant["variant_id"]), config_hash=str(variant["config_hash"]),
+        axis_values=tuple((str(k), v) for k, v in variant.get("axis_values", [])), seed=int(variant["seed"]),
+        attempts=int(variant.get("attempt", 1)), wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)),
+        device=torch.cuda.get_device_name() if cuda else "cpu", precision_requested=job.train.precision,
+        torch_version=torch.__version__, transformers_version=transformers.__version__,
+        cpu_count=os.cpu_count() or 1, load_avg_1m=os.getloadavg()[0])
+
+
+def _with_prediction(r: VariantResult, job: Job) -> VariantResult:
+    p = predict(job)
+    return replace(r, predicted_flop_per_step=p.flop_per_step, predicted_tokens_per_step=p.tokens_per_step,
+                   predicted_memory_bytes=p.memory_bytes, predicted_train_s=p.train_s, predicted_energy_j=p.energy_j,
+                   predicted_kg_co2e=p.kg_co2e, predicted_cost_usd=p.cost_usd)
+
+
+def run_variant(variant: dict[str, Any], out_dir: Path) -> VariantResult:
+    """Run one variant (``Variant.to_dict()`` form) in this process; write and return its result."""
+    wall0 = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job = parse_job(variant["job"])
+    from greentrain.experiment.build import check_training_args
+
+    check_training_args(job)
+    cuda = torch.cuda.is_available()
+    result = _with_prediction(_base_result(variant, job, cuda), job)
+    reason = not_applicable_reason(job, cuda)
+    if reason:
+        result = replace(result, status="not_applicable", reason=reason, wall_s=time.perf_counter() - wall0)
+        write_result(out_dir / RESULT_FILE, result)
+        return result
+    measured = _run_phases(job, int(variant["seed"]), out_dir, cuda, wall0)
+    result = _assemble(result, job, measured, time.perf_counter() - wall0)
+    write_result(out_dir / RESULT_FILE, result)
+    return result
+
+
+@dataclass(slots=True)
+class _Measured:
+    other: Measurement | None = None
+    train: Measurement | None = None
+    eval: Measurement | None = None
+    predict: Measurement | None = None
+    in_train: _InTrainEval = field(default_factory=_InTrainEval)
+    train_t0: float = 0.0
+    step_times_s: list[float] = field(default_factory=list)
+    params: int = 0
+    trainable: int = 0
+    hf_total_flos: float = 0.0
+    precision_effective: str = ""
+    eval_loss: float | None = None
+    scores: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) -> _Measured:
+    from transformers import PrinterCallback, set_seed
+
+    from greentrain.experiment.build import build_model, build_tokenizer, encode, generate, training_arguments
+    from greentrain.measure.hf import GreentrainTrainerCallback
+
+    m = _Measured()
+    other = _tracker(out_dir, "other").start()
+    try:
+        set_seed(seed)
+        d = job.data
+        train, ev, test = load_splits(d.source, d.path, d.source_column, d.target_column,
+                                      (d.train_size, d.eval_size, d.test_size), 0)
+        tok = build_tokenizer(job, train)
+        model = build_model(job, len(tok))
+        m.params = sum(p.numel() for p in model.parameters())
+        m.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        train_ds, eval_ds = encode(tok, train, job), encode(tok, ev, job)
+        trainer_cls, early_stop = _trainer_class()
+        cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name="train.jsonl", write_outputs=False,
+                                       print_summary=False, count_flops=job.hooks)
+        callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else [])
+        trainer = trainer_cls(model=model, args=training_arguments(job, out_dir / "hf", seed, cuda),
+                              train_dataset=train_ds, eval_dataset=eval_ds, callbacks=callbacks)
+        trainer.gt_callback, trainer.gt_in_train, trainer.gt_out_dir = cb, m.in_train, out_dir
+        trainer.remove_callback(PrinterCallback)  # the runner reports; no metric dicts on stdout
+    finally:
+        m.other = other.stop()
+    mp = str(getattr(trainer.accelerator, "mixed_precision", "no"))
+    m.precision_effective = {"no": "fp32"}.get(mp, mp)
+    m.train_t0 = time.perf_counter()
+    try:
+        trainer.train()
+    finally:
+        m.train = cb.tracker.stop()  # on_train_end stopped it already unless train() raised
+    m.hf_total_flos = float(trainer.state.total_flos)
+    m.step_times_s = _train_steps(out_dir / "train.jsonl", cb.tracker.t0, m.in_train.windows_s)
+    ev_tracker = _tracker(out_dir, "eval").start()
+    try:
+        m.eval_loss = float(trainer.evaluate()["eval_loss"])
+    finally:
+        m.eval = ev_tracker.stop()
+    pr_tracker = _tracker(out_dir, "predict").start()
+    try:
+        preds = generate(model, tok, test.sources, job)
+        m.scores = rouge(preds, test.targets, job.eval.metrics, seed=seed)
+    finally:
+        m.predict = pr_tracker.stop()
+    (out_dir / "predictions.jsonl").write_text(
+        "".join(json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets,
+                                                                                      strict=True)), "utf-8")
+    return m
+
+
+def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> VariantResult:
+    assert m.train is not None
+    in_train_s = sum(b - a for a, b in m.in_train.windows_s)
+    in_train_j = sum(x.it_energy_j for x in m.in_train.measurements)
+    phases = [x for x in (m.other, m.train, m.eval, m.predict) if x is not None]
+    train_s = m.train.duration_s - in_train_s
+    eval_s = (m.eval.duration_s if m.eval else 0.0) + in_train_s
+    predict_s = m.predict.duration_s if m.predict else 0.0
+    energies = {"train": _phase_energy(m.train) - in_train_j, "eval": _phase_energy(m.eval) + in_train_j,
+                "predict": _phase_energy(m.predict), "other": _phase_energy(m.other)}
+    energy_j = sum(energies.values())
+    n = m.train.num_steps
+    per_step = job.train.batch_size * job.train.grad_accum
+    tokens_source = float(n * per_step * job.data.max_source_tokens)
+    tokens_target = float(n * per_step * job.data.max_target_tokens)
+    steps_s = sum(m.step_times_s)
+    steady = m.step_times_s[1:] or m.step_times_s
+    p = price(energy_j=energy_j, wall_s=wall_s, site=site_of(job.site), usd_per_hour=job.site.usd_per_hour)
+    score = {k: v.mean for k, v in m.scores.items()}
+    r1 = m.scores.get("rouge1")
+    stopped = n if job.early_stopping is not None and n < job.train.max_steps else None
+    return replace(
+        r, status="ok" if m.train.status == "ok" else "failed", reason="" if m.train.status == "ok" else m.train.status,
+        precision_effective=m.precision_effective, num_steps=n, samples=float(n * per_step),
+        tokens_source=tokens_source, tokens_target=tokens_target, flop=m.train.flop,
+        flop_per_step=m.train.flop_per_step, hf_total_flos=m.hf_total_flos, params=m.params,
+        trainable_params=m.trainable, wall_s=wall_s, train_s=train_s, eval_s=eval_s, predict_s=predict_s,
+        other_s=wall_s - train_s - eval_s - predict_s, step_time_s=sum(steady) / len(steady) if steady else 0.0,
+        tokens_per_s=(tokens_source + tokens_target) / steps_s if steps_s > 0 else 0.0,
+        samples_per_s=n * per_step / steps_s if steps_s > 0 else 0.0,
+        peak_memory_bytes=m.train.memory_bytes,
+        memory_source="cuda-peak" if m.train.peak_cuda_bytes > 0 else "peak-rss",
+        train_energy_j=energies["train"], eval_energy_j=energies["eval"], predict_energy_j=energies["predict"],
+        other_energy_j=energies["other"], energy_j=energy_j,
+        gpu_energy_j=sum(x.gpu_energy_j for x in phases), cpu_energy_j=sum(x.cpu_energy_j for x in phases),
+        ram_energy_j=sum(x.ram_energy_j for x in phases), energy_measured=m.train.all_measured,
+        region=p.region, grid_g_co2e_per_kwh=p.grid_g_co2e_per_kwh, pue=p.pue,
+        facility_energy_j=p.facility_energy_j, emissions_kg_co2e=p.emissions_kg_co2e,
+        embodied_kg_co2e=p.embodied_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis,
+        rouge1=score.get("rouge1"), rouge1_low=r1.low if r1 else None, rouge1_high=r1.high if r1 else None,
+        rouge2=score.get("rouge2"), rougeL=score.get("rougeL"), rougeLsum=score.get("rougeLsum"),
+        eval_loss=m.eval_loss, early_stopped_at_step=stopped,
+        calibrated_train_s=calibrated_train_s(m.step_times_s, job.train.max_steps))
+
+
+def failed_result(variant: dict[str, Any], reason: str, wall_s: float) -> VariantResult:
+    """The record of a variant whose worker raised (the runner goes on with the others)."""
+    return VariantResult(variant_id=str(variant["variant_id"]), config_hash=str(variant["config_hash"]),
+                         axis_values=tuple((str(k), v) for k, v in variant.get("axis_values", [])),
+                         seed=int(variant["seed"]), attempts=int(variant.get("attempt", 1)), status="failed",
+                         reason=reason[:500], wall_s=wall_s,
+                         wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)))
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this worker when the runner dies (prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import contextlib
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError):
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker process: VARIANT.json in its variant folder; exit 0 ok or not applicable,
+    1 failed (result.json says why), 2 bad input."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--check":
+        try:
+            check_variants(json.loads(Path(args[1]).read_text(encoding="utf-8")))
+        except ConfigError as e:
+            print(f"greentrain experiment: error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    _die_with_parent()
+    path = Path(args[0])
+    variant = json.loads(path.read_text(encoding="utf-8"))
+    wall0 = time.perf_counter()
+    try:
+        result = run_variant(variant, path.parent)
+    except ConfigError as e:
+        print(f"greentrain experiment: error: variant {variant['variant_id']}: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        write_result(path.parent / RESULT_FILE, failed_result(variant, f"{type(e).__name__}: {e}",
+                                                              time.perf_counter() - wall0))
+        print(f"greentrain experiment: variant {variant['variant_id']} failed: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 1
+    return 0 if result.status in ("ok", "not_applicable") else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+def check_variants(variants: list[dict[str, Any]]) -> None:
+    """Each variant's job and training arguments (against the installed transformers); nothing is built."""
+    from greentrain.experiment.build import check_training_args
+
+    for v in variants:
+        try:
+            check_training_args(parse_job(v["job"]))
+        except ConfigError as e:
+            raise ConfigError(f"variant {v['variant_id']}: {e.field}", e.value, e.rule) from None
