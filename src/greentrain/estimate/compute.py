@@ -57,15 +57,15 @@ class LocalOp:
     n: float
 
 
-def local_op(op: Op, sh: Sharding) -> LocalOp:
-    """The part of ``op`` one device computes (forward)."""
+def _local(op: Op, sh: Sharding) -> tuple[float, float, float, float, float]:
+    """(flop, bytes, m, k, n) of the part of ``op`` one device computes (forward)."""
     t, m, k, n, count = sh.tp, op.m / sh.cp, op.k, op.n, op.count
     if op.expert and sh.ep > 1:  # fewer experts per rank, each with the tokens of ep ranks
         count, m = count / sh.ep, m * sh.ep
     if op.kind is OpKind.ELEMENTWISE:
         split = t if (op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB)
                       or (op.shard is Shard.TOKENS and sh.sp)) else 1
-        return LocalOp(flop=0.0, bytes=op.bytes / split / sh.cp, m=0.0, k=0.0, n=0.0)
+        return 0.0, op.bytes / split / sh.cp, 0.0, 0.0, 0.0
     if op.shard in (Shard.COLUMN, Shard.VOCAB):
         n = n / t
     elif op.shard is Shard.ROW:
@@ -74,7 +74,13 @@ def local_op(op: Op, sh: Sharding) -> LocalOp:
         count = count / t
     # the local share of the op's FLOPs (a fused attention op counts two products: scores and values)
     scale = (count / op.count) * (m / op.m) * (k / op.k) * (n / op.n) if op.flop else 0.0
-    return LocalOp(flop=op.flop * scale, bytes=op.bytes * scale, m=m, k=k, n=n)
+    return op.flop * scale, op.bytes * scale, m, k, n
+
+
+def local_op(op: Op, sh: Sharding) -> LocalOp:
+    """The part of ``op`` one device computes (forward)."""
+    flop, nbytes, m, k, n = _local(op, sh)
+    return LocalOp(flop=flop, bytes=nbytes, m=m, k=k, n=n)
 
 
 def is_causal(op: Op) -> bool:
@@ -83,19 +89,25 @@ def is_causal(op: Op) -> bool:
     return op.name.startswith("attn.")
 
 
+def _roofline(flop: float, nbytes: float, m: float, k: float, n: float, peak_flop_per_s: float,
+              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: bool) -> float:
+    ke = eff.kernel_efficiency
+    mem_s = nbytes / (memory_bytes_per_s * eff.memory * ke)
+    if flop <= 0:
+        return mem_s
+    if fused_attention:  # local op: m = queries, k = head dim, n = keys
+        executed = flop * (0.5 if causal else 1.0)
+        return max(executed / (peak_flop_per_s * eff.attention(k, n, causal) * ke), mem_s)
+    return max(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
+
+
 def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency,
               fused_attention: bool = False, causal: bool = False) -> float:
     """Roofline time of one local op. A fused (flash) attention kernel runs at the chip's measured attention
     throughput (efficiency.yaml), on the FLOPs it executes: half the score products when causal
     (FlashAttention-2, Dao 2023 §3.1; its benchmark counts causal FLOPs halved)."""
-    k = eff.kernel_efficiency
-    mem_s = op.bytes / (memory_bytes_per_s * eff.memory * k)
-    if op.flop <= 0:
-        return mem_s
-    if fused_attention:  # local op: m = queries, k = head dim, n = keys
-        flop = op.flop * (0.5 if causal else 1.0)
-        return max(flop / (peak_flop_per_s * eff.attention(op.k, op.n, causal) * k), mem_s)
-    return max(op.flop / (peak_flop_per_s * eff.matmul(op.m, op.k, op.n) * k), mem_s)
+    return _roofline(op.flop, op.bytes, op.m, op.k, op.n, peak_flop_per_s, memory_bytes_per_s, eff,
+                     fused_attention, causal)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,11 +124,10 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
     """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks)."""
     fwd = core = bwd = 0.0
     for op in ops:
-        lo = local_op(op, sh)
-        peak = attention_peak_flop_per_s if op.kind is OpKind.ATTENTION and attention_peak_flop_per_s else \
-            peak_flop_per_s
-        fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
-        t = op_time_s(lo, peak, memory_bytes_per_s, eff, fused, fused and is_causal(op))
+        attention = op.kind is OpKind.ATTENTION
+        peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
+        fused = attention and op.name.endswith(".flash")
+        t = _roofline(*_local(op, sh), peak, memory_bytes_per_s, eff, fused, fused and is_causal(op))
         fwd += t
         bwd += t * op.backward_factor
         if op.attention_core:

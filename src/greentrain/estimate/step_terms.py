@@ -17,6 +17,7 @@ float for float inputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -97,26 +98,40 @@ def num_buckets(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
     return out
 
 
+def select(cond: Any, if_true: Callable[[], Any], if_false: Callable[[], Any]) -> Any:
+    """where(cond, if_true(), if_false()), evaluating only the branch a scalar condition takes."""
+    if isinstance(cond, _ARRAY):
+        return np.where(cond, if_true(), if_false())
+    return if_true() if cond else if_false()
+
+
 def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, weight_bytes: Num, layers: Num,
               backward_s: Num, micro_batch_s: Num, num_micro: Num, cl: Cluster, eff: Efficiency) -> Num:
     """Exposed data-parallel communication of a step (gradients of one device: ``grad_bytes``; its weights
     ``weight_bytes``; ``backward_s`` the last micro-batch's backward, the window overlap can use; ZeRO-3:
     ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
     g, k = dp_group, dp_per_node
-    nb = num_buckets(grad_bytes, layers, eff)
-    sharded_grads = (zero >= 1) & (not eff.zero_all_reduce) if not _scalar(zero) else \
-        (zero >= 1 and not eff.zero_all_reduce)
-    red_one = where(sharded_grads, collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
-                    collective_time_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
-    red_total = nb * red_one
-    # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
-    exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
-    gather = collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff)
-    # ZeRO-3: every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
-    # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching)
-    rs_all = collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
-    z3 = num_micro * maximum(0.0, 2 * gather + rs_all - micro_batch_s)
-    out: Num = where(g <= 1, 0.0 * g, where(zero >= 3, z3, exposed + where(zero >= 1, gather, 0.0 * g)))
+
+    def gather() -> Any:
+        return collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff)
+
+    def zero3() -> Any:
+        # every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
+        # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching)
+        rs_all = collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
+        return num_micro * maximum(0.0, 2 * gather() + rs_all - micro_batch_s)
+
+    def buckets() -> Any:
+        nb = num_buckets(grad_bytes, layers, eff)
+        red_one = select((zero >= 1) & (not eff.zero_all_reduce),
+                         lambda: collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
+                         lambda: collective_time_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
+        red_total = nb * red_one
+        # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
+        exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
+        return exposed + select(zero >= 1, gather, lambda: 0.0 * g)
+
+    out: Num = select(g <= 1, lambda: 0.0 * g, lambda: select(zero >= 3, zero3, buckets))
     return out
 
 
