@@ -99,6 +99,15 @@ def _mistral(r: _Reader) -> dict[str, Any]:
     return spec
 
 
+def _biases(r: _Reader) -> dict[str, bool]:
+    """NemotronConfig / NemotronHConfig ``attention_bias`` and ``mlp_bias`` (both false in every released
+    model). TransformerSpec has attention-only biases and biases everywhere, not MLP-only ones."""
+    attention, mlp = r.get_bool("attention_bias", default=False), r.get_bool("mlp_bias", default=False)
+    if mlp and not attention:
+        raise ConfigError(f"{_WHERE}.mlp_bias", True, "is supported only together with attention_bias")
+    return dict(attention_bias=attention, linear_bias=mlp)
+
+
 def _nemotron(r: _Reader) -> dict[str, Any]:
     """NemotronConfig (Nemotron-4 340B, NVIDIA 2024, arXiv 2406.11704, §2.2): squared-ReLU two-matrix MLP,
     LayerNorm with a bias (LayerNorm1P), GQA, untied head, no linear biases. NemotronConfig leaves
@@ -110,10 +119,7 @@ def _nemotron(r: _Reader) -> dict[str, Any]:
         num_kv_heads=r.get_int("num_key_value_heads"), head_dim=r.get_int("head_dim", default=d // heads),
         ffn_hidden_size=r.get_int("intermediate_size"), vocab_size=r.get_int("vocab_size"), glu=False,
         activation=r.get_activation("hidden_act", default="relu2"),
-        tied_embeddings=r.get_bool("tie_word_embeddings", default=False),
-        attention_bias=r.get_bool("attention_bias", default=False),
-        linear_bias=r.get_bool("mlp_bias", default=False) and r.get_bool("attention_bias", default=False),
-        norm="layernorm",
+        tied_embeddings=r.get_bool("tie_word_embeddings", default=False), norm="layernorm", **_biases(r),
     )
 
 
@@ -271,9 +277,7 @@ def _nemotron_h(r: _Reader) -> dict[str, Any]:
         head_dim=r.get_int("head_dim", default=128), ffn_hidden_size=r.get_int("intermediate_size", default=21504),
         vocab_size=r.get_int("vocab_size", default=131072), glu=False,
         activation=r.get_activation("mlp_hidden_act", default="relu2"), norm="rmsnorm",
-        tied_embeddings=r.get_bool("tie_word_embeddings", default=False),
-        attention_bias=r.get_bool("attention_bias", default=False),
-        linear_bias=r.get_bool("mlp_bias", default=False) and r.get_bool("attention_bias", default=False),
+        tied_embeddings=r.get_bool("tie_word_embeddings", default=False), **_biases(r),
         num_experts=r.get_int("n_routed_experts", default=8), top_k=r.get_int("num_experts_per_tok", default=2),
         expert_ffn_hidden_size=r.get_int("moe_intermediate_size", default=7688),
         num_shared_experts=r.get_int("n_shared_experts", default=1, minimum=0),

@@ -282,6 +282,7 @@ def test_yaml_model_with_new_fields_round_trips(tmp_path: Path) -> None:
     ("jamba-1.5-large", {"expert_layer_offset": 0}, "config.json.expert_layer_offset", "must be"),
     ("gemma3-27b", {"text_config": None}, "config.json.text_config", "is required"),
     ("nemotron-4-340b", {"num_key_value_heads": None}, "config.json.num_key_value_heads", "is required"),
+    ("nemotron-4-340b", {"mlp_bias": True}, "config.json.mlp_bias", "only together with attention_bias"),
     ("deepseek-v3", {"qk_nope_head_dim": 0}, "config.json.qk_nope_head_dim", ">= 1"),
 ])
 def test_bad_config_is_named(name: str, change: dict[str, Any], field: str, needle: str) -> None:
