@@ -93,7 +93,8 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
 
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:
     """Dense MLP, or MoE: the router (T, d) @ (d, E), then dropless routing (every token reaches its top_k
-    experts, T * top_k expert-token pairs, spread evenly over the experts), and shared experts that every
+    experts, T * top_k expert-token pairs, spread evenly over the experts; with a capacity factor c each
+    expert computes c times its share, padded), and shared experts that every
     token passes through (DeepSeekMoE, Dai et al. 2024 §3.2). Auxiliary-loss-free balancing (DeepSeek-V3
     §2.1.2: a bias on the routing scores) and the top-k selection are element-wise and cost nothing here."""
     d = spec.hidden_size
@@ -108,11 +109,11 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         ]
     else:
         f, n_exp = spec.expert_ffn_hidden_size, spec.num_experts
-        per_expert = tokens * spec.top_k / n_exp  # balanced routing
+        per_expert = tokens * spec.top_k / n_exp * (spec.capacity_factor or 1.0)  # balanced (or capacity) load
         ops.append(matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED))
         ops += [
             matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
-            elementwise(f"{prefix}.experts.act", tokens * spec.top_k * f, e, Shard.HIDDEN, reads=float(up),
+            elementwise(f"{prefix}.experts.act", per_expert * n_exp * f, e, Shard.HIDDEN, reads=float(up),
                         expert=True),
             matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True),
         ]

@@ -22,19 +22,20 @@ from typing import Any
 from greentrain.config import (
     as_bool,
     as_choice,
+    as_float,
     as_int,
     check_keys,
     require,
 )
 from greentrain.errors import did_you_mean
 from greentrain.model.mla import mla_params
+from greentrain.model.spec_checks import check_shapes
 from greentrain.model.ssm import ssm_params
 
 ARCHS = ("decoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
 QK_NORMS = ("none", "head", "full")  # head: one norm of head_dim (Qwen3, Gemma 3); full: of q/kv width (OLMo 2)
 SSMS = ("none", "mamba", "mamba2")
-_PATTERN = ("M", "*", "-", "E")
 # The activation names transformers knows (transformers.activations.ACT2CLS, v5.23), which is also every name
 # a Hugging Face config.json can carry in hidden_act / activation_function; the FLOP and byte counts do not
 # depend on which one it is (an element-wise op), but a name outside this set is a typo, not a model.
@@ -108,6 +109,9 @@ class TransformerSpec:
     num_dense_layers: int = 0  # the first k layers keep the dense MLP (DeepSeek first_k_dense_replace)
     expert_bias: bool = False  # biases inside each expert (GPT-OSS)
     router_bias: bool = False
+    # > 0: each expert computes capacity_factor x its balanced share of tokens, padded or dropped (GShard,
+    # Lepikhin et al. 2020 §2.2; Switch Transformer, Fedus et al. 2021 §2.2); 0: dropless (every routed token)
+    capacity_factor: float = 0.0
     # ---- state-space mixers (model/ssm.py)
     ssm: str = "none"  # mamba: Gu & Dao 2023 (Jamba's mixer); mamba2: Dao & Gu 2024 (SSD)
     attention_layer_interval: int = 1  # with an ssm: layer i attends iff i % interval == offset (0: never)
@@ -161,7 +165,7 @@ class TransformerSpec:
             require(self.ssm == "none" and not self.sliding_window and not self.kv_lora_rank, f"{w}.arch",
                     self.arch, "an encoder-decoder model has plain attention (no ssm, window or MLA)")
         self._fill_defaults(w)
-        self._check_shapes(w)
+        check_shapes(self, w)
 
     def _fill_defaults(self, w: str) -> None:
         if self.num_kv_heads == 0 or self.kv_lora_rank:  # MLA: every head has its own decompressed K and V
@@ -185,37 +189,6 @@ class TransformerSpec:
                     self.ssm_num_heads, f"must be a positive divisor of ssm_expand * hidden_size = {inner} "
                     "(or give ssm_head_dim)")
             object.__setattr__(self, "ssm_head_dim", inner // self.ssm_num_heads)
-
-    def _check_shapes(self, w: str) -> None:
-        require(self.num_heads % self.num_kv_heads == 0, f"{w}.num_kv_heads", self.num_kv_heads,
-                f"must divide num_heads={self.num_heads}")
-        require(self.top_k <= self.num_experts, f"{w}.top_k", self.top_k,
-                f"must be <= num_experts={self.num_experts}")
-        require(self.num_dense_layers <= self.num_layers, f"{w}.num_dense_layers", self.num_dense_layers,
-                f"must be <= num_layers={self.num_layers}")
-        require(self.qk_rope_head_dim < self.head_dim or not self.kv_lora_rank, f"{w}.qk_rope_head_dim",
-                self.qk_rope_head_dim, f"must be less than head_dim={self.head_dim} (it is the rotary part)")
-        require(self.attention_layer_interval == 0 or self.attention_layer_offset < self.attention_layer_interval,
-                f"{w}.attention_layer_offset", self.attention_layer_offset,
-                f"must be less than attention_layer_interval={self.attention_layer_interval}")
-        require(self.ffn_hidden_size > 0 or (self.ssm != "none" and not self.is_moe), f"{w}.ffn_hidden_size",
-                self.ffn_hidden_size, "must be positive (0, no MLP, only for a state-space stack without experts)")
-        if self.ssm == "mamba2":
-            require(self.ssm_num_heads >= 1, f"{w}.ssm_num_heads", self.ssm_num_heads, "must be positive")
-            require(self.ssm_num_heads % self.ssm_num_groups == 0, f"{w}.ssm_num_groups", self.ssm_num_groups,
-                    f"must divide ssm_num_heads={self.ssm_num_heads}")
-        self._check_pattern(w)
-
-    def _check_pattern(self, w: str) -> None:
-        p = self.layer_pattern
-        if not p:
-            return
-        require(len(p) == self.num_layers and set(p) <= set(_PATTERN), f"{w}.layer_pattern", p,
-                f"must have one of {''.join(_PATTERN)} per layer ({self.num_layers})")
-        require("M" not in p or self.ssm != "none", f"{w}.layer_pattern", p, "has M layers but ssm is none")
-        require("E" not in p or self.is_moe, f"{w}.layer_pattern", p, "has E layers but num_experts is 1")
-        require("-" not in p or self.ffn_hidden_size > 0, f"{w}.layer_pattern", p,
-                "has - (MLP) layers but ffn_hidden_size is 0")
 
     # ---- shape facts -------------------------------------------------------------------------------
     @property
@@ -406,6 +379,8 @@ class TransformerSpec:
                 kwargs[key] = as_int(value, field, minimum=0)
             elif ftype == "bool":
                 kwargs[key] = as_bool(value, field)
+            elif ftype == "float":
+                kwargs[key] = as_float(value, field, minimum=0.0)
             elif key in _CHOICES:
                 kwargs[key] = as_choice(value, field, _CHOICES[key])
             else:

@@ -359,3 +359,21 @@ def test_nemotron_h_pattern_is_one_block_per_layer() -> None:
     with pytest.raises(ConfigError, match="is not supported") as e:
         spec_from_hf_config({**NEMOTRON_H, "moe_latent_size": 32}, "x")
     assert e.value.field == "config.json.moe_latent_size"
+
+
+def test_capacity_factor_pads_the_expert_work(tmp_path: Path) -> None:
+    spec = load_model("mixtral-8x22b")
+    padded = dataclasses.replace(spec, capacity_factor=1.25)
+
+    def experts(s: TransformerSpec) -> float:
+        return sum(op.flop for op in model_ops(s, 1, 1024, 2.0).layers[0].ops if op.expert)
+
+    assert experts(padded) == pytest.approx(1.25 * experts(spec))
+    assert padded.num_params() == spec.num_params()  # capacity is a cost, not a parameter
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**spec.to_dict(), "capacity_factor": 1.25}))
+    assert load_model(str(path)) == padded
+    path.write_text(yaml.safe_dump({**spec.to_dict(), "capacity_factor": -1}))
+    with pytest.raises(ConfigError, match="must be >= 0") as e:
+        load_model(str(path))
+    assert e.value.field == "model(m.yaml).capacity_factor"

@@ -1,0 +1,51 @@
+"""The rules between TransformerSpec fields that no single field can check: heads and kv heads, experts and
+top-k, the MLA head widths, state-space heads and groups, hybrid layer patterns. Each failure is a ConfigError
+naming the field, its value and the rule."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from greentrain.config import require
+
+if TYPE_CHECKING:
+    from greentrain.model.spec import TransformerSpec
+
+# layer_pattern characters (Nemotron-H hybrid_override_pattern): M state-space mixer, * attention, - MLP, E MoE
+PATTERN_CHARS = ("M", "*", "-", "E")
+
+
+def check_shapes(spec: TransformerSpec, w: str) -> None:
+    """Rules between fields (``w`` names the model in errors: ``model(<name>)``)."""
+    require(spec.num_heads % spec.num_kv_heads == 0, f"{w}.num_kv_heads", spec.num_kv_heads,
+            f"must divide num_heads={spec.num_heads}")
+    require(isinstance(spec.capacity_factor, float | int) and spec.capacity_factor >= 0, f"{w}.capacity_factor",
+            spec.capacity_factor, "must be a number >= 0 (0: dropless)")
+    require(spec.top_k <= spec.num_experts, f"{w}.top_k", spec.top_k,
+            f"must be <= num_experts={spec.num_experts}")
+    require(spec.num_dense_layers <= spec.num_layers, f"{w}.num_dense_layers", spec.num_dense_layers,
+            f"must be <= num_layers={spec.num_layers}")
+    require(spec.qk_rope_head_dim < spec.head_dim or not spec.kv_lora_rank, f"{w}.qk_rope_head_dim",
+            spec.qk_rope_head_dim, f"must be less than head_dim={spec.head_dim} (it is the rotary part)")
+    require(spec.attention_layer_interval == 0 or spec.attention_layer_offset < spec.attention_layer_interval,
+            f"{w}.attention_layer_offset", spec.attention_layer_offset,
+            f"must be less than attention_layer_interval={spec.attention_layer_interval}")
+    require(spec.ffn_hidden_size > 0 or (spec.ssm != "none" and not spec.is_moe), f"{w}.ffn_hidden_size",
+            spec.ffn_hidden_size, "must be positive (0, no MLP, only for a state-space stack without experts)")
+    if spec.ssm == "mamba2":
+        require(spec.ssm_num_heads >= 1, f"{w}.ssm_num_heads", spec.ssm_num_heads, "must be positive")
+        require(spec.ssm_num_heads % spec.ssm_num_groups == 0, f"{w}.ssm_num_groups", spec.ssm_num_groups,
+                f"must divide ssm_num_heads={spec.ssm_num_heads}")
+    _check_pattern(spec, w)
+
+
+def _check_pattern(spec: TransformerSpec, w: str) -> None:
+    p = spec.layer_pattern
+    if not p:
+        return
+    require(len(p) == spec.num_layers and set(p) <= set(PATTERN_CHARS), f"{w}.layer_pattern", p,
+            f"must have one of {''.join(PATTERN_CHARS)} per layer ({spec.num_layers})")
+    require("M" not in p or spec.ssm != "none", f"{w}.layer_pattern", p, "has M layers but ssm is none")
+    require("E" not in p or spec.is_moe, f"{w}.layer_pattern", p, "has E layers but num_experts is 1")
+    require("-" not in p or spec.ffn_hidden_size > 0, f"{w}.layer_pattern", p,
+            "has - (MLP) layers but ffn_hidden_size is 0")
