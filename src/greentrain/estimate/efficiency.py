@@ -92,12 +92,14 @@ class Efficiency:
         return top * seq_kv / (seq_kv + half)
 
 
-def _data() -> dict[str, Any]:
+@cache
+def _data() -> dict[str, Any]:  # read once; callers copy what they change
     text = resources.files("greentrain.estimate").joinpath("efficiency.yaml").read_text("utf-8")
     data: dict[str, Any] = yaml.safe_load(text)
     return data
 
 
+@cache
 def framework_names() -> tuple[str, ...]:
     return tuple(k for k in _data()["frameworks"] if k != "default")
 

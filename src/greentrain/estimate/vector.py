@@ -94,6 +94,7 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
         ends[j] = (emb.fwd_s, emb.bwd_s, emb.params, h1.fwd_s, h1.bwd_s, h1.params, hn.params, model_flop)
     out = {c: by_rec[inverse, t.recompute, k] for k, c in enumerate(_REC_COLUMNS)}
     out.update({c: ends[inverse, k] for k, c in enumerate(_END_COLUMNS)})
+    out["code"] = (inverse * len(RECOMPUTE) + t.recompute).astype(np.float64)  # one code per (key, recompute)
     return out
 
 
@@ -121,6 +122,14 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Effic
 
 
 def _split(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
+    """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp), gathered per row."""
+    code = (k["code"] * (f["pp"].max() + 1) + f["pp"]) * (f["vpp"].max() + 1) + f["vpp"]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    one = _split_rows(sc, {c: a[first] for c, a in k.items()}, {c: a[first] for c, a in f.items()}, eff)
+    return StageSplit(**{name: np.asarray(getattr(one, name))[inverse] for name in StageSplit.__dataclass_fields__})
+
+
+def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
     """stage.split_stages over columns: the pipeline placement of every row."""
     lt = LayerTotals(fwd_s=k["fwd"], bwd_s=k["bwd"], recompute_s=k["rec"], tp_s=k["tp"], cp_s=k["cp"],
                      ep_s=k["ep"], params=k["params"], activation_bytes=k["act"])
