@@ -124,3 +124,29 @@ def test_too_few_runs_to_fit(tmp_path: Path) -> None:
     runs = _runs_from_truth(tmp_path, eff, mbs=(1,))[:4]
     with pytest.raises(ConfigError, match="too few runs"):
         calibrate(runs, eff)
+
+
+def test_track_directories_are_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`greentrain track` outputs (measurement.json) with the scenario that was run calibrate like CSV rows."""
+    truth = dataclasses.replace(efficiency_for("h100-sxm", "megatron"), kernel_efficiency=0.65)
+    dirs = []
+    for r in _runs_from_truth(tmp_path, truth):
+        d = tmp_path / f"track-{r.run_id}"
+        d.mkdir()
+        s = r.strategy
+        (d / "scenario.yaml").write_text(yaml.safe_dump({
+            "model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+            "workload": {"global_batch_size": 64, "seq_len": 2048, "num_steps": 10},
+            "strategy": {"dp": s.dp, "tp": s.tp, "pp": s.pp, "micro_batch_size": s.micro_batch_size}}))
+        (d / "measurement.json").write_text(json.dumps({"status": "ok", "step_time_s": r.measured.step_time_s,
+                                                        "peak_cuda_bytes": 0.0}))
+        dirs.append(str(d))
+    prof = tmp_path / "p.yaml"
+    assert main(["calibrate", *dirs, "-o", str(prof), "--fit", "kernel_efficiency"]) == 0
+    assert yaml.safe_load(prof.read_text())["constants"]["kernel_efficiency"] == pytest.approx(0.65, rel=0.03)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "measurement.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["calibrate", str(empty), "-o", str(tmp_path / "q.yaml")]) == 2
+    assert "scenario" in capsys.readouterr().err
