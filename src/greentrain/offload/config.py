@@ -98,6 +98,7 @@ class FrameworkProfile:
     attention_scale: float  # x the estimator's fused-attention efficiency of the chip
     efficiency_framework: str  # the estimator's framework entry for fixed costs (estimate/efficiency.yaml)
     causal: bool = True  # attention scores over the causal half only (FlashAttention's causal mask)
+    grad_buffers: int = 2  # device gradient buffers of streamed layers (2: one draining while one fills)
 
 
 @cache
@@ -123,11 +124,11 @@ def ml_dataflow_profile(matmul_scale: float | None = None, attention_scale: floa
 
 def pytorch_profile(*, causal: bool = True) -> FrameworkProfile:
     """greentrain's executor (offload/train.py) on stock PyTorch: the estimator's kernels and state bytes,
-    host AdamW (torch.optim.AdamW fused) as gradients arrive."""
+    host AdamW; each gradient leaves the device in its post-accumulate hook (one layer's gradients at a time)."""
     return FrameworkProfile(
         name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host", master_weights=None,
         state_dtype_bytes=0.0, grads_round_trip=False, ends_host_copy=False, matmul_scale=1.0,
-        attention_scale=1.0, efficiency_framework="ddp", causal=causal)
+        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=1)
 
 
 PROFILES = ("pytorch", "ml_dataflow")

@@ -26,7 +26,6 @@ from greentrain.estimate.memory import (
     LSE_BYTES,
     grad_bytes_per_param,
     layer_activation,
-    layer_activation_bytes,
     optimizer_bytes_per_param,
     weight_bytes_per_param,
 )
@@ -90,10 +89,15 @@ def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, sp
         full = att + t * (e * q + e * d + up * e * f)
         device = full + t * (2 * e * d + e * f)  # + both normed inputs and the FFN product, not rebuilt
         return {"input": inp, "attention": att, "full": full, "device": device}
-    la = layer_activation(spec, nseq, span, e, moe=False, flash=True)
-    full = layer_activation_bytes(la, tp=1, sp=False, recompute="none")
-    att = la.input_bytes + t * e * q + LSE_BYTES * nseq * heads * span
-    return {"input": la.input_bytes, "attention": att, "full": full, "device": full}
+    # greentrain's executor (offload/llama.py, eager PyTorch): what autograd saves per token, op by op
+    # (torch/csrc/autograd/derivatives.yaml: a product saves the operand the other's gradient needs): each
+    # RMSNorm its input, x * rsqrt, the normed output and one statistic; q and k after rotary (the rotary
+    # products save only cos and sin), v; the SDPA output and its fp32 log-sum-exp; the flattened attention
+    # output; SwiGLU gate, silu, up and product. The attention level keeps x, q, k, v, the SDPA output and LSE.
+    full = t * (e * (6 * d + 3 * q + 2 * kv + up * 2 * f + 2) + LSE_BYTES * heads)
+    att = t * (e * (d + 2 * q + 2 * kv) + LSE_BYTES * heads)
+    inp = layer_activation(spec, nseq, span, e, moe=False, flash=True).input_bytes
+    return {"input": inp, "attention": att, "full": full, "device": full}
 
 
 def scaled_efficiency(eff: Efficiency, profile: FrameworkProfile) -> Efficiency:

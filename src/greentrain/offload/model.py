@@ -33,6 +33,7 @@ class Setting:
     loss_chunk_tokens: int
     ends_host_copy: bool
     grads_round_trip: bool
+    grad_buffers: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,13 +59,15 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     streamed = r < cc.num_layers
     ends_state = cc.end_params * (w + g + (o if on_device_opt else 0.0))
     head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
-    working = np.where(dev_slots < cc.num_layers * cc.chunks_per_round, cc.saved_bytes["device"], 0.0)
+    # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
+    # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute
+    working = np.where(dev_slots == 0, cc.saved_bytes["device"], 0.0)
     zeros = np.zeros_like(r, dtype=np.float64)
     return {
         "reserved": zeros + st.reserved_bytes,
         "ends": zeros + ends_state,
         "resident_layers": r * p * (w + g + (o if on_device_opt else 0.0)),
-        "prefetch_ring": np.where(streamed, (k + 1) * p * w + 2 * p * g, 0.0),
+        "prefetch_ring": np.where(streamed, (k + 1) * p * w + st.grad_buffers * p * g, 0.0),
         "workspace": np.maximum(head, working) + cc.context_bytes,
         "activations": dev_slots * cc.saved_bytes["device"],
     }

@@ -129,7 +129,8 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
     return Setting(cc=cc, beta_bytes_per_s=beta, optimizer_on=policy.optimizer_on or profile.optimizer_on,
                    cpu_adam_params_per_s=cpu, reserved_bytes=eff.reserved_bytes,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
-                   ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip)
+                   ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
+                   grad_buffers=profile.grad_buffers)
 
 
 def _levels(cc: ChunkCosts, home: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
