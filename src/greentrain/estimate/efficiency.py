@@ -27,7 +27,8 @@ CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "at
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
 FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
-                  "zero_shards_master", "reserved_gib", "fragmentation", "cpu_adam_params_per_s_per_node")
+                  "zero_shards_master", "zero_stages", "reserved_gib", "fragmentation",
+                  "cpu_adam_params_per_s_per_node")
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 
@@ -53,6 +54,7 @@ class Efficiency:
     dp_bucket_per_layer: bool = False
     dp_overlap: bool = False
     pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the framework runs
     zero_shards_master: bool = True  # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
@@ -72,6 +74,8 @@ class Efficiency:
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"efficiency.{f}", v,
                     "must be a finite number >= 0")
+        require(bool(self.zero_stages) and all(z in (0, 1, 2, 3) for z in self.zero_stages),
+                "efficiency.zero_stages", self.zero_stages, "must be a non-empty subset of 0, 1, 2, 3")
         require(self.pipeline_balance in ("even", "cost"), "efficiency.pipeline_balance", self.pipeline_balance,
                 "must be even or cost")
         require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
@@ -119,6 +123,8 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
         elif k == "pipeline_balance":
             kw[k] = str(v)
+        elif k == "zero_stages":
+            kw[k] = tuple(int(z) for z in v)
         else:
             kw[k] = float(v)
     return kw

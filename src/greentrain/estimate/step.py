@@ -104,6 +104,9 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     eff = eff or efficiency_for(cl.chip.name)
     check_divisibility(s, sc.model, num_chips=cl.num_chips, global_batch_size=w.global_batch_size,
                        seq_len=w.seq_len)
+    if s.zero not in eff.zero_stages:
+        raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework runs ZeRO stages "
+                              f"{', '.join(map(str, eff.zero_stages))}, not {s.zero}")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention)
     num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from greentrain import units
 from greentrain.config import require
-from greentrain.errors import InfeasibleError
+from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Profile
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
@@ -106,9 +106,13 @@ def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
 
 def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints,
               profile: Profile) -> tuple[int, list[_Block]]:
-    t = table(sc, space)
+    eff = profile.for_chip(sc.cluster.chip.name)
+    zero = tuple(z for z in space.zero if z in eff.zero_stages)
+    if not zero:
+        return 0, []
+    t = table(sc, dataclasses.replace(space, zero=zero))
     capacity = sc.cluster.chip.memory_bytes * (1.0 - cons.memory_headroom)
-    st = estimate_steps(sc, t, capacity_bytes=capacity, eff=profile.for_chip(sc.cluster.chip.name))
+    st = estimate_steps(sc, t, capacity_bytes=capacity, eff=eff)
     run_s = st.step_time_s * (sc.workload.steps() or 1)
     blocks = []
     for site in sites or [sc.site]:
@@ -174,6 +178,10 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
         blocks += bs
         if progress is not None:
             progress(done, len(units_))
+    if not blocks:  # the framework runs none of the ZeRO stages asked for
+        stages = ", ".join(map(str, profile.for_chip(scenarios[0].cluster.chip.name).zero_stages))
+        raise ConfigError("strategy.zero", ", ".join(map(str, space.zero)),
+                          f"the {profile.framework} framework runs ZeRO stages {stages}")
     cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
     owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])

@@ -44,3 +44,17 @@ def test_frameworks() -> None:
     assert efficiency_for("h100-sxm", "megatron").dp_overlap is False  # Megatron Core's default
     with pytest.raises(ConfigError, match="did you mean megatron"):
         Profile(framework="megatorn")
+
+
+def test_framework_zero_stages_bound_plan_and_search(capsys: pytest.CaptureFixture[str]) -> None:
+    """nanotron runs ZeRO 0 or 1 (its optimizer.zero_stage), DDP none: the search enumerates only those and a
+    pinned stage the framework does not run is refused in one line."""
+    from greentrain.cli.main import main
+
+    assert efficiency_for("h100-sxm", "nanotron").zero_stages == (0, 1)
+    assert main(["plan", "--framework", "nanotron", "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["strategy"]["zero"] in (0, 1)
+    assert main(["plan", "--framework", "ddp", "--zero", "1"]) == 2
+    assert "runs ZeRO stages 0" in capsys.readouterr().err
