@@ -61,6 +61,7 @@ class Efficiency:
     fragmentation: float = 0.0
     cpu_adam_params_per_s_per_node: float = 1.0e10
     chip_source: str = ""
+    chip_has_data: bool = True  # False: the chip has no microbenchmark entry and takes the default's figures
     framework: str = DEFAULT_FRAMEWORK
     framework_source: str = ""
 
@@ -147,7 +148,7 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Effici
     check_keys(merged_fw, FRAMEWORK_KEYS, f"efficiency.frameworks.{framework}")
     source = str(merged_chip.get("source", "")) if chip_entry else (
         f"{chip or 'chip'}: {base_chip['source']}")
-    return Efficiency(chip_source=source, framework=framework, framework_source=str(merged_fw.get("source", "")),
+    return Efficiency(chip_source=source, chip_has_data=chip_entry is not None, framework=framework, framework_source=str(merged_fw.get("source", "")),
                       **_fields(merged_chip, merged_fw))
 
 
@@ -186,8 +187,8 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     constants = data.get("constants")
     if not isinstance(constants, dict) or not constants:
         raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")
-    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in ("chip_source", "framework",
-                                                                                "framework_source")]
+    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in ("chip_source", "chip_has_data",
+                                                                                "framework", "framework_source")]
     check_keys(constants, names, "calibration.constants")
     kw: dict[str, Any] = {}
     for k, v in constants.items():

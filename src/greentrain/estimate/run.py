@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from greentrain.errors import InfeasibleError
-from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.step import StepEstimate, estimate_step
 from greentrain.footprint.host import default_host_power_w_per_chip
 from greentrain.footprint.model import Footprint, chip_power_w, footprint
@@ -24,6 +24,7 @@ class RunEstimate:
     run_time_s: float
     footprint: Footprint
     strategy_chosen: bool = False  # True when the planner picked the strategy itself
+    efficiency: Efficiency | None = None  # what the step was predicted with
 
     @property
     def device_hours(self) -> float:
@@ -42,6 +43,7 @@ def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool
     s = strategy or sc.strategy
     if s is None:
         raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
+    eff = eff or efficiency_for(sc.cluster.chip.name)
     step = estimate_step(sc, s, eff=eff)
     steps = sc.workload.steps() or 1
     run_s = step.step_time_s * steps
@@ -55,5 +57,5 @@ def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool
     if quote:
         fp = dataclasses.replace(fp, notes=(*fp.notes, quote.note()))
     return RunEstimate(scenario=sc, strategy=s, step=step, num_steps=steps, run_time_s=run_s, footprint=fp,
-                       strategy_chosen=chosen)
+                       strategy_chosen=chosen, efficiency=eff)
 

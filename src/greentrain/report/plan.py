@@ -60,7 +60,19 @@ def plan_to_dict(run: RunEstimate) -> dict[str, Any]:
         "region": sc.site.region,
         "grid_g_co2e_per_kwh": sc.site.grid_g_co2e_per_kwh,
         "pue": sc.site.pue,
+        "efficiency": _efficiency(run),
     }
+
+
+def _efficiency(run: RunEstimate) -> dict[str, Any]:
+    """What the prediction rests on: the framework profile and whether the chip has microbenchmark data."""
+    eff, chip = run.efficiency, run.scenario.cluster.chip.name
+    if eff is None:
+        return {}
+    return {"framework": eff.framework, "chip_has_data": eff.chip_has_data, "chip_source": eff.chip_source,
+            "calibrated": "calibrated by" in eff.chip_source,
+            "summary": f"{eff.framework} profile; " + (f"{chip} microbenchmarks" if eff.chip_has_data else
+                                                      f"no microbenchmark data for {chip}: A100 figures used")}
 
 
 def _dur(seconds: float) -> str:
@@ -126,6 +138,8 @@ def render_plan(run: RunEstimate, console: Console) -> None:
                  f"embodied {_mass(d['embodied_kg_co2e'])})"),
         ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (f" ({d['region']})" if d["region"] else "")),
     ]
+    if d["efficiency"]:
+        rows.append(("efficiency", d["efficiency"]["summary"]))
     for k, v in rows:
         r.add_row(k, v)
     console.print(r)

@@ -58,3 +58,17 @@ def test_framework_zero_stages_bound_plan_and_search(capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["strategy"]["zero"] in (0, 1)
     assert main(["plan", "--framework", "ddp", "--zero", "1"]) == 2
     assert "runs ZeRO stages 0" in capsys.readouterr().err
+
+
+def test_plan_says_what_the_efficiency_rests_on(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from greentrain.cli.main import main
+
+    assert main(["plan", "--chip", "t4", "--num-chips", "8", "--model", "llama3.2-1b", "--seq-len", "2048",
+                 "--global-batch", "64", "--json"]) == 0
+    eff = json.loads(capsys.readouterr().out)["efficiency"]
+    assert eff["chip_has_data"] is False and "no microbenchmark data for t4" in eff["summary"]
+    assert main(["plan", "--framework", "nanotron", "--json"]) == 0
+    eff = json.loads(capsys.readouterr().out)["efficiency"]
+    assert eff["chip_has_data"] is True and eff["framework"] == "nanotron"
