@@ -148,7 +148,8 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Effici
     check_keys(merged_fw, FRAMEWORK_KEYS, f"efficiency.frameworks.{framework}")
     source = str(merged_chip.get("source", "")) if chip_entry else (
         f"{chip or 'chip'}: {base_chip['source']}")
-    return Efficiency(chip_source=source, chip_has_data=chip_entry is not None, framework=framework, framework_source=str(merged_fw.get("source", "")),
+    return Efficiency(chip_source=source, chip_has_data=chip_entry is not None, framework=framework,
+                      framework_source=str(merged_fw.get("source", "")),
                       **_fields(merged_chip, merged_fw))
 
 
