@@ -111,9 +111,12 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
     ``weight_bytes``; ``backward_s`` the last micro-batch's backward, the window overlap can use; ZeRO-3:
     ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
     g, k = dp_group, dp_per_node
+    gathered: list[Any] = []
 
-    def gather() -> Any:
-        return collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff)
+    def gather() -> Any:  # the weights' all-gather, computed once
+        if not gathered:
+            gathered.append(collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff))
+        return gathered[0]
 
     def zero3() -> Any:
         # every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
