@@ -167,10 +167,12 @@ class Tracker:
         self._writer.append(rec)
         self.num_steps += 1
         if self.hooks is not None and self.num_steps == 1:  # summaries take the steady steps after this one
-            self._writer.append({"type": "modules", "first_step": True, "modules": self.hooks.module_records()})
+            self._writer.append({"type": "modules", "first_step": True, "num_steps": 1,
+                                 "modules": self.hooks.module_records()})
         elif self.hooks is not None and now - self._last_modules_t > MODULES_RECORD_EVERY_S:
             self._last_modules_t = now
-            self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
+            self._writer.append({"type": "modules", "num_steps": self.num_steps,
+                                 "modules": self.hooks.module_records()})
 
     def stop(self, status: str = "ok", error: str = "") -> Measurement | None:
         """Close the record (end record, final sample, flush), aggregate ranks, write the outputs."""
@@ -180,7 +182,8 @@ class Tracker:
             self._optimizer_hook.remove()
             self._optimizer_hook = None
         if self.hooks is not None:
-            self._writer.append({"type": "modules", "modules": self.hooks.module_records()})
+            self._writer.append({"type": "modules", "num_steps": self.num_steps,
+                                 "modules": self.hooks.module_records()})
             self.hooks.remove()
             self.hooks = None
         self._sampler.stop()

@@ -109,18 +109,19 @@ def test_kill_9_of_the_tracker_kills_a_child_ignoring_sigterm_after_the_grace(tm
 def test_a_normal_exit_leaves_no_watchdog(tmp_path: Path) -> None:
     """The watchdog exits with the tracker (no stray process after a run)."""
     out = tmp_path / "o"
-    r = subprocess.run([sys.executable, "-m", "greentrain.cli.main", "track", "--no-hooks", "--out", str(out),
-                        "--", sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+    grace = "7.125"  # marks this run's watchdog (its last argument)
+    r = subprocess.run([sys.executable, "-m", "greentrain.cli.main", "track", "--no-hooks", "--grace-s", grace,
+                        "--out", str(out), "--", sys.executable, "-c", "pass"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 0
-    mine = [p for p in os.listdir("/proc") if p.isdigit() and _is_watchdog(int(p))]
+    mine = [p for p in os.listdir("/proc") if p.isdigit() and _is_watchdog(int(p), grace)]
     assert mine == []
 
 
-def _is_watchdog(pid: int) -> bool:
+def _is_watchdog(pid: int, grace: str) -> bool:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return _alive(pid) and b"-S" in cmd and any(b"os.killpg(pgid" in c for c in cmd)
+        return _alive(pid) and any(b"os.killpg(pgid" in c for c in cmd) and grace.encode() in cmd
     except OSError:
         return False
 
