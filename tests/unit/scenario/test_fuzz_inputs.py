@@ -89,7 +89,7 @@ def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.perf_counter()
     code = main(argv)  # any exception but SystemExit fails the test: a traceback
     elapsed = time.perf_counter() - t0
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code in (0, 2), (code, err[-500:])
     assert code == 0 or err.count("\n") == 1, err[-500:]
     assert elapsed < LIMIT_S, f"{elapsed:.2f} s"
