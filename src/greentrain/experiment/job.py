@@ -17,7 +17,7 @@ from greentrain.errors import ConfigError, did_you_mean
 from greentrain.experiment.data import SYNTHETIC_SOURCES
 
 JOB_SECTIONS = ("task", "data", "tokenizer", "model", "train", "early_stopping", "eval", "site", "budget",
-                "tracking")
+                "tracking", "runtime")
 TASKS = ("summarization",)
 ARCHS = ("t5", "bart", "pegasus")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
              "reprice": []},
     "budget": {"max_kwh": None, "max_usd": None, "max_kg_co2e": None},
     "tracking": {"hooks": True, "mlflow": None},
+    # torch's intra-op threads (null: torch's default, one per core). On a shared machine 1 avoids OpenMP
+    # threads spinning against other processes (6x slower steps measured at load 7 on 2 cores).
+    "runtime": {"num_threads": None},
 }
 
 
@@ -138,6 +141,7 @@ class Job:
     budget: BudgetSpec
     hooks: bool
     mlflow: str | None
+    num_threads: int | None
     resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
 
 
@@ -251,7 +255,8 @@ def parse_job(raw: dict[str, Any]) -> Job:
     check_keys(raw, JOB_SECTIONS, "")
     task = str(raw.get("task", DEFAULTS["task"]))
     require(task in TASKS, "task", task, f"must be one of {', '.join(TASKS)}")
-    sections = {n: _section(raw, n) for n in ("data", "tokenizer", "model", "eval", "site", "budget", "tracking")}
+    sections = {n: _section(raw, n) for n in ("data", "tokenizer", "model", "eval", "site", "budget", "tracking",
+                                              "runtime")}
     train_given = raw.get("train") or {}
     require(isinstance(train_given, dict), "train", train_given, "must be a mapping")
     train = _train(train_given)
@@ -268,4 +273,6 @@ def parse_job(raw: dict[str, Any]) -> Job:
                early_stopping=_early_stopping(raw.get("early_stopping")), eval=_eval(sections["eval"]),
                site=_site(sections["site"]),
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
-               hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"], resolved=resolved)
+               hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"], resolved=resolved,
+               num_threads=None if sections["runtime"]["num_threads"] is None else
+               as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1))

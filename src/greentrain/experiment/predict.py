@@ -26,8 +26,8 @@ SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 # The fields the planner reads, at the defaults of transformers' T5Config, BartConfig and PegasusConfig
 # (transformers 4.46-5.x; tests/unit/experiment/test_predict.py checks them against the installed classes).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": None,
-           "num_heads": 8, "feed_forward_proj": "relu", "tie_word_embeddings": True},
+    "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
+           "feed_forward_proj": "relu", "tie_word_embeddings": True},
     "bart": {"model_type": "bart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
              "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
              "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
@@ -83,7 +83,7 @@ def hf_config(job: Job, vocab: int) -> dict[str, Any]:
         cfg.update(load_mapping(m.config_path, "model.config_path"))
     cfg.update(m.config)
     cfg["vocab_size"] = vocab
-    if cfg.get("num_decoder_layers") is None:
+    if cfg.get("num_decoder_layers") is None:  # T5Config: null means "as many as the encoder"
         cfg.pop("num_decoder_layers", None)
     return cfg
 

@@ -155,7 +155,11 @@ def run_variant(variant: dict[str, Any], out_dir: Path) -> VariantResult:
         result = replace(result, status="not_applicable", reason=reason, wall_s=time.perf_counter() - wall0)
         write_result(out_dir / RESULT_FILE, result)
         return result
-    measured = _run_phases(job, int(variant["seed"]), out_dir, cuda, wall0)
+    threads = torch.get_num_threads()
+    try:
+        measured = _run_phases(job, int(variant["seed"]), out_dir, cuda, wall0)
+    finally:
+        torch.set_num_threads(threads)  # inline runs share the process with the caller
     result = _assemble(result, job, measured, time.perf_counter() - wall0)
     write_result(out_dir / RESULT_FILE, result)
     return result
@@ -185,6 +189,8 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     from greentrain.measure.hf import GreentrainTrainerCallback
 
     m = _Measured()
+    if job.num_threads is not None:
+        torch.set_num_threads(job.num_threads)
     other = _tracker(out_dir, "other").start()
     try:
         set_seed(seed)
