@@ -186,7 +186,8 @@ class ModuleHooks:
     def _reset_step(self) -> None:
         n = len(self.mods)
         self._fwd_open: list[list[tuple[Any, int]]] = [[] for _ in range(n)]
-        self._bwd_open: list[list[Any] | None] = [None] * n  # [start, end, flop_at_start]
+        self._bwd_open: list[list[Any] | None] = [None] * n  # [start, end, flop_at_start, opening order]
+        self._bwd_order = 0
         self._pairs: list[tuple[int, int, Any, Any]] = []  # (module or -1 for root, 0 fwd / 1 bwd, a, b)
         self.step_flop = 0.0
         self.step_peak_memory_bytes = 0.0
@@ -322,7 +323,8 @@ class ModuleHooks:
             if self._bwd_open[i] is not None:
                 self._close_bwd(i)
             t = self.clock.now()
-            self._bwd_open[i] = [t, t, self._flop()]
+            self._bwd_order += 1
+            self._bwd_open[i] = [t, t, self._flop(), self._bwd_order]
             self._backward_event(t, end=False)
 
         return hook
@@ -337,14 +339,21 @@ class ModuleHooks:
         return hook
 
     def _param_hook(self, owners: list[int]) -> Callable[[torch.Tensor], None]:
+        """A parameter's gradient is complete. It extends the backward span of the owner running now: with
+        tied weights (GPT-2's lm_head and wte) the gradient completes only after the last user's backward,
+        so extending every owner gave lm_head the whole backward from its own to the embedding's (16x its
+        forward FLOPs); the owner whose backward opened last is the one running."""
         def hook(_p: torch.Tensor) -> None:
             t = self.clock.now()
             self._backward_event(t, end=True)
-            for i in owners:
-                span = self._bwd_open[i]
-                if span is not None:
-                    span[1] = t
-                    self._note_bwd_flop(i, span)
+            open_owners = [i for i in owners if self._bwd_open[i] is not None]
+            if not open_owners:
+                return
+            i = max(open_owners, key=lambda j: self._bwd_open[j][3])  # type: ignore[index]
+            span = self._bwd_open[i]
+            assert span is not None
+            span[1] = t
+            self._note_bwd_flop(i, span)
 
         return hook
 

@@ -81,3 +81,36 @@ def test_graph_hooks_do_not_collect_on_a_reused_input() -> None:
     records = {r["name"]: r for r in hooks.module_records()}
     assert records["0"]["calls"] == 5 and records["0"]["backward_s"] > 0
     hooks.remove()
+
+
+class _Tied(torch.nn.Module):
+    """Embedding -> Linear -> head whose weight is the embedding's (GPT-2, Llama 3.2, Gemma)."""
+
+    def __init__(self, vocab: int = 64, d: int = 32) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.mid = torch.nn.Linear(d, d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mid(self.emb(ids)))
+
+
+@pytest.mark.parametrize("backward", ["graph", "full"])
+def test_tied_embeddings_each_module_its_own_backward(backward: str) -> None:
+    """Issue 16 item 5: the tied weight's gradient completes after the embedding's backward; lm_head used to
+    be given the whole backward from its own to the end (16x its forward on GPT-2)."""
+    torch.manual_seed(0)
+    model, tokens = _Tied(), 2 * 16
+    hooks = ModuleHooks(model, depth=1, backward=backward)
+    model(torch.randint(0, 64, (2, 16))).square().mean().backward()
+    step = hooks.finish_step()
+    mods = {r["name"]: r for r in hooks.module_records()}
+    hooks.remove()
+    head_fwd = 2 * tokens * 32 * 64  # (t, d) @ (d, V)
+    assert mods["head"]["forward_flop"] == head_fwd
+    assert mods["head"]["backward_flop"] == 2 * head_fwd  # grad input + grad weight, not mid's backward too
+    assert mods["mid"]["backward_flop"] == 2 * mods["mid"]["forward_flop"]
+    total = sum(r["forward_flop"] + r["backward_flop"] for r in mods.values())
+    assert total <= step["flop"]
