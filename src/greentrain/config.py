@@ -250,6 +250,15 @@ def as_choice(value: Any, field: str, choices: Iterable[str]) -> str:
     return s
 
 
+def require_extra(module: str, extra: str, field: str, value: object = None) -> None:
+    """Before any work: a feature whose library is an optional extra (torch, matplotlib) that is not installed
+    is one line naming the extra to install, not a traceback half-way through (issue 16 item 12)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(field, value, f"needs {module}, which is not installed: pip install 'greentrain[{extra}]'")
+
+
 def require(condition: bool, field: str, value: object, rule: str) -> None:
     """Raise ConfigError(field, value, rule) unless ``condition`` holds."""
     if not condition:

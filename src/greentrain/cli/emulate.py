@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.config import as_float, as_int
+from greentrain.config import as_float, as_int, require_extra
 from greentrain.emulate.cases import Case, FfnCase, MatMulCase, MlpCase, PipelineCase, Schedule, parse_policy
 from greentrain.emulate.results import EmulationResult
 from greentrain.emulate.sharding import Mesh2D, TensorSharding
@@ -114,6 +114,7 @@ def _render(result: EmulationResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require_extra("torch", "torch", "emulate", args.op)
     case = build_case(args)
     timeout_s = as_float(args.timeout_s, "timeout-s", positive=True)
     from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch
