@@ -126,6 +126,7 @@ class ChunkCosts:
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
     end_params: float
+    table_params: float  # one vocabulary x hidden table (embedding or head)
     ends_fwd_s: float  # embedding + head + loss, one chunk
     ends_bwd_s: float
     model_flop_per_chunk: float  # 3 x forward, every layer and the ends
@@ -200,6 +201,7 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
         layer_params=float(spec.layer_params(moe=False, cross_attention=False)),
         weight_bytes_per_param=w, grad_bytes_per_param=g, optimizer_bytes_per_param=o,
         end_params=float(spec.embedding_params() + spec.output_params()),
+        table_params=float(spec.vocab_size * spec.hidden_size),
         ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_s(op) * op.backward_factor for op in ends),
         model_flop_per_chunk=3.0 * (spec.num_layers * _flop(layer, profile.causal) + _flop(ends, False)),
         head_logit_bytes_per_token=spec.vocab_size * (e + 4.0), context_bytes=ctx,

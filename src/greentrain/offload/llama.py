@@ -87,6 +87,13 @@ class TinyLlama(nn.Module):
         self.norm = RMSNorm(spec.hidden_size)
         self.head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
 
+    def forward(self, tokens: torch.Tensor, loss_chunk_tokens: int = 4096) -> torch.Tensor:
+        """Mean next-token loss of token ids (batch, seq_len + 1): the plain loop the executor must equal."""
+        x = self.embed(tokens[:, :-1])
+        for layer in self.layers:
+            x = layer(x)
+        return lm_loss(stack_of(self), x, tokens[:, 1:], loss_chunk_tokens)
+
 
 @dataclass(slots=True)
 class LayerStack:

@@ -57,7 +57,14 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
     on_device_opt = st.optimizer_on == "device-streamed"
     streamed = r < cc.num_layers
-    ends_state = cc.end_params * (w + g + (o if on_device_opt else 0.0))
+    if on_device_opt:  # gradients accumulate on the device; the optimizer states of what stays there too
+        ends_state = cc.end_params * (w + g + o)
+        resident = r * p * (w + g + o)
+        ring = np.where(streamed, (k + 1) * p * w + st.grad_buffers * p * g, 0.0)
+    else:  # each gradient leaves in its post-accumulate hook: one table's and one layer's at a time
+        ends_state = cc.end_params * w + cc.table_params * g
+        resident = r * p * w
+        ring = np.where(streamed, (k + 1) * p * w, 0.0) + st.grad_buffers * p * g
     head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
     # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
     # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute
@@ -66,8 +73,8 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     return {
         "reserved": zeros + st.reserved_bytes,
         "ends": zeros + ends_state,
-        "resident_layers": r * p * (w + g + (o if on_device_opt else 0.0)),
-        "prefetch_ring": np.where(streamed, (k + 1) * p * w + st.grad_buffers * p * g, 0.0),
+        "resident_layers": resident,
+        "prefetch_ring": ring,
         "workspace": np.maximum(head, working) + cc.context_bytes,
         "activations": dev_slots * cc.saved_bytes["device"],
     }

@@ -273,21 +273,25 @@ def minimum_bytes(st: Setting, caps: OffloadCaps, k: int) -> tuple[dict[str, flo
     return dev, host
 
 
+def _size(nbytes: float) -> str:
+    gib = units.bytes_to_gib(nbytes)
+    return f"{gib:.1f} GiB" if gib >= 0.1 else f"{nbytes / 2**20:.2f} MiB"
+
+
 def _infeasible(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, sc: Scenario) -> InfeasibleError:
     dev, host = minimum_bytes(st, caps, k)
-    gib = units.bytes_to_gib
     need_d, need_h = sum(dev.values()), sum(host.values())
-    parts_d = ", ".join(f"{n} {gib(b):.1f}" for n, b in dev.items() if b)
-    parts_h = ", ".join(f"{n} {gib(b):.1f}" for n, b in host.items() if b)
+    parts_d = ", ".join(f"{n} {_size(b)}" for n, b in dev.items() if b)
+    parts_h = ", ".join(f"{n} {_size(b)}" for n, b in host.items() if b)
     if need_d > caps.device_bytes:
-        short, knob = need_d - caps.device_bytes, f"raise device_gib to >= {gib(need_d):.1f}, or shorten seq_len"
+        short, knob = need_d - caps.device_bytes, f"raise device_gib to >= {_size(need_d)}, or shorten seq_len"
     else:
         short = need_h - caps.host_bytes
-        knob = f"raise host_gib to >= {gib(need_h):.1f} (or device_gib, which keeps activations off the host)"
+        knob = f"raise host_gib to >= {_size(need_h)} (or device_gib, which keeps activations off the host)"
     return InfeasibleError(
-        f"{sc.model.name} at seq_len {sc.workload.seq_len} does not fit device {gib(caps.device_bytes):g} GiB / "
-        f"host {gib(caps.host_bytes):g} GiB: minimum device {gib(need_d):.1f} GiB ({parts_d}); minimum host "
-        f"{gib(need_h):.1f} GiB ({parts_h}); {knob}", shortfall_bytes=short)
+        f"{sc.model.name} at seq_len {sc.workload.seq_len} does not fit device {_size(caps.device_bytes)} / "
+        f"host {_size(caps.host_bytes)}: minimum device {_size(need_d)} ({parts_d}); minimum host "
+        f"{_size(need_h)} ({parts_h}); {knob}", shortfall_bytes=short)
 
 
 def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkProfile, best: _Candidates, k: int,

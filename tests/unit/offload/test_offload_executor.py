@@ -152,3 +152,91 @@ def test_model_without_layer_stack() -> None:
 def test_bad_levels() -> None:
     with pytest.raises(ConfigError, match="levels"):
         StreamingTrainer(stack_of(build_llama(SPEC, seed=1)), plan_for(0), levels=["full", "bogus", "full", "full"])
+
+
+def test_plain_loop_is_the_model_forward() -> None:
+    """The reference loop above is TinyLlama.forward, the loss FSDP2 and the CLI train too."""
+    model = build_llama(SPEC, seed=1)
+    mb = synthetic_batch(SPEC.vocab_size, 1, 2, SEQ, seed=0)[0]
+    s = stack_of(model)
+    x = s.embed(mb[:, :-1])
+    for layer in s.layers:
+        x = layer(x)
+    assert torch.equal(model(mb), lm_loss(s, x, mb[:, 1:], 4096))
+
+
+def test_fsdp2_cpu_offload_gives_the_same_losses() -> None:
+    """FSDP2 fully_shard with CPUOffloadPolicy (gloo, one rank, CPU): the stock baseline, same losses."""
+    import os
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        model = build_llama(SPEC, seed=1)
+        for layer in model.layers:
+            fully_shard(layer, mesh=mesh, offload_policy=CPUOffloadPolicy(pin_memory=False))
+        fully_shard(model, mesh=mesh, offload_policy=CPUOffloadPolicy(pin_memory=False))
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.0, foreach=False)
+        losses = []
+        for step in batches():
+            total = 0.0
+            for mb in step:
+                loss = model(mb) / len(step)
+                loss.backward()
+                total += float(loss.detach())
+            opt.step()
+            opt.zero_grad()
+            losses.append(total)
+    finally:
+        dist.destroy_process_group()
+    assert losses == reference(False)[0]
+
+
+def test_hugging_face_llama() -> None:
+    """LlamaForCausalLM through the adapter: its own loss, and the executor equal to the plain loop."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                   tie_word_embeddings=False, attn_implementation="sdpa")
+
+    def fresh() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return transformers.LlamaForCausalLM(cfg)
+
+    mb = synthetic_batch(256, 1, 2, SEQ, seed=0)[0]
+    hf = fresh()
+    s = stack_of(hf)
+    x = s.embed(mb[:, :-1])
+    for layer in s.layers:
+        x = layer(x)
+    logits = hf(input_ids=mb[:, :-1]).logits
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), mb[:, 1:].flatten())
+    assert float(lm_loss(s, x, mb[:, 1:], 4096).detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
+    ref = fresh()
+    rs = stack_of(ref)
+    opt = torch.optim.AdamW(ref.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.0, foreach=False)
+    tr = StreamingTrainer(stack_of(fresh()), plan_for(1), lr=LR, levels=["input", "attention", "full", "device"],
+                          accountant=DeviceBytes(1e9))
+    for step in batches()[:2]:
+        total = 0.0
+        for b in step:
+            y = rs.embed(b[:, :-1])
+            for layer in rs.layers:
+                y = layer(y)
+            loss = lm_loss(rs, y, b[:, 1:], 4096) / len(step)
+            loss.backward()
+            total += float(loss.detach())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert tr.step(step).loss == total

@@ -1,0 +1,115 @@
+"""`greentrain offload train`: plan, then train a llama under the caps with the executor, and report what was
+measured next to what the planner predicted. Every check runs before the first tensor is allocated."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from greentrain import units
+from greentrain.errors import ConfigError
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.model.load import load_model
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, pytorch_profile
+from greentrain.offload.plan import OffloadPlan, plan_offload
+from greentrain.scenario import scenario_from_dict
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("offload.device", name, "no CUDA device is available; use --device cpu")
+    return name
+
+
+def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str,
+              device: str) -> tuple[Any, OffloadPlan]:
+    """The spec and the pytorch-profile plan the executor will follow (fp32 on CPU, bf16 on CUDA)."""
+    from greentrain.offload.llama import TINY_LLAMA
+
+    spec = load_model(TINY_LLAMA if model == "tiny" else model)
+    precision = "bf16" if device == "cuda" else "fp32"
+    sc = scenario_from_dict({"model": spec.to_dict(), "cluster": {"chip": chip, "num_chips": 1},
+                             "workload": {"seq_len": seq_len, "global_batch_size": micro_batches,
+                                          "precision": precision}})
+    eff = efficiency_for(sc.cluster.chip.name, "ddp")
+    if device == "cpu":  # no CUDA context or allocator reserve on an emulated device
+        eff = dataclasses.replace(eff, reserved_bytes=0.0)
+    return spec, plan_offload(sc, caps, OffloadPolicy(), pytorch_profile(), eff=eff)
+
+
+def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, micro_batches: int, device: str,
+                  seed: int, chip: str, framework: str) -> dict[str, Any]:
+    if framework != "pytorch":
+        raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
+    dev = _device(device)
+    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev)
+    import torch
+
+    from greentrain.offload.llama import build_llama, stack_of, synthetic_batch
+    from greentrain.offload.testing import DeviceBytes
+    from greentrain.offload.train import StreamingTrainer
+
+    acct = None
+    if dev == "cuda":
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, caps.device_bytes / total))
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        acct = DeviceBytes(caps.device_bytes)
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    trainer = StreamingTrainer(stack_of(build_llama(spec, seed=seed, dtype=dtype)), plan, device=dev,
+                               accountant=acct, max_grad_norm=1.0)
+    stats = [trainer.step(synthetic_batch(spec.vocab_size, micro_batches, 1, seq_len, seed=seed + i))
+             for i in range(steps)]
+    timed = stats[1:] or stats  # the first step warms up
+    tps = sum(s.tokens for s in timed) / sum(s.step_time_s for s in timed)
+    flop_per_token = plan.mfu * _peak(plan, chip) * plan.step_time_s / plan.tokens_per_step
+    gib = units.bytes_to_gib
+    return {
+        "model": spec.name, "device": dev, "chip_for_prediction": plan.chip, "seq_len": seq_len, "steps": steps,
+        "micro_batches": micro_batches, "device_gib": gib(caps.device_bytes), "host_gib": gib(caps.host_bytes),
+        "losses": [s.loss for s in stats], "tokens_per_s": tps,
+        "mfu": tps * flop_per_token / _peak(plan, chip) if dev == "cuda" else None,
+        "device_peak_gib": gib(max(s.device_peak_bytes for s in stats)),
+        "host_peak_gib": gib(max(s.host_bytes for s in stats)),
+        "h2d_gb": stats[-1].h2d_bytes / 1e9, "d2h_gb": stats[-1].d2h_bytes / 1e9,
+        "placement": {"resident_layers": plan.resident_layers, "activation_slots": plan.slots()},
+        "predicted": {"tokens_per_s": plan.tokens_per_s, "mfu": plan.mfu, "device_gib": gib(plan.device.total_bytes),
+                      "host_gib": gib(plan.host.total_bytes), "bound": plan.bound},
+        "note": "" if dev == "cuda" else "CPU run: the device is a byte budget (DeviceBytes); tokens/s is the "
+                "CPU's and the prediction is for the chip named",
+    }
+
+
+def _peak(plan: OffloadPlan, chip: str) -> float:
+    """The chip's bf16 dense peak: the planner's MFU and the measured one use the same denominator."""
+    from greentrain.hardware.catalog import get_chip
+
+    return get_chip(chip).peak_flop_per_s("bf16")
+
+
+def render_train(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    c.print(f"[bold]{result['model']}[/bold] on {result['device']}, seq {result['seq_len']:,}, device "
+            f"{result['device_gib']:g} GiB / host {result['host_gib']:g} GiB, {result['steps']} steps x "
+            f"{result['micro_batches']} micro-batches; placement {result['placement']}")
+    t = Table()
+    for col in ("", "tokens/s", "MFU", "device peak GiB", "host GiB"):
+        t.add_column(col, justify="right")
+    mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "-"
+    t.add_row("measured", f"{result['tokens_per_s']:,.0f}", mfu, f"{result['device_peak_gib']:.4f}",
+              f"{result['host_peak_gib']:.4f}")
+    p = result["predicted"]
+    t.add_row(f"predicted ({result['chip_for_prediction']})", f"{p['tokens_per_s']:,.0f}", f"{p['mfu']:.3f}",
+              f"{p['device_gib']:.4f}", f"{p['host_gib']:.4f}")
+    c.print(t)
+    c.print(f"losses {', '.join(f'{x:.4f}' for x in result['losses'])}")
+    if result["note"]:
+        c.print(result["note"])
