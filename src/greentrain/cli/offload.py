@@ -67,6 +67,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--framework", choices=PROFILES, default="pytorch",
                    help="pytorch: greentrain's executor; ml_dataflow: the seed system's own order (default pytorch)")
     p.add_argument("--host-link", default="", help="host link name from links.yaml (default: the chip's)")
+    p.add_argument("--state", choices=("mixed", "bf16"), default="mixed",
+                   help="pytorch profile: mixed (fp32 master, the estimator's bytes) or bf16 (no master)")
     p.add_argument("--no-downgrade", action="store_true",
                    help="keep every host upgrade even where the link is slower than the recompute it saves")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -136,7 +138,7 @@ def _plan(args: argparse.Namespace) -> int:
     seq = _int_one(args.seq_len, "offload.seq_len")
     caps = OffloadCaps.from_gib(_one(args.device_gib, "offload.device_gib"), _one(args.host_gib, "offload.host_gib"))
     sc = _scenario(_model(args.model), args.chip, seq, args.host_link)
-    plan = plan_offload(sc, caps, _policy(args), get_profile(args.framework))
+    plan = plan_offload(sc, caps, _policy(args), get_profile(args.framework, args.state))
     if args.json:
         print(json.dumps(plan_to_dict(plan), indent=2))
     else:
@@ -182,7 +184,7 @@ def _heatmap(args: argparse.Namespace) -> int:
 
     if args.host_link:
         raise ConfigError("--host-link", args.host_link, "is taken from the chip's catalog entry in a heatmap")
-    cells = offload_grid(models, chips, seqs, devs, hosts, get_profile(args.framework), _policy(args))
+    cells = offload_grid(models, chips, seqs, devs, hosts, get_profile(args.framework, args.state), _policy(args))
     if measured is not None:
         from greentrain.offload.grid import attach_measured
 

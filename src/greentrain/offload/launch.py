@@ -38,7 +38,8 @@ def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, c
     eff = efficiency_for(sc.cluster.chip.name, "ddp")
     if device == "cpu":  # no CUDA context or allocator reserve on an emulated device
         eff = dataclasses.replace(eff, reserved_bytes=0.0)
-    return spec, plan_offload(sc, caps, OffloadPolicy(), pytorch_profile(), eff=eff)
+    state = "bf16" if device == "cuda" else "mixed"  # the masters are the model's dtype: bf16 on CUDA, fp32 on CPU
+    return spec, plan_offload(sc, caps, OffloadPolicy(), pytorch_profile(state=state), eff=eff)
 
 
 def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, micro_batches: int, device: str,

@@ -95,3 +95,13 @@ def test_768_cell_grid_under_two_seconds() -> None:
     cells = offload_grid(*args, ml_dataflow_profile())
     assert len(cells) == 768
     assert time.process_time() - t0 < 2.0
+
+
+def test_bf16_state_fits_8b_in_100_gib_of_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """Mixed precision keeps an fp32 master (16 B/param: 8B needs > 130 GiB of host); bf16 state, 8 B/param."""
+    base = ["offload", "plan", "--model", "8", "--seq", "8192", "--device-gib", "24", "--host-gib", "100", "--json"]
+    assert main(base) == 2
+    assert "minimum host" in capsys.readouterr().err
+    assert main([*base, "--state", "bf16"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["host_memory_gib"]["total"] <= 100 and d["tokens_per_s"] >= 6000
