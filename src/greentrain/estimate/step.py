@@ -64,7 +64,7 @@ def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num
     """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s)."""
     w = sc.workload
     params = st.layer_params + st.extra_params
-    return dp_sync_s(zero=float(s.zero), dp_group=float(s.dp * s.cp), dp_per_node=float(axis_layout(s, sc.cluster).dp),
+    return dp_sync_s(zero=float(s.zero), dp_group=float(s.grad_group), dp_per_node=float(axis_layout(s, sc.cluster).dp),
                      grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
                      weight_bytes=params * weight_bytes_per_param(w.precision),
                      layers=st.layers, backward_s=st.bwd_s + st.recompute_s,
@@ -75,7 +75,7 @@ def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num
 def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> float:
     """The optimizer step (step_terms.optimizer_s)."""
     w = sc.workload
-    return optimizer_s(params=params, zero=s.zero, shard=s.dp * s.cp, offload=s.offload_optimizer,
+    return optimizer_s(params=params, zero=s.zero, shard=s.grad_group, offload=s.offload_optimizer,
                        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
                        ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
 
@@ -84,7 +84,7 @@ def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro:
             eff: Efficiency) -> MemoryBreakdown:
     w = sc.workload
     return device_memory(
-        spec=sc.model, params=st.layer_params + st.extra_params, shard=s.dp * s.cp, zero=s.zero,
+        spec=sc.model, params=st.layer_params + st.extra_params, shard=s.grad_group, zero=s.zero,
         offload=s.offload_optimizer, held=inflight_micro_batches(s.pp, s.vpp, num_micro, s.schedule),
         stage_activation_bytes=st.activation_bytes, tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp,
         sp=s.sequence_parallel, pp=s.pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
@@ -128,7 +128,9 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"strategy {s.describe()} does not fit: needs {units.bytes_to_gib(mem.total_bytes):.1f} GiB per "
             f"device, {cl.chip.name} has {units.bytes_to_gib(cl.chip.memory_bytes):.1f} GiB "
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
-    return _assemble(sc, s, ops, st, num_micro, t_mb, comm_mb, pp_mb, bubble, dp_s, opt_s, step, mem)
+    timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, micro_batch_comm_s=comm_mb, pp_send_s=pp_mb,
+                        bubble_s=bubble, dp_s=dp_s, optimizer_s=opt_s, step_s=step)
+    return _assemble(sc, s, ops, st, timing, mem)
 
 
 def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:
@@ -144,10 +146,25 @@ def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[st
     return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
 
 
-def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, num_micro: int, t_mb: float,
-              comm_mb: float, pp_mb: float, bubble: float, dp_s: float, opt_s: float, step: float,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTiming:
+    """How a step's time is made: micro-batches on the slowest stage, the bubble, and what follows them."""
+
+    num_micro: int
+    micro_batch_s: float  # one micro-batch on the slowest stage: max(device, host), communication included
+    micro_batch_comm_s: float  # its exposed TP/CP/EP/PP communication
+    pp_send_s: float  # its pipeline sends (both passes, every virtual stage)
+    bubble_s: float
+    dp_s: float  # exposed data-parallel communication
+    optimizer_s: float  # the optimizer step and fixed per-step costs
+    step_s: float
+
+
+def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, t: StepTiming,
               mem: MemoryBreakdown) -> StepEstimate:
     w, cl = sc.workload, sc.cluster
+    num_micro, comm_mb, pp_mb, bubble, dp_s, opt_s, step = (t.num_micro, t.micro_batch_comm_s, t.pp_send_s,
+                                                            t.bubble_s, t.dp_s, t.optimizer_s, t.step_s)
     model_flop, extra = step_flops(sc, ops, s.flash_attention)
     hw_flop = model_flop + extra[s.recompute] * w.global_batch_size
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)

@@ -60,6 +60,12 @@ class Strategy:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def grad_group(self) -> int:
+        """Ranks that hold the same weights and reduce their gradients together: data and context parallel
+        (context-parallel ranks see different tokens of the same sequences; Megatron-LM reduces over dp x cp)."""
+        return self.dp * self.cp
+
+    @property
     def sequence_parallel(self) -> bool:
         return self.sp and self.tp > 1
 
