@@ -114,3 +114,19 @@ def test_parameters_and_optimizer_memory_fig1() -> None:
     states = est.memory.weights_bytes + est.memory.gradients_bytes + est.memory.optimizer_bytes
     # the estimate reports the first stage (it also holds the embedding table): within 5 % of Fig. 1
     assert states / 2**30 == pytest.approx(45.56, rel=0.05)
+
+
+def test_table5_through_validate() -> None:
+    """The same 8 runs as a runs CSV (tests/data/calibration/korthikanti2022-table5.csv) through `greentrain
+    validate` with the megatron profile: step times within 3 % mean (the issue's bound), MFU within 2 points."""
+    from pathlib import Path
+
+    from greentrain.calibrate.runs import read_runs
+    from greentrain.calibrate.validate import measured_step_time_s, validate
+
+    runs = read_runs(Path(__file__).parents[1] / "data" / "calibration" / "korthikanti2022-table5.csv")
+    preds, s = validate(runs)
+    errs = [abs((p.step_time_s or 0) / (measured_step_time_s(r) or 1) - 1) for r, p in zip(runs, preds, strict=True)]
+    assert sum(errs) / len(errs) <= 0.03
+    assert s.mfu_error_mean is not None and s.mfu_error_mean <= 0.02
+    assert s.ran_crashed_accuracy == 1.0
