@@ -2,10 +2,10 @@
 shared/reference/microbenchmarks-allreduce.csv): 8 GPUs in one node, 1 MiB to 1 GiB.
 
 The alpha-beta model (estimate/comm.py: NCCL's per-hop latency, the chip's ring bus bandwidth from
-efficiency.yaml) is within a factor 2 of the measured bus bandwidth from 1 MiB to 1 GiB, and within 10 % on A100
-from 512 MiB up (measured 2026-11-23: A100 0.91-1.83x, H100 0.76-0.97x). The mid-size messages of A100 (4-64 MiB: up to 1.55x
-optimistic) and H100's NVLS all-reduce above 128 MiB (the model's ring reaches 0.76x of NVLS) are what a
-protocol-aware model (NCCL's LL / LL128 / Simple) would fix.
+efficiency.yaml) is within a factor 2 of the measured bus bandwidth from 1 MiB to 1 GiB, and within 10 % on
+A100 from 512 MiB up (measured 2026-11-23: A100 0.91-1.83x, H100 0.76-0.97x). The mid-size messages of A100
+(4-64 MiB: up to 1.55x optimistic) and H100's NVLS all-reduce above 128 MiB (the model's ring reaches 0.76x
+of NVLS) are what a protocol-aware model (NCCL's LL / LL128 / Simple) would fix.
 """
 
 from __future__ import annotations
