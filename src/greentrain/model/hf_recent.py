@@ -14,13 +14,21 @@ from greentrain.errors import ConfigError
 from greentrain.model.hf_reader import _WHERE, _Reader, full_attention_interval, llama_fields
 
 
+def _llama_attention_bias(r: _Reader, *, tied_default: bool = False) -> dict[str, Any]:
+    """Llama fields where ``attention_bias`` puts biases on q, k, v and o only (Qwen3, Gemma 2/3, OLMo 2,
+    OLMoE attention classes) and the MLP has none."""
+    spec = llama_fields(r, tied_default=tied_default, bias_keys=())
+    spec.update(attention_bias=r.get_bool("attention_bias", default=False))
+    return spec
+
+
 def _qwen3(r: _Reader) -> dict[str, Any]:
     """Qwen3Config (Qwen Team 2025, arXiv 2505.09388, §2): Llama with an RMSNorm over each head's q and k
     (QK-norm), no q/k/v bias, head_dim 128 by default. ``use_sliding_window`` (false in every released
     model) puts the window on layers >= max_window_layers, a pattern TransformerSpec does not describe."""
     if r.get_bool("use_sliding_window", default=False):
         raise ConfigError(f"{_WHERE}.use_sliding_window", True, "is not supported (no released Qwen3 sets it)")
-    spec = llama_fields(r, bias_keys=("attention_bias",))
+    spec = _llama_attention_bias(r)
     spec.update(head_dim=r.get_int("head_dim", default=128), qk_norm="head")
     return spec
 
@@ -32,7 +40,7 @@ def _qwen3_moe(r: _Reader) -> dict[str, Any]:
     ``mlp_only_layers`` and (i + 1) % decoder_sparse_step == 0."""
     if r.get_bool("use_sliding_window", default=False):
         raise ConfigError(f"{_WHERE}.use_sliding_window", True, "is not supported (no released Qwen3 sets it)")
-    spec = llama_fields(r, bias_keys=("attention_bias",))
+    spec = _llama_attention_bias(r)
     n = spec["num_layers"]
     dense = r.config.get("mlp_only_layers") or []
     if dense != list(range(len(dense))):
@@ -48,7 +56,7 @@ def _gemma2(r: _Reader, *, interval: int = 2) -> dict[str, Any]:
     """Gemma2Config (Gemma Team 2024, arXiv 2408.00118, Table 1 and §2): GeGLU, head_dim 256, tied embeddings,
     RMSNorm before and after attention and the MLP (4 per layer), a 4,096-token window on every other layer
     (layer_types). Logit soft-capping is an element-wise op: no parameters, no model FLOPs."""
-    spec = llama_fields(r, tied_default=True, bias_keys=("attention_bias",))
+    spec = _llama_attention_bias(r, tied_default=True)
     softcap = r.config.get("attn_logit_softcapping", 50.0) is not None  # Gemma2Config: 50.0 (Gemma 3: null)
     spec.update(head_dim=r.get_int("head_dim", default=256), post_norms=True, logit_softcap=softcap,
                 activation=r.get_activation("hidden_activation", "hidden_act", default="gelu_pytorch_tanh"),
@@ -78,7 +86,7 @@ def _gemma3(r: _Reader) -> dict[str, Any]:
 def _olmo2(r: _Reader) -> dict[str, Any]:
     """Olmo2Config (OLMo Team 2024, arXiv 2501.00656, §3.1): Llama with RMSNorm after attention and after the
     MLP instead of before (the same two norms per layer) and QK-norm over the whole q and k width."""
-    spec = llama_fields(r, bias_keys=("attention_bias",))
+    spec = _llama_attention_bias(r)
     spec.update(qk_norm="full")
     return spec
 
@@ -223,7 +231,7 @@ def _olmoe(r: _Reader) -> dict[str, Any]:
     """OlmoeConfig (Muennighoff et al. 2024, arXiv 2409.02060, §2): OLMo with every layer MoE
     (``num_experts`` SwiGLU experts of ``intermediate_size``, top ``num_experts_per_tok``, no shared expert)
     and QK-norm over the whole q and k width."""
-    spec = llama_fields(r, bias_keys=("attention_bias",))
+    spec = _llama_attention_bias(r)
     spec.update(qk_norm="full", num_experts=r.get_int("num_experts", default=64),
                 top_k=r.get_int("num_experts_per_tok", default=8))
     return spec

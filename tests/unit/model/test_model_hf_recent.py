@@ -377,3 +377,15 @@ def test_capacity_factor_pads_the_expert_work(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="must be >= 0") as e:
         load_model(str(path))
     assert e.value.field == "model(m.yaml).capacity_factor"
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b", "gemma2-9b", "olmo2-32b", "olmoe-1b-7b"])
+def test_attention_bias_is_on_attention_only(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {**_config(name), **TINY[name], "attention_bias": True}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    spec = spec_from_hf_config(cfg, name)
+    assert spec.attention_bias and not spec.linear_bias
+    assert sum(p.numel() for p in model.parameters()) == spec.num_params()
