@@ -27,7 +27,7 @@ CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "at
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
 FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
-                  "zero_shards_master", "zero_stages", "reserved_gib", "fragmentation",
+                  "zero_shards_master", "zero_stages", "fused_glu", "reserved_gib", "fragmentation",
                   "cpu_adam_params_per_s_per_node")
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
@@ -55,6 +55,7 @@ class Efficiency:
     dp_overlap: bool = False
     pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the framework runs
+    fused_glu: bool = True  # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     zero_shards_master: bool = True  # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
@@ -118,7 +119,7 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
     for k, v in fw.items():
         if k == "source":
             continue
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master"):
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu"):
             kw[k] = as_bool(v, f"efficiency.{k}")
         elif k == "reserved_gib":
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
@@ -193,7 +194,7 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     check_keys(constants, names, "calibration.constants")
     kw: dict[str, Any] = {}
     for k, v in constants.items():
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master"):
+        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu"):
             kw[k] = as_bool(v, f"calibration.constants.{k}")
         elif k == "pipeline_balance":
             kw[k] = str(v)

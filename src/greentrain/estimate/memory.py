@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.estimate.step_terms import maximum, where
+from greentrain.estimate.step_terms import minimum, where
 from greentrain.model.spec import TransformerSpec
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
@@ -41,8 +41,10 @@ class LayerActivation:
 
 
 def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
-                     cross_len: int = 0) -> LayerActivation:
-    """Per-tensor activation accounting of one layer (before any parallel split)."""
+                     cross_len: int = 0, fused_glu: bool = True) -> LayerActivation:
+    """Per-tensor activation accounting of one layer (before any parallel split). A GLU written as
+    ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also keeps act(gate) for the
+    product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu)."""
     h, q, kv, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.num_heads
     t = b * s
     blocks = [(s, False)] + ([(cross_len, True)] if cross_len else [])
@@ -59,6 +61,8 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     up = 2 if spec.glu else 1
     repl += (2 * e + MASK_BYTES) * t * h  # norm input, first GEMM input, dropout mask
     split += routed * (up * e + e) * t * f  # activation input(s) and second GEMM input
+    if spec.glu and not fused_glu:
+        split += routed * e * t * f  # act(gate), saved by the product
     if moe:
         split += spec.top_k * e * t * h  # tokens dispatched to experts are saved in their permuted order
     return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h)
@@ -71,6 +75,19 @@ def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute
     repl = act.replicated_bytes / (tp if sp else 1)
     scores = 0.0 if recompute == "selective" else act.scores_bytes
     return repl + (act.split_bytes + scores) / tp
+
+
+def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: Any, params: tuple[Any, Any, Any],
+                      activations: tuple[Any, Any, Any]) -> dict[str, Any]:
+    """What device_memory needs of pipeline stage ``stage`` (0 the first, 1 the second, 2 the last): its
+    parameters and layers' activations, the micro-batches it holds in flight (1F1B: pp - rank, Narayanan et al.
+    2021 §2.2; interleaving adds (pp-1)/(pp*vpp), Korthikanti et al. 2022 §4.2.3; GPipe: all of them), and
+    its ends."""
+    rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
+    held = minimum(pp - rank, num_micro) * where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
+    held = where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
+    return dict(params=params[stage], held=held, stage_activation_bytes=activations[stage],
+                embedding=stage == 0, head=where(pp == 1, True, stage == 2))
 
 
 def inflight_micro_batches(pp: int, vpp: int, num_micro: int, schedule: str) -> float:
@@ -133,12 +150,13 @@ LOSS_FP32_BYTES_PER_LOGIT = 8.0
 
 
 def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, offload: Any, held: Any,
-                  stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, pp: Any, e: float, wb: float,
+                  stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, e: float, wb: float,
                   gb: float, ob: float, reserved_bytes: float, fragmentation: float,
-                  unsharded_master_bytes: float = 0.0) -> MemoryBreakdown:
-    """Memory of one device at its peak, over float | ndarray: ``params`` on the device's stage, gradient group
-    ``shard`` (dp*cp), ZeRO ``zero``, ``held`` micro-batches in flight on the first stage, ``tokens`` per
-    micro-batch on the device, element sizes ``e`` (activations), ``wb``, ``gb``, ``ob`` (per parameter).
+                  unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True) -> MemoryBreakdown:
+    """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
+    gradient group ``shard`` (dp*cp), ZeRO ``zero``, ``held`` micro-batches in flight on the stage, ``tokens``
+    per micro-batch on the device, whether the stage holds the ``embedding`` and the LM ``head`` (with the
+    loss's buffers), element sizes ``e`` (activations), ``wb``, ``gb``, ``ob`` (per parameter).
     The allocator's fragmentation multiplies what the tensors need (reserved over allocated);
     ``unsharded_master_bytes`` per parameter of the optimizer state stay whole under ZeRO (a framework whose
     fp32 master copy lives outside the sharded optimizer: nanotron's gradient accumulator)."""
@@ -152,9 +170,8 @@ def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, 
     # in-flight micro-batch on the first stage; output norm and projection input 4*s*b*h / tp on the last
     first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
     last = 2 * tokens * h * e / tp
-    ends = where(pp == 1, first + last, maximum(first, last))
-    acts = held * stage_activation_bytes + ends
-    temporary = tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT)
+    acts = held * stage_activation_bytes + where(embedding, first, 0.0 * first) + where(head, last, 0.0 * last)
+    temporary = where(head, tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT), 0.0 * tokens)
     k = 1.0 + fragmentation
     return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
                            activations_bytes=acts * k, reserved_bytes=reserved_bytes, host_bytes=host,

@@ -37,10 +37,12 @@ class StageCosts:
     tp_s: float
     cp_s: float
     ep_s: float
-    layer_params: float  # parameters of the stage's layers on one device
-    extra_params: float  # embedding or LM head on one device (the larger of first/last stage)
+    layer_params: float  # parameters of the stage holding the most, on one device (its ends included)
+    extra_params: float  # kept 0: the ends are in layer_params
     activation_bytes: float  # one micro-batch, the first stage's layers (it holds the most in flight)
     layers: float = 0.0  # transformer layers on the stage that sets the pace
+    stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # first, a middle, the last stage
+    stage_activation_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +76,8 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
                       balance=eff.pipeline_balance)
     return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
                       ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
-                      layers=st.layers)
+                      layers=st.layers, stage_params=st.stage_params,
+                      stage_activation_bytes=st.stage_activation_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +93,8 @@ class StageSplit:
     params: Any  # the stage holding the most parameters (its ends included)
     activation_bytes: Any  # the first stage's layers, one micro-batch
     layers: Any  # layers of the stage that sets the pace
+    stage_params: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # first, a middle and the last stage, ends included
+    stage_activation_bytes: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
 
 
 def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any, pp: Any, vpp: Any,
@@ -100,14 +105,16 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
     pl = placement(layers, pp, vpp, (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit, balance)
     frac = pl.slowest_layers / layers
     e, h = end_share(pl.slowest, pp)
-    lp = lt.params / layers
+    lp, la = lt.params / layers, lt.activation_bytes / layers
     single = pp == 1
-    params = where(single, lt.params + emb.params + head.params,
-                   maximum(maximum(pl.first * lp + emb.params, pl.middle * lp), pl.last * lp + head.params))
+    first_p = where(single, lt.params + emb.params + head.params, pl.first * lp + emb.params)
+    stage_p = (first_p, pl.middle * lp, where(single, first_p, pl.last * lp + head.params))
+    params = maximum(maximum(stage_p[0], stage_p[1]), stage_p[2])
     return StageSplit(fwd_s=lt.fwd_s * frac + e * emb.fwd_s + h * head.fwd_s,
                       bwd_s=lt.bwd_s * frac + e * emb.bwd_s + h * head.bwd_s, recompute_s=lt.recompute_s * frac,
                       tp_s=lt.tp_s * frac, cp_s=lt.cp_s * frac, ep_s=lt.ep_s * frac, params=params,
-                      activation_bytes=lt.activation_bytes * pl.first / layers, layers=pl.slowest_layers)
+                      activation_bytes=la * pl.first, layers=pl.slowest_layers, stage_params=stage_p,
+                      stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,7 +157,8 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
             ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, s.ep, lay.ep, a2a, cl, eff)
         seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
         cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
-        la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len)
+        la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len,
+                              fused_glu=eff.fused_glu)
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
                              cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=_local_layer_params(sc, g.moe, enc, s),
                              activation=la))

@@ -11,7 +11,9 @@ peak); hardware FLOPs also count recomputation.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from greentrain import units
 from greentrain.errors import InfeasibleError
@@ -20,9 +22,9 @@ from greentrain.estimate.memory import (
     MemoryBreakdown,
     device_memory,
     grad_bytes_per_param,
-    inflight_micro_batches,
     master_bytes_per_param,
     optimizer_bytes_per_param,
+    stage_memory_args,
     weight_bytes_per_param,
 )
 from greentrain.estimate.parallel_costs import axis_layout
@@ -56,8 +58,9 @@ class StepEstimate:
     mfu: float
     hfu: float
     utilization: float  # fraction of the step a device is busy (not waiting in the pipeline bubble)
-    memory: MemoryBreakdown
+    memory: MemoryBreakdown  # the pipeline stage that needs the most
     memory_capacity_bytes: float
+    first_stage_memory: MemoryBreakdown | None = None  # pipeline rank 0 (what a rank-0 log shows)
 
 
 def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num_micro: int) -> float:
@@ -81,16 +84,24 @@ def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> f
 
 
 def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro: int,
-            eff: Efficiency) -> MemoryBreakdown:
+            eff: Efficiency) -> tuple[MemoryBreakdown, MemoryBreakdown]:
+    """The stage that needs the most memory, and the first stage (pipeline rank 0)."""
+    which = (0,) if s.pp == 1 else (0, 2) if s.pp == 2 else (0, 1, 2)  # first, a middle, the last stage
+    common = _memory_args(sc, s, ops, eff)
+    stages = [device_memory(**common, **stage_memory_args(
+        stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=s.schedule == "gpipe", params=st.stage_params,
+        activations=st.stage_activation_bytes)) for stage in which]
+    return max(stages, key=lambda m: m.total_bytes), stages[0]
+
+
+def _memory_args(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> dict[str, Any]:
     w = sc.workload
-    return device_memory(
-        spec=sc.model, params=st.layer_params + st.extra_params, shard=s.grad_group, zero=s.zero,
-        offload=s.offload_optimizer, held=inflight_micro_batches(s.pp, s.vpp, num_micro, s.schedule),
-        stage_activation_bytes=st.activation_bytes, tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp,
-        sp=s.sequence_parallel, pp=s.pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
-        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation,
-        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
+    return dict(spec=sc.model, shard=s.grad_group, zero=s.zero, offload=s.offload_optimizer,
+                tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel, e=w.activation_bytes,
+                wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
+                ob=optimizer_bytes_per_param(w.optimizer, w.precision), reserved_bytes=eff.reserved_bytes,
+                fragmentation=eff.fragmentation,
+                unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
 
 
 def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,
@@ -121,7 +132,7 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
     opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff) + eff.step_overhead_s
     step = num_micro * t_mb + bubble + dp_s + opt_s
-    mem = _memory(sc, s, st, ops, num_micro, eff)
+    mem, first_stage = _memory(sc, s, st, ops, num_micro, eff)
     if check_fit and mem.total_bytes > cl.chip.memory_bytes:
         short = mem.total_bytes - cl.chip.memory_bytes
         raise InfeasibleError(
@@ -130,7 +141,7 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
     timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, micro_batch_comm_s=comm_mb, pp_send_s=pp_mb,
                         bubble_s=bubble, dp_s=dp_s, optimizer_s=opt_s, step_s=step)
-    return _assemble(sc, s, ops, st, timing, mem)
+    return dataclasses.replace(_assemble(sc, s, ops, st, timing, mem), first_stage_memory=first_stage)
 
 
 def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:

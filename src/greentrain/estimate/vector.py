@@ -12,6 +12,7 @@ tests/unit/search/test_vector.py checks this path against estimate_step on rando
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ from greentrain.estimate.memory import (
     grad_bytes_per_param,
     master_bytes_per_param,
     optimizer_bytes_per_param,
+    stage_memory_args,
     weight_bytes_per_param,
 )
 from greentrain.estimate.stage import (
@@ -103,21 +105,25 @@ def _per_node(inner: FloatArray, degree: FloatArray, node: int) -> FloatArray:
     return np.where(inner <= node, np.maximum(1.0, np.minimum(degree, np.floor_divide(node, inner))), 1.0)
 
 
-def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """step._memory (memory.device_memory over columns): total bytes per device."""
+def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: StageSplit,
+            eff: Efficiency) -> FloatArray:
+    """step._memory (memory.device_memory of the first, a middle and the last stage, over columns): the
+    largest total bytes per device."""
     w = sc.workload
-    pp, vpp = f["pp"], f["vpp"]
-    # memory.inflight_micro_batches (1F1B / interleaved; GPipe is not in the vectorised space)
-    held = np.where(pp == 1, 1.0, np.minimum(pp, f["num_micro"]) * np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp),
-                                                                           1.0))
-    mem = device_memory(
-        spec=sc.model, params=f["params"], shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer,
-        held=held, stage_activation_bytes=f["act"], tokens=f["mbs"] * w.seq_len / f["cp"], tp=f["tp"],
-        sp=t.sequence_parallel, pp=pp, e=w.activation_bytes, wb=weight_bytes_per_param(w.precision),
-        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        reserved_bytes=eff.reserved_bytes, fragmentation=eff.fragmentation,
+    pp = f["pp"]
+    common = dict(
+        spec=sc.model, shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer,
+        tokens=f["mbs"] * w.seq_len / f["cp"], tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
+        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
+        ob=optimizer_bytes_per_param(w.optimizer, w.precision), reserved_bytes=eff.reserved_bytes,
+        fragmentation=eff.fragmentation,
         unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
-    total: FloatArray = np.asarray(mem.total_bytes, dtype=np.float64)
+    total = np.zeros(len(pp))
+    for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
+        m = device_memory(**common, **stage_memory_args(  # type: ignore[arg-type]
+            stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False, params=split.stage_params,
+            activations=split.stage_activation_bytes))
+        total = np.where(present, np.maximum(total, m.total_bytes), total)
     return total
 
 
@@ -126,7 +132,10 @@ def _split(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff
     code = (k["code"] * (f["pp"].max() + 1) + f["pp"]) * (f["vpp"].max() + 1) + f["vpp"]
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     one = _split_rows(sc, {c: a[first] for c, a in k.items()}, {c: a[first] for c, a in f.items()}, eff)
-    return StageSplit(**{name: np.asarray(getattr(one, name))[inverse] for name in StageSplit.__dataclass_fields__})
+    def gather(x: Any) -> Any:
+        return tuple(np.asarray(v)[inverse] for v in x) if isinstance(x, tuple) else np.asarray(x)[inverse]
+
+    return StageSplit(**{name: gather(getattr(one, name)) for name in StageSplit.__dataclass_fields__})
 
 
 def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
@@ -189,7 +198,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     split = _split(sc, k, f, eff)
     f.update(fwd=split.fwd_s, bwd=split.bwd_s, rec=split.recompute_s, params=split.params,
              act=split.activation_bytes, layers=split.layers)
-    mem = _memory(sc, table, f, eff)
+    mem = _memory(sc, table, f, split, eff)
     ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
     if check_fit:
         ok &= mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
