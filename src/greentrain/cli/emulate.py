@@ -117,10 +117,13 @@ def run(args: argparse.Namespace) -> int:
     require_extra("torch", "torch", "emulate", args.op)
     case = build_case(args)
     timeout_s = as_float(args.timeout_s, "timeout-s", positive=True)
-    from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch
+    from rich.console import Console
 
-    results = emulate([case], LaunchOptions(backend=args.backend, timeout_s=timeout_s,
-                                            collectives=args.collectives))
+    with Console(stderr=True).status(f"emulate {case.label}: importing torch, starting {case.world_size} ranks"):
+        from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch
+
+        results = emulate([case], LaunchOptions(backend=args.backend, timeout_s=timeout_s,
+                                                collectives=args.collectives))
     if not results:  # a rank > 0 under torchrun: rank 0 reports
         return 0
     result = results[0]
