@@ -11,8 +11,9 @@ the 5as^2b/t scores terms; full recomputation keeps only the layer input 2*sbh (
 The formula here is the same accounting written per tensor, so it also covers GQA/MQA (K and V of width
 num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
 flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
-Pipeline: the first stage of 1F1B holds min(pp, micro-batches) micro-batches of L/pp layers; interleaving
-multiplies by 1 + (pp-1)/(pp*vpp); GPipe holds every micro-batch (Korthikanti et al. §4.2.3, Narayanan 2021).
+Pipeline: stage r of 1F1B holds min(pp - r, micro-batches) micro-batches of its layers; interleaving
+multiplies by 1 + (pp-1)/(pp*vpp); GPipe holds every micro-batch (Korthikanti et al. §4.2.3, Narayanan 2021);
+the first stage adds the embedding's, the last the head's and the loss's buffers (stage_memory_args).
 Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
 + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates
 gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et al. Fig. 1.
@@ -88,18 +89,6 @@ def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: A
     held = where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
     return dict(params=params[stage], held=held, stage_activation_bytes=activations[stage],
                 embedding=stage == 0, head=where(pp == 1, True, stage == 2))
-
-
-def inflight_micro_batches(pp: int, vpp: int, num_micro: int, schedule: str) -> float:
-    """Micro-batches whose activations the first pipeline stage holds at its peak, in layer-stage units."""
-    if schedule == "gpipe":
-        return float(num_micro)
-    if pp == 1:
-        return 1.0
-    held = float(min(pp, num_micro))
-    if vpp > 1:  # Korthikanti et al. §4.2.3: interleaving adds (pp-1)/(pp*vpp) of the stage's activations
-        held *= 1.0 + (pp - 1) / (pp * vpp)
-    return held
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
