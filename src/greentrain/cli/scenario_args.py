@@ -51,7 +51,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g = p.add_argument_group("prediction")
     g.add_argument("--framework", default="megatron",
                    help="training framework profile: megatron (default), megatron-overlap, nanotron, deepspeed, "
-                   "fsdp2, ddp (what overlaps, fixed costs; estimate/efficiency.yaml)")
+                   "fsdp2, torchtitan, ddp (what overlaps, fixed costs; estimate/efficiency.yaml)")
     g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
                    help="constants fitted by `greentrain calibrate` on your own runs")
     if strategy:
