@@ -300,15 +300,46 @@ def _nemotron_h(r: _Reader) -> dict[str, Any]:
     )
 
 
+def _qwen2_moe(r: _Reader) -> dict[str, Any]:
+    """Qwen2MoeConfig (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen2 attention (q/k/v biases, ``qkv_bias``), experts of
+    ``moe_intermediate_size`` (top ``num_experts_per_tok`` of ``num_experts``) and one shared expert of
+    ``shared_expert_intermediate_size`` behind a sigmoid gate; MoE layers as Qwen3-MoE."""
+    spec = _qwen3_moe(r)
+    spec.update(qk_norm="none", qkv_bias=r.get_bool("qkv_bias", default=True), head_dim=0,
+                num_experts=r.get_int("num_experts", "num_local_experts", default=60),
+                top_k=r.get_int("num_experts_per_tok", default=4),
+                expert_ffn_hidden_size=r.get_int("moe_intermediate_size", default=1408), num_shared_experts=1,
+                shared_expert_ffn_hidden_size=r.get_int("shared_expert_intermediate_size", default=5632),
+                shared_expert_gate=True)
+    return spec
+
+
+def _glm4_moe(r: _Reader) -> dict[str, Any]:
+    """Glm4MoeConfig (GLM-4.5, Zeng et al. 2025, arXiv 2508.06471, §2.1): DeepSeek-V3's MoE layout (first
+    ``first_k_dense_replace`` layers dense, ``n_routed_experts`` routed and ``n_shared_experts`` shared experts
+    of ``moe_intermediate_size``) on GQA attention with q/k/v biases (``attention_bias``) and QK-norm per head
+    (``use_qk_norm``). transformers does not build the MTP layer (``num_nextn_predict_layers``)."""
+    spec = llama_fields(r, bias_keys=())
+    spec.update(qkv_bias=r.get_bool("attention_bias", default=False),
+                qk_norm="head" if r.get_bool("use_qk_norm", default=False) else "none",
+                num_experts=r.get_int("n_routed_experts", default=128), top_k=r.get_int("num_experts_per_tok",
+                default=8), expert_ffn_hidden_size=r.get_int("moe_intermediate_size", default=1408),
+                num_shared_experts=r.get_int("n_shared_experts", default=1, minimum=0),
+                num_dense_layers=min(r.get_int("first_k_dense_replace", default=1, minimum=0), spec["num_layers"]))
+    return spec
+
+
 RECENT_FAMILIES: dict[str, Callable[[_Reader], dict[str, Any]]] = {
     "qwen3": _qwen3, "qwen3_moe": _qwen3_moe, "gemma2": _gemma2, "gemma3_text": _gemma3_text,
     "gemma3": _gemma3, "olmo2": _olmo2, "phi3": _phi3, "mistral": _mistral, "nemotron": _nemotron,
     "deepseek_v3": _deepseek_v3, "gpt_oss": _gpt_oss, "mamba2": _mamba2, "jamba": _jamba,
     "deepseek_v2": _deepseek_v2, "olmoe": _olmoe, "mamba": _mamba, "nemotron_h": _nemotron_h,
+    "qwen2_moe": _qwen2_moe, "glm4_moe": _glm4_moe,
 }
 
 # ``architectures`` class-name prefixes, for a config.json without ``model_type``.
-RECENT_ARCH_PREFIXES = (("Qwen3Moe", "qwen3_moe"), ("Qwen3", "qwen3"), ("Gemma2", "gemma2"),
+RECENT_ARCH_PREFIXES = (("Qwen3Moe", "qwen3_moe"), ("Qwen2Moe", "qwen2_moe"), ("Glm4Moe", "glm4_moe"),
+                        ("Qwen3", "qwen3"), ("Gemma2", "gemma2"),
                         ("Gemma3ForConditional", "gemma3"), ("Gemma3", "gemma3_text"), ("Olmo2", "olmo2"),
                         ("Olmoe", "olmoe"), ("Phi3", "phi3"), ("NemotronH", "nemotron_h"), ("Nemotron", "nemotron"),
                         ("DeepseekV3", "deepseek_v3"), ("DeepseekV2", "deepseek_v2"), ("GptOss", "gpt_oss"),

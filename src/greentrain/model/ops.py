@@ -124,6 +124,8 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
                 elementwise(f"{prefix}.shared.act", sh * tokens * f, e, Shard.HIDDEN, reads=float(up)),
                 matmul(f"{prefix}.shared.down", tokens, f, d, e, Shard.ROW, count=sh),
             ]
+            if spec.shared_expert_gate:  # (T, d) @ (d, 1), then a sigmoid
+                ops.append(matmul(f"{prefix}.shared.gate", tokens, d, 1, e, Shard.REPLICATED))
     if spec.post_norms:
         ops.append(elementwise(f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
     ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,

@@ -105,6 +105,7 @@ class TransformerSpec:
     expert_ffn_hidden_size: int = 0  # 0: ffn_hidden_size
     num_shared_experts: int = 0
     shared_expert_ffn_hidden_size: int = 0  # 0: expert_ffn_hidden_size (Nemotron-H: its own width)
+    shared_expert_gate: bool = False  # a sigmoid gate (d -> 1) on the shared experts' output (Qwen2-MoE)
     moe_layer_interval: int = 1  # every k-th layer is MoE (1: all of them)
     num_dense_layers: int = 0  # the first k layers keep the dense MLP (DeepSeek first_k_dense_replace)
     expert_bias: bool = False  # biases inside each expert (GPT-OSS)
@@ -303,6 +304,7 @@ class TransformerSpec:
     def moe_params(self, active_only: bool = False) -> int:
         experts = self.top_k if active_only else self.num_experts
         shared = self.num_shared_experts * self.mlp_params(self.shared_expert_ffn_hidden_size)
+        shared += self.hidden_size * self.shared_expert_gate  # Qwen2MoeSparseMoeBlock.shared_expert_gate
         return experts * self.expert_params() + shared + self.router_params()
 
     def norm_params(self) -> int:

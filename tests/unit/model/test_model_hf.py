@@ -77,6 +77,9 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "olmoe-1b-7b": (6.9e9, 0.005, "Muennighoff et al. 2024 (arXiv 2409.02060), §1: 6.9B total, 1.3B active"),
     # "2.8B" is rounded to 0.1B (half a unit: 1.8 %)
     "mamba-2.8b": (2.8e9, 0.015, "Gu & Dao 2023 (arXiv 2312.00752), Table 3: Mamba-2.8B"),
+    "qwen1.5-moe-a2.7b": (14.3e9, 0.005, "Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated"),
+    # "106B" (whole billions); transformers does not build the MTP layer the checkpoint also holds
+    "glm-4.5-air": (106e9, 0.01, "zai-org/GLM-4.5-Air model card: 106B total, 12B active"),
 }
 
 
@@ -147,6 +150,7 @@ EXACT: dict[str, Callable[[dict[str, Any], TransformerSpec, Any], int]] = {
     "deepseek-v3": _no_difference, "gpt-oss-120b": _no_difference, "gpt-oss-20b": _no_difference,
     "mamba-codestral-7b": _no_difference, "jamba-1.5-large": _no_difference, "mixtral-8x22b": _no_difference,
     "deepseek-v2-lite": _no_difference, "olmoe-1b-7b": _no_difference, "mamba-2.8b": _no_difference,
+    "qwen1.5-moe-a2.7b": _no_difference, "glm-4.5-air": _no_difference,
 }
 
 

@@ -92,6 +92,13 @@ TINY: dict[str, dict[str, Any]] = {
     "mamba-codestral-7b": {"num_hidden_layers": 2, "hidden_size": 64, "state_size": 16, "expand": 2,
                            "n_groups": 2, "num_heads": 8, "head_dim": 16, "vocab_size": 256, "chunk_size": 8},
     "nemotron-h": {},
+    "qwen1.5-moe-a2.7b": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 96,
+                          "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+                          "num_attention_heads": 4, "num_key_value_heads": 4, "num_experts": 8,
+                          "num_experts_per_tok": 2, "vocab_size": 256},
+    "glm-4.5-air": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "n_routed_experts": 8,
+                    "num_experts_per_tok": 2, "first_k_dense_replace": 1, "use_qk_norm": True, "vocab_size": 256},
     "jamba-1.5-large": {"num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 96,
                         "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4,
                         "num_experts_per_tok": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
@@ -183,6 +190,7 @@ ACTIVE: dict[str, tuple[float, float, bool, str]] = {
     # rounded to 0.1B: half a unit is 2 % of 2.4B and 4 % of 1.3B
     "deepseek-v2-lite": (2.4e9, 0.025, False, "DeepSeek-V2 report, App. B: 2.4B activated"),
     "olmoe-1b-7b": (1.3e9, 0.02, True, "OLMoE paper, §1: 1.3B active"),
+    "qwen1.5-moe-a2.7b": (2.7e9, 0.005, True, "Qwen/Qwen1.5-MoE-A2.7B model card: 2.7B activated"),
 }
 
 
