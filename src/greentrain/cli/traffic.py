@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from greentrain.cli.argtypes import finite_float, positive_float
-from greentrain.config import require
+from greentrain.config import require, require_extra
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
 
@@ -153,12 +154,16 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     rate = cluster_rate(args)
+    if args.plot is not None:  # before any work: the extra is installed and the folder exists
+        require_extra("matplotlib", "plot", "plot", args.plot)
+        require(Path(args.plot).parent.is_dir(), "plot", args.plot, "its directory does not exist")
     report = traffic_report(cfg, rate)
     if args.plot is not None:
         from greentrain.estimate.traffic.plot import plot_sweep
 
         dps = sorted({2**i for i in range(max(6, cfg.dp.bit_length() + 2) + 1)} | {cfg.dp})
-        plot_sweep(sweep_data_parallel(cfg, dps), args.plot)
+        written = plot_sweep(sweep_data_parallel(cfg, dps), args.plot)
+        print(f"greentrain traffic: wrote {written}", file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

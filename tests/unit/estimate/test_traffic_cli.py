@@ -78,9 +78,15 @@ def test_model_flags_override_the_preset(capsys):
 
 def test_plot_writes_a_png(capsys, tmp_path):
     path = tmp_path / "traffic.png"
-    rc, _, _ = run(capsys, README + f" --plot {path}")
+    rc, _, err = run(capsys, README + f" --plot {path}")
     assert rc == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {path}" in err  # issue 16 item 14: a command that writes a file says so
+
+
+def test_plot_into_a_missing_folder_is_refused_before_any_work(capsys, tmp_path):
+    rc, _, err = run(capsys, README + f" --plot {tmp_path / 'no' / 'traffic.png'}")
+    assert rc == 2 and err.count("\n") == 1 and "its directory does not exist" in err
 
 
 @pytest.mark.parametrize(
