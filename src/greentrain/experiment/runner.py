@@ -183,8 +183,9 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
             r = failed_result(payload, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
             write_result(folder / "result.json", r)
             return r
+    env = {**os.environ, "GREENTRAIN_EXPERIMENT_RUNNER_PID": str(os.getpid())}
     proc = subprocess.run([sys.executable, "-m", "greentrain.experiment.worker", str(spec_path)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
     if proc.returncode == 2:
         lines = proc.stderr.strip().splitlines()
         raise GreentrainError(lines[-1].removeprefix(WORKER_ERROR) if lines else "refused by the worker")
@@ -247,8 +248,30 @@ class _StepWatcher:
             self.progress.stop()
 
 
+EXTRA_MODULES = ("torch", "transformers", "accelerate", "tokenizers", "rouge_score")
+
+
+def missing_modules(names: tuple[str, ...] = EXTRA_MODULES) -> list[str]:
+    """The modules of the experiment extra that cannot be imported (found without importing them)."""
+    import importlib.util
+
+    missing = []
+    for name in names:
+        if name in sys.modules:
+            if sys.modules[name] is None:
+                missing.append(name)
+            continue
+        if importlib.util.find_spec(name) is None:
+            missing.append(name)
+    return missing
+
+
 def precheck(variants: list[Variant], isolation: str) -> None:
-    """Training arguments checked against the installed transformers for every variant, before any trains."""
+    """The extra installed, and training arguments checked against the installed transformers for every variant,
+    before any trains."""
+    missing = missing_modules()
+    if missing:
+        raise ConfigError("experiment run", ", ".join(missing), "not installed: pip install 'greentrain[experiment]'")
     if isolation == "inline":
         from greentrain.experiment.worker import check_variants
 

@@ -34,6 +34,7 @@ from greentrain.measure.summary import Measurement
 from greentrain.measure.tracker import Tracker
 
 RESULT_FILE = "result.json"
+PARENT_ENV = "GREENTRAIN_EXPERIMENT_RUNNER_PID"  # the runner's pid, set by the runner for its workers
 
 
 @dataclass(slots=True)
@@ -292,15 +293,18 @@ def failed_result(variant: dict[str, Any], reason: str, wall_s: float) -> Varian
                          wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)))
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this worker when the runner dies (prctl PR_SET_PDEATHSIG)."""
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: SIGKILL this worker when the runner dies (prctl PR_SET_PDEATHSIG). SIGKILL, not SIGTERM: a library
+    may handle SIGTERM (a worker outlived its killed runner with SIGTERM); the records lose at most 0.5 s."""
     if sys.platform.startswith("linux"):
         import contextlib
         import ctypes
         import signal
 
         with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent_pid:  # the runner died before the call above
+        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"greentrain experiment: error: {e}", file=sys.stderr)
             return 2
         return 0
-    _die_with_parent()
+    _die_with_parent(int(os.environ.get(PARENT_ENV, os.getppid())))
     path = Path(args[0])
     variant = json.loads(path.read_text(encoding="utf-8"))
     wall0 = time.perf_counter()
@@ -332,9 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.status in ("ok", "not_applicable") else 1
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 def check_variants(variants: list[dict[str, Any]]) -> None:
     """Each variant's job and training arguments (against the installed transformers); nothing is built."""
@@ -345,3 +346,7 @@ def check_variants(variants: list[dict[str, Any]]) -> None:
             check_training_args(parse_job(v["job"]))
         except ConfigError as e:
             raise ConfigError(f"variant {v['variant_id']}: {e.field}", e.value, e.rule) from None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
