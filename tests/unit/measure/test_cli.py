@@ -118,16 +118,35 @@ def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_two_track_runs_into_one_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 16 item 3: the second `track` counts only its own steps; the first run's records are kept."""
+    """Issue 16 item 3: each `track` run into one folder is its own run (run id, one emissions.csv row) and the
+    first run's records are kept."""
     out = tmp_path / "out"
-    for steps in (4, 2):
-        script = tmp_path / f"train{steps}.py"
-        script.write_text(_SCRIPT.format(here=str(Path(__file__).parent)).replace("range(4)", f"range({steps})"))
-        assert main(["track", "--grid-g-per-kwh", "50", "--out", str(out), "--json", "--", sys.executable,
-                     str(script)]) == 3
-        assert json.loads(capsys.readouterr().out)["num_steps"] == steps
-    assert len((out / "emissions.csv").read_text().splitlines()) == 3
+    ids = []
+    for _ in range(2):
+        assert main(["track", "--no-hooks", "--grid-g-per-kwh", "50", "--out", str(out), "--json", "--",
+                     sys.executable, "-c", "pass"]) == 0
+        ids.append(json.loads(capsys.readouterr().out)["run_id"])
+    rows = (out / "emissions.csv").read_text().splitlines()
+    assert len(rows) == 3 and ids[0] != ids[1] and ids[0] in rows[1] and ids[1] in rows[2]
     assert (out / "track.jsonl").read_text().count('"type":"start"') == 2
+
+
+def test_merge_counts_only_the_steps_of_the_last_run(tmp_path: Path) -> None:
+    """A steps file left by an earlier run (another run id, or more ranks) is not counted in this one."""
+    from greentrain.measure.track import merge
+
+    def records(run_id: str, steps: int, t_s: float) -> str:
+        recs = [{"type": "start", "run_id": run_id, "world_size": 1}]
+        recs += [{"type": "step", "t_s": 0.1 * (i + 1), "step": i, "step_time_s": 0.1, "tokens": 32.0}
+                 for i in range(steps)]
+        recs += [{"type": "sample", "t_s": t_s, "cpu_energy_j": 10.0}, {"type": "end", "t_s": t_s, "status": "ok"}]
+        return "".join(json.dumps(r) + "\n" for r in recs)
+
+    (tmp_path / "track.jsonl").write_text(records("A", 0, 9.0) + records("B", 0, 1.0))
+    (tmp_path / "steps.jsonl").write_text(records("A", 100, 9.0) + records("B", 2, 1.0))
+    (tmp_path / "steps.rank1.jsonl").write_text(records("A", 100, 9.0))  # a 2-rank first run
+    m = merge(tmp_path, None)
+    assert m.run_id == "B" and m.num_steps == 2 and m.tokens == 64 and m.duration_s == 1.0 and m.world_size == 1
 
 
 def test_compare_refuses_a_prediction_as_the_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
