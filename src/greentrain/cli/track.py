@@ -30,7 +30,8 @@ from greentrain.measure.track import merge, run_tracked
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="grid region code for CO2e (e.g. fr, us-ca); no default")
     parser.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
-    parser.add_argument("--pue", type=finite_float, help="power usage effectiveness (default: the region's; 1.56 with --grid-g-per-kwh)")
+    parser.add_argument("--pue", type=finite_float,
+                        help="power usage effectiveness (default: the region's; 1.56 with --grid-g-per-kwh)")
     parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
     parser.add_argument("--cpu-tdp-w", type=finite_float, help="CPU package TDP in W for the CPU energy estimate")
     parser.add_argument("--interval-s", type=finite_float, default=0.5, help="sampling interval (default 0.5 s)")
