@@ -55,8 +55,9 @@ def validation_to_dict(runs: Sequence[Run], preds: Sequence[Prediction], s: Summ
             "rows": [row_to_dict(r, p) for r, p in zip(runs, preds, strict=True)], "summary": summary_to_dict(s)}
 
 
-def _fmt(x: float | None, spec: str, scale: float = 1.0) -> str:
-    return "n/a" if x is None else format(x * scale, spec)
+def _fmt(x: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
+    """A number with its unit, or "n/a" (nothing measured to score)."""
+    return "n/a" if x is None else format(x * scale, spec) + unit
 
 
 def render_validation(s: Summary, settings: dict[str, Any], console: Console) -> None:
@@ -65,17 +66,17 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
     t.add_column("score")
     t.add_column("value", justify="right")
     t.add_column("what it says")
-    t.add_row("MFU error, mean", _fmt(s.mfu_error_mean, ".1f", 100) + " pt",
+    t.add_row("MFU error, mean", _fmt(s.mfu_error_mean, ".1f", 100, " pt"),
               f"|predicted - measured| over {s.num_scored:,} runs that ran, on each run's own FLOP count")
-    t.add_row("MFU error, bias", _fmt(s.mfu_error_bias, "+.1f", 100) + " pt", "> 0: optimistic")
+    t.add_row("MFU error, bias", _fmt(s.mfu_error_bias, "+.1f", 100, " pt"), "> 0: optimistic")
     t.add_row("rank correlation, median", _fmt(s.rank_correlation_median, ".2f"),
               "Spearman, predicted vs measured throughput inside each group")
-    t.add_row("best pick exact", _fmt(s.best_pick_exact, ".0f", 100) + " %",
+    t.add_row("best pick exact", _fmt(s.best_pick_exact, ".0f", 100, " %"),
               "groups whose predicted-fastest config is the measured fastest")
-    t.add_row("best pick good", _fmt(s.best_pick_good, ".0f", 100) + " %",
+    t.add_row("best pick good", _fmt(s.best_pick_good, ".0f", 100, " %"),
               f"groups whose pick reaches >= {GOOD_PICK:.0%} of the measured best")
-    t.add_row("ran / crashed right", _fmt(s.ran_crashed_accuracy, ".1f", 100) + " %",
+    t.add_row("ran / crashed right", _fmt(s.ran_crashed_accuracy, ".1f", 100, " %"),
               f"{s.crashes_missed} crashes predicted to fit, {s.runs_refused} runs that ran predicted not to")
-    t.add_row("peak memory error, median", _fmt(s.peak_memory_error_median, ".1f", 100) + " %",
-              f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30)} GiB (predicts reserved memory)")
+    t.add_row("peak memory error, median", _fmt(s.peak_memory_error_median, ".1f", 100, " %"),
+              f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30, ' GiB')} (predicts reserved memory)")
     console.print(t)
