@@ -206,10 +206,11 @@ def _run(r: _Row, models: _Models, links: tuple[str, str]) -> Run:
                measured=_measured(r))
 
 
-def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: str = "") -> tuple[Run, ...]:
+def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: str = "",
+              frameworks: tuple[str, ...] = ()) -> tuple[Run, ...]:
     """Every row of a runs CSV, checked; model files are relative to the CSV's folder. The links (catalog
     names) say what the runs' cluster had where it differs from the chip's catalog links (the runs schema has
-    no column for them)."""
+    no column for them). ``frameworks``: the names a framework cell may take (empty: any)."""
     p = Path(path)
     text = read_text(p, field="runs")
     reader = csv.DictReader(text.splitlines())
@@ -224,7 +225,14 @@ def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: s
         if run_id in seen:
             raise ConfigError(f"runs[{run_id}].run_id", run_id, "must be unique")
         seen.add(run_id)
-        runs.append(_run(_Row(cells, run_id), models, (intra_node_link, inter_node_link)))
+        run = _run(_Row(cells, run_id), models, (intra_node_link, inter_node_link))
+        if frameworks and run.framework and run.framework not in frameworks:
+            from greentrain.errors import did_you_mean
+
+            raise ConfigError(f"runs[{run_id}].framework", run.framework, "is not a framework greentrain has a "
+                              f"profile for{did_you_mean(run.framework, frameworks)} (or predict every run as one "
+                              "with --framework)")
+        runs.append(run)
     if not runs:
         raise ConfigError("runs", str(p), "has no rows")
     return tuple(runs)

@@ -33,6 +33,7 @@ def _runs(args: argparse.Namespace) -> list[Run]:
     from greentrain.calibrate.profile import read_track_run
     from greentrain.calibrate.runs import read_runs
     from greentrain.errors import ConfigError
+    from greentrain.estimate.efficiency import framework_names
 
     runs: list[Run] = []
     for item in args.inputs:
@@ -40,7 +41,8 @@ def _runs(args: argparse.Namespace) -> list[Run]:
         if path.is_dir():
             runs.append(read_track_run(path, args.scenario))
         elif path.is_file():
-            runs += read_runs(path, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link)
+            runs += read_runs(path, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link,
+                              frameworks=() if args.framework else framework_names())
         else:
             raise ConfigError("inputs", item, "is neither a runs CSV nor a track directory")
     return runs

@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.estimate.efficiency import efficiency_for, with_calibration
 
     _check_names(args)
-    runs = read_runs(args.runs, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link)
+    from greentrain.estimate.efficiency import framework_names
+
+    runs = read_runs(args.runs, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link,
+                     frameworks=() if args.framework else framework_names())
     if args.calibration:  # checked before any prediction
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
     preds, summary = validate(runs, framework=args.framework, calibration=args.calibration)

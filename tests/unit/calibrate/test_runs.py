@@ -73,3 +73,12 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert not out.exists()
     assert main(["validate", str(tmp_path / "runs.csv"), "--framework", "nanotorch"]) == 2
     assert "did you mean nanotron" in capsys.readouterr().err
+
+
+def test_unknown_framework_is_named_unless_overridden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = _csv(tmp_path, GOOD.replace("nanotron", "megatron-lm"))
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "runs[r1].framework='megatron-lm'" in err and "did you mean megatron" in err
+    assert main(["validate", str(p), "--framework", "megatron", "--json"]) == 0
+
