@@ -11,6 +11,7 @@ import io
 import json
 import platform
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,9 @@ def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:
             energy = getattr(r, f"{phase}_energy_j")
             facility_kwh = units.j_to_kwh(energy * r.pue)
             kg = facility_kwh * r.grid_g_co2e_per_kwh / 1e3 if r.grid_g_co2e_per_kwh is not None else ""
-            share = energy / r.energy_j if r.energy_j else 0.0
-            rows.append({"timestamp": "", "project_name": project, "run_id": f"{r.variant_id}:{phase}",
+            share = r.pue * energy / r.energy_j if r.energy_j else 0.0  # parts x PUE: they sum to energy_consumed
+            when = datetime.fromtimestamp(r.started_unix, tz=timezone.utc).isoformat() if r.started_unix else ""
+            rows.append({"timestamp": when, "project_name": project, "run_id": f"{r.variant_id}:{phase}",
                          "experiment_id": r.config_hash, "duration": seconds, "emissions": kg,
                          "emissions_rate": kg / seconds if kg != "" and seconds > 0 else "",
                          "cpu_energy": units.j_to_kwh(r.cpu_energy_j * share),

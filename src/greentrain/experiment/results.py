@@ -39,6 +39,7 @@ class VariantResult:
     transformers_version: str = ""
     cpu_count: int = 0
     load_avg_1m: float = 0.0  # at the start of the variant (noise: > cpu_count means contention)
+    started_unix: float = 0.0  # when the worker started (seconds since the epoch)
     # work
     num_steps: int = 0
     samples: float = 0.0

@@ -131,7 +131,7 @@ def _base_result(variant: dict[str, Any], job: Job, cuda: bool) -> VariantResult
         attempts=int(variant.get("attempt", 1)), wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)),
         device=torch.cuda.get_device_name() if cuda else "cpu", precision_requested=job.train.precision,
         torch_version=torch.__version__, transformers_version=transformers.__version__,
-        cpu_count=os.cpu_count() or 1, load_avg_1m=os.getloadavg()[0])
+        cpu_count=os.cpu_count() or 1, load_avg_1m=os.getloadavg()[0], started_unix=time.time())
 
 
 def _with_prediction(r: VariantResult, job: Job) -> VariantResult:
