@@ -34,6 +34,7 @@ class Setting:
     ends_host_copy: bool
     grads_round_trip: bool
     grad_buffers: int
+    layer_major: bool  # every chunk of a round runs a layer before the next: its weights move once per round
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +123,7 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     rec = n_in * rs["input"] + n_att * rs["attention"] + n_full * rs["full"]
     rec_flop = n_in * rf["input"] + n_att * rf["attention"] + n_full * rf["full"]
     cf, cb = n * cc.fwd_s, n * cc.bwd_s + rec / L
-    wt, gt = p * w, p * g
+    wt, gt = (p * w, p * g) if st.layer_major else (n * p * w, n * p * g)  # per round
     g_in = gt if st.grads_round_trip else 0.0
     streamed = L - r
     # streamed layers
@@ -133,7 +134,7 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     # resident layers: only activations move
     fwd_res = np.maximum(cf, acts / beta)
     bwd_res = np.maximum(cb, acts / beta)
-    fill = np.where(streamed > 0, 2 * wt / beta, 0.0)
+    fill = np.where(streamed > 0, 2 * p * w / beta, 0.0)  # the first layer of each pass waits for its weights
     ends = n * (cc.ends_fwd_s + cc.ends_bwd_s)
     round_s = streamed * (fwd_st + bwd_st) + r * (fwd_res + bwd_res) + fill + ends
     compute = L * (cf + cb) + ends

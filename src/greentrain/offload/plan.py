@@ -130,7 +130,7 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
                    cpu_adam_params_per_s=cpu, reserved_bytes=eff.reserved_bytes,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
-                   grad_buffers=profile.grad_buffers)
+                   grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds)
 
 
 def _levels(cc: ChunkCosts, home: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -79,7 +79,3 @@ class DeviceBytes(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     self._count(t, func)
         return out
-
-
-def null_host() -> contextlib.AbstractContextManager[None]:
-    return contextlib.nullcontext()
