@@ -1,0 +1,97 @@
+"""The report from a hand-made output folder: files, emissions rows per variant and phase, re-pricing, status of
+pending and stale variants, and no torch needed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from greentrain.experiment.report import build_report, load_results, write_report_files
+from greentrain.experiment.results import PHASES, VariantResult, write_result
+from greentrain.experiment.runner import variant_dir
+
+
+def make_folder(out: Path) -> None:
+    variants = [("base", "h1"), ("fast", "h2"), ("later", "h3"), ("stale", "h4")]
+    manifest = {"kind": "greentrain.experiment", "name": "hand", "file": "", "combine": "one-at-a-time",
+                "site": {"grid_g_co2e_per_kwh": 300.0, "pue": 1.5, "usd_per_hour": 3.6},
+                "variants": [{"variant_id": v, "config_hash": h, "max_steps": 10, "axis_values": []}
+                             for v, h in variants]}
+    out.mkdir(parents=True)
+    (out / "experiment.json").write_text(json.dumps(manifest))
+    for vid, energy_j, wall_s, rouge1 in (("base", 3.6e3, 100.0, 40.0), ("fast", 7.2e3, 50.0, 41.0)):
+        share = {p: energy_j / 4 for p in PHASES}
+        r = VariantResult(variant_id=vid, config_hash="h1" if vid == "base" else "h2", status="ok",
+                          wall_s=wall_s, train_s=wall_s / 2, eval_s=wall_s / 4, predict_s=wall_s / 8,
+                          other_s=wall_s / 8, energy_j=energy_j, cpu_energy_j=energy_j, pue=1.5,
+                          facility_energy_j=1.5 * energy_j, grid_g_co2e_per_kwh=300.0,
+                          emissions_kg_co2e=1.5 * energy_j / 3.6e6 * 0.3, cost_usd=3.6 * wall_s / 3600,
+                          cost_basis="cloud", rouge1=rouge1, num_steps=10, flop=1e10, flop_per_step=1e9,
+                          predicted_flop_per_step=1e9, **{f"{p}_energy_j": e for p, e in share.items()})
+        folder = variant_dir(out, vid)
+        folder.mkdir(parents=True)
+        write_result(folder / "result.json", r)
+    stale = variant_dir(out, "stale")
+    stale.mkdir(parents=True)
+    write_result(stale / "result.json", VariantResult(variant_id="stale", config_hash="old", status="ok"))
+
+
+def test_report_files_and_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_folder(out)
+    _, results = load_results(out)
+    assert [r.status for r in results] == ["ok", "ok", "pending", "pending"]  # "stale": another hash
+    rep = build_report(out, ["FRA"])
+    write_report_files(out, rep)
+    with (out / "emissions.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["run_id"] for r in rows] == [f"{v}:{p}" for v in ("base", "fast") for p in PHASES]
+    base_rows = [r for r in rows if r["run_id"].startswith("base:")]
+    assert sum(float(r["energy_consumed"]) for r in base_rows) == pytest.approx(1.5 * 3.6e3 / 3.6e6)
+    assert sum(float(r["emissions"]) for r in base_rows) == pytest.approx(1.5 * 1e-3 * 0.3)
+    for r in base_rows:  # CodeCarbon: the parts (with PUE) sum to energy_consumed
+        parts = float(r["cpu_energy"]) + float(r["gpu_energy"]) + float(r["ram_energy"])
+        assert parts == pytest.approx(float(r["energy_consumed"]))
+    # base: $0.10 and 0.45 g; fast: $0.05 and 0.9 g -> cheapest (fast) is not greenest (base)
+    f1 = next(f for f in rep.findings if f.kind == "F1")
+    assert f1.variants == ("fast", "base")
+    assert rep.pareto == ("base", "fast")
+    fra = {x.variant_id: x for x in rep.repriced}
+    assert fra["base"].cost_usd == pytest.approx(0.1)  # same hourly price, another grid
+    assert fra["base"].emissions_kg_co2e != pytest.approx(results[0].emissions_kg_co2e)
+    md = (out / "report.md").read_text()
+    assert "| base | ok * |" in md and "cheapest is not greenest" in md
+
+
+def test_status_and_report_need_no_torch(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    make_folder(out)
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+            "from greentrain.cli.main import main\n"
+            f"assert main(['experiment', 'status', {str(out)!r}]) == 0\n"
+            f"assert main(['experiment', 'report', {str(out)!r}, '--json']) == 0\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert '"variants"' in proc.stdout
+
+
+def test_freeze_turns_off_the_gradients_of_the_part(make_experiment: object) -> None:
+    pytest.importorskip("transformers")
+    from greentrain.experiment.build import build_model
+    from greentrain.experiment.spec import experiment_from_dict
+
+    data = make_experiment()  # type: ignore[operator]
+    data["axes"] = {"model.freeze": [["encoder"], ["embeddings"]]}
+    variants = experiment_from_dict(data).variants
+    counts = []
+    for v in variants:
+        model = build_model(v.job, 100)
+        counts.append(sum(p.numel() for p in model.parameters() if p.requires_grad))
+    total = sum(p.numel() for p in build_model(variants[0].job, 100).parameters())
+    assert counts[0] == total and counts[1] < total and counts[2] < total
+    assert [v.variant_id for v in variants] == ["base", "model.freeze=['encoder']", "model.freeze=['embeddings']"]
