@@ -24,7 +24,7 @@ from greentrain.experiment.job import Job
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 # The fields the planner reads, at the defaults of transformers' T5Config, BartConfig and PegasusConfig
-# (transformers 4.46-5.x; tests/unit/experiment/test_predict.py checks them against the installed classes).
+# (transformers 4.46-5.x; tests/unit/experiment/test_experiment_predict.py checks them against the installed classes).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
            "feed_forward_proj": "relu", "tie_word_embeddings": True},
