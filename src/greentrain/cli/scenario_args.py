@@ -24,7 +24,7 @@ from greentrain.scenario import (
 from greentrain.workload import OPTIMIZERS
 
 STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
-                  "schedule", "flash_attention")
+                  "schedule", "flash_attention", "stage_layers")
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) -> None:
@@ -65,6 +65,19 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
         g.add_argument("--offload-optimizer", action=argparse.BooleanOptionalAction, default=None)
         g.add_argument("--schedule", choices=SCHEDULES)
         g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
+        g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...",
+                       help="layers of each pipeline stage, first to last (default: the framework places them)")
+
+
+def _layer_list(text: str) -> tuple[int, ...]:
+    """--stage-layers 7,8,8,...: whole numbers >= 0, one per pipeline stage."""
+    try:
+        counts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated whole numbers") from None
+    if any(n < 0 for n in counts):
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return counts
 
 
 def _base(args: argparse.Namespace) -> Scenario:
@@ -145,7 +158,8 @@ _WHOLE = {"tp", "pp", "zero", "recompute", "micro_batch_size"}
 
 
 def _pins_only(kw: dict[str, Any], sc: Scenario) -> bool:
-    return bool(kw) and sc.strategy is None and "schedule" not in kw and not set(kw) >= _WHOLE
+    return (bool(kw) and sc.strategy is None and "schedule" not in kw and "stage_layers" not in kw
+            and not set(kw) >= _WHOLE)
 
 
 def flags_strategy(args: argparse.Namespace, sc: Scenario) -> Strategy:

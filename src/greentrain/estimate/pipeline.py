@@ -78,6 +78,21 @@ def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str) -> P
     return Placement(first=first, middle=mid, last=last, slowest=slowest, slowest_layers=slowest_layers)
 
 
+def given_placement(counts: tuple[int, ...], e: float, h: float) -> Placement:
+    """The placement a run pins (Strategy.stage_layers), for one strategy: the stage that sets the pace is the
+    slowest with its ends counted; ``middle`` is the largest middle stage."""
+    times = [n + (e if i == 0 else 0.0) + (h if i == len(counts) - 1 else 0.0) for i, n in enumerate(counts)]
+    if len(counts) == 1:
+        return Placement(first=float(counts[0]), middle=0.0, last=float(counts[0]), slowest=0,
+                         slowest_layers=float(counts[0]))
+    middle = max(counts[1:-1], default=0)
+    mid_time = float(middle)
+    slowest = 0 if times[0] >= max(mid_time, times[-1]) else (1 if mid_time >= times[-1] else 2)
+    layers = {0: counts[0], 1: middle, 2: counts[-1]}[slowest]
+    return Placement(first=float(counts[0]), middle=float(middle), last=float(counts[-1]), slowest=slowest,
+                     slowest_layers=float(layers))
+
+
 def end_share(slowest: Any, pp: Any) -> tuple[Any, Any]:
     """(embedding, head) shares (0 or 1) of the stage that sets the pace."""
     emb = where(pp == 1, 1.0, where(slowest == 0, 1.0, 0.0))

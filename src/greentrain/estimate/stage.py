@@ -18,7 +18,7 @@ from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_ti
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_layer_s
-from greentrain.estimate.pipeline import end_share, placement
+from greentrain.estimate.pipeline import end_share, given_placement, placement
 from greentrain.estimate.step_terms import maximum, where
 from greentrain.model.ops import ModelOps
 from greentrain.parallel.strategy import Strategy
@@ -73,7 +73,7 @@ class EndCosts:
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
     lt, (emb, head_1, head_n) = layer_totals(sc, s, ops, eff), end_parts(sc, s, ops, eff)
     st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
-                      balance=eff.pipeline_balance)
+                      balance=eff.pipeline_balance, stage_layers=s.stage_layers)
     return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
                       ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
                       layers=st.layers, stage_params=st.stage_params,
@@ -98,11 +98,14 @@ class StageSplit:
 
 
 def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any, pp: Any, vpp: Any,
-                 balance: str) -> StageSplit:
-    """The costs of the stage that sets the pace (estimate/pipeline.py places the layers)."""
+                 balance: str, stage_layers: tuple[int, ...] = ()) -> StageSplit:
+    """The costs of the stage that sets the pace (estimate/pipeline.py places the layers, or the run pins
+    ``stage_layers``, one strategy)."""
     per_layer = (lt.fwd_s + lt.bwd_s + lt.recompute_s + lt.tp_s + lt.cp_s + lt.ep_s) / layers
     unit = maximum(per_layer, 1e-30)
-    pl = placement(layers, pp, vpp, (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit, balance)
+    e_units, h_units = (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit
+    pl = given_placement(stage_layers, e_units, h_units) if stage_layers else \
+        placement(layers, pp, vpp, e_units, h_units, balance)
     frac = pl.slowest_layers / layers
     e, h = end_share(pl.slowest, pp)
     lp, la = lt.params / layers, lt.activation_bytes / layers

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greentrain.config import as_bool, as_choice, as_int, check_keys, require
-from greentrain.errors import InfeasibleError
+from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.model.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "full")
@@ -34,6 +34,9 @@ class Strategy:
     offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
     schedule: str = ""  # "": by vpp (interleaved when vpp > 1, else 1f1b); an explicit one must agree with vpp
     flash_attention: bool = True  # fused attention (FlashAttention/SDPA); False: Megatron-2022 naive attention
+    # Layers of each pipeline stage, first to last, when the run pins them (Megatron-LM
+    # --decoder-first/last-pipeline-num-layers, nanotron pp_layer_partition); (): the framework places them
+    stage_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size"):
@@ -52,6 +55,13 @@ class Strategy:
                 f"conflicts with strategy.vpp={self.vpp}: vpp > 1 runs the interleaved schedule")
         if self.vpp > 1:
             require(self.pp > 1, "strategy.vpp", self.vpp, "an interleaved schedule needs pp > 1")
+        if self.stage_layers:
+            require(len(self.stage_layers) == self.pp, "strategy.stage_layers", list(self.stage_layers),
+                    f"must give the layers of each of the pp = {self.pp} stages")
+            require(all(isinstance(n, int) and n >= 0 for n in self.stage_layers), "strategy.stage_layers",
+                    list(self.stage_layers), "must be whole numbers >= 0")
+            require(self.vpp == 1, "strategy.stage_layers", list(self.stage_layers),
+                    "applies to vpp = 1 (the interleaved schedule cuts stages into equal chunks)")
         require((self.dp * self.cp) % self.ep == 0, "strategy.ep", self.ep,
                 f"must divide dp*cp = {self.dp * self.cp} (experts are spread over data-parallel ranks)")
 
@@ -77,10 +87,14 @@ class Strategy:
         parts += [f"zero={self.zero}", f"recompute={self.recompute}", f"mb={self.micro_batch_size}"]
         if self.offload_optimizer:
             parts.append("offload")
+        if self.stage_layers:
+            parts.append("layers=" + "/".join(map(str, self.stage_layers)))
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["stage_layers"] = list(self.stage_layers)
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "strategy") -> Strategy:
@@ -94,6 +108,10 @@ class Strategy:
                 kw[k] = as_choice(v, f, RECOMPUTE)
             elif k == "schedule":
                 kw[k] = as_choice(v, f, SCHEDULES)
+            elif k == "stage_layers":
+                if not isinstance(v, (list, tuple)):
+                    raise ConfigError(f, v, "must be a list of layer counts, one per pipeline stage")
+                kw[k] = tuple(as_int(n, f"{f}[{i}]", minimum=0) for i, n in enumerate(v))
             else:
                 kw[k] = as_int(v, f, minimum=0)
         return cls(**kw)
@@ -113,6 +131,8 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
     # Any split of the layers over pp stages (estimate/pipeline.py places them); the interleaved schedule
     # cuts every stage into vpp equal chunks (Narayanan et al. 2021 §2.2.2)
     need(m.total_layers >= s.pp, f"layers ({m.total_layers}) < pp ({s.pp}): every stage needs a layer")
+    need(not s.stage_layers or sum(s.stage_layers) == m.total_layers,
+         f"stage_layers sum to {sum(s.stage_layers)}, the model has {m.total_layers} layers")
     need(s.vpp == 1 or m.total_layers % (s.pp * s.vpp) == 0,
          f"layers ({m.total_layers}) % (pp*vpp = {s.pp * s.vpp}) = {m.total_layers % (s.pp * s.vpp)}: the "
          "interleaved schedule needs equal chunks")

@@ -71,6 +71,8 @@ class StrategyTable:
             raise ValueError("StrategyTable: strategies mix flash_attention on and off")
         if any(s.schedule == "gpipe" for s in strategies):
             raise ValueError("StrategyTable: the GPipe schedule is not part of the vectorised space")
+        if any(s.stage_layers for s in strategies):
+            raise ValueError("StrategyTable: pinned stage layouts are not part of the vectorised space")
         cols: dict[str, np.ndarray] = {}
         for f in INT_FIELDS:
             vals = [RECOMPUTE.index(s.recompute) if f == "recompute" else getattr(s, f) for s in strategies]

@@ -65,3 +65,28 @@ def test_columns_equal_scalars() -> None:
         one = placement(float(L[i]), float(pp[i]), float(vpp[i]), float(e[i]), float(h[i]), "cost")
         assert (one.first, one.middle, one.last, one.slowest_layers) == (
             cols.first[i], cols.middle[i], cols.last[i], cols.slowest_layers[i])
+
+
+def test_a_pinned_layout_is_what_is_estimated() -> None:
+    """Llama 3 405B's published layout (Dubey et al. 2024 §3.3.2: fewer layers on the first and last stage):
+    126 layers as 7 + 14 x 8 + 7 on 16 stages; the pace is set by an 8-layer stage or an end."""
+    import yaml
+
+    from greentrain.errors import ConfigError, InfeasibleError
+    from greentrain.estimate.step import estimate_step
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict, strategy_from_dict
+
+    layout = (7, *([8] * 14), 7)
+    s = Strategy(dp=8, tp=8, pp=16, zero=1, micro_batch_size=1, recompute="full", stage_layers=layout)
+    assert strategy_from_dict(yaml.safe_load(yaml.safe_dump(s.to_dict()))) == s
+    sc = scenario_from_dict({"model": "llama3-405b", "cluster": {"chip": "h100-sxm", "num_chips": 1024},
+                             "workload": {"global_batch_size": 128, "seq_len": 8192, "num_steps": 1}})
+    pinned = estimate_step(sc, s, check_fit=False)
+    even = estimate_step(sc, Strategy(dp=8, tp=8, pp=16, zero=1, micro_batch_size=1, recompute="full"),
+                         check_fit=False)
+    assert pinned.step_time_s <= even.step_time_s * 1.0001  # the published layout is never slower here
+    with pytest.raises(ConfigError, match="each of the pp = 16 stages"):
+        Strategy(pp=16, stage_layers=(7, 8))
+    with pytest.raises(InfeasibleError, match="sum to 128"):
+        estimate_step(sc, Strategy(dp=8, tp=8, pp=16, stage_layers=(8,) * 16), check_fit=False)
