@@ -79,8 +79,13 @@ def run(args: argparse.Namespace) -> int:
 
     scs, sites = _scenarios(args)
     profile = profile_from_args(args)
+    given = scs[0].strategy  # a scenario file's strategy: its attention kernel holds, its degrees are searched
     space = SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
-                        interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True))
+                        interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True),
+                        flash_attention=given.flash_attention if given else True)
+    if given is not None:
+        print(f"note: the scenario's strategy ({given.describe()}) is searched over, not pinned; its "
+              f"flash_attention={str(given.flash_attention).lower()} holds", file=sys.stderr)
     cons = Constraints(max_chips=args.max_chips or 0, memory_headroom=args.memory_headroom,
                        budget_usd=args.budget_usd or 0.0, deadline_s=units.days_to_s(args.deadline_days or 0.0))
     if args.plot:
