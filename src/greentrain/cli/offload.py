@@ -68,7 +68,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="pytorch: greentrain's executor; ml_dataflow: the seed system's own order (default pytorch)")
     p.add_argument("--host-link", default="", help="host link name from links.yaml (default: the chip's)")
     p.add_argument("--state", choices=("mixed", "bf16"), default="mixed",
-                   help="pytorch profile: mixed (fp32 master, the estimator's bytes) or bf16 (no master)")
+                   help="pytorch profile state: mixed (an fp32 master, the estimator's bytes) or bf16 (no master); "
+                   "train follows the model dtype (fp32 on CPU, bf16 on CUDA)")
     p.add_argument("--no-downgrade", action="store_true",
                    help="keep every host upgrade even where the link is slower than the recompute it saves")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -229,7 +230,8 @@ def _train(args: argparse.Namespace) -> int:
     from greentrain.offload.launch import train_command
 
     result = train_command(model=_model(str(model)), caps=caps, seq_len=seq_len, steps=steps, micro_batches=micro,
-                           device=args.device, seed=seed, chip=args.chip, framework=args.framework)
+                           device=args.device, seed=seed, chip=args.chip, framework=args.framework,
+                           host_link=args.host_link, downgrade=not args.no_downgrade)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -25,29 +25,30 @@ def _device(name: str) -> str:
     return name
 
 
-def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str,
-              device: str) -> tuple[Any, OffloadPlan]:
+def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str, device: str,
+              host_link: str = "", downgrade: bool = True) -> tuple[Any, OffloadPlan]:
     """The spec and the pytorch-profile plan the executor will follow (fp32 on CPU, bf16 on CUDA)."""
     from greentrain.offload.llama import TINY_LLAMA
 
     spec = load_model(TINY_LLAMA if model == "tiny" else model)
     precision = "bf16" if device == "cuda" else "fp32"
-    sc = scenario_from_dict({"model": spec.to_dict(), "cluster": {"chip": chip, "num_chips": 1},
+    cluster = {"chip": chip, "num_chips": 1} | ({"host_link": host_link} if host_link else {})
+    sc = scenario_from_dict({"model": spec.to_dict(), "cluster": cluster,
                              "workload": {"seq_len": seq_len, "global_batch_size": micro_batches,
                                           "precision": precision}})
     eff = efficiency_for(sc.cluster.chip.name, "ddp")
     if device == "cpu":  # no CUDA context or allocator reserve on an emulated device
         eff = dataclasses.replace(eff, reserved_bytes=0.0)
     state = "bf16" if device == "cuda" else "mixed"  # the masters are the model's dtype: bf16 on CUDA, fp32 on CPU
-    return spec, plan_offload(sc, caps, OffloadPolicy(), pytorch_profile(state=state), eff=eff)
+    return spec, plan_offload(sc, caps, OffloadPolicy(downgrade=downgrade), pytorch_profile(state=state), eff=eff)
 
 
 def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, micro_batches: int, device: str,
-                  seed: int, chip: str, framework: str) -> dict[str, Any]:
+                  seed: int, chip: str, framework: str, host_link: str = "", downgrade: bool = True) -> dict[str, Any]:
     if framework != "pytorch":
         raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
     dev = _device(device)
-    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev)
+    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade)
     import torch
 
     from greentrain.offload.llama import build_llama, stack_of, synthetic_batch
