@@ -89,15 +89,27 @@ def is_causal(op: Op) -> bool:
     return op.name.startswith("attn.")
 
 
+def causal_fraction(op: Op) -> float:
+    """The share of a causal attention core's counted FLOPs its kernel executes (0: not causal): half for
+    full attention; a sliding window of n keys per query executes s*n - n*(n-1)/2 of the s*n counted
+    (model/primitives.Op.window)."""
+    if not is_causal(op):
+        return 0.0
+    if op.window and op.m:
+        return 1.0 - (op.n - 1) / (2.0 * op.m)
+    return 0.5
+
+
 def _roofline(flop: float, nbytes: float, m: float, k: float, n: float, peak_flop_per_s: float,
-              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: bool) -> float:
+              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float) -> float:
+    """``causal``: the fraction of the counted FLOPs a causal kernel executes (0: not causal)."""
     ke = eff.kernel_efficiency
     mem_s = nbytes / (memory_bytes_per_s * eff.memory * ke)
     if flop <= 0:
         return mem_s
     if fused_attention:  # local op: m = queries, k = head dim, n = keys
-        executed = flop * (0.5 if causal else 1.0)
-        return max(executed / (peak_flop_per_s * eff.attention(k, n, causal) * ke), mem_s)
+        executed = flop * (causal or 1.0)
+        return max(executed / (peak_flop_per_s * eff.attention(k, n, causal > 0) * ke), mem_s)
     return max(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
 
 
@@ -107,7 +119,7 @@ def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, ef
     throughput (efficiency.yaml), on the FLOPs it executes: half the score products when causal
     (FlashAttention-2, Dao 2023 §3.1; its benchmark counts causal FLOPs halved)."""
     return _roofline(op.flop, op.bytes, op.m, op.k, op.n, peak_flop_per_s, memory_bytes_per_s, eff,
-                     fused_attention, causal)
+                     fused_attention, 0.5 if causal else 0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,7 +139,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
         attention = op.kind is OpKind.ATTENTION
         peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
         fused = attention and op.name.endswith(".flash")
-        t = _roofline(*_local(op, sh), peak, memory_bytes_per_s, eff, fused, fused and is_causal(op))
+        t = _roofline(*_local(op, sh), peak, memory_bytes_per_s, eff, fused, causal_fraction(op) if fused else 0.0)
         fwd += t
         bwd += t * op.backward_factor
         if op.attention_core:

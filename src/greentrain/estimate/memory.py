@@ -21,11 +21,12 @@ gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from greentrain.estimate.step_terms import minimum, where
-from greentrain.model.spec import TransformerSpec
+from greentrain.model.spec import LayerKind, TransformerSpec
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
@@ -41,31 +42,72 @@ class LayerActivation:
     input_bytes: float  # the layer input, all that full recomputation keeps
 
 
-def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
-                     cross_len: int = 0, fused_glu: bool = True) -> LayerActivation:
-    """Per-tensor activation accounting of one layer (before any parallel split). A GLU written as
-    ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also keeps act(gate) for the
-    product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu)."""
-    h, q, kv, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.num_heads
-    t = b * s
-    blocks = [(s, False)] + ([(cross_len, True)] if cross_len else [])
-    repl = split = scores = 0.0
-    for s_kv, cross in blocks:
-        repl += (2 * e + MASK_BYTES) * t * h  # norm input, projection input, output dropout mask
-        kv_saved = 0.0 if cross else 2 * e * t * kv  # cross-attention K/V come from the shared encoder output
-        split += 2 * e * t * q + kv_saved  # Q and the output-projection input; K and V
-        n_scores = b * heads * s * s_kv
-        # softmax output (e), its dropout mask (1 byte), the dropout output (e)
-        scores += LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES) * n_scores
-    f = spec.expert_ffn_hidden_size if moe else spec.ffn_hidden_size
-    routed = spec.top_k + spec.num_shared_experts if moe else 1
+def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, *, flash: bool, cross: bool,
+                     window: int) -> tuple[float, float, float]:
+    """(replicated, split, scores) bytes one attention block keeps. MLA (DeepSeek-V2 §2.1) keeps its two
+    latents (not split by tensor parallelism: the down-projections are replicated) and the decompressed
+    Q, K, V; a sliding window (Beltagy et al. 2020) keeps s x window scores."""
+    h, heads, t = spec.hidden_size, spec.num_heads, b * s
+    repl = (2 * e + MASK_BYTES) * t * h  # norm input, projection input, output dropout mask
+    if spec.kv_lora_rank:
+        repl += e * t * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim)
+        split = e * t * (2 * spec.q_width + 2 * spec.attn_out_width)  # Q, K; V and the output-projection input
+    else:
+        kv_saved = 0.0 if cross else 2 * e * t * spec.kv_width  # cross-attention K/V: the shared encoder output
+        split = 2 * e * t * spec.q_width + kv_saved  # Q and the output-projection input; K and V
+    keys = min(s_kv, window) if window else s_kv
+    # softmax output (e), its dropout mask (1 byte), the dropout output (e); flash: a log-sum-exp per query
+    scores = LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES) * b * heads * s * keys
+    return repl, split, scores
+
+
+def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
+    """Bytes a state-space mixer keeps (split by tensor parallelism over its inner width). Mamba-2 (Dao & Gu
+    2024 §7): in_proj output T(2I + 2GN + H), conv output T(I + 2GN), the chunk states b H c P N in fp32, the
+    gated norm's two inputs 2TI, the out-projection input TI. Mamba (Gu & Dao 2023): in_proj 2TI, conv TI,
+    x_proj output T(R + 2N), the scan's input and gate 2TI."""
+    t, inner, n = b * s, spec.ssm_inner, spec.ssm_state_size
+    if spec.ssm == "mamba2":
+        g, heads = spec.ssm_num_groups, spec.ssm_num_heads
+        chunks = math.ceil(s / spec.ssm_chunk_size)
+        states = 4.0 * b * heads * chunks * spec.ssm_head_dim * n
+        return e * t * ((2 * inner + 2 * g * n + heads) + (inner + 2 * g * n) + 2 * inner + inner) + states
+    return e * (2 * t * inner + t * inner + t * (spec.ssm_dt_rank + 2 * n) + 2 * t * inner)
+
+
+def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool) -> float:
+    """Split bytes of the MLP: activation input(s) and second GEMM input per routed (and shared) expert; an
+    unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order."""
     up = 2 if spec.glu else 1
-    repl += (2 * e + MASK_BYTES) * t * h  # norm input, first GEMM input, dropout mask
-    split += routed * (up * e + e) * t * f  # activation input(s) and second GEMM input
-    if spec.glu and not fused_glu:
-        split += routed * e * t * f  # act(gate), saved by the product
-    if moe:
-        split += spec.top_k * e * t * h  # tokens dispatched to experts are saved in their permuted order
+    per_width = (up * e + e) + (e if spec.glu and not fused_glu else 0.0)
+    if not moe:
+        return per_width * t * spec.ffn_hidden_size
+    shared_f = spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size
+    routed = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * shared_f
+    return per_width * t * routed + spec.top_k * e * t * spec.hidden_size
+
+
+def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
+                     cross_len: int = 0, fused_glu: bool = True, kind: LayerKind | None = None) -> LayerActivation:
+    """Per-tensor activation accounting of one layer (before any parallel split), by the layer's ``kind``
+    (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
+    MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
+    keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu)."""
+    h, t = spec.hidden_size, b * s
+    mixer = kind.mixer if kind else "attention"
+    mlp = kind.mlp if kind else ("moe" if moe else "dense")
+    repl = split = scores = 0.0
+    if mixer in ("attention", "sliding"):
+        window = spec.sliding_window if mixer == "sliding" else 0
+        for s_kv, cross in [(s, False)] + ([(cross_len, True)] if cross_len else []):
+            r, sp_, sc_ = _attention_saved(spec, b, s, s_kv, e, flash=flash, cross=cross, window=window)
+            repl, split, scores = repl + r, split + sp_, scores + sc_
+    elif mixer in ("mamba", "mamba2"):
+        repl += e * t * h  # the norm input
+        split += _ssm_saved(spec, b, s, e)
+    if mlp != "none":
+        repl += (2 * e + MASK_BYTES) * t * h  # norm input, first GEMM input, dropout mask
+        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu)
     return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h)
 
 

@@ -161,10 +161,10 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
         seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
         cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
         la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len,
-                              fused_glu=eff.fused_glu)
+                              fused_glu=eff.fused_glu, kind=g.kind)
+        params = _kind_params(g.params, g.expert_params, s) if g.params else _local_layer_params(sc, g.moe, enc, s)
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
-                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=_local_layer_params(sc, g.moe, enc, s),
-                             activation=la))
+                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, activation=la))
     return tuple(out)
 
 
@@ -206,6 +206,13 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
     emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p)
     return (emb, EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_1),
             EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_n))
+
+
+def _kind_params(params: int, expert_params: int, s: Strategy) -> float:
+    """One layer's parameters on one device from its exact count (model/ops.LayerGroup.params, any mixer):
+    tensor parallelism splits the matrices (norms and routers are a rounding error), expert parallelism
+    spreads the routed experts."""
+    return (params - expert_params) / s.tp + expert_params / (s.ep * s.tp)
 
 
 def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
