@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--json", action="store_true", help='print {"variants": [...], ...}')
 
 
-def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool) -> None:
+def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool,
+            show: bool = True) -> None:
     from greentrain.experiment.console import render_report
     from greentrain.experiment.report import build_report, write_report_files
 
@@ -53,6 +54,8 @@ def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json
             from greentrain.experiment.plots import write_plots
 
             write_plots(rep, plot_dir)
+    if not show:
+        return
     if as_json:
         print(json.dumps(rep.to_dict(), indent=1))
     else:
@@ -81,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
                           isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
         plot_dir = None if args.no_plot else out
-        results = run_experiment(exp, opts, after_variant=lambda d: _report(d, None, None, False, True))
+        # the report files are rewritten after every variant (an interrupted run still has them)
+        results = run_experiment(exp, opts, after_variant=lambda d: _report(d, None, None, False, True, show=False))
         _report(out, None, plot_dir, False, True)
         print(f"results in {out}", file=sys.stderr)
         return 1 if any(r.status == "failed" for r in results) else 0

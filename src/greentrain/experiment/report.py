@@ -90,16 +90,19 @@ def reprice(results: list[VariantResult], site: SiteSpec, regions: list[str]) ->
 
 
 def _region_findings(rep: list[Repriced]) -> list[Finding]:
-    """F10: the greenest region for the experiment's variants, each region's total CO2e."""
-    totals: dict[str, float] = {}
-    for x in rep:
-        totals[x.region] = totals.get(x.region, 0.0) + (x.emissions_kg_co2e or 0.0)
-    if not totals:
-        return []
-    text = "re-priced: " + ", ".join(f"{k} {v * 1e3:.4g} g CO2e" for k, v in sorted(totals.items(),
-                                                                                   key=lambda kv: kv[1]))
-    return [Finding(kind="F10", text=text, variants=(), numbers=tuple((f"{k}_g_co2e", v * 1e3)
-                                                                       for k, v in totals.items()))]
+    """F10: each re-priced region's total CO2e and $ over the ok variants, and its greenest variant."""
+    out = []
+    for region in dict.fromkeys(x.region for x in rep):
+        rows = [x for x in rep if x.region == region and x.emissions_kg_co2e is not None]
+        if not rows:
+            continue
+        g = sum((x.emissions_kg_co2e or 0.0) for x in rows) * 1e3
+        usd = sum((x.cost_usd or 0.0) for x in rows)
+        green = min(rows, key=lambda x: x.emissions_kg_co2e or 0.0)
+        out.append(Finding(kind="F10", text=f"in {region} ({rows[0].grid_g_co2e_per_kwh:.4g} g/kWh): {g:.4g} g CO2e "
+                           f"and ${usd:.4g} for the {len(rows)} ok variant(s); greenest {green.variant_id}",
+                           variants=(green.variant_id,), numbers=(("g_co2e", g), ("cost_usd", usd))))
+    return out
 
 
 def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentReport:
