@@ -45,6 +45,7 @@ class Sharding:
     tp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int = 0  # experts' tensor parallelism (0: tp)
     sp: bool = False
 
 
@@ -60,8 +61,10 @@ class LocalOp:
 def _local(op: Op, sh: Sharding) -> tuple[float, float, float, float, float]:
     """(flop, bytes, m, k, n) of the part of ``op`` one device computes (forward)."""
     t, m, k, n, count = sh.tp, op.m / sh.cp, op.k, op.n, op.count
-    if op.expert and sh.ep > 1:  # fewer experts per rank, each with the tokens of ep ranks
-        count, m = count / sh.ep, m * sh.ep
+    if op.expert:
+        t = sh.etp or sh.tp  # an expert's matrices are split over the expert-tensor-parallel ranks
+        if sh.ep > 1:  # fewer experts per rank, each with the tokens of ep ranks
+            count, m = count / sh.ep, m * sh.ep
     if op.kind is OpKind.ELEMENTWISE:
         split = t if (op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB)
                       or (op.shard is Shard.TOKENS and sh.sp)) else 1

@@ -138,7 +138,7 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
     model, w, cl = sc.model, sc.workload, sc.cluster
     peaks = compute_peaks(cl.chip, w.precision)
     bw = cl.chip.memory_bytes_per_s
-    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
+    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
     lay = axis_layout(s, cl)
     e, b = w.activation_bytes, s.micro_batch_size
     tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
@@ -199,7 +199,7 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
     (a tied head holds its own copy of the table when it is not on the embedding's stage)."""
     cl, w = sc.cluster, sc.workload
     peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
-    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, sp=s.sequence_parallel)
+    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
     emb_p, head_1, head_n = _local_end_params(sc, s.tp)
@@ -211,8 +211,8 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
 def _kind_params(params: int, expert_params: int, s: Strategy) -> float:
     """One layer's parameters on one device from its exact count (model/ops.LayerGroup.params, any mixer):
     tensor parallelism splits the matrices (norms and routers are a rounding error), expert parallelism
-    spreads the routed experts."""
-    return (params - expert_params) / s.tp + expert_params / (s.ep * s.tp)
+    and expert tensor parallelism spread the routed experts."""
+    return (params - expert_params) / s.tp + expert_params / (s.ep * s.expert_tp)
 
 
 def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
@@ -222,7 +222,7 @@ def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> 
     attn = m.attention_params() * (2 if cross else 1) / s.tp
     norms = m.norm_params() * (3 if cross else 2)
     if moe:
-        experts = m.num_experts / s.ep * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
+        experts = m.num_experts / s.ep * m.mlp_params(m.expert_ffn_hidden_size) / s.expert_tp
         shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
         mlp = experts + shared + m.hidden_size * m.num_experts
     else:

@@ -43,7 +43,7 @@ from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
 FloatArray = npt.NDArray[np.float64]
-KEY_FIELDS = ("tp", "cp", "ep", "micro_batch_size")
+KEY_FIELDS = ("tp", "cp", "ep", "etp", "micro_batch_size")
 _REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "extra_flop")
 _END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "head_fwd", "head_bwd", "head_params_1", "head_params_n",
                 "model_flop")
@@ -82,7 +82,8 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
     by_rec = np.empty((len(first), len(RECOMPUTE), len(_REC_COLUMNS)))
     ends = np.empty((len(first), len(_END_COLUMNS)))
     for j, i in enumerate(first):
-        s = Strategy(dp=int(t.ep[i]), tp=int(t.tp[i]), cp=int(t.cp[i]), ep=int(t.ep[i]), sp=bool(t.sp[i]),
+        s = Strategy(dp=int(t.ep[i]), tp=int(t.tp[i]), cp=int(t.cp[i]), ep=int(t.ep[i]), etp=int(t.etp[i]),
+                     sp=bool(t.sp[i]),
                      micro_batch_size=int(t.micro_batch_size[i]), flash_attention=t.flash_attention)
         ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                         s.flash_attention)

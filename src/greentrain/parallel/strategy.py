@@ -27,6 +27,9 @@ class Strategy:
     vpp: int = 1  # virtual pipeline stages (model chunks) per device; > 1 means the interleaved schedule
     cp: int = 1
     ep: int = 1
+    # expert tensor parallelism (Megatron Core expert_tensor_parallel_size): experts' matrices split over etp
+    # ranks; 0: as tp. Experts are laid out on the dp*cp*tp ranks of a stage, ep*etp of them per expert group.
+    etp: int = 0
     sp: bool = False  # sequence parallelism (Korthikanti et al. 2022 §4.2.2), only meaningful with tp > 1
     zero: int = 0  # ZeRO stage 0..3 over the data-parallel group (Rajbhandari et al. 2020)
     recompute: str = "none"
@@ -62,12 +65,23 @@ class Strategy:
                     list(self.stage_layers), "must be whole numbers >= 0")
             require(self.vpp == 1, "strategy.stage_layers", list(self.stage_layers),
                     "applies to vpp = 1 (the interleaved schedule cuts stages into equal chunks)")
-        require((self.dp * self.cp) % self.ep == 0, "strategy.ep", self.ep,
-                f"must divide dp*cp = {self.dp * self.cp} (experts are spread over data-parallel ranks)")
+        require(self.etp >= 0, "strategy.etp", self.etp, "must be >= 0 (0: as tp)")
+        ranks = self.dp * self.cp * self.tp
+        if ranks % (self.ep * self.expert_tp):
+            fits = [e for e in range(1, ranks + 1) if ranks % (e * self.expert_tp) == 0]
+            raise ConfigError("strategy.ep", self.ep, f"ep*etp = {self.ep}*{self.expert_tp} must divide dp*cp*tp = "
+                              f"{ranks} (experts are laid out over a stage's ranks); ep can be "
+                              f"{', '.join(map(str, fits[:8]))}" + (", ..." if len(fits) > 8 else "")
+                              + ("" if self.expert_tp == 1 else "; etp 1 allows more"))
 
     @property
     def num_chips(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel degree of the experts (etp, or tp when not given)."""
+        return self.etp or self.tp
 
     @property
     def grad_group(self) -> int:
@@ -82,6 +96,8 @@ class Strategy:
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
         parts += [f"{k}={getattr(self, k)}" for k in ("vpp", "cp", "ep") if getattr(self, k) > 1]
+        if self.etp and self.etp != self.tp:
+            parts.append(f"etp={self.etp}")
         if self.sequence_parallel:
             parts.append("sp")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}", f"mb={self.micro_batch_size}"]
@@ -141,6 +157,8 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
          f"num_kv_heads ({m.num_kv_heads}) and tp ({s.tp}): neither divides the other")
     need(m.ffn_hidden_size % s.tp == 0, f"ffn_hidden_size ({m.ffn_hidden_size}) % tp ({s.tp}) != 0")
     need(m.num_experts % s.ep == 0, f"num_experts ({m.num_experts}) % ep ({s.ep}) != 0")
+    need(not m.is_moe or m.expert_ffn_hidden_size % s.expert_tp == 0,
+         f"expert_ffn_hidden_size ({m.expert_ffn_hidden_size}) % etp ({s.expert_tp}) != 0")
     need(s.ep == 1 or m.is_moe, f"ep = {s.ep} needs a mixture-of-experts model")
     need(seq_len % s.cp == 0, f"seq_len ({seq_len}) % cp ({s.cp}) != 0")
     need(not s.sequence_parallel or seq_len % (s.tp * s.cp) == 0,

@@ -17,7 +17,7 @@ from greentrain.parallel.strategy import RECOMPUTE, Strategy
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-INT_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "zero", "recompute", "micro_batch_size")
+INT_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "recompute", "micro_batch_size")
 BOOL_FIELDS = ("sp", "offload_optimizer")
 
 
@@ -29,6 +29,7 @@ class StrategyTable:
     vpp: IntArray
     cp: IntArray
     ep: IntArray
+    etp: IntArray  # 0: as tp
     sp: BoolArray  # as given; sequence parallelism takes effect only where tp > 1
     zero: IntArray
     recompute: IntArray  # index into parallel.strategy.RECOMPUTE (none, selective, full)
@@ -58,7 +59,8 @@ class StrategyTable:
 
     def row(self, i: int) -> Strategy:
         return Strategy(dp=int(self.dp[i]), tp=int(self.tp[i]), pp=int(self.pp[i]), vpp=int(self.vpp[i]),
-                        cp=int(self.cp[i]), ep=int(self.ep[i]), sp=bool(self.sp[i]), zero=int(self.zero[i]),
+                        cp=int(self.cp[i]), ep=int(self.ep[i]), etp=int(self.etp[i]), sp=bool(self.sp[i]),
+                        zero=int(self.zero[i]),
                         recompute=RECOMPUTE[int(self.recompute[i])],
                         micro_batch_size=int(self.micro_batch_size[i]),
                         offload_optimizer=bool(self.offload_optimizer[i]), flash_attention=self.flash_attention)

@@ -85,8 +85,8 @@ def no_layout_message(sc: Scenario) -> str:
     experts = f"{m.num_experts} experts, " if m.is_moe else ""
     return (f"no parallel layout of {sc.cluster.num_chips} x {sc.cluster.chip.name} divides {m.name} "
             f"(global batch {w.global_batch_size}, {m.total_layers} layers, {heads}{experts}sequence {w.seq_len})"
-            f": dp must divide the batch, tp the heads, pp the layers" + (f"; the nearest counts that do: {near}"
-                                                                          if near else ""))
+            f": dp must divide the batch, tp the heads, pp at most the layers"
+            + (f"; the nearest counts that do: {near}" if near else ""))
 
 
 def nothing_fits_message(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int) -> str:

@@ -79,19 +79,23 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
         return options if not pinned else [pinned] if pinned in options else []
 
     for tp in pick(space.tp, [t for t in divisors(n) if t <= max_tp or t == space.tp]):
-        for pp in pick(space.pp, divisors(n // tp)):
-            if m.total_layers % pp:
+        for pp in pick(space.pp, divisors(n // tp)):  # any pp up to the layer count (uneven stages)
+            if pp > m.total_layers:
                 continue
             for cp in pick(space.cp, divisors(n // (tp * pp))):
                 dp = n // (tp * pp * cp)
                 if w.global_batch_size % dp or (space.dp and dp != space.dp):
                     continue
-                eps = pick(space.ep, [e for e in divisors(dp * cp) if m.num_experts % e == 0] if m.is_moe else [1])
-                vpps = pick(space.vpp, divisors(m.total_layers // pp) if (pp > 1 and (space.interleave or space.vpp))
-                            else [1])
+                # experts over the stage's dp*cp*tp ranks: ep x etp of them per expert group; etp = tp
+                # (Megatron Core's default) or 1 (tensor parallelism folded into expert parallelism)
+                layouts = [(ep, etp) for etp in ((0, 1) if m.is_moe and tp > 1 else (0,))
+                           for ep in pick(space.ep, [e for e in divisors(dp * cp * tp // (etp or tp))
+                                                     if m.num_experts % e == 0] if m.is_moe else [1])]
+                chunks = m.total_layers // pp if m.total_layers % pp == 0 else 1  # interleaving: equal chunks
+                vpps = pick(space.vpp, divisors(chunks) if (pp > 1 and (space.interleave or space.vpp)) else [1])
                 sps = [x for x in ((False, True) if tp > 1 else (False,)) if space.sp is None or x == space.sp]
-                for ep, vpp, sp in itertools.product(eps, vpps, sps):
-                    s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sp=sp,
+                for (ep, etp), vpp, sp in itertools.product(layouts, vpps, sps):
+                    s = Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
                                  flash_attention=space.flash_attention)
                     try:
                         check_divisibility(s, m, num_chips=n, global_batch_size=w.global_batch_size,
@@ -131,6 +135,7 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
 
     mb, zero, rec, off = (np.concatenate([p[j] for p in choice_parts]) for j in range(4))
     return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
+                         etp=col("etp"),
                          sp=np.asarray([m.sp for m in mesh_list], dtype=bool)[rep], zero=zero, recompute=rec,
                          micro_batch_size=mb, offload_optimizer=off.astype(bool),
                          flash_attention=space.flash_attention)

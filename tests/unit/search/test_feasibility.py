@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -32,12 +33,18 @@ def test_divisors_match_brute_force() -> None:
         assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
 
 
-def test_no_layout_names_the_user_count_and_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "--num-chips", "7"]) == 2
+def test_no_layout_names_the_user_count_and_the_nearest(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A 4-layer model on 7 chips: 7 divides neither the heads nor the batch, and a pipeline needs a layer per
+    stage (any split of the layers is allowed, so 7 chips of a 16-layer model do plan: pp 7)."""
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("name: tiny\nnum_layers: 4\nhidden_size: 256\nnum_heads: 4\nffn_hidden_size: 1024\n"
+                    "vocab_size: 1000\n")
+    assert main(["plan", "--model", str(tiny), "--num-chips", "7", "--seq-len", "512"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no parallel layout of 7 x h100-sxm" in err and "global batch 512" in err
-    assert "the nearest counts that do: 4 or 8" in err and "14" not in err
-    assert layout_counts(_sc(5)) == (4, 8)
+    assert "pp at most the layers" in err and "the nearest counts that do: 6 or 8" in err and "14" not in err
+    assert layout_counts(_sc(5)) == (4, 6)  # 16 layers: pp 5 of uneven stages is a layout
+    assert main(["plan", "--num-chips", "7", "--json"]) == 0  # llama3-8b on 7 chips: 32 layers over pp 7
 
 
 @pytest.mark.parametrize("argv", [["plan", "--num-chips", str(MAX_CHIPS + 1)],

@@ -1,0 +1,43 @@
+"""Expert layouts (Megatron Core expert tensor parallelism): experts laid out over a stage's dp*cp*tp ranks,
+ep*etp of them per expert group; etp = tp by default, etp = 1 folds tensor parallelism into expert
+parallelism (ep may then exceed dp*cp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from greentrain.errors import ConfigError
+from greentrain.estimate.step import estimate_step
+from greentrain.parallel.strategy import Strategy
+from greentrain.scenario import scenario_from_dict
+from greentrain.search.space import SearchSpace, table
+
+
+def _sc(num_chips: int = 16):  # type: ignore[no-untyped-def]
+    return scenario_from_dict({"model": "mixtral-8x7b", "cluster": {"chip": "h100-sxm", "num_chips": num_chips},
+                               "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
+
+
+def test_the_ep_rule_counts_expert_tensor_parallelism() -> None:
+    Strategy(dp=2, tp=8, ep=2)  # etp = tp: ep divides dp*cp
+    with pytest.raises(ConfigError, match=r"ep\*etp = 8\*8 must divide dp\*cp\*tp = 16.*ep can be 1, 2"):
+        Strategy(dp=2, tp=8, ep=8)
+    s = Strategy(dp=2, tp=8, ep=8, etp=1)
+    assert s.expert_tp == 1 and "etp=1" in s.describe()
+
+
+def test_expert_groups_share_a_stages_ranks() -> None:
+    """16 ranks (dp 2 x tp 8): ep 2 x etp 8 and ep 4 x etp 4 each fill them with one expert group (each rank
+    holds half an expert's worth); ep 8 x etp 1 is two groups, each rank a whole expert."""
+    sc = _sc()
+    a, b, c = (estimate_step(sc, Strategy(dp=2, tp=8, ep=ep, etp=etp, zero=1, micro_batch_size=1), check_fit=False)
+               for ep, etp in ((2, 0), (4, 4), (8, 1)))
+    assert b.memory.weights_bytes == pytest.approx(a.memory.weights_bytes, rel=1e-9)
+    assert c.memory.weights_bytes > 1.5 * a.memory.weights_bytes
+    assert a.ep_comm_time_s < b.ep_comm_time_s  # the all-to-all spans 2, then 4 ranks
+
+
+def test_the_search_enumerates_both_layouts() -> None:
+    t = table(_sc(), SearchSpace(tp=8))
+    layouts = {(int(e), int(x)) for e, x in zip(t.ep, t.etp, strict=True)}
+    assert (2, 0) in layouts and (8, 1) in layouts and (8, 0) not in layouts
