@@ -180,30 +180,58 @@ class MemoryBreakdown:
 LOSS_FP32_BYTES_PER_LOGIT = 8.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateBytes:
+    """Bytes per parameter of the model's state on one device (float | ndarray): ZeRO shards them."""
+
+    weights: Any
+    gradients: Any
+    optimizer: Any  # on the device
+    host: Any  # offloaded to host memory
+
+    @property
+    def device(self) -> Any:
+        return self.weights + self.gradients + self.optimizer
+
+
+def state_bytes_per_param(*, shard: Any, zero: Any, offload: Any, wb: float, gb: float, ob: float,
+                          unsharded_master_bytes: float = 0.0) -> StateBytes:
+    """ZeRO (Rajbhandari et al. 2020 §5): stage 1 shards the optimizer states over the gradient group
+    ``shard``, 2 the gradients too, 3 the weights too; ``unsharded_master_bytes`` of the state stay whole (a
+    framework whose fp32 master copy lives outside the sharded optimizer); offloading moves the optimizer
+    states to host memory."""
+    mu = unsharded_master_bytes
+    opt = (ob - mu) / where(zero >= 1, shard, 1.0) + mu
+    return StateBytes(weights=wb / where(zero >= 3, shard, 1.0), gradients=gb / where(zero >= 2, shard, 1.0),
+                      optimizer=where(offload, 0.0 * opt, opt), host=where(offload, opt, 0.0 * opt))
+
+
+def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes: Any, tokens: Any, tp: Any,
+                    sp: Any, e: float, embedding: Any = True, head: Any = True) -> tuple[Any, Any]:
+    """(activations, temporary buffers) of one stage: ``held`` micro-batches of its layers' activations, the
+    ends it holds (Korthikanti et al. §4.3, Megatron: input ids 8*s*b and the embedding output s*b*h per
+    in-flight micro-batch on the first stage; output norm and projection input on the last) and, on the last,
+    the loss's logits buffers."""
+    h, v = spec.hidden_size, spec.vocab_size
+    first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
+    last = 2 * tokens * h * e / tp
+    acts = held * stage_activation_bytes + where(embedding, first, 0.0 * first) + where(head, last, 0.0 * last)
+    temporary = where(head, tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT), 0.0 * tokens)
+    return acts, temporary
+
+
 def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, offload: Any, held: Any,
                   stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, e: float, wb: float,
                   gb: float, ob: float, reserved_bytes: float, fragmentation: float,
                   unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
-    gradient group ``shard`` (dp*cp), ZeRO ``zero``, ``held`` micro-batches in flight on the stage, ``tokens``
-    per micro-batch on the device, whether the stage holds the ``embedding`` and the LM ``head`` (with the
-    loss's buffers), element sizes ``e`` (activations), ``wb``, ``gb``, ``ob`` (per parameter).
-    The allocator's fragmentation multiplies what the tensors need (reserved over allocated);
-    ``unsharded_master_bytes`` per parameter of the optimizer state stay whole under ZeRO (a framework whose
-    fp32 master copy lives outside the sharded optimizer: nanotron's gradient accumulator)."""
-    h, v = spec.hidden_size, spec.vocab_size
-    weights = params * wb / where(zero >= 3, shard, 1.0)
-    grads = params * gb / where(zero >= 2, shard, 1.0)
-    mu = unsharded_master_bytes
-    opt_all = params * (ob - mu) / where(zero >= 1, shard, 1.0) + params * mu
-    opt, host = where(offload, 0.0 * opt_all, opt_all), where(offload, opt_all, 0.0 * opt_all)
-    # Korthikanti et al. §4.3 (Megatron implementation): input ids 8*s*b and embedding dropout s*b*h per
-    # in-flight micro-batch on the first stage; output norm and projection input 4*s*b*h / tp on the last
-    first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
-    last = 2 * tokens * h * e / tp
-    acts = held * stage_activation_bytes + where(embedding, first, 0.0 * first) + where(head, last, 0.0 * last)
-    temporary = where(head, tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT), 0.0 * tokens)
+    its state (state_bytes_per_param) and transient tensors (transient_bytes); the allocator's fragmentation
+    multiplies what the tensors need (reserved over allocated)."""
+    c = state_bytes_per_param(shard=shard, zero=zero, offload=offload, wb=wb, gb=gb, ob=ob,
+                              unsharded_master_bytes=unsharded_master_bytes)
+    acts, temporary = transient_bytes(spec=spec, held=held, stage_activation_bytes=stage_activation_bytes,
+                                      tokens=tokens, tp=tp, sp=sp, e=e, embedding=embedding, head=head)
     k = 1.0 + fragmentation
-    return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
-                           activations_bytes=acts * k, reserved_bytes=reserved_bytes, host_bytes=host,
-                           temporary_bytes=temporary * k)
+    return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=params * c.gradients * k,
+                           optimizer_bytes=params * c.optimizer * k, activations_bytes=acts * k,
+                           reserved_bytes=reserved_bytes, host_bytes=params * c.host, temporary_bytes=temporary * k)

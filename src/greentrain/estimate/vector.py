@@ -19,11 +19,12 @@ import numpy.typing as npt
 
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
-    device_memory,
     grad_bytes_per_param,
     master_bytes_per_param,
     optimizer_bytes_per_param,
     stage_memory_args,
+    state_bytes_per_param,
+    transient_bytes,
     weight_bytes_per_param,
 )
 from greentrain.estimate.stage import (
@@ -108,23 +109,25 @@ def _per_node(inner: FloatArray, degree: FloatArray, node: int) -> FloatArray:
 
 def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: StageSplit,
             eff: Efficiency) -> FloatArray:
-    """step._memory (memory.device_memory of the first, a middle and the last stage, over columns): the
-    largest total bytes per device."""
+    """step._memory over columns (memory.state_bytes_per_param once, memory.transient_bytes per stage: the
+    same terms device_memory adds): the largest total bytes per device of the first, a middle, the last
+    stage."""
     w = sc.workload
     pp = f["pp"]
-    common = dict(
-        spec=sc.model, shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer,
-        tokens=f["mbs"] * w.seq_len / f["cp"], tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
-        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-        ob=optimizer_bytes_per_param(w.optimizer, w.precision), reserved_bytes=eff.reserved_bytes,
-        fragmentation=eff.fragmentation,
-        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
+    c = state_bytes_per_param(
+        shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer, wb=weight_bytes_per_param(w.precision),
+        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
+        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision)).device
+    tokens = f["mbs"] * w.seq_len / f["cp"]
     total = np.zeros(len(pp))
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
-        m = device_memory(**common, **stage_memory_args(  # type: ignore[arg-type]
-            stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False, params=split.stage_params,
-            activations=split.stage_activation_bytes))
-        total = np.where(present, np.maximum(total, m.total_bytes), total)
+        a = stage_memory_args(stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False,
+                              params=split.stage_params, activations=split.stage_activation_bytes)
+        acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
+                                     tokens=tokens, tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
+                                     embedding=a["embedding"], head=a["head"])
+        stage_total = (a["params"] * c + acts + temp) * (1.0 + eff.fragmentation) + eff.reserved_bytes
+        total = np.where(present, np.maximum(total, stage_total), total)
     return total
 
 
