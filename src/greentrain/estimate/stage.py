@@ -24,6 +24,7 @@ from greentrain.model.ops import ModelOps
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
+MTP_GROUP = "mtp"  # model/ops.py's name of the multi-token-prediction layers
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py evaluates many strategies
 
 
@@ -144,6 +145,8 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
     tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
     out = []
     for g in ops.layers:
+        if g.name == MTP_GROUP:  # on the last stage with the head (end_parts)
+            continue
         t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention)
         enc = g.name == "encoder"
         n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
@@ -203,9 +206,17 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
     emb_p, head_1, head_n = _local_end_params(sc, s.tp)
+    # multi-token prediction modules (DeepSeek-V3 §2.2) follow the main head on the last stage
+    mtp_fwd = mtp_bwd = mtp_p = 0.0
+    for g in ops.layers:
+        if g.name == MTP_GROUP:
+            t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision).matmul, bw, eff, peak)
+            mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
+            mtp_p += g.count * _kind_params(g.params, g.expert_params, s)
     emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p)
-    return (emb, EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_1),
-            EndCosts(fwd_s=head_t.forward_s, bwd_s=head_t.backward_s, params=head_n))
+    fwd, bwd = head_t.forward_s + mtp_fwd, head_t.backward_s + mtp_bwd
+    return (emb, EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_1 + mtp_p),
+            EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_n + mtp_p))
 
 
 def _kind_params(params: int, expert_params: int, s: Strategy) -> float:

@@ -41,3 +41,23 @@ def test_the_search_enumerates_both_layouts() -> None:
     t = table(_sc(), SearchSpace(tp=8))
     layouts = {(int(e), int(x)) for e, x in zip(t.ep, t.etp, strict=True)}
     assert (2, 0) in layouts and (8, 1) in layouts and (8, 0) not in layouts
+
+
+def test_multi_token_prediction_sits_on_the_last_stage() -> None:
+    """DeepSeek-V3 §2.2: the MTP module follows the main head, so with a pipeline it loads the last stage."""
+    import dataclasses
+
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.estimate.stage import end_parts, layer_group_costs
+    from greentrain.model.ops import model_ops
+
+    sc = _sc()
+    sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, num_mtp_layers=1))
+    s = Strategy(dp=2, tp=2, pp=4, zero=1, micro_batch_size=1)
+    ops = model_ops(sc.model, 1, 4096, 2.0, 0, True)
+    eff = efficiency_for("h100-sxm")
+    plain = dataclasses.replace(sc, model=dataclasses.replace(sc.model, num_mtp_layers=0))
+    _, _, head = end_parts(sc, s, ops, eff)
+    _, _, head0 = end_parts(plain, s, model_ops(plain.model, 1, 4096, 2.0, 0, True), eff)
+    assert head.fwd_s > head0.fwd_s and head.params > head0.params
+    assert sum(g.count for g in layer_group_costs(sc, s, ops, eff)) == sc.model.total_layers
