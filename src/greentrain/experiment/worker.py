@@ -281,7 +281,7 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
         rouge1=score.get("rouge1"), rouge1_low=r1.low if r1 else None, rouge1_high=r1.high if r1 else None,
         rouge2=score.get("rouge2"), rougeL=score.get("rougeL"), rougeLsum=score.get("rougeLsum"),
         eval_loss=m.eval_loss, early_stopped_at_step=stopped,
-        calibrated_train_s=calibrated_train_s(m.step_times_s, job.train.max_steps))
+        calibrated_train_s=calibrated_train_s(m.step_times_s, n))  # the steps run: an early stop is no rate error
 
 
 def failed_result(variant: dict[str, Any], reason: str, wall_s: float) -> VariantResult:

@@ -135,3 +135,18 @@ def test_status_and_report_json(run_dir: Path, capsys: pytest.CaptureFixture[str
     assert all("energy_j" in v and "emissions_kg_co2e" in v and "cost_usd" in v for v in data["variants"])
     rep = build_report(run_dir, ["FRA"])
     assert any(f.kind == "F1" for f in rep.findings) and rep.pareto
+
+
+def test_early_stopping_stops_and_keeps_evaluation_out_of_training(tmp_path: Path, make_experiment: Any) -> None:
+    exp = experiment_from_dict(make_experiment(
+        model={"arch": "t5", "config": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1, "num_heads": 4}},
+        data={"train_size": 256, "eval_size": 32, "test_size": 16, "max_source_tokens": 32, "max_target_tokens": 16},
+        train={"max_steps": 200, "per_device_train_batch_size": 8, "learning_rate": 0.05},
+        early_stopping={"eval_steps": 5, "patience": 1}))
+    (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path, isolation="inline"), progress=False)
+    assert r.status == "ok" and r.early_stopped_at_step == r.num_steps < 200 and r.num_steps % 5 == 0
+    assert r.flop_per_step == r.predicted_flop_per_step  # the evaluations added no FLOPs to the training steps
+    evals = sorted(tmp_path.glob("variants/base/eval_in_train_*.jsonl"))
+    assert len(evals) == r.num_steps // 5
+    rep = build_report(tmp_path, [])
+    assert any(f.kind == "F5" and f.numbers == (("stopped_at_step", float(r.num_steps)),) for f in rep.findings)
