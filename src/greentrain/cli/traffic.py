@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from greentrain.cli.argtypes import finite_float, positive_float
-from greentrain.config import require, require_extra
+from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
 
@@ -154,9 +153,10 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     rate = cluster_rate(args)
-    if args.plot is not None:  # before any work: the extra is installed and the folder exists
-        require_extra("matplotlib", "plot", "plot", args.plot)
-        require(Path(args.plot).parent.is_dir(), "plot", args.plot, "its directory does not exist")
+    if args.plot is not None:  # before any work: suffix, a writable folder, matplotlib installed
+        from greentrain.plotting import check_plot_path
+
+        check_plot_path(args.plot, "--plot")
     report = traffic_report(cfg, rate)
     if args.plot is not None:
         from greentrain.estimate.traffic.plot import plot_sweep
