@@ -3,7 +3,8 @@ without numbers). Computed only from VariantResults, so unit tests feed hand-mad
 
 F1 cheapest vs greenest (within the quality tolerance of the best; one cost basis at a time)
 F2 fastest, best quality, best quality per g CO2e
-F3 what each axis changed relative to the base (shown only above noise: 10 % time or energy, 1 ROUGE point)
+F3 what each axis changed relative to the base (shown only above noise: 10 % time or energy, 1 ROUGE point; with
+   repeats, 2 standard deviations)
 F4 the Pareto set of quality (max) x CO2e (min) x $ (min)
 F5 early stopping: steps saved
 F7 failed attempts: their energy (waste)
@@ -14,6 +15,7 @@ F11 the experiment's own footprint (all variants and failed attempts)
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -108,8 +110,56 @@ def _rel(new: float, old: float) -> float | None:
     return (new - old) / old if old else None
 
 
+REPEAT_SEP = "@seed"  # spec.py: with repeats > 1 a variant's runs are <id>@seed<k>
+METRICS = (("train time", "train_s", True), ("energy", "energy_j", True), ("peak memory", "peak_memory_bytes", True),
+           ("ROUGE-1", "rouge1", False))  # (name, field, relative change)
+
+
+def _value(r: VariantResult, field: str) -> float | None:
+    v = getattr(r, field)
+    return None if v is None else float(v)
+
+
+def repeat_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list[Finding]:
+    """F3 with repeats: each variant's mean against the base's, shown only beyond 2 standard deviations (the
+    larger of the two groups'); the fixed thresholds do not apply."""
+    groups: dict[str, list[VariantResult]] = {}
+    for r in _ok(results):
+        groups.setdefault(r.variant_id.split(REPEAT_SEP)[0], []).append(r)
+    base = groups.get(base_id)
+    if not base or len(base) < 2:
+        return []
+    out = []
+    for vid, runs in groups.items():
+        if vid == base_id or len(runs) < 2:
+            continue
+        parts, nums = [], []
+        for name, field, relative in METRICS:
+            a = [x for x in (_value(r, field) for r in runs) if x is not None]
+            b = [x for x in (_value(r, field) for r in base) if x is not None]
+            if len(a) < 2 or len(b) < 2:
+                continue
+            delta, noise = statistics.fmean(a) - statistics.fmean(b), 2 * max(statistics.stdev(a), statistics.stdev(b))
+            if abs(delta) <= noise:
+                continue
+            if relative and statistics.fmean(b):
+                change = delta / statistics.fmean(b)
+                parts.append(f"{name} {change:+.0%} (2 sd: {noise / statistics.fmean(b):.0%})")
+                nums.append((f"{field}_change", change))
+            else:
+                parts.append(f"{name} {delta:+.2f} (2 sd: {noise:.2f})")
+                nums.append((f"{field}_delta", delta))
+        text = (f"{vid} vs {base_id} over {len(runs)} and {len(base)} seeds: "
+                + (", ".join(parts) if parts else "no change beyond 2 sd"))
+        out.append(Finding(kind="F3", text=text, variants=(vid, base_id), numbers=tuple(nums)))
+    return out
+
+
 def axis_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list[Finding]:
-    """F3: each one-axis variant against the base; changes below the noise thresholds are not reported."""
+    """F3: each one-axis variant against the base; changes below the noise thresholds are not reported (with
+    repeats: beyond 2 standard deviations, ``repeat_deltas``)."""
+    if any(REPEAT_SEP in r.variant_id for r in results):
+        return repeat_deltas(results, base_id)
     ok = {r.variant_id: r for r in _ok(results)}
     base = ok.get(base_id)
     if base is None:

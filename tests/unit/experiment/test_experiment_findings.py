@@ -85,3 +85,17 @@ def test_findings_are_frozen_and_skip_variants_not_ok() -> None:
     assert not any("x" in f.variants for f in found)
     f7 = next(f for f in found if f.kind == "F7")
     assert dict(f7.numbers)["wasted_energy_j"] == 3600.0 and "1 Wh" in f7.text
+
+
+def test_with_repeats_deltas_are_shown_beyond_two_standard_deviations() -> None:
+    def runs(vid: str, times: list[float], rouges: list[float]) -> list[VariantResult]:
+        return [row(f"{vid}@seed{k}", usd=1, g=1, train_s=t, rouge1=q) for k, (t, q) in enumerate(zip(times, rouges,
+                                                                                                      strict=True))]
+
+    rows = [*runs("base", [100, 102, 98], [50.0, 52.0, 48.0]),  # sd 2 and 2
+            *runs("slow", [120, 121, 119], [51.0, 53.0, 49.0]),  # time +20 % beyond 2 sd; ROUGE +1 within 2 sd
+            *runs("same", [101, 99, 100], [50.0, 50.5, 49.5])]
+    found = {f.variants[0]: f for f in axis_deltas(rows)}
+    assert dict(found["slow"].numbers) == {"train_s_change": pytest.approx(0.20)}
+    assert "over 3 and 3 seeds" in found["slow"].text
+    assert found["same"].numbers == () and "no change beyond 2 sd" in found["same"].text
