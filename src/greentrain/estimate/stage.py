@@ -10,6 +10,7 @@ flight) the activations.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_lay
 from greentrain.estimate.pipeline import end_share, given_placement, placement
 from greentrain.estimate.step_terms import maximum, where
 from greentrain.model.ops import ModelOps
+from greentrain.model.spec import LayerKind
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
@@ -152,11 +154,7 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
         n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e
         per_pass = (1 if model.parallel_block else 2) + (1 if model.arch == "encoder-decoder" and not enc else 0)
-        cp_fwd = 0.0
-        if s.cp > 1:  # K and V of the local chunk travel cp-1 hops, overlapped with the attention core
-            kv_bytes = 2 * n_tok * model.kv_width * e / s.tp
-            hop = collective_s(Collective.SEND_RECV, 2, lay.cp, kv_bytes, cl, eff)
-            cp_fwd = max(0.0, (s.cp - 1) * hop - t.attention_core_s)
+        cp_fwd = _cp_forward_s(sc, s, g.kind, n_tok, ops.seq_len, t.attention_core_s, lay.cp, eff)
         ep_pass = 0.0
         if g.moe and s.ep > 1:
             a2a = n_tok * model.top_k * model.hidden_size * e
@@ -169,6 +167,29 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
                              cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, activation=la))
     return tuple(out)
+
+
+def _cp_forward_s(sc: Scenario, s: Strategy, kind: LayerKind | None, n_tok: float, seq_len: int,
+                  attention_core_s: float, cp_per_node: int, eff: Efficiency) -> float:
+    """Exposed context-parallel exchange of one layer's forward. Ring attention (Liu et al. 2023) passes the
+    local K and V cp-1 hops, overlapped with the attention core; MLA passes the decompressed K and V
+    (DeepSeek-V2 §2.1); a sliding window needs only the hops its window reaches; a state-space layer passes its
+    recurrent and convolution states from rank to rank, serially (nothing to overlap)."""
+    m, e, cl = sc.model, sc.workload.activation_bytes, sc.cluster
+    mixer = kind.mixer if kind else "attention"
+    if s.cp == 1 or mixer == "none":
+        return 0.0
+    if mixer in ("mamba", "mamba2"):
+        b, n, inner = s.micro_batch_size, m.ssm_state_size, m.ssm_inner
+        channels = inner + (2 * m.ssm_num_groups * n if mixer == "mamba2" else 0)
+        state = 4.0 * b * inner * n + (m.ssm_conv_kernel - 1) * channels * b * e  # fp32 state, conv tail
+        return (s.cp - 1) * collective_s(Collective.SEND_RECV, 2, cp_per_node, state / s.tp, cl, eff)
+    width = m.num_heads * (m.head_dim + m.v_head_dim) if m.kv_lora_rank else 2 * m.kv_width
+    hops = s.cp - 1
+    if mixer == "sliding" and m.sliding_window:
+        hops = min(hops, math.ceil(m.sliding_window * s.cp / seq_len))
+    hop = collective_s(Collective.SEND_RECV, 2, cp_per_node, n_tok * width * e / s.tp, cl, eff)
+    return max(0.0, hops * hop - attention_core_s)
 
 
 def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bool, tp: int,
