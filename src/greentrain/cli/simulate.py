@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipeline stage STAGE computes FACTOR times slower (repeatable)")
     c.add_argument("--link-slowdown", type=positive_float, default=1.0, metavar="FACTOR",
                    help="inter-node links are FACTOR times slower than the catalog says")
-    c.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DP gradient bucket size in MB (default 25)")
+    c.add_argument("--bucket-mb", type=positive_float, default=0.0,
+                   help="DP gradient bucket size in MB (default: the framework's: megatron one bucket, ddp 25 MiB)")
     _outputs(c)
 
 

@@ -42,14 +42,15 @@ MAX_BUCKETS = 10_000  # per model chunk (DDP's default 25 MB: 5,600 for all of a
 class StepOptions:
     stragglers: Mapping[int, float] = field(default_factory=dict)  # pipeline stage -> compute slowdown
     inter_node_slowdown: float = 1.0  # inter-node transfers take this many times longer
-    bucket_mb: float = 25.0  # DP gradient bucket (PyTorch DDP's default bucket_cap_mb is 25)
+    bucket_mb: float = 0.0  # DP gradient bucket in MB; 0: the framework profile's (StepCosts.bucket_bytes)
 
     def __post_init__(self) -> None:
         for stage, factor in self.stragglers.items():
             require(math.isfinite(factor) and factor > 0, f"straggler[{stage}]", factor, "must be a number > 0")
         require(math.isfinite(self.inter_node_slowdown) and self.inter_node_slowdown > 0, "--link-slowdown",
                 self.inter_node_slowdown, "must be a number > 0")
-        require(math.isfinite(self.bucket_mb) and self.bucket_mb > 0, "--bucket-mb", self.bucket_mb, "must be > 0")
+        require(math.isfinite(self.bucket_mb) and self.bucket_mb >= 0, "--bucket-mb", self.bucket_mb,
+                "must be >= 0 (0: the framework's buckets)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +71,8 @@ class StepCosts:
     grad_bytes: float  # one device's gradients
     optimizer_s: float
     analytic_step_time_s: float
+    # the framework's gradient bucket (0: one bucket per model chunk); PyTorch DDP's 25 MiB by default
+    bucket_bytes: float = 25 * 2**20
 
 
 def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
@@ -103,7 +106,18 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
         pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
         dp_crosses_nodes=lay.dp < s.dp * s.cp, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
         grad_bytes=(st.layer_params + st.extra_params) * grad_bytes_per_param(w.grad_dtype, w.precision),
-        optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s)
+        optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
+        bucket_bytes=_bucket_bytes(eff, (st.layer_params + st.extra_params) * grad_bytes_per_param(w.grad_dtype,
+                                                                                                  w.precision),
+                                   st.layers))
+
+
+def _bucket_bytes(eff: Efficiency, grad_bytes: float, layers: float) -> float:
+    """The framework's gradient bucket (efficiency.yaml): one per layer (FSDP), its bytes (DDP, Megatron with
+    overlap), or 0: the whole gradients at once (Megatron Core's default)."""
+    if eff.dp_bucket_per_layer:
+        return grad_bytes / max(1.0, layers)
+    return eff.dp_bucket_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +180,11 @@ class _Pipeline:
         self.inter = opts.inter_node_slowdown
         self.dp_left = [0] * p
         self.dp_done_s = [0.0] * p
-        self.num_buckets = max(1, math.ceil(c.grad_bytes / c.vpp / (opts.bucket_mb * units.MB)))
+        chunk = c.grad_bytes / c.vpp
+        bucket = opts.bucket_mb * units.MB if opts.bucket_mb else (c.bucket_bytes or chunk)
+        if not opts.bucket_mb:  # the profile's buckets, merged where they would be too many events
+            bucket = max(bucket, chunk / MAX_BUCKETS)
+        self.num_buckets = max(1, math.ceil(chunk / bucket))
         if self.num_buckets > MAX_BUCKETS:  # each bucket is an event per stage: keep the simulation bounded
             least_mb = c.grad_bytes / c.vpp / MAX_BUCKETS / units.MB
             raise ConfigError("--bucket-mb", opts.bucket_mb, f"gives {self.num_buckets:,} gradient buckets per "
