@@ -66,6 +66,10 @@ def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gantt:  # before any work or file (issue 16 item 12): the light install has no matplotlib
+        from greentrain.config import require_extra
+
+        require_extra("matplotlib", "plot", "--gantt", args.gantt)
     _check_output("--trace", args.trace, (".json",))
     _check_output("--gantt", args.gantt, (".png",))
     if args.mode == "swarm":
