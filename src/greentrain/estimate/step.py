@@ -11,7 +11,6 @@ peak); hardware FLOPs also count recomputation.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +140,7 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
     timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, micro_batch_comm_s=comm_mb, pp_send_s=pp_mb,
                         bubble_s=bubble, dp_s=dp_s, optimizer_s=opt_s, step_s=step)
-    return dataclasses.replace(_assemble(sc, s, ops, st, timing, mem), first_stage_memory=first_stage)
+    return _assemble(sc, s, ops, st, timing, mem, first_stage)
 
 
 def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:
@@ -172,7 +171,7 @@ class StepTiming:
 
 
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, t: StepTiming,
-              mem: MemoryBreakdown) -> StepEstimate:
+              mem: MemoryBreakdown, first_stage: MemoryBreakdown) -> StepEstimate:
     w, cl = sc.workload, sc.cluster
     num_micro, comm_mb, pp_mb, bubble, dp_s, opt_s, step = (t.num_micro, t.micro_batch_comm_s, t.pp_send_s,
                                                             t.bubble_s, t.dp_s, t.optimizer_s, t.step_s)
@@ -188,4 +187,5 @@ def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, t: StepT
         micro_batch_backward_s=st.bwd_s + st.recompute_s, micro_batch_comm_s=comm_mb,
         tokens_per_step=w.tokens_per_step, model_flop_per_step=model_flop, hardware_flop_per_step=hw_flop,
         tokens_per_s=w.tokens_per_step / step, mfu=model_flop / peak_total, hfu=hw_flop / peak_total,
-        utilization=1.0 - bubble / step, memory=mem, memory_capacity_bytes=cl.chip.memory_bytes)
+        utilization=1.0 - bubble / step, memory=mem, memory_capacity_bytes=cl.chip.memory_bytes,
+        first_stage_memory=first_stage)
