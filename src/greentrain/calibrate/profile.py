@@ -8,7 +8,6 @@ simulate and validate): its ``constants`` replace those of the chip and framewor
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ import yaml
 from greentrain import units
 from greentrain.calibrate.fit import Calibration, Score
 from greentrain.calibrate.runs import Measured, Run
-from greentrain.config import load_mapping, read_text
+from greentrain.config import load_mapping
 from greentrain.errors import ConfigError
 from greentrain.scenario import Scenario, load_scenario
 
@@ -85,11 +84,3 @@ def read_track_run(path: str | Path, scenario: str = "") -> Run:
     return Run(run_id=d.name, source=f"greentrain track {d}", framework="", scenario=sc,
                measured=Measured(status=status, step_time_s=float(step),
                                  peak_memory_bytes=float(mem) if isinstance(mem, (int, float)) and mem > 0 else None))
-
-
-def check_json(path: Path) -> None:
-    """A measurement.json must be JSON (read_text's checks, then a clear one-line error)."""
-    try:
-        json.loads(read_text(path, field="track"))
-    except json.JSONDecodeError as e:
-        raise ConfigError("track", str(path), f"is not JSON ({e.msg} at line {e.lineno})") from None

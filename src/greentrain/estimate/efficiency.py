@@ -154,7 +154,7 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Effici
                       **_fields(merged_chip, merged_fw))
 
 
-def default_efficiency(name: str = "default") -> Efficiency:
+def default_efficiency() -> Efficiency:
     """The default chip's figures under the default framework (kept for callers that know no chip)."""
     return efficiency_for("", DEFAULT_FRAMEWORK)
 

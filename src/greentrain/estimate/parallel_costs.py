@@ -14,9 +14,7 @@ Volumes (per device, per micro-batch unless said otherwise), e = activation byte
   forward, the same backward.
 - PP (Narayanan et al. 2021 §4.1, scatter/gather optimisation): one send of T*h*e/tp per stage boundary per
   micro-batch and virtual stage, forward and backward.
-- DP: gradients all-reduced once per step (ZeRO-1/2: reduce-scatter gradients + all-gather weights, the same
-  bytes; Rajbhandari et al. 2020 §7), overlapped with the last micro-batch's backward; ZeRO-3 gathers the
-  weights forward and backward and reduce-scatters gradients every micro-batch, overlapped with compute.
+- DP and PP sends: estimate/step_terms.py (dp_sync_s: the framework's buckets and overlap; pp_send_s).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from dataclasses import dataclass
 
 from greentrain.estimate.comm import Collective, hierarchical_time
 from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.step_terms import pp_crosses_nodes
 from greentrain.hardware.cluster import Cluster
 from greentrain.parallel.strategy import Strategy
 
@@ -47,7 +46,7 @@ def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
         return max(1, min(degree, node // inner)) if inner <= node else 1
 
     return AxisLinks(tp=per_node(1, s.tp), cp=per_node(s.tp, s.cp), dp=per_node(s.tp * s.cp, s.dp),
-                     ep=per_node(s.tp, s.ep), pp_crosses_nodes=s.tp * s.cp * s.dp >= node and cluster.num_nodes > 1)
+                     ep=per_node(s.tp, s.ep), pp_crosses_nodes=bool(pp_crosses_nodes(s.tp * s.cp * s.dp, cluster)))
 
 
 def collective_s(kind: Collective, group: int, per_node: int, payload_bytes: float, cluster: Cluster,

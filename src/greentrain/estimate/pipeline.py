@@ -21,7 +21,6 @@ from typing import Any
 
 from greentrain.estimate.step_terms import ceil, floor, maximum, minimum, where
 
-PIPELINE_BALANCE = ("even", "cost")
 _EPS = 1e-9  # whole layer counts: floor(8.000001 - 1.000001) is 7, though the float difference is 6.999...
 
 

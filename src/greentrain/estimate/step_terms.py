@@ -154,10 +154,16 @@ def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Any, wb: float, 
     return out
 
 
+def pp_crosses_nodes(inner: Any, cl: Cluster) -> Any:
+    """Pipeline stages sit on different nodes when the ranks of one stage (tp*cp*dp, laid out innermost) fill
+    a node."""
+    return (inner >= cl.node_size) & (cl.num_nodes > 1)
+
+
 def pp_send_s(*, pp: Num, tp: Num, inner: Num, payload_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
     """One activation (or gradient) send between adjacent stages, ``payload_bytes`` split over tp (Narayanan
     et al. 2021 §4.1, scatter/gather); across nodes when the ranks ``inner`` of a stage fill a node."""
-    crosses = (inner >= cl.node_size) & (cl.num_nodes > 1)
+    crosses = pp_crosses_nodes(inner, cl)
     lat = where(crosses, cl.inter_node.latency_s, cl.intra_node.latency_s)
     bw = where(crosses, cl.inter_node.bytes_per_s * eff.inter_node_link,
                cl.intra_node.bytes_per_s * eff.intra_node_link)

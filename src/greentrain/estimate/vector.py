@@ -1,11 +1,11 @@
 """The analytical step estimate of estimate/step.py over a whole StrategyTable at once (numpy).
 
 One source of truth: the per-layer costs (compute roofline, TP/CP/EP communication, parameters,
-activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_costs_both themselves,
-evaluated once per distinct (tp, cp, ep, sp, micro-batch) key and summed under each recomputation choice;
-model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading
-(pipeline split, bubble, PP sends, DP gradient reduction, optimizer step, memory) is the same arithmetic as
-step.estimate_step written over arrays, line for line (each block names its scalar twin).
+activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_parts themselves,
+evaluated once per distinct (tp, cp, ep, etp, sp, micro-batch) key and summed under each recomputation choice;
+model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading (pipeline
+split, bubble, PP sends, DP gradient reduction, optimizer step, memory) calls the functions estimate_step
+calls (stage.split_stages, estimate/step_terms.py, estimate/memory.py) with columns instead of floats.
 tests/unit/search/test_vector.py checks this path against estimate_step on random strategies.
 """
 
@@ -76,8 +76,8 @@ def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 
 
 def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, FloatArray]:
-    """stage.layer_group_costs (once per key) summed under each recomputation, and stage.end_costs_both,
-    gathered per row."""
+    """stage.layer_group_costs (once per key) summed under each recomputation, and stage.end_parts, gathered
+    per row."""
     first, inverse = _key_codes(t)
     w = sc.workload
     by_rec = np.empty((len(first), len(RECOMPUTE), len(_REC_COLUMNS)))
