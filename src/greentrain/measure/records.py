@@ -1,14 +1,17 @@
 """The run record: a JSONL file appended as things happen, and the sampler thread that feeds and flushes it.
 
 One JSON object per line, each with a ``type``:
-  start   {t_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], cpu_model, gpu_model, argv}
+  start   {t_unix, t0_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], cpu_model,
+           gpu_model, argv}
   sample  {t_s, gpu_energy_j, cpu_energy_j, ram_energy_j, rss_bytes}    every ``interval_s`` (cumulative energy)
   step    {t_s, step, step_time_s, tokens, samples, flop, forward_s, backward_s, peak_memory_bytes}
   modules {modules: [{name, calls, forward_s, backward_s, forward_flop, backward_flop, memory_bytes}]}
   end     {t_s, status: "ok" | "error" | "exit <code>", error}
 The file is flushed by the sampler at least every ``interval_s`` (default 0.5 s) and on close, so a
-SIGKILL loses at most the last interval; ``read_jsonl`` ignores a torn last line. A file reused by a later
-run gets that run's records appended after its own ``start``; ``last_run`` selects them.
+SIGKILL loses at most the last interval; ``read_jsonl`` ignores a torn last line. ``t0_unix`` is the Unix
+time of ``t_s = 0``, so the records of two processes (`greentrain track` and its child) share one clock. A
+file reused by a later run gets that run's records appended after its own ``start``; ``last_run`` selects
+them.
 """
 
 from __future__ import annotations
@@ -89,6 +92,34 @@ def last_run(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     runs keeps each run's records; none of them is counted in another)."""
     starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
     return list(records[starts[-1]:]) if starts else list(records)
+
+
+def t0_unix(start: dict[str, Any]) -> float:
+    """The Unix time of a record's ``t_s = 0`` (the start record's own time in records written before it)."""
+    return float(start.get("t0_unix", start.get("t_unix", 0.0)))
+
+
+def clip_samples(records: Sequence[dict[str, Any]], t_end_s: float) -> tuple[list[dict[str, Any]], bool]:
+    """The records with the samples cut at ``t_end_s``: the cumulative energies interpolated there between
+    the two samples around it, or extrapolated at the mean power since t = 0 past the last sample (then
+    the second value is True). Records without samples come back unchanged."""
+    samples = [r for r in records if r.get("type") == "sample"]
+    if not samples or t_end_s <= 0:
+        return list(records), False
+    before = [r for r in samples if float(r.get("t_s", 0.0)) <= t_end_s]
+    after = [r for r in samples if float(r.get("t_s", 0.0)) > t_end_s]
+    hi = after[0] if after else samples[-1]
+    # inside the samples: between the two around t_end_s; past the last one: from t = 0 at the mean power
+    lo: dict[str, Any] = before[-1] if before and after else {"t_s": 0.0}
+    t_lo, t_hi = float(lo.get("t_s", 0.0)), float(hi.get("t_s", 0.0))
+    w = (t_end_s - t_lo) / (t_hi - t_lo) if t_hi > t_lo else 1.0
+    cut: dict[str, Any] = {"type": "sample", "t_s": t_end_s,
+                           "rss_bytes": float((before[-1] if before else hi).get("rss_bytes", 0.0))}
+    for key in hi:
+        if key.endswith("_energy_j"):
+            cut[key] = float(lo.get(key, 0.0)) + w * (float(hi[key]) - float(lo.get(key, 0.0)))
+    kept = [r for r in records if r.get("type") != "sample" or float(r.get("t_s", 0.0)) <= t_end_s]
+    return [*kept, cut], not after
 
 
 def meter_info(readings: Sequence[EnergyReading]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from greentrain.config import require
 from greentrain.errors import ConfigError
@@ -25,7 +26,16 @@ from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
 from greentrain.measure.meters import CpuEstimateMeter, default_meters, process_tree, tree_rss_bytes
 from greentrain.measure.preempt import Supervisor, Watchdog
-from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
+from greentrain.measure.records import (
+    JsonlWriter,
+    Sampler,
+    clip_samples,
+    hardware_info,
+    last_run,
+    meter_info,
+    read_jsonl,
+    t0_unix,
+)
 from greentrain.measure.summary import Measurement, summarize, with_footprint
 
 AUTOLOAD_DIR = Path(__file__).parent / "autoload"
@@ -104,7 +114,9 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
     meters = default_meters(child.pid, cpu_tdp_w=cpu_tdp_w)
     sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
     readings = sampler.start()
-    writer.append({"type": "start", "t_unix": time.time(), "run_id": run_id, "pid": child.pid, "rank": 0,
+    now_unix = time.time()
+    writer.append({"type": "start", "t_unix": now_unix, "t0_unix": now_unix - (time.perf_counter() - t0),
+                   "run_id": run_id, "pid": child.pid, "rank": 0,
                    "world_size": 1, "argv": list(command), "meters": meter_info(readings),
                    **hardware_info(meters)})
     writer.flush()
@@ -120,17 +132,42 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
     return code
 
 
+def _cut_at_last_step(records: list[dict[str, Any]],
+                      rank_records: Sequence[Sequence[dict[str, Any]]]) -> tuple[list[dict[str, Any]], str]:
+    """A killed run (no end record): the tracker's records cut at the last recorded step, on the tracker's
+    clock, so that duration and energy cover the steps counted, as in a complete run of those steps. The
+    tracker's last samples may outlast the children's last flushed steps (kill -9 of all), or the children
+    may outlive the tracker (kill -9 of the tracker, a script that finishes its steps on SIGTERM): then the
+    energy after the tracker's last sample is extrapolated at its mean power, and a note says so."""
+    if not records or any(r.get("type") == "end" for r in records):
+        return records, ""
+    t0 = t0_unix(records[0])
+    ends = [float(s.get("t_s", 0.0)) + t0_unix(mine[0]) - t0 for mine in rank_records
+            for s in mine if s.get("type") == "step"]
+    if not ends or t0 <= 0:
+        return records, ""
+    t_end = max(ends)
+    last_sample = max((float(r.get("t_s", 0.0)) for r in records if r.get("type") == "sample"), default=0.0)
+    cut, extrapolated = clip_samples(records, t_end)
+    note = f"killed: duration and energy cover the run up to its last recorded step ({t_end:.2f} s)"
+    if extrapolated and t_end > last_sample:
+        note += (f"; energy after the tracker's last sample ({last_sample:.2f} s) extrapolated at its mean "
+                 "power")
+    return cut, note
+
+
 def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measurement:
     """The Measurement of the last tracked run in ``out_dir``: energy and memory from the parent, steps from
     the children that carry the same run id (records of earlier runs in the folder are not counted)."""
     records = last_run(read_jsonl(out_dir / "track.jsonl"))
     run_id = str(records[0].get("run_id", "")) if records else ""
+    rank_records = [mine for p in sorted(out_dir.glob("steps*.jsonl")) if (mine := last_run(read_jsonl(p)))
+                    and str(mine[0].get("run_id", "")) == run_id]
+    records, cut_note = _cut_at_last_step(records, rank_records)
     parent = summarize(records, None, pue=pue)
-    ranks = []
-    for p in sorted(out_dir.glob("steps*.jsonl")):
-        mine = last_run(read_jsonl(p))
-        if mine and str(mine[0].get("run_id", "")) == run_id:
-            ranks.append(summarize(mine, None))
+    if cut_note:
+        parent = replace(parent, notes=(*parent.notes, cut_note))
+    ranks = [summarize(mine, None) for mine in rank_records]
     if not ranks:
         m = replace(parent, notes=(*parent.notes, "no step records: run with module hooks (the default) or "
                                                   "call greentrain.Tracker.step() in the script"))

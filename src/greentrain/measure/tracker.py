@@ -113,7 +113,9 @@ class Tracker:
         meters = self._make_meters(local_rank)
         self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
         readings = self._sampler.start()
-        self._writer.append({"type": "start", "t_unix": time.time(), "run_id": self.run_id, "pid": os.getpid(),
+        now_unix = time.time()
+        self._writer.append({"type": "start", "t_unix": now_unix, "run_id": self.run_id, "pid": os.getpid(),
+                             "t0_unix": now_unix - (time.perf_counter() - self.t0),
                              "rank": self.rank, "world_size": self.world_size,
                              "model_parallel_size": self.model_parallel_size, "argv": sys.argv,
                              "meters": meter_info(readings), **hardware_info(meters)})
