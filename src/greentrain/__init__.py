@@ -3,7 +3,7 @@
 Time, memory, network traffic, energy, money and CO2e, from one description of a run (a Scenario).
 """
 
-__version__ = "0.1.0"
+from greentrain._version import __version__ as __version__  # re-exported: `greentrain --version`
 
 
 def __getattr__(name: str) -> object:

@@ -16,9 +16,10 @@ import pytest
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.report import SweepPoint
-from greentrain.plotting import check_output_path, check_plot_path, pyplot, save_figure, write_atomic
-from greentrain.sim.render import check_gantt_path, write_gantt
-from greentrain.sim.trace import Trace, check_trace_path, write_json_atomic
+from greentrain.report.files import check_output_path, check_plot_path, pyplot, save_figure, write_atomic
+from greentrain.report.sim import check_gantt_path, write_gantt
+from greentrain.report.trace import check_trace_path, write_chrome, write_json_atomic
+from greentrain.sim.trace import Trace
 
 TRAFFIC = ("--cluster_flop_rate 156e12 --num_experts 8 --batch_size 8192 --seq_len 8192 --dataset_size 13e12 "
            "--num_layers 120 --d_model 15360 --p_pipe 15 --p_data 16 --p_seq 1 --p_exp 8 --p_tensor_int 8 "
@@ -43,7 +44,7 @@ def _figure(path: Path, flag: str = "--plot") -> Path:
 
 
 def _sweep(path: Path) -> Path:
-    from greentrain.estimate.traffic.plot import plot_sweep
+    from greentrain.report.seed001 import plot_sweep
 
     pts = [SweepPoint(dp=d, num_chips=8 * d, tx_bytes_per_chip=1e9 * d, rx_bytes_per_chip=2e9 * d) for d in (1, 2)]
     return plot_sweep(pts, path)
@@ -54,7 +55,7 @@ WRITERS: dict[str, tuple[str, Callable[[Path], object], str]] = {
     "save_figure": ("--plot", _figure, ".png"),
     "plot_sweep": ("--plot", _sweep, ".png"),
     "write_gantt": ("--gantt", lambda p: write_gantt(_trace(), p), ".png"),
-    "write_chrome": ("--trace", lambda p: _trace().write_chrome(p), ".json"),
+    "write_chrome": ("--trace", lambda p: write_chrome(_trace(), p), ".json"),
     "write_json_atomic": ("--trace", lambda p: write_json_atomic(p, {"a": 1}), ".json"),
 }
 CHECKS: dict[str, Callable[[Path], Path]] = {
@@ -151,7 +152,7 @@ def test_unwritable_folder_is_refused_before_work(monkeypatch: pytest.MonkeyPatc
     def denied(*_: object, **__: object) -> tuple[int, str]:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("greentrain.plotting.tempfile.mkstemp", denied)
+    monkeypatch.setattr("greentrain.report.files.tempfile.mkstemp", denied)
     with pytest.raises(ConfigError, match=r"cannot write in .*Permission denied"):
         check_output_path(tmp_path / "x.png", "--plot")
     with pytest.raises(ConfigError, match="cannot be written: Permission denied"):

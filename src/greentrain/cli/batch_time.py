@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from greentrain.estimate import batch_time as bt
+    from greentrain.report.seed001 import batch_time_text, batch_time_to_dict
 
     if not args.v2:
         for flag, value in (("base_utilization", args.base_utilization),
@@ -66,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
         base_utilization=0.6 if args.base_utilization is None else args.base_utilization)
     chip = bt.get_batch_chip(args.chip_type, v2=args.v2, net_bytes_per_s=args.network_bandwidth)
     result = bt.batch_time(cfg, chip)
-    print(json.dumps(bt.to_json(cfg, result), indent=2) if args.json else bt.render_text(cfg, result))
+    print(json.dumps(batch_time_to_dict(cfg, result), indent=2) if args.json else batch_time_text(cfg, result))
     return 0

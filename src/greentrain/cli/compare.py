@@ -6,7 +6,13 @@ import argparse
 import json
 
 from greentrain.config import load_mapping
-from greentrain.measure.compare import check_kinds, compare, mismatch_warnings
+from greentrain.report.compare import (
+    check_kinds,
+    compare,
+    comparison_to_dict,
+    mismatch_warnings,
+    render_comparison,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,21 +29,7 @@ def run(args: argparse.Namespace) -> int:
     check_kinds(predicted, measured, args.measured)
     rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)
     if args.json:
-        print(json.dumps({"rows": [{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,
-                                    "relative_error": r.relative_error} for r in rows],
-                          "warnings": warnings}, indent=2))
+        print(json.dumps(comparison_to_dict(rows, warnings), indent=2))
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="predicted vs measured")
-    for col in ("quantity", "predicted", "measured", "error"):
-        table.add_column(col, justify="left" if col == "quantity" else "right")
-    for r in rows:
-        err = "n/a" if r.relative_error is None else f"{r.relative_error:+.1%}"
-        table.add_row(r.quantity, f"{r.predicted:.4g}", f"{r.measured:.4g}", err)
-    console = Console()
-    console.print(table)
-    for w in warnings:
-        console.print(f"warning: {w}")
+    render_comparison(rows, warnings)
     return 0

@@ -22,7 +22,6 @@ from greentrain import units
 from greentrain.cli.argtypes import finite_float, nonneg_float, positive_float, positive_int
 from greentrain.config import require, split_list
 from greentrain.errors import ConfigError
-from greentrain.footprint import render
 from greentrain.footprint.compare import compare_regions, model_card_block
 from greentrain.footprint.inputs import RunInputs, run_inputs_from_json
 from greentrain.footprint.model import DEFAULT_LIFETIME_S, Footprint, footprint
@@ -32,6 +31,7 @@ from greentrain.footprint.schedule import best_start, load_intensity_csv
 from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
+from greentrain.report import footprint as render
 
 MAX_POWER_TDP_RATIO = 1.5  # the most a measured average power per chip may exceed the chip's TDP by
 

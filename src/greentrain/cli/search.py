@@ -15,10 +15,10 @@ from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
 from greentrain.scenario import Scenario
-from greentrain.search.engine import OBJECTIVES, Candidate, Constraints, SearchResult
+from greentrain.search.engine import OBJECTIVES, Constraints
 
 if TYPE_CHECKING:
-    from greentrain.estimate.efficiency import Profile
+    pass
 
 
 def _count(text: str) -> int:
@@ -71,9 +71,7 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
+    from greentrain.report.search import search_progress
     from greentrain.search.engine import search
     from greentrain.search.space import SearchSpace
 
@@ -89,50 +87,24 @@ def run(args: argparse.Namespace) -> int:
     cons = Constraints(max_chips=args.max_chips or 0, memory_headroom=args.memory_headroom,
                        budget_usd=args.budget_usd or 0.0, deadline_s=units.days_to_s(args.deadline_days or 0.0))
     if args.plot:
-        from greentrain.search.plot import check_plot_path
+        from greentrain.report.files import check_plot_path
 
         check_plot_path(args.plot)
-    err = Console(stderr=True)
-    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=err, transient=True, disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task("search", total=None)
-
-        def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with search_progress() as tick:
         result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, constraints=cons,
                         progress=tick, profile=profile)
     if args.plot:
-        from greentrain.search.plot import plot_search
+        from greentrain.report.search import plot_search
 
         plot_search(result, args.plot)
     if args.json:
-        print(json.dumps(_to_dict(result, scs, sites, profile), indent=2))
+        from greentrain.report.search import search_to_dict
+
+        print(json.dumps(search_to_dict(result, scs, sites, profile), indent=2))
         return 0
     from greentrain.report.console import stdout_console
-    from greentrain.search.report import render_search
+    from greentrain.report.search import render_search
 
     render_search(result, stdout_console(), pareto=args.pareto)
     return 0
 
-
-def _to_dict(result: SearchResult, scs: list[Scenario], sites: list[Any], profile: Profile) -> dict[str, Any]:
-    """The search's counts, the ranked strategies with their full estimates (as `plan --json`), the front."""
-    from greentrain.estimate.run import estimate_run
-    from greentrain.report.plan import plan_to_dict
-    from greentrain.search.report import candidate_to_dict
-
-    by_chip = {sc.cluster.chip.name: sc for sc in scs}
-    by_region = {s.region: s for s in sites}
-
-    def full(c: Candidate) -> dict[str, Any]:
-        sc = by_chip[c.chip]
-        sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, num_chips=c.num_chips))
-        sc = dataclasses.replace(sc, site=by_region[c.region]) if c.region in by_region else sc
-        return plan_to_dict(estimate_run(sc, c.strategy, eff=profile.for_chip(sc.cluster.chip.name)))
-
-    return {"objective": result.objective, "num_candidates": result.num_candidates,
-            "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,
-            "ranked": [{"rank": i + 1, **candidate_to_dict(c), "estimate": full(c)}
-                       for i, c in enumerate(result.ranked)],
-            "pareto": [candidate_to_dict(c) for c in result.pareto], "notes": list(result.notes)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,7 @@ def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> Non
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise ConfigError(flag, path, f"must end in {' or '.join(suffixes)}")
-    from greentrain.plotting import check_output_path  # the folder exists and a file can be created in it
+    from greentrain.report.files import check_output_path  # the folder exists and a file can be created in it
 
     check_output_path(p, flag, suffixes)
 
@@ -97,18 +96,18 @@ def _run_swarm(args: argparse.Namespace) -> int:
     num_tasks = swarm_tasks(model, wl).num_tasks  # validates the tiling before anything runs
     trace = Trace() if (args.trace or args.gantt) else None
     total = num_tasks * args.rounds
-    with _progress(total, "simulating", enabled=total >= PROGRESS_MIN_TASKS) as advance:
+    from greentrain.report.sim import progress
+
+    with progress(total, "simulating", enabled=total >= PROGRESS_MIN_TASKS) as advance:
         res = run_swarm(devices, model, rounds=args.rounds, workload=wl, options=opts, trace=trace,
                         progress=(lambda r, done: advance(r * num_tasks + done)) if advance else None)
     _write_outputs(args, trace, f"swarm of {res.num_devices} devices, {res.model}")
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
-    from rich.console import Console
+    from greentrain.report.sim import render_swarm
 
-    from greentrain.sim.render import render_swarm
-
-    render_swarm(res, Console())
+    render_swarm(res)
     return 0
 
 
@@ -126,11 +125,9 @@ def _run_step(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
-    from rich.console import Console
+    from greentrain.report.sim import render_step
 
-    from greentrain.sim.render import render_step
-
-    render_step(res, Console())
+    render_step(res)
     return 0
 
 
@@ -153,32 +150,11 @@ def _write_outputs(args: argparse.Namespace, trace: Any, title: str) -> None:
     if trace is None:
         return
     if args.trace:
-        trace.write_chrome(args.trace)
+        from greentrain.report.trace import write_chrome
+
+        write_chrome(trace, args.trace)
     if args.gantt:
-        from greentrain.sim.render import write_gantt
+        from greentrain.report.sim import write_gantt
 
         write_gantt(trace, args.gantt, title=title)
 
-
-class _progress:
-    """A Rich progress bar on stderr for long runs; yields ``advance(completed)`` or None when disabled."""
-
-    def __init__(self, total: int, label: str, enabled: bool) -> None:
-        self.total, self.label = total, label
-        self.enabled = enabled and sys.stderr.isatty()
-        self._bar: Any = None
-
-    def __enter__(self) -> Any:
-        if not self.enabled:
-            return None
-        from rich.console import Console
-        from rich.progress import Progress
-
-        self._bar = Progress(console=Console(stderr=True), transient=True)
-        self._bar.start()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda completed: self._bar.update(task, completed=completed)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()

@@ -149,17 +149,18 @@ def cluster_rate(args: argparse.Namespace) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from greentrain.estimate.traffic.report import render_text, sweep_data_parallel, traffic_report
+    from greentrain.estimate.traffic.report import sweep_data_parallel, traffic_report
+    from greentrain.report.seed001 import traffic_text
 
     cfg = config_from_args(args)
     rate = cluster_rate(args)
     if args.plot is not None:  # before any work: suffix, a writable folder, matplotlib installed
-        from greentrain.plotting import check_plot_path
+        from greentrain.report.files import check_plot_path
 
         check_plot_path(args.plot, "--plot")
     report = traffic_report(cfg, rate)
     if args.plot is not None:
-        from greentrain.estimate.traffic.plot import plot_sweep
+        from greentrain.report.seed001 import plot_sweep
 
         dps = sorted({2**i for i in range(max(6, cfg.dp.bit_length() + 2) + 1)} | {cfg.dp})
         written = plot_sweep(sweep_data_parallel(cfg, dps), args.plot)
@@ -167,5 +168,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(render_text(report))
+        print(traffic_text(report))
     return 0

@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from greentrain import __version__, units
+from greentrain import units
+from greentrain._version import __version__
 from greentrain.errors import ConfigError
 from greentrain.footprint.regions import codecarbon_location
 from greentrain.measure.summary import Measurement

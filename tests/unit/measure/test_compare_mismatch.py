@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from greentrain.measure.compare import mismatch_warnings
+from greentrain.report.compare import mismatch_warnings
 
 
 def test_same_job_no_warning() -> None:

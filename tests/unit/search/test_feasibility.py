@@ -12,10 +12,10 @@ from rich.console import Console
 from greentrain.cli.main import main
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.cluster import MAX_CHIPS
+from greentrain.report.search import render_search
 from greentrain.scenario import Scenario, scenario_from_dict
 from greentrain.search.engine import search
 from greentrain.search.feasibility import fits, layout_counts, min_chips_to_fit, valid_count
-from greentrain.search.report import render_search
 from greentrain.search.space import SearchSpace, divisors
 
 SPACE = SearchSpace(max_micro_batch=2, interleave=False)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from greentrain.report.trace import write_chrome
 from greentrain.sim.engine import Engine, EventError, Link, SharedLink, Stream
 from greentrain.sim.trace import Trace
 
@@ -99,7 +100,7 @@ def test_trace_exports_one_track_per_device_and_link(tmp_path) -> None:
     Link(eng, "link/gpu0.egress", bytes_per_s=1e3).send(1.0, lambda _: None, label="act")
     eng.run()
     path = tmp_path / "t.json"
-    trace.write_chrome(path)
+    write_chrome(trace, path)
     doc = json.loads(path.read_text())
     threads = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     procs = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}

@@ -1,4 +1,5 @@
-"""The seed-001 traffic report: derived rates (seed-systems.md §1.6, lib.py ``Meter.print``) and its text.
+"""The seed-001 traffic report: derived rates (seed-systems.md §1.6, lib.py ``Meter.print``); its text is
+greentrain.report.seed001's.
 
 Counts are elements summed over the cluster; bytes = elements × net_precision_bytes. A "cluster" in the
 seed is one unit of the mesh (one chip in its README), of rate ``cluster_flop_per_s``.
@@ -7,11 +8,9 @@ seed is one unit of the mesh (one chip in its README), of rate ``cluster_flop_pe
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig, allowed_microbatch_sizes
 from greentrain.estimate.traffic.transformer import TrafficCounts, count_traffic
@@ -100,52 +99,6 @@ def traffic_report(cfg: TrafficConfig, cluster_flop_per_s: float | None = None,
         tx_bytes_per_flop=tx_per_flop, rx_bytes_per_flop=rx_per_flop,
         tx_bytes_per_chip=prec * total["tx"] / p, rx_bytes_per_chip=prec * total["rx"] / p, **rates,
     )
-
-
-def _runtime_text(runtime_s: float) -> str:
-    """Days, hours, minutes or seconds, one decimal (lib.py Meter.print)."""
-    if runtime_s >= units.DAY_S:
-        return f"{units.s_to_days(runtime_s):.1f} days"
-    if runtime_s >= units.HOUR_S:
-        return f"{units.s_to_hours(runtime_s):.1f} hours"
-    if runtime_s >= units.MINUTE_S:
-        return f"{runtime_s / units.MINUTE_S:.1f} minutes"
-    return f"{runtime_s:.1f} seconds"
-
-
-def render_text(r: TrafficReport) -> str:
-    """The seed's report, line for line; the P: line lists the axes in the fixed order of ``degrees``."""
-    lines = [f"N: {r.num_params:.3e} ({r.num_params_effective:.3e} effective)", f"D: {r.num_tokens:.3e}"]
-    if r.allowed_microbatch_sizes is None:
-        lines.append(f"b: {r.batch_size}")
-    else:
-        lines.append(f"b: {r.batch_size} (microbatch size must be in {list(r.allowed_microbatch_sizes)} "
-                     "to be efficient)")
-    axes = ", ".join(f"{name}: {deg}" for name, deg in r.degrees)
-    lines += [f"P: {math.prod(d for _, d in r.degrees)} = {{{axes}}}", "", "", "FULL TRAINING RUN COST"]
-    if r.fwd_only:
-        lines.append(f'{"Metric":>10}    {"Fwd":>11}')
-    else:
-        lines.append(f'{"Metric":>10}    {"Fwd":>11}    {"Bwd":>11}    {"Total":>11}')
-    rows = (("FLOP", r.flop_fwd, r.flop_bwd, r.flop_total), ("Tx", r.tx_elements_fwd, r.tx_elements_bwd,
-            r.tx_elements_total), ("Rx", r.rx_elements_fwd, r.rx_elements_bwd, r.rx_elements_total),
-            ("net", r.net_elements_fwd, r.net_elements_bwd, r.net_elements_total))
-    for name, *values in rows:
-        shown = values[:1] if r.fwd_only else values
-        lines.append(f"{name:>10}" + "".join(f"    {v:>11.3e}" for v in shown))
-    if r.cluster_flop_per_s is not None:
-        assert r.cluster_tx_bytes_per_s is not None and r.cluster_rx_bytes_per_s is not None
-        assert r.total_tx_bytes_per_s is not None and r.total_rx_bytes_per_s is not None
-        assert r.total_flop_per_s is not None and r.runtime_s is not None
-        net_per_flop = r.tx_bytes_per_flop + r.rx_bytes_per_flop
-        lines += ["", f"Cluster FLOP/sec:    {r.cluster_flop_per_s:.3e}",
-                  f"Cluster bytes/sec:   {net_per_flop * r.cluster_flop_per_s:.3e} "
-                  f"({r.cluster_tx_bytes_per_s:.3e} Tx, {r.cluster_rx_bytes_per_s:.3e} Rx)", "",
-                  f"Total FLOP/sec:      {r.total_flop_per_s:.3e}",
-                  f"Total bytes/sec:     {net_per_flop * r.total_flop_per_s:.3e} "
-                  f"({r.total_tx_bytes_per_s:.3e} Tx, {r.total_rx_bytes_per_s:.3e} Rx)", "",
-                  f"Runtime:             {_runtime_text(r.runtime_s)}"]
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,1 +1,1 @@
-"""Directory that `greentrain track` puts first on PYTHONPATH: its sitecustomize imports greentrain.auto."""
+"""Directory that `greentrain track` puts first on PYTHONPATH: its sitecustomize imports greentrain.measure.auto."""

@@ -8,6 +8,6 @@ import sys
 
 if os.environ.get("GREENTRAIN_AUTO") == "1":
     try:
-        import greentrain.auto  # noqa: F401
+        import greentrain.measure.auto  # noqa: F401
     except Exception as e:  # the user's training must run even if measurement cannot
         print(f"greentrain.auto: disabled ({type(e).__name__}: {e})", file=sys.stderr)

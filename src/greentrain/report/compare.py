@@ -1,4 +1,5 @@
-"""Predicted (``greentrain plan --json``) against measured (``measurement.json``): relative errors.
+"""`greentrain compare`: predicted (``greentrain plan --json``) against measured (``measurement.json``), the
+relative errors as a Rich table or JSON.
 
 Predicted keys: step_time_s, tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device
 ({"total": ...}), energy_kwh and run_time_s. Measured keys: the Measurement JSON. Energy is compared per
@@ -10,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from rich.console import Console
+from rich.table import Table
 
 from greentrain import units
 from greentrain.errors import ConfigError
@@ -102,3 +106,22 @@ def mismatch_warnings(predicted: dict[str, Any], measured: dict[str, Any]) -> li
             out.append(f"{name}: predicted {p:.4g}, measured {m:.4g} ({max(p / m, m / p):,.3g}x apart): "
                        f"the plan and the measurement look like different jobs")
     return out
+
+
+def comparison_to_dict(rows: list[ComparisonRow], warnings: list[str]) -> dict[str, Any]:
+    return {"rows": [{"quantity": r.quantity, "predicted": r.predicted, "measured": r.measured,
+                      "relative_error": r.relative_error} for r in rows], "warnings": warnings}
+
+
+def render_comparison(rows: list[ComparisonRow], warnings: list[str], console: Console | None = None) -> None:
+    """The rows as a table (predicted, measured, signed relative error), then one line per warning."""
+    table = Table(title="predicted vs measured")
+    for col in ("quantity", "predicted", "measured", "error"):
+        table.add_column(col, justify="left" if col == "quantity" else "right")
+    for r in rows:
+        err = "n/a" if r.relative_error is None else f"{r.relative_error:+.1%}"
+        table.add_row(r.quantity, f"{r.predicted:.4g}", f"{r.measured:.4g}", err)
+    console = console or Console()
+    console.print(table)
+    for w in warnings:
+        console.print(f"warning: {w}")

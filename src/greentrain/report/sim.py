@@ -1,15 +1,20 @@
-"""Rendering simulation results: Rich tables and a matplotlib Gantt chart of a trace."""
+"""`greentrain simulate` output: Rich tables of a swarm or a step, a matplotlib Gantt chart of a trace, and the
+progress bar of a long swarm run."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from greentrain import units
-from greentrain.plotting import check_plot_path, pyplot, save_figure
+from greentrain.report.files import check_plot_path, pyplot, save_figure
 from greentrain.sim.cluster import StepSimResult
 from greentrain.sim.results import SwarmResult
 from greentrain.sim.trace import Trace
@@ -18,7 +23,8 @@ _COLORS = {"ingress": "#4c78a8", "compute": "#54a24b", "egress": "#f58518", "for
            "backward": "#e45756", "p2p": "#9d755d", "dp": "#b279a2", "tp": "#72b7b2", "link": "#bab0ac"}
 
 
-def render_swarm(res: SwarmResult, console: Console, max_rounds: int = 20) -> None:
+def render_swarm(res: SwarmResult, console: Console | None = None, max_rounds: int = 20) -> None:
+    console = console or Console()
     console.print(f"[bold]Swarm[/bold] {res.num_devices} devices, model {res.model}, "
                   f"{res.num_tasks:,} tasks a round (tp_depth {res.tp_depth}, min_tp_size {res.min_tp_size}, "
                   f"{res.batch_tokens:,} tokens, "
@@ -63,7 +69,8 @@ def _group_table(res: SwarmResult) -> Table:
     return t
 
 
-def render_step(res: StepSimResult, console: Console) -> None:
+def render_step(res: StepSimResult, console: Console | None = None) -> None:
+    console = console or Console()
     console.print(f"[bold]Step[/bold] {res.schedule}, pp {res.pp}, vpp {res.vpp}, "
                   f"{res.num_micro_batches} micro-batches; {res.num_events:,} events in {res.wall_s:.2f} s")
     t = Table(title="One training step, simulated")
@@ -117,3 +124,25 @@ def write_gantt(trace: Trace, path: str | Path, *, max_tracks: int = 64, title: 
               fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, flag=flag)
+
+
+class progress:
+    """A Rich progress bar on stderr for long runs; yields ``advance(completed)``, or None when disabled or
+    stderr is not a terminal."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self.total, self.label = total, label
+        self.enabled = enabled and sys.stderr.isatty()
+        self._bar: Progress | None = None
+
+    def __enter__(self) -> Callable[[int], None] | None:
+        if not self.enabled:
+            return None
+        bar = self._bar = Progress(console=Console(stderr=True), transient=True)
+        bar.start()
+        task = bar.add_task(self.label, total=self.total)
+        return lambda completed: bar.update(task, completed=completed)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()

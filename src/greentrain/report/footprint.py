@@ -1,4 +1,5 @@
-"""Footprints as JSON dicts (units in the keys) and Rich tables (human units, converted through units.py)."""
+"""`greentrain footprint` output: footprints as JSON dicts (units in the keys) and Rich tables (human units,
+converted through units.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,130 @@
+"""`greentrain catalog` output: what greentrain knows (chips, models, regions, links) as Rich tables or JSON.
+
+The tables show human units (TFLOP/s, GiB, TB/s, $/h); the JSON records are the SI, unit-named fields of the
+dataclasses themselves (``peak_bf16_flop_per_s``, ``memory_bytes``, ``bytes_per_s``). Every figure comes from
+the catalogs (hardware/catalog/*.yaml, model/presets/*.yaml, footprint/data/*.csv), which name their sources;
+this module only selects and formats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from rich.table import Table
+
+from greentrain import units
+from greentrain.hardware.catalog import chips, links
+from greentrain.hardware.chip import Chip, Link
+from greentrain.model.load import load_preset, preset_names
+from greentrain.model.spec import TransformerSpec
+
+
+# ---- formatting helpers --------------------------------------------------------------------------------
+def _num(x: float, digits: int = 1) -> str:
+    """A figure for a table; '-' for 0, which the catalogs use for 'unknown' or 'not supported'."""
+    return f"{x:,.{digits}f}" if x else "-"
+
+
+def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...]) -> Table:
+    """A table whose ``left`` columns are left-aligned (the rest are numbers); the first never wraps."""
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=i == 0)
+    return table
+
+
+def _record(obj: Any) -> dict[str, Any]:
+    """A dataclass as a JSON object (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(obj).items()}
+
+
+# ---- chips ----------------------------------------------------------------------------------------------
+def _bf16_cell(chip: Chip) -> str:
+    """The bf16 peak; chips without bf16 (V100, T4) show their fp16 tensor rate, marked."""
+    if chip.peak_bf16_flop_per_s:
+        return _num(chip.peak_bf16_flop_per_s / units.TFLOP)
+    return f"{_num(chip.peak_fp16_flop_per_s / units.TFLOP)} (fp16)"
+
+
+def _chips() -> tuple[list[dict[str, Any]], Table]:
+    table = _table("Chips (dense peaks; sources in hardware/catalog/chips.yaml)",
+                   ("name", "vendor", "bf16 TFLOP/s", "fp8 TFLOP/s", "memory GiB", "bandwidth TB/s", "TDP W",
+                    "price $/h", "node"), left=("name", "vendor", "node"))
+    records = []
+    for chip in chips().values():
+        records.append(_record(chip))
+        node = f"{chip.chips_per_node} x {chip.intra_node_link or '-'}, {chip.inter_node_link or '-'}"
+        table.add_row(chip.name, chip.vendor, _bf16_cell(chip), _num(chip.peak_fp8_flop_per_s / units.TFLOP),
+                      _num(units.bytes_to_gib(chip.memory_bytes), 0),
+                      _num(chip.memory_bytes_per_s / units.TB, 2), _num(chip.tdp_w, 0),
+                      _num(chip.price_usd_per_s * units.HOUR_S, 2), node)
+    return records, table
+
+
+# ---- models ---------------------------------------------------------------------------------------------
+def _model_record(spec: TransformerSpec) -> dict[str, Any]:
+    fields = ("name", "family", "arch", "num_layers", "num_encoder_layers", "hidden_size", "num_heads",
+              "num_kv_heads", "ffn_hidden_size", "vocab_size", "num_experts", "top_k")
+    record: dict[str, Any] = {f: getattr(spec, f) for f in fields}
+    record.update(num_params=spec.num_params(), num_active_params=spec.num_active_params())
+    return record
+
+
+def _models() -> tuple[list[dict[str, Any]], Table]:
+    table = _table("Model presets (model/presets/*.yaml; parameters from TransformerSpec.num_params)",
+                   ("name", "family", "arch", "layers", "hidden", "heads/kv", "experts", "params B",
+                    "active B"),
+                   left=("name", "family", "arch"))
+    records = []
+    for name in preset_names():
+        spec = load_preset(name)
+        records.append(_model_record(spec))
+        layers = (f"{spec.num_encoder_layers}+{spec.num_layers}" if spec.arch == "encoder-decoder"
+                  else str(spec.num_layers))
+        experts = f"{spec.num_experts} top-{spec.top_k}" if spec.is_moe else "-"
+        table.add_row(spec.name, spec.family, spec.arch, layers, str(spec.hidden_size),
+                      f"{spec.num_heads}/{spec.num_kv_heads}", experts, f"{spec.num_params() / 1e9:,.2f}",
+                      f"{spec.num_active_params() / 1e9:,.2f}")
+    return records, table
+
+
+# ---- links ----------------------------------------------------------------------------------------------
+def _links() -> tuple[list[dict[str, Any]], Table]:
+    table = _table("Links (per chip, per direction; sources in hardware/catalog/links.yaml)",
+                   ("name", "kind", "GB/s", "Gbit/s", "latency us"), left=("name", "kind"))
+    records = []
+    link: Link
+    for link in links().values():
+        records.append(_record(link))
+        table.add_row(link.name, link.kind, _num(link.bytes_per_s / units.GB, 2),
+                      _num(link.bytes_per_s / units.GBIT, 0), _num(link.latency_s * 1e6, 1))
+    return records, table
+
+
+# ---- regions --------------------------------------------------------------------------------------------
+def _regions() -> tuple[list[dict[str, Any]], Table]:
+    from greentrain.footprint.regions import list_regions  # imported here: only this branch needs it
+
+    table = _table("Regions (footprint/data/*.csv; every row names its source and year)",
+                   ("code", "name", "kind", "provider", "g CO2e/kWh", "PUE", "$/kWh", "year"),
+                   left=("code", "name", "kind", "provider"))
+    records = []
+    for region in list_regions():
+        records.append(_record(region))
+        table.add_row(region.code, region.name, region.kind, region.provider or "-",
+                      f"{region.grid_g_co2e_per_kwh:,.0f}", f"{region.pue:.2f}",
+                      _num(region.electricity_usd_per_kwh, 3), str(region.year))
+    return records, table
+
+
+_LISTERS: dict[str, Callable[[], tuple[list[dict[str, Any]], Table]]] = {
+    "chips": _chips, "models": _models, "regions": _regions, "links": _links,
+}
+KINDS = tuple(_LISTERS)
+
+
+def catalog_listing(kind: str) -> tuple[list[dict[str, Any]], Table]:
+    """One catalog as JSON records (the dataclasses' SI, unit-named fields) and as a table (human units)."""
+    return _LISTERS[kind]()
