@@ -44,14 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool,
             show: bool = True) -> None:
-    from greentrain.experiment.console import render_report
-    from greentrain.experiment.report import build_report, write_report_files
+    from greentrain.experiment.report import build_report
+    from greentrain.report.experiment import render_report, write_report_files
 
     rep = build_report(out, regions)
     if files:
         write_report_files(out, rep)
         if plot_dir is not None:
-            from greentrain.experiment.plots import write_plots
+            from greentrain.report.experiment import write_plots
 
             write_plots(rep, plot_dir)
     if not show:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(plan.to_dict(), indent=1))
         else:
-            from greentrain.experiment.console import render_plan
+            from greentrain.report.experiment import render_plan
 
             render_plan(plan)
         return 0
@@ -85,7 +85,13 @@ def run(args: argparse.Namespace) -> int:
                           isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
         plot_dir = None if args.no_plot else out
         # the report files are rewritten after every variant (an interrupted run still has them)
-        results = run_experiment(exp, opts, after_variant=lambda d: _report(d, None, None, False, True, show=False))
+        progress = None
+        if sys.stderr.isatty():
+            from greentrain.report.experiment import RichProgress
+
+            progress = RichProgress
+        results = run_experiment(exp, opts, progress=progress,
+                                 after_variant=lambda d: _report(d, None, None, False, True, show=False))
         _report(out, None, plot_dir, False, True)
         print(f"results in {out}", file=sys.stderr)
         return 1 if any(r.status == "failed" for r in results) else 0

@@ -5,9 +5,7 @@ so ``report`` works on a finished, interrupted or running experiment; re-pricing
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import platform
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from greentrain.errors import ConfigError
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.findings import Finding, all_findings, pareto_set
 from greentrain.experiment.job import SiteSpec, parse_job
-from greentrain.experiment.results import PHASES, VariantResult, read_result, write_text_atomic
+from greentrain.experiment.results import PHASES, VariantResult, read_result
 from greentrain.experiment.runner import previous_attempts, variant_dir
 
 
@@ -119,19 +117,6 @@ def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentR
                             repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts))
 
 
-def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-        w.writerow(row)
-    return buf.getvalue()
-
-
-def _write(path: Path, text: str) -> None:
-    write_text_atomic(path, text, "report")
-
-
 def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:
     """CodeCarbon's emissions.csv columns, one row per variant and phase (each phase counted once)."""
     rows = []
@@ -175,62 +160,3 @@ def prediction_rows(rep: ExperimentReport) -> list[dict[str, Any]]:
             rows.append({"variant_id": r.variant_id, "quantity": what, "predicted": pred, "measured": meas,
                          "error": err})
     return rows
-
-
-def write_report_files(out_dir: Path, rep: ExperimentReport) -> list[Path]:
-    """results.json/.csv, emissions.csv, predictions.csv, report.md (each written atomically)."""
-    from greentrain.measure.outputs import CODECARBON_COLUMNS
-
-    paths = []
-    results_json = json.dumps(rep.to_dict(), indent=1)
-    fields = [f.name for f in dataclasses.fields(VariantResult)]
-    files = {"results.json": results_json,
-             "results.csv": _csv_text(fields, [r.to_dict() for r in rep.results]),
-             "emissions.csv": _csv_text(list(CODECARBON_COLUMNS), emissions_rows(rep, rep.name)),
-             "predictions.csv": _csv_text(["variant_id", "quantity", "predicted", "measured", "error"],
-                                          prediction_rows(rep)),
-             "report.md": markdown(rep)}
-    for name, text in files.items():
-        _write(out_dir / name, text)
-        paths.append(out_dir / name)
-    return paths
-
-
-def _fmt(x: float | None, spec: str = ".4g") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-TABLE_COLUMNS = ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
-                 "ROUGE-1", "ROUGE-L", "pred FLOP err", "calib. time err")
-
-
-def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for r in rep.results:
-        ok = r.status == "ok"
-        status = r.status + (" *" if r.variant_id in rep.pareto else "")
-        e = r.error("flop_per_step")
-        c = r.error("calibrated_train_s")
-        rows.append((r.variant_id, status, _fmt(r.train_s if ok else None, ".3g"),
-                     _fmt(r.tokens_per_s if ok else None, ".4g"),
-                     _fmt(r.peak_memory_bytes / units.MIB if ok else None, ".4g"),
-                     _fmt(r.flop_per_step / 1e9 if ok else None, ".4g"),
-                     _fmt(units.j_to_kwh(r.facility_energy_j) * 1e3 if ok else None, ".4g")
-                     + ("" if r.energy_measured or not ok else " est"),
-                     _fmt(r.emissions_kg_co2e * 1e3 if ok and r.emissions_kg_co2e is not None else None, ".4g"),
-                     _fmt(r.cost_usd if ok else None, ".4g"), _fmt(r.rouge1, ".2f"), _fmt(r.rougeL, ".2f"),
-                     _fmt(e, "+.1%"), _fmt(c, "+.1%")))
-    return rows
-
-
-def markdown(rep: ExperimentReport) -> str:
-    lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
-             "|" + "---|" * len(TABLE_COLUMNS)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(rep)]
-    lines += ["", "`*`: in the Pareto set (ROUGE-1 up, CO2e and $ down). `est`: energy estimated, not metered.", "",
-              "## Findings", ""]
-    lines += [f"- **{f.kind}** {f.text}" for f in rep.findings]
-    notes = sorted({r.reason for r in rep.results if r.status in ("not_applicable", "failed") and r.reason})
-    if notes:
-        lines += ["", "## Not run as asked", ""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from greentrain.errors import ConfigError, GreentrainError
 from greentrain.experiment.cost import price, site_of
@@ -202,50 +202,25 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
     return r
 
 
-class _StepWatcher:
-    """A Rich progress bar over variants and over the current variant's steps (read from its train.jsonl)."""
+class Progress(Protocol):
+    """What the runner tells a progress display (``report.experiment.RichProgress`` draws a bar)."""
 
-    def __init__(self, total_variants: int, enabled: bool) -> None:
-        self.enabled = enabled
-        self.path: Path | None = None
-        self._stop = False
-        if not enabled:
-            return
-        import threading
+    def begin(self, variant_id: str, max_steps: int, folder: Path) -> None: ...
 
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    def end(self) -> None: ...
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-        self.variants = self.progress.add_task("variants", total=total_variants)
-        self.steps = self.progress.add_task("steps", total=1)
-        self.progress.start()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
+    def close(self) -> None: ...
 
-    def _poll(self) -> None:
-        while not self._stop:
-            p = self.path
-            if p is not None and p.is_file():
-                with contextlib.suppress(OSError):
-                    self.progress.update(self.steps, completed=p.read_text(encoding="utf-8").count('"type":"step"'))
-            time.sleep(0.5)
 
-    def begin(self, v: Variant, folder: Path) -> None:
-        if self.enabled:
-            self.path = folder / "train.jsonl"
-            self.progress.update(self.steps, description=v.variant_id[:40], total=v.job.train.max_steps, completed=0)
+class NoProgress:
+    def begin(self, variant_id: str, max_steps: int, folder: Path) -> None:
+        pass
 
     def end(self) -> None:
-        if self.enabled:
-            self.path = None
-            self.progress.advance(self.variants)
+        pass
 
     def close(self) -> None:
-        self._stop = True
-        if self.enabled:
-            self.progress.stop()
+        pass
 
 
 EXTRA_MODULES = ("torch", "transformers", "accelerate", "tokenizers", "rouge_score")
@@ -299,9 +274,10 @@ def _measured_totals(results: list[VariantResult], attempts: list[Attempt]) -> t
             sum(x for x in usd if x is not None) if usd else None)
 
 
-def run_experiment(exp: Experiment, opts: RunOptions, *, progress: bool = True,
+def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], Progress] | None = None,
                    after_variant: Callable[[Path], None] | None = None) -> list[VariantResult]:
-    """Run (or resume) every selected variant; returns their results in the experiment's order."""
+    """Run (or resume) every selected variant; returns their results in the experiment's order. ``progress``
+    makes the progress display for the number of variants chosen (none by default)."""
     from greentrain.experiment.plan import budget_breaches, plan_experiment
 
     known = {v.variant_id for v in exp.variants}
@@ -332,12 +308,12 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: bool = True,
         return _run_all(exp, chosen, opts, progress, after_variant, budget_breaches)
 
 
-def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress: bool,
+def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress: Callable[[int], Progress] | None,
              after_variant: Callable[[Path], None] | None,
              breaches: Callable[..., tuple[str, ...]]) -> list[VariantResult]:
     out = opts.out_dir
     results: list[VariantResult] = []
-    watcher = _StepWatcher(len(chosen), progress and sys.stderr.isatty())
+    watcher = progress(len(chosen)) if progress is not None else NoProgress()
     spent_over: tuple[str, ...] = ()
     try:
         for v in chosen:
@@ -357,7 +333,7 @@ def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress:
                 folder.mkdir(parents=True, exist_ok=True)
                 write_result(folder / "result.json", r)
             else:
-                watcher.begin(v, folder)
+                watcher.begin(v.variant_id, v.job.train.max_steps, folder)
                 r = _run_one(v, folder, opts.isolation, len(mine) + 1,
                              sum(a.energy_j for a in mine if a.wasted))
             results.append(r)

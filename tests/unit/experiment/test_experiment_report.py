@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.experiment.report import build_report, load_results, write_report_files
+from greentrain.experiment.report import build_report, load_results
 from greentrain.experiment.results import PHASES, VariantResult, write_result
 from greentrain.experiment.runner import variant_dir
+from greentrain.report.experiment import write_report_files
 
 
 def make_folder(out: Path) -> None:
@@ -95,3 +96,18 @@ def test_freeze_turns_off_the_gradients_of_the_part(make_experiment: object) -> 
     total = sum(p.numel() for p in build_model(variants[0].job, 100).parameters())
     assert counts[0] == total and counts[1] < total and counts[2] < total
     assert [v.variant_id for v in variants] == ["base", "model.freeze=['encoder']", "model.freeze=['embeddings']"]
+
+
+def test_the_experiment_package_imports_no_renderer(tmp_path: Path) -> None:
+    """Issue 17: Rich and matplotlib only in report/; experiment/ computes (its torch-free modules, loaded here)."""
+    out = tmp_path / "out"
+    make_folder(out)
+    code = ("import sys\n"
+            "import greentrain.experiment.runner, greentrain.experiment.plan, greentrain.experiment.spec\n"
+            "from pathlib import Path\n"
+            "from greentrain.experiment.report import build_report\n"
+            f"build_report(Path({str(out)!r}), ['FRA'])\n"
+            "print(sorted(m for m in ('rich', 'matplotlib', 'torch') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -121,7 +121,7 @@ def test_same_seed_on_cpu_fp32_gives_the_same_result(tmp_path: Path, make_experi
                                                data={"train_size": 128, "eval_size": 16, "test_size": 16}))
     got: list[Any] = []
     for k in range(2):
-        (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path / str(k), isolation="inline"), progress=False)
+        (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path / str(k), isolation="inline"))
         got.append((r.rouge1, r.rouge2, r.eval_loss, r.flop))
     assert got[0] == got[1]
 
@@ -143,7 +143,7 @@ def test_early_stopping_stops_and_keeps_evaluation_out_of_training(tmp_path: Pat
         data={"train_size": 256, "eval_size": 32, "test_size": 16, "max_source_tokens": 32, "max_target_tokens": 16},
         train={"max_steps": 200, "per_device_train_batch_size": 8, "learning_rate": 0.05},
         early_stopping={"eval_steps": 5, "patience": 1}))
-    (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path, isolation="inline"), progress=False)
+    (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path, isolation="inline"))
     assert r.status == "ok" and r.early_stopped_at_step == r.num_steps < 200 and r.num_steps % 5 == 0
     assert r.flop_per_step == r.predicted_flop_per_step  # the evaluations added no FLOPs to the training steps
     evals = sorted(tmp_path.glob("variants/base/eval_in_train_*.jsonl"))

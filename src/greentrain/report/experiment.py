@@ -1,0 +1,268 @@
+"""Rendering of ``greentrain experiment`` (issue 17: renderers live in report/): the plan, status and report tables
+(Rich), the report files (results.csv/.json, emissions.csv with CodeCarbon's columns, predictions.csv, report.md),
+the plots (matplotlib through ``greentrain.plotting``) and the progress bar over variants and steps.
+
+``greentrain.experiment`` computes (results, findings, Pareto set, re-pricing) and imports neither Rich nor
+matplotlib; this module only presents what it computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from greentrain import units
+from greentrain.experiment.plan import ExperimentPlan
+from greentrain.experiment.report import ExperimentReport, emissions_rows, prediction_rows
+from greentrain.experiment.results import VariantResult, write_text_atomic
+from greentrain.plotting import pyplot, save_figure
+from greentrain.report.console import stdout_console
+
+# ---- files --------------------------------------------------------------------------------------------------
+
+
+def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def _write(path: Path, text: str) -> None:
+    write_text_atomic(path, text, "report")
+
+
+def write_report_files(out_dir: Path, rep: ExperimentReport) -> list[Path]:
+    """results.json/.csv, emissions.csv, predictions.csv, report.md (each written atomically)."""
+    from greentrain.measure.outputs import CODECARBON_COLUMNS
+
+    paths = []
+    results_json = json.dumps(rep.to_dict(), indent=1)
+    fields = [f.name for f in dataclasses.fields(VariantResult)]
+    files = {"results.json": results_json,
+             "results.csv": _csv_text(fields, [r.to_dict() for r in rep.results]),
+             "emissions.csv": _csv_text(list(CODECARBON_COLUMNS), emissions_rows(rep, rep.name)),
+             "predictions.csv": _csv_text(["variant_id", "quantity", "predicted", "measured", "error"],
+                                          prediction_rows(rep)),
+             "report.md": markdown(rep)}
+    for name, text in files.items():
+        _write(out_dir / name, text)
+        paths.append(out_dir / name)
+    return paths
+
+
+def _fmt(x: float | None, spec: str = ".4g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+TABLE_COLUMNS = ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
+                 "ROUGE-1", "ROUGE-L", "pred FLOP err", "calib. time err")
+
+
+def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for r in rep.results:
+        ok = r.status == "ok"
+        status = r.status + (" *" if r.variant_id in rep.pareto else "")
+        e = r.error("flop_per_step")
+        c = r.error("calibrated_train_s")
+        rows.append((r.variant_id, status, _fmt(r.train_s if ok else None, ".3g"),
+                     _fmt(r.tokens_per_s if ok else None, ".4g"),
+                     _fmt(r.peak_memory_bytes / units.MIB if ok else None, ".4g"),
+                     _fmt(r.flop_per_step / 1e9 if ok else None, ".4g"),
+                     _fmt(units.j_to_kwh(r.facility_energy_j) * 1e3 if ok else None, ".4g")
+                     + ("" if r.energy_measured or not ok else " est"),
+                     _fmt(r.emissions_kg_co2e * 1e3 if ok and r.emissions_kg_co2e is not None else None, ".4g"),
+                     _fmt(r.cost_usd if ok else None, ".4g"), _fmt(r.rouge1, ".2f"), _fmt(r.rougeL, ".2f"),
+                     _fmt(e, "+.1%"), _fmt(c, "+.1%")))
+    return rows
+
+
+def markdown(rep: ExperimentReport) -> str:
+    lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
+             "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(rep)]
+    lines += ["", "`*`: in the Pareto set (ROUGE-1 up, CO2e and $ down). `est`: energy estimated, not metered.", "",
+              "## Findings", ""]
+    lines += [f"- **{f.kind}** {f.text}" for f in rep.findings]
+    notes = sorted({r.reason for r in rep.results if r.status in ("not_applicable", "failed") and r.reason})
+    if notes:
+        lines += ["", "## Not run as asked", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+# ---- console ------------------------------------------------------------------------------------------------
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_plan(plan: ExperimentPlan) -> None:
+    t = Table(title=f"experiment {plan.name}: {len(plan.rows)} variant(s), predicted by the planner")
+    for c in ("variant", "settings", "steps", "GFLOP/step", "tokens/step", "memory MiB", "chip", "train s",
+              "energy Wh", "g CO2e", "$"):
+        t.add_column(c, justify="left" if c in ("variant", "settings", "chip") else "right")
+    for r in plan.rows:
+        p = r.prediction
+        t.add_row(r.variant_id, r.settings, str(r.num_steps), _f(p.flop_per_step / 1e9, ".4g"),
+                  _f(p.tokens_per_step, ".0f"), _f(p.memory_bytes / units.MIB, ".4g"), p.chip or "-",
+                  _f(p.train_s, ".3g"), _f(units.j_to_kwh(p.energy_j) * 1e3 if p.energy_j is not None else None,
+                                           ".4g"),
+                  _f(p.kg_co2e * 1e3 if p.kg_co2e is not None else None, ".4g"), _f(p.cost_usd, ".4g"))
+    console = stdout_console()
+    console.print(t)
+    if plan.energy_j is None:
+        console.print("time, energy, CO2e and $ are predicted only with site.chip (the chip the runs use); the "
+                      "budget is then checked on measured totals while running")
+    else:
+        console.print(f"total: {units.j_to_kwh(plan.energy_j):.4g} kWh, "
+                      f"{_f(plan.kg_co2e * 1e3 if plan.kg_co2e is not None else None, '.4g')} g CO2e, "
+                      f"${_f(plan.cost_usd, '.4g')}")
+    for line in plan.over_budget:
+        console.print(f"[red]over budget[/red]: {line}")
+
+
+def render_report(rep: ExperimentReport, findings: bool = True) -> None:
+    t = Table(title=f"experiment {rep.name}")
+    for c in TABLE_COLUMNS:
+        t.add_column(c, justify="left" if c in ("variant", "status") else "right")
+    for row in table_rows(rep):
+        t.add_row(*row)
+    console = stdout_console()
+    console.print(t)
+    counts: dict[str, int] = {}
+    for r in rep.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + "   (* Pareto set: ROUGE-1 up, CO2e and $ down)")
+    for r in rep.results:
+        if r.status in ("not_applicable", "failed", "skipped_budget") and r.reason:
+            console.print(f"{r.variant_id}: {r.status}: {r.reason}")
+    if findings:
+        for f in rep.findings:
+            console.print(f"[bold]{f.kind}[/bold] {f.text}")
+
+
+# ---- plots --------------------------------------------------------------------------------------------------
+
+
+def _ok(rep: ExperimentReport) -> list[VariantResult]:
+    return [r for r in rep.results if r.status == "ok" and r.emissions_kg_co2e is not None]
+
+
+def _g(r: VariantResult) -> float:
+    return (r.emissions_kg_co2e or 0.0) * 1e3
+
+
+def pareto_plot(rep: ExperimentReport, path: Path) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    rows = [r for r in _ok(rep) if r.rouge1 is not None]
+    costs = [r.cost_usd or 0.0 for r in rows]
+    top = max(costs, default=0.0) or 1.0
+    for r, c in zip(rows, costs, strict=True):
+        front = r.variant_id in rep.pareto
+        ax.scatter(_g(r), r.rouge1, s=40 + 260 * c / top, alpha=0.8,
+                   edgecolors="black" if front else "none", color="tab:green" if front else "tab:gray")
+        ax.annotate(r.variant_id, (_g(r), r.rouge1), fontsize=7, xytext=(4, 4),
+                    textcoords="offset points")
+    ax.set_xlabel("g CO2e (operational + embodied)")
+    ax.set_ylabel("ROUGE-1")
+    ax.set_title(f"{rep.name}: quality vs CO2e (marker area ~ $; outlined: Pareto set)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def cost_plot(rep: ExperimentReport, path: Path) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for x in rep.repriced:
+        if x.emissions_kg_co2e is not None and x.cost_usd is not None:
+            ax.scatter(x.emissions_kg_co2e * 1e3, x.cost_usd, color="tab:gray", alpha=0.3, s=20)
+            ax.annotate(f"{x.variant_id} @ {x.region}", (x.emissions_kg_co2e * 1e3, x.cost_usd), fontsize=5,
+                        alpha=0.5)
+    for r in _ok(rep):
+        if r.cost_usd is not None:
+            ax.scatter(_g(r), r.cost_usd, color="tab:blue", s=40)
+            ax.annotate(r.variant_id, (_g(r), r.cost_usd), fontsize=7)
+    ax.set_xlabel("g CO2e")
+    ax.set_ylabel("$")
+    ax.set_title(f"{rep.name}: cost vs CO2e (grey: re-priced in other regions)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def error_plot(rep: ExperimentReport, path: Path) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    rows = [r for r in rep.results if r.status == "ok"]
+    names = ("flop_per_step", "calibrated_train_s", "train_s", "energy_j")
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        xs = [i + k * width for i in range(len(rows))]
+        ys = [100 * (r.error(name) or 0.0) for r in rows]
+        ax.bar(xs, ys, width=width, label=name)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))], [r.variant_id for r in rows], rotation=20,
+                  fontsize=7)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set_ylabel("(predicted - measured) / measured, %")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{rep.name}: prediction errors (absent bars: not predicted)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def write_plots(rep: ExperimentReport, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return [pareto_plot(rep, folder / "pareto.png"), cost_plot(rep, folder / "cost_vs_co2.png"),
+            error_plot(rep, folder / "prediction_error.png")]
+
+
+# ---- progress -----------------------------------------------------------------------------------------------
+
+
+class RichProgress:
+    """The runner's progress (``runner.Progress``) as a Rich bar over variants and over the current variant's
+    steps, read from its ``train.jsonl`` twice a second (on stderr; transient)."""
+
+    def __init__(self, total_variants: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.path: Path | None = None
+        self._stop = False
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self.variants = self.progress.add_task("variants", total=total_variants)
+        self.steps = self.progress.add_task("steps", total=1)
+        self.progress.start()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop:
+            p = self.path
+            if p is not None and p.is_file():
+                with contextlib.suppress(OSError):
+                    self.progress.update(self.steps, completed=p.read_text(encoding="utf-8").count('"type":"step"'))
+            time.sleep(0.5)
+
+    def begin(self, variant_id: str, max_steps: int, folder: Path) -> None:
+        self.path = folder / "train.jsonl"
+        self.progress.update(self.steps, description=variant_id[:40], total=max_steps, completed=0)
+
+    def end(self) -> None:
+        self.path = None
+        self.progress.advance(self.variants)
+
+    def close(self) -> None:
+        self._stop = True
+        self.progress.stop()
