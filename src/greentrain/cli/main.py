@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("greentrain.cli.validate", "score predictions against measured runs (runs CSV): MFU, ranking, memory"),
     "calibrate": ("greentrain.cli.calibrate", "fit a chip/framework profile from measured runs or track outputs"),
     "offload": ("greentrain.cli.offload", "train under host/device memory caps: plan, heatmap, train (seed 002)"),
+    "report": ("greentrain.cli.report", "result JSON files (plan, search, simulate, track, ...) as one HTML page"),
 }
 
 

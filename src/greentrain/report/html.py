@@ -1,0 +1,142 @@
+"""`greentrain report`: result files (plan, search, simulate, trace, track, compare, footprint) as one
+self-contained static HTML page.
+
+The page loads nothing: no script, no stylesheet, font or image from anywhere; its Content-Security-Policy
+(``default-src 'none'``) makes the browser refuse any such load and say so on its console, which the browser
+test reads. Plots are inline SVG (report/html_plots.py), tables are HTML, every file-borne string is escaped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.report import html_plots as plots
+from greentrain.report.html_parts import esc, figure, key_figures, provenance, section
+from greentrain.report.result_kinds import TraceView
+from greentrain.report.results import ResultView, load_result
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1000px;
+padding:1.5em;color:#1d2a22;background:#fff}
+h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;border-bottom:2px solid #2b7a4b;padding-bottom:.2em}
+section{margin:2em 0}.prov{margin:.3em 0;color:#2b4a36}.scenario{margin:.3em 0 .8em;color:#444}
+code{background:#eef4ef;padding:0 .25em;border-radius:3px}
+dl.key{display:flex;flex-wrap:wrap;gap:.6em;margin:.8em 0}
+dl.key div{border:1px solid #cfe0d4;border-radius:6px;padding:.4em .7em;min-width:8em;background:#f6faf7}
+dt{font-size:.8em;color:#555}dd{margin:0;font-size:1.15em;font-weight:600}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em}caption{text-align:left;font-weight:600;padding:.3em 0}
+th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;white-space:nowrap}th{background:#eef4ef}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.cols{display:flex;flex-wrap:wrap;gap:2em}figure.plot{margin:1em 0}figure.plot svg{max-width:100%;height:auto}
+figcaption{font-size:.85em;color:#555}ul.notes{font-size:.9em;color:#444}nav ul{columns:2}
+@media print{body{max-width:none}section{break-inside:avoid}}
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WrittenReport:
+    path: Path
+    size_bytes: int
+    num_sections: int
+    seconds: float
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("greentrain")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _trace_rows(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, list[tuple[float, float]]]],
+                                                                float]:
+    """track label -> category -> (start, end) in microseconds, from Chrome trace events; and the end time."""
+    procs = {e.get("pid"): str(e.get("args", {}).get("name", "")) for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name", "")) for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    end = 0.0
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        key = (e.get("pid"), e.get("tid"))
+        label = f"{procs.get(key[0], key[0])} {threads.get(key, key[1])}".strip()
+        ts, d = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
+        rows.setdefault(label, {}).setdefault(str(e.get("cat") or "busy"), []).append((ts, ts + d))
+        end = max(end, ts + d)
+    return rows, end
+
+
+def trace_section(t: TraceView, source: str) -> str:
+    """A Gantt chart of a simulation's Chrome trace: one row per device or link, one colour per category."""
+    rows_us, end_us = _trace_rows(t.traceEvents)
+    scale, unit = (1e-6, "s") if end_us >= 1e6 else (1e-3, "ms")
+    rows = {label: {cat: [(a * scale, b * scale) for a, b in spans] for cat, spans in per.items()}
+            for label, per in rows_us.items()}
+    n_spans = sum(len(s) for per in rows_us.values() for s in per.values())
+    other = t.extra.get("otherData")
+    dropped = other.get("dropped_spans", 0) if isinstance(other, Mapping) else 0
+    body = (provenance("Simulated by greentrain simulate (its --trace: every span of every device and link)",
+                       source, f"{len(rows)} rows, {n_spans:,} spans" + (f", {dropped:,} dropped" if dropped else ""))
+            + key_figures([("span of the trace", f"{end_us * scale:,.4g} {unit}"), ("rows", str(len(rows))),
+                           ("spans", f"{n_spans:,}")]))
+    if rows:
+        body += figure(plots.gantt(rows, unit, "Gantt chart"), "Busy time of each device and link (spans closer "
+                       f"than 1/{plots.GANTT_RESOLUTION} of the chart merged).")
+    return body
+
+
+def _section_of(view: ResultView, source: str, index: int) -> tuple[str, str]:
+    """(title, html) of one result's section."""
+    from greentrain.report.html_sections import SECTIONS
+
+    if isinstance(view, TraceView):
+        title, body = "Simulation trace", trace_section(view, source)
+    else:
+        title, render = SECTIONS[type(view)]
+        body = render(view, source)
+    title = f"{title}: {Path(source).name}"
+    return title, section(f"r{index}", title, body, view.KIND or "result")
+
+
+def build_page(results: Sequence[tuple[str, ResultView]]) -> str:
+    """The whole page for (source, view) pairs, in the order given."""
+    built = [_section_of(view, source, i) for i, (source, view) in enumerate(results, 1)]
+    nav = "".join(f'<li><a href="#r{i}">{esc(title)}</a></li>' for i, (title, _) in enumerate(built, 1))
+    kinds = ", ".join(dict.fromkeys(v.KIND for _, v in results))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>greentrain report</title><style>{CSS}</style></head><body>"
+            f"<header><h1>greentrain report</h1><p>{len(results)} result file(s): {esc(kinds)}. "
+            f"Written by greentrain {esc(_version())}; this page loads nothing from anywhere.</p>"
+            f"<nav><ul>{nav}</ul></nav></header><main>"
+            + "".join(html for _, html in built) + "</main></body></html>\n")
+
+
+def write_report(paths: Sequence[str], out: str | Path, flag: str = "-o") -> WrittenReport:
+    """Read every result file, build the page, write it atomically to ``out``."""
+    from greentrain.plotting import check_output_path, write_atomic
+
+    t0 = time.perf_counter()
+    if not paths:
+        raise ConfigError("files", [], "give at least one result JSON file")
+    target = check_output_path(out, flag, (".html", ".htm"))
+    results = [(p, load_result(p)) for p in paths]
+    page = build_page(results)
+
+    def dump(tmp: str) -> None:
+        Path(tmp).write_text(page, encoding="utf-8")
+
+    write_atomic(target, flag, dump)
+    return WrittenReport(path=target, size_bytes=len(page.encode("utf-8")), num_sections=len(results),
+                         seconds=time.perf_counter() - t0)

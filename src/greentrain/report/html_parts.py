@@ -1,0 +1,107 @@
+"""Building blocks of the HTML report: escaped text, tables, key figures, figures, and number formats.
+
+Every string that comes from a file goes through ``esc`` (html.escape, quotes included) before it reaches
+the page; the only unescaped markup is the SVG that matplotlib writes and the tags built here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+from greentrain import units
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric_from: int = 1,
+          caption: str = "") -> str:
+    """An HTML table; columns from ``numeric_from`` on are right-aligned (numbers)."""
+    head = "".join(f'<th{_num_class(i, numeric_from)}>{esc(h)}</th>' for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td{_num_class(i, numeric_from)}>{esc(c)}</td>" for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _num_class(i: int, numeric_from: int) -> str:
+    return ' class="n"' if i >= numeric_from else ""
+
+
+def key_figures(items: Sequence[tuple[str, str]]) -> str:
+    """The section's headline numbers as a definition list (name, value)."""
+    cells = "".join(f'<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>' for k, v in items)
+    return f'<dl class="key">{cells}</dl>'
+
+
+def figure(svg: str, caption: str) -> str:
+    return f'<figure class="plot">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+
+
+def provenance(how: str, source: str, scenario: str) -> str:
+    """The line every section starts with: predicted or measured, by which command, from which file, and
+    the scenario the numbers belong to."""
+    return (f'<p class="prov"><strong>{esc(how)}</strong> &middot; file <code>{esc(source)}</code></p>'
+            f'<p class="scenario">Scenario: {esc(scenario)}</p>')
+
+
+def section(anchor: str, title: str, body: str, kind: str) -> str:
+    return (f'<section id="{esc(anchor)}" class="result {esc(kind)}"><h2>{esc(title)}</h2>{body}</section>')
+
+
+def notes(items: Iterable[str]) -> str:
+    lines = "".join(f"<li>{esc(n)}</li>" for n in items)
+    return f'<ul class="notes">{lines}</ul>' if lines else ""
+
+
+# -- number formats (the console tables' formats, so a number reads the same in both) -------------------
+
+def dur(seconds: float) -> str:
+    if seconds >= units.DAY_S:
+        return f"{seconds / units.DAY_S:.1f} days"
+    if seconds >= units.HOUR_S:
+        return f"{seconds / units.HOUR_S:.1f} h"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3 or seconds == 0:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def num(x: float) -> str:
+    """Whole numbers from 100 up (thousands separators), three significant digits below."""
+    return f"{x:,.0f}" if abs(x) >= 100 or x == 0 else f"{x:.3g}"
+
+
+def mass(kg: float) -> str:
+    if abs(kg) >= 1000:
+        return f"{kg / 1000:,.2f} t"
+    if abs(kg) >= 1 or kg == 0:
+        return f"{num(kg)} kg"
+    return f"{num(kg * units.G_PER_KG)} g"
+
+
+def pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def signed_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+def si(x: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def gib(n_bytes: float) -> str:
+    return f"{units.bytes_to_gib(n_bytes):.2f} GiB"
+
+
+def energy(kwh: float) -> str:
+    """kWh from 0.1 kWh up, else joules (a measured step is a few J)."""
+    return f"{num(kwh)} kWh" if abs(kwh) >= 0.1 else f"{num(units.kwh_to_j(kwh))} J"

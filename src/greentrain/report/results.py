@@ -1,0 +1,225 @@
+"""Typed results in and out: one frozen dataclass per kind of result file, each with one ``to_dict`` /
+``from_dict`` pair, and ``load_result`` that reads any of them back from a file.
+
+Every result file greentrain writes is a JSON mapping with the unit in every key, a ``kind`` (plan, search,
+simulate, trace, track, compare, footprint) and a ``schema_version``. A dataclass here is a view of the JSON
+its command writes (``plan --json``: report/plan.py; ``search --json``; ``simulate --json``; a simulation's
+Chrome trace; ``measurement.json`` of ``track``; ``compare --json``; ``footprint --json``): the fields the
+report and ``compare`` read are typed and checked, every other key is kept in ``extra`` so that
+``from_dict(d).to_dict()`` gives back ``d`` (with ``kind`` and ``schema_version``).
+
+A file written before kinds existed (no ``kind`` key) is read as schema 1 of the kind its keys show; an
+unknown kind, another schema version or a field of the wrong type is a ConfigError naming the file, the
+field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from greentrain.errors import ConfigError
+
+SCHEMA_VERSION = 1  # of every kind today; a kind that changes a key's meaning raises its own
+
+T = TypeVar("T", bound="ResultView")
+
+
+def typed(check: str, required: bool = True, of: type[ResultView] | None = None) -> Any:
+    """A typed field of a view: ``check`` names its rule (see _CHECKS); optional fields default to None."""
+    meta = {"check": check, "required": required, "of": of}
+    return dataclasses.field(default=None, metadata=meta) if not required else dataclasses.field(metadata=meta)
+
+
+def at_field(where: str, name: str) -> str:
+    return f"{where}: {name}" if where else name
+
+
+def _number(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(where, v, "must be a finite number")
+    return float(v)
+
+
+def _integer(v: Any, where: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError(where, v, "must be an integer")
+    return v
+
+
+def _text(v: Any, where: str) -> str:
+    if not isinstance(v, str):
+        raise ConfigError(where, v, "must be a string")
+    return v
+
+
+def _flag(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(where, v, "must be true or false")
+    return v
+
+
+def _mapping(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise ConfigError(where, v, "must be a mapping")
+    return dict(v)
+
+
+def _numbers(v: Any, where: str) -> dict[str, float]:
+    """A mapping of names to numbers (``step_breakdown_s``, ``memory_bytes_per_device``)."""
+    return {str(k): _number(x, f"{where}.{k}") for k, x in _mapping(v, where).items()}
+
+
+def _number_list(v: Any, where: str) -> tuple[float, ...]:
+    if not isinstance(v, list):
+        raise ConfigError(where, v, "must be a list of numbers")
+    return tuple(_number(x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _maps(v: Any, where: str) -> tuple[dict[str, Any], ...]:
+    if not isinstance(v, list):
+        raise ConfigError(where, v, "must be a list of mappings")
+    return tuple(_mapping(x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _str_list(v: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(v, list):
+        raise ConfigError(where, v, "must be a list of strings")
+    return tuple(_text(x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _opt_number(v: Any, where: str) -> float | None:
+    return None if v is None else _number(v, where)
+
+
+_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "number": _number, "int": _integer, "str": _text, "bool": _flag, "map": _mapping, "numbers": _numbers,
+    "number_list": _number_list, "maps": _maps, "opt_number": _opt_number, "str_list": _str_list,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ResultView:
+    """Base of the views: typed fields (declared with ``typed``) plus ``extra``, every other key of the JSON."""
+
+    KIND: ClassVar[str] = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON mapping: ``kind`` and ``schema_version`` first (a top-level kind), then every key."""
+        head: dict[str, Any] = {"kind": self.KIND, "schema_version": SCHEMA_VERSION} if self.KIND else {}
+        return {**head, **self.fields_dict()}
+
+    def fields_dict(self) -> dict[str, Any]:
+        """The keys without ``kind`` and ``schema_version`` (a view nested in another one)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or (value is None and not f.metadata.get("required", True)):
+                continue
+            out[f.name] = _encode(value)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls: type[T], data: Mapping[str, Any], where: str = "") -> T:
+        """Check every typed field; ``where`` (the file's path) starts every error."""
+        return cls.decode_fields(data, f"{where}: " if where else "")
+
+    @classmethod
+    def decode_fields(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:
+        """``prefix`` is put before a field's name in an error (``FILE: ranked[1].``)."""
+        values: dict[str, Any] = {}
+        names = {"kind", "schema_version", "extra"}
+        for f in dataclasses.fields(cls):
+            names.add(f.name)
+            if f.name == "extra":
+                continue
+            meta, at = f.metadata, prefix + f.name
+            if f.name not in data or (data[f.name] is None and not meta["required"]):
+                if meta["required"]:
+                    raise ConfigError(at, None, f"is missing: a {cls.KIND or cls.__name__} result has it")
+                continue
+            values[f.name] = _decode(data[f.name], meta, at)
+        return cls(**values, extra={k: v for k, v in data.items() if k not in names})
+
+
+def _decode(value: Any, meta: Mapping[str, Any], where: str) -> Any:
+    nested = meta.get("of")
+    if nested is None:
+        return _CHECKS[meta["check"]](value, where)
+    if meta["check"] == "view":
+        return nested.decode_fields(_mapping(value, where), f"{where}.")
+    return tuple(nested.decode_fields(m, f"{where}[{i}].") for i, m in enumerate(_maps(value, where)))
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, ResultView):
+        return value.fields_dict()
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+Decoder = Callable[[Mapping[str, Any], str], ResultView]
+REGISTRY: dict[str, Decoder] = {}  # kind -> decoder; filled by report/result_kinds.py
+SIGNATURES: list[tuple[str, Callable[[Mapping[str, Any]], bool]]] = []  # for files written before kinds
+
+
+def register(kind: str, decoder: Decoder, signature: Callable[[Mapping[str, Any]], bool]) -> None:
+    REGISTRY[kind] = decoder
+    SIGNATURES.append((kind, signature))
+
+
+def stamp(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with ``kind`` and ``schema_version`` in front: what a writer adds to the JSON it prints."""
+    return {"kind": kind, "schema_version": SCHEMA_VERSION, **data}
+
+
+def kind_of(data: Mapping[str, Any], where: str = "") -> str:
+    """The file's kind: its ``kind`` key (checked, with its schema version), or for a file written before
+    kinds existed, the one kind whose keys it has."""
+    _load_kinds()
+    if "kind" not in data:
+        found = [k for k, sig in SIGNATURES if sig(data)]
+        if len(found) != 1:
+            keys = sorted(map(str, data))
+            shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+            raise ConfigError(at_field(where, "kind"), None, f"is missing and the keys ({shown}) are not those "
+                              f"of one result kind ({', '.join(REGISTRY)})")
+        return found[0]
+    kind = data["kind"]
+    if kind not in REGISTRY:
+        raise ConfigError(at_field(where, "kind"), kind, f"is not a result kind greentrain reads "
+                                                       f"({', '.join(REGISTRY)})")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        rule = ("is newer than this greentrain reads: upgrade greentrain" if isinstance(version, int)
+                and not isinstance(version, bool) and version > SCHEMA_VERSION else
+                "is not one this greentrain reads: rewrite the file with this greentrain")
+        raise ConfigError(at_field(where, "schema_version"), version, f"{rule} (reads {kind} schema {SCHEMA_VERSION})")
+    return str(kind)
+
+
+def from_dict(data: Mapping[str, Any], where: str = "") -> ResultView:
+    """Any result mapping as its typed view."""
+    return REGISTRY[kind_of(data, where)](data, where)
+
+
+def load_result(path: str | Path) -> ResultView:
+    """Read a result file (JSON) as its typed view; ConfigError (one line naming the file) when it is not one."""
+    from greentrain.config import load_mapping
+
+    text_path = str(path)
+    if not text_path.endswith(".json"):
+        raise ConfigError("file", text_path, "must be a .json result file (plan, search, simulate, trace, track, "
+                                             "compare or footprint)")
+    return from_dict(load_mapping(path, field="file"), text_path)
+
+
+def _load_kinds() -> None:
+    if not REGISTRY:
+        import greentrain.report.result_kinds  # noqa: F401  (registers the kinds)

@@ -1,0 +1,72 @@
+"""`greentrain report`: one self-contained page for every kind of result, escaped, within the size and time
+goals, every plot an SVG that draws something."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from greentrain.cli.main import main
+from greentrain.report.html import build_page, write_report
+from greentrain.report.html_plots import merge_spans
+from greentrain.report.results import load_result
+
+README_SET = ("plan", "search", "simulate", "trace", "track")  # the README's plan, search, simulate, track
+MAX_PAGE_BYTES = 2_000_000
+MAX_SECONDS = 3.0
+
+
+def test_readme_outputs_within_size_and_time(result_files: dict[str, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.html"
+    t0 = time.perf_counter()
+    assert main(["report", *(str(result_files[k]) for k in README_SET), "-o", str(out)]) == 0
+    seconds = time.perf_counter() - t0
+    line = capsys.readouterr().out
+    assert line.startswith(f"greentrain report: wrote {out} (") and line.count("\n") == 1
+    assert out.stat().st_size < MAX_PAGE_BYTES
+    assert seconds < MAX_SECONDS, f"{seconds:.2f} s"
+
+
+def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> None:
+    results = [(str(p), load_result(p)) for p in result_files.values()]
+    page = build_page(results)
+    assert page.count('<section id="r') == len(result_files)
+    for kind in ("plan", "search", "simulate", "trace", "track", "compare", "footprint"):
+        assert f'class="result {kind}"' in page
+    assert "Predicted by greentrain plan" in page and "Measured by greentrain track" in page
+    assert "Predicted (greentrain plan) against measured (greentrain track)" in page
+    svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    # plan, search, simulate, trace (Gantt), track, compare, regions: one plot each; a footprint has none
+    assert len(svgs) == 7
+    for svg in svgs:
+        assert len(re.findall(r"<path ", svg)) >= 5, svg[:200]
+
+
+def test_page_loads_nothing_and_escapes(result_files: dict[str, Path], tmp_path: Path) -> None:
+    odd = tmp_path / "a<b>&c.json"
+    odd.write_text(result_files["track"].read_text())
+    page = build_page([(str(odd), load_result(odd))])
+    assert "<script" not in page.lower()
+    assert not re.findall(r"""(?:src|href)\s*=\s*["'](?!#|data:)""", page), "an external reference"
+    assert "default-src 'none'" in page
+    assert "a&lt;b&gt;&amp;c.json" in page and "a<b>" not in page
+    assert "&lt;b&gt;escaped&lt;/b&gt;" in page and "<b>escaped" not in page  # a note from the file
+
+
+def test_write_is_atomic_and_checks_the_path(result_files: dict[str, Path], tmp_path: Path) -> None:
+    from greentrain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="its directory does not exist"):
+        write_report([str(result_files["plan"])], tmp_path / "no" / "r.html")
+    done = write_report([str(result_files["plan"])], tmp_path / "r.html")
+    assert done.path.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
+
+
+def test_gantt_merges_what_a_screen_cannot_separate() -> None:
+    assert merge_spans([(2.0, 3.0), (0.0, 1.0), (1.05, 1.5), (5.0, 6.0)], 0.1) == [(0.0, 1.5), (2.0, 3.0),
+                                                                                   (5.0, 6.0)]
