@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greentrain._version import __version__
 from greentrain.errors import ConfigError
 from greentrain.report import html_plots as plots
 from greentrain.report.html_parts import esc, figure, key_figures, provenance, section
@@ -45,15 +46,6 @@ class WrittenReport:
     size_bytes: int
     num_sections: int
     seconds: float
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("greentrain")
-    except PackageNotFoundError:
-        return "(not installed)"
 
 
 def _trace_rows(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, list[tuple[float, float]]]],
@@ -118,14 +110,14 @@ def build_page(results: Sequence[tuple[str, ResultView]]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>greentrain report</title><style>{CSS}</style></head><body>"
             f"<header><h1>greentrain report</h1><p>{len(results)} result file(s): {esc(kinds)}. "
-            f"Written by greentrain {esc(_version())}; this page loads nothing from anywhere.</p>"
+            f"Written by greentrain {esc(__version__)}; this page loads nothing from anywhere.</p>"
             f"<nav><ul>{nav}</ul></nav></header><main>"
             + "".join(html for _, html in built) + "</main></body></html>\n")
 
 
 def write_report(paths: Sequence[str], out: str | Path, flag: str = "-o") -> WrittenReport:
     """Read every result file, build the page, write it atomically to ``out``."""
-    from greentrain.plotting import check_output_path, write_atomic
+    from greentrain.report.files import check_output_path, write_atomic
 
     t0 = time.perf_counter()
     if not paths:
