@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
-    from rich.console import Console
-
     from greentrain.report.calibrate import render_calibration
+    from greentrain.report.console import default_console
 
-    render_calibration(result, str(out), Console())
+    render_calibration(result, str(out), default_console())
     return 0

@@ -28,9 +28,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan_to_dict(result), indent=2))
         return 0
-    from rich.console import Console
-
+    from greentrain.report.console import default_console
     from greentrain.report.plan import render_plan
 
-    render_plan(result, Console())
+    render_plan(result, default_console())
     return 0

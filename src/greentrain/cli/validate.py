@@ -52,9 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(validation_to_dict(runs, preds, summary, settings), indent=1))
         return 0
-    from rich.console import Console
-
+    from greentrain.report.console import default_console
     from greentrain.report.validate import render_validation
 
-    render_validation(summary, settings, Console())
+    render_validation(summary, settings, default_console())
     return 0
