@@ -115,15 +115,19 @@ def build_page(results: Sequence[tuple[str, ResultView]]) -> str:
             + "".join(html for _, html in built) + "</main></body></html>\n")
 
 
-def write_report(paths: Sequence[str], out: str | Path, flag: str = "-o") -> WrittenReport:
-    """Read every result file, build the page, write it atomically to ``out``."""
-    from greentrain.report.files import check_output_path, write_atomic
+def check_html_path(path: str | Path, flag: str = "--html") -> Path:
+    """Before any work: ``path`` ends in .html or .htm and its folder takes a new file."""
+    from greentrain.report.files import check_output_path
+
+    return check_output_path(path, flag, (".html", ".htm"))
+
+
+def write_page(results: Sequence[tuple[str, ResultView]], out: str | Path, flag: str = "--html") -> WrittenReport:
+    """Build the page for (source, view) pairs and write it atomically to ``out``."""
+    from greentrain.report.files import write_atomic
 
     t0 = time.perf_counter()
-    if not paths:
-        raise ConfigError("files", [], "give at least one result JSON file")
-    target = check_output_path(out, flag, (".html", ".htm"))
-    results = [(p, load_result(p)) for p in paths]
+    target = check_html_path(out, flag)
     page = build_page(results)
 
     def dump(tmp: str) -> None:
@@ -132,3 +136,27 @@ def write_report(paths: Sequence[str], out: str | Path, flag: str = "-o") -> Wri
     write_atomic(target, flag, dump)
     return WrittenReport(path=target, size_bytes=len(page.encode("utf-8")), num_sections=len(results),
                          seconds=time.perf_counter() - t0)
+
+
+def write_report(paths: Sequence[str], out: str | Path, flag: str = "-o") -> WrittenReport:
+    """`greentrain report`: read every result file, build the page, write it atomically to ``out``."""
+    t0 = time.perf_counter()
+    if not paths:
+        raise ConfigError("files", [], "give at least one result JSON file")
+    check_html_path(out, flag)
+    done = write_page([(p, load_result(p)) for p in paths], out, flag)
+    return WrittenReport(path=done.path, size_bytes=done.size_bytes, num_sections=done.num_sections,
+                         seconds=time.perf_counter() - t0)
+
+
+def write_command_page(out: str | Path, parts: Sequence[tuple[str, str, Mapping[str, Any]]],
+                       flag: str = "--html") -> WrittenReport:
+    """A plotting command's ``--html``: its (source, kind, JSON mapping) parts as a page at ``out``; one line
+    on stderr says what was written (stdout stays the command's own output, JSON included)."""
+    import sys
+
+    from greentrain.report.results import from_dict, stamp
+
+    done = write_page([(source, from_dict(stamp(kind, data), source)) for source, kind, data in parts], out, flag)
+    print(f"greentrain: wrote {done.path} ({done.size_bytes / 1e3:,.0f} kB)", file=sys.stderr)
+    return done

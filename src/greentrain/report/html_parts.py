@@ -43,7 +43,7 @@ def figure(svg: str, caption: str) -> str:
 def provenance(how: str, source: str, scenario: str) -> str:
     """The line every section starts with: predicted or measured, by which command, from which file, and
     the scenario the numbers belong to."""
-    return (f'<p class="prov"><strong>{esc(how)}</strong> &middot; file <code>{esc(source)}</code></p>'
+    return (f'<p class="prov"><strong>{esc(how)}</strong> &middot; from <code>{esc(source)}</code></p>'
             f'<p class="scenario">Scenario: {esc(scenario)}</p>')
 
 
