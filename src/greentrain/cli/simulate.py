@@ -51,6 +51,8 @@ def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON (open in Perfetto)")
     p.add_argument("--gantt", metavar="PATH.png", help="write a Gantt chart (PNG)")
+    p.add_argument("--html", metavar="PATH.html", help="write the result and its Gantt chart as one self-contained "
+                   "HTML page (as greentrain report)")
 
 
 def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> None:
@@ -65,12 +67,14 @@ def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gantt:  # before any work or file (issue 16 item 12): the light install has no matplotlib
-        from greentrain.config import require_extra
+    for flag, path in (("--gantt", args.gantt), ("--html", args.html)):
+        if path:  # before any work or file (issue 16 item 12): the light install has no matplotlib
+            from greentrain.config import require_extra
 
-        require_extra("matplotlib", "plot", "--gantt", args.gantt)
+            require_extra("matplotlib", "plot", flag, path)
     _check_output("--trace", args.trace, (".json",))
     _check_output("--gantt", args.gantt, (".png",))
+    _check_output("--html", args.html, (".html", ".htm"))
     if args.mode == "swarm":
         return _run_swarm(args)
     return _run_step(args)
@@ -94,7 +98,7 @@ def _run_swarm(args: argparse.Namespace) -> int:
                           f"must be <= {model.max_seq_len}: {model.name} has learned positions for "
                           f"{model.max_seq_len} tokens (a sequence is --seq-len, default --batch-tokens)")
     num_tasks = swarm_tasks(model, wl).num_tasks  # validates the tiling before anything runs
-    trace = Trace() if (args.trace or args.gantt) else None
+    trace = Trace() if (args.trace or args.gantt or args.html) else None
     total = num_tasks * args.rounds
     from greentrain.report.sim import progress
 
@@ -102,6 +106,7 @@ def _run_swarm(args: argparse.Namespace) -> int:
         res = run_swarm(devices, model, rounds=args.rounds, workload=wl, options=opts, trace=trace,
                         progress=(lambda r, done: advance(r * num_tasks + done)) if advance else None)
     _write_outputs(args, trace, f"swarm of {res.num_devices} devices, {res.model}")
+    _write_html(args, "swarm", res.to_dict(), trace)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
@@ -119,9 +124,10 @@ def _run_step(args: argparse.Namespace) -> int:
     sc, _ = with_resolved_strategy(args, scenario_from_args(args))
     opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
                        bucket_mb=args.bucket_mb)
-    trace = Trace() if (args.trace or args.gantt) else None
+    trace = Trace() if (args.trace or args.gantt or args.html) else None
     res = simulate_step(sc, opts, trace=trace, eff=profile_from_args(args).for_chip(sc.cluster.chip.name))
     _write_outputs(args, trace, f"one step, {sc.model.name}")
+    _write_html(args, "step", res.to_dict(), trace)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
@@ -144,6 +150,17 @@ def _stragglers(items: list[str]) -> dict[int, float]:
                               "give each stage once")
         out[stage] = factor
     return out
+
+
+def _write_html(args: argparse.Namespace, mode: str, result: dict[str, Any], trace: Any) -> None:
+    """--html: the result and its trace (a Gantt chart) as one page, as `greentrain report` draws them."""
+    if not args.html:
+        return
+    from greentrain.report.html import write_command_page
+    from greentrain.report.trace import to_chrome
+
+    write_command_page(args.html, [(f"greentrain simulate {mode}", "simulate", result),
+                                   (f"greentrain simulate {mode} --trace", "trace", to_chrome(trace))])
 
 
 def _write_outputs(args: argparse.Namespace, trace: Any, title: str) -> None:
