@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--plot", metavar="PATH", help="scatter of run time x cost (CO2e as colour), Pareto front "
                    "marked (needs matplotlib; PNG, PDF or SVG by the file's suffix)")
+    g.add_argument("--html", metavar="PATH.html", help="write the result (tables, run time x cost plot) as one "
+                   "self-contained HTML page (as greentrain report)")
     c = p.add_argument_group("constraints")
     c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
                    "--num-chips")
@@ -90,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.report.files import check_plot_path
 
         check_plot_path(args.plot)
+    if args.html:
+        from greentrain.report.html import check_html_path
+
+        check_html_path(args.html)
     with search_progress() as tick:
         result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, constraints=cons,
                         progress=tick, profile=profile)
@@ -97,11 +103,17 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.report.search import plot_search
 
         plot_search(result, args.plot)
-    if args.json:
+    if args.json or args.html:
         from greentrain.report.search import search_to_dict
 
-        print(json.dumps(search_to_dict(result, scs, sites, profile), indent=2))
-        return 0
+        doc = search_to_dict(result, scs, sites, profile)
+        if args.html:
+            from greentrain.report.html import write_command_page
+
+            write_command_page(args.html, [("greentrain search", "search", doc)])
+        if args.json:
+            print(json.dumps(doc, indent=2))
+            return 0
     from greentrain.report.console import stdout_console
     from greentrain.report.search import render_search
 

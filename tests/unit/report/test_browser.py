@@ -90,7 +90,8 @@ def test_key_numbers_are_in_the_rendered_text(browser: str, page: Path, result_f
     sim = json.loads(result_files["simulate"].read_text())
     expected = [f"step time {plan['step_time_s']:.2f} s", f"MFU {plan['mfu'] * 100:.1f}%",
                 f"energy {plan['energy_kwh']:,.0f} kWh", f"CO2e {plan['emissions_kg_co2e'] / 1000:.2f} t",
-                f"step time {track['step_time_s'] * 1000:.1f} ms", f"energy per step {track['energy_j_per_step']:.3g} J",
+                f"step time {track['step_time_s'] * 1000:.1f} ms",
+                f"energy per step {track['energy_j_per_step']:.3g} J",
                 f"CO2e {track['emissions_kg_co2e'] * 1000:.3g} g",
                 f"simulated step time {sim['step_time_s']:.2f} s"]
     missing = [e for e in expected if e not in text]

@@ -70,3 +70,38 @@ def test_write_is_atomic_and_checks_the_path(result_files: dict[str, Path], tmp_
 def test_gantt_merges_what_a_screen_cannot_separate() -> None:
     assert merge_spans([(2.0, 3.0), (0.0, 1.0), (1.05, 1.5), (5.0, 6.0)], 0.1) == [(0.0, 1.5), (2.0, 3.0),
                                                                                    (5.0, 6.0)]
+
+
+SWARM_DEVICES = """devices:
+  - name: a100
+    count: 2
+    tflop_per_s: 312
+    ingress_gbit_per_s: 10
+    egress_gbit_per_s: 10
+  - name: laptop
+    count: 3
+    tflop_per_s: 10
+    ingress_mb_per_s: 50
+    egress_mb_per_s: 20
+"""
+
+
+@pytest.mark.parametrize("argv, sections, plots", [
+    (["simulate", "step", "--pp", "2", "--tp", "8", "--dp", "4"], 2, 2),
+    (["simulate", "swarm", "--devices", "{devices}", "--model", "llama3-8b", "--rounds", "2", "--tp-depth", "1",
+      "--min-tp-size", "1024"], 2, 2),
+    (["search", "--top", "3"], 1, 1),
+])
+def test_plotting_commands_write_html(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                      sections: int, plots: int) -> None:
+    (tmp_path / "devices.yaml").write_text(SWARM_DEVICES)
+    out = tmp_path / "page.html"
+    args = [a.format(devices=tmp_path / "devices.yaml") for a in argv]
+    assert main([*args, "--json", "--html", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip().endswith(f"greentrain: wrote {out} ({out.stat().st_size / 1e3:,.0f} kB)")
+    assert captured.out.lstrip().startswith("{")  # stdout is still the JSON alone
+    page = out.read_text()
+    assert page.count('<section id="r') == sections and page.count("<svg") == plots
+    assert main([*args, "--html", str(tmp_path / "page.png")]) == 2
+    assert "--html='" in capsys.readouterr().err
