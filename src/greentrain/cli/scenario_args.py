@@ -10,17 +10,17 @@ from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
-from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES, Strategy
+from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES
 from greentrain.scenario import (
     DEFAULT_SCENARIO,
     Scenario,
     build_cluster,
-    check_schedule,
     check_sequence,
     load_scenario,
     scenario_from_dict,
     site_from_dict,
 )
+from greentrain.search.pins import apply_pins, resolve_strategy
 from greentrain.workload import OPTIMIZERS
 
 STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
@@ -117,7 +117,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                    "--target-seq-len" if from_flags or args.target_seq_len is not None
                    else "workload.target_seq_len")
     return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
-                    strategy=_strategy(args, sc, cl.num_chips))
+                    strategy=apply_pins(sc, _strategy_flags(args), cl.num_chips, _flag_names(args, sc)))
 
 
 def _site(args: argparse.Namespace, site: Site) -> Site:
@@ -148,65 +148,17 @@ def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+def _flag_names(args: argparse.Namespace, sc: Scenario) -> dict[str, str]:
+    """Strategy fields as the flags that set them, for the planning rules' errors (search/pins.py); vpp keeps
+    its field name when the file's strategy set it and no --vpp was given."""
+    names = {("micro_batch_size" if f == "micro_batch" else f): "--" + f.replace("_", "-") for f in STRATEGY_FLAGS}
+    if getattr(args, "vpp", None) is None and sc.strategy is not None:
+        names.pop("vpp")
+    return names
+
+
 if TYPE_CHECKING:
     from greentrain.estimate.efficiency import Profile
-    from greentrain.search.space import SearchSpace
-
-# With these given the flags are a whole strategy (cp, vpp and ep default to 1, sp to tp > 1); fewer flags
-# only pin what they name and the search chooses the rest (strategy_pins).
-_WHOLE = {"tp", "pp", "zero", "recompute", "micro_batch_size"}
-
-
-def _pins_only(kw: dict[str, Any], sc: Scenario) -> bool:
-    return (bool(kw) and sc.strategy is None and "schedule" not in kw and "stage_layers" not in kw
-            and not set(kw) >= _WHOLE)
-
-
-def flags_strategy(args: argparse.Namespace, sc: Scenario) -> Strategy:
-    """The strategy flags as a whole strategy, defaults for the rest (when the pinned search finds nothing,
-    estimating this names the rule it breaks)."""
-    s = _strategy(args, sc, sc.cluster.num_chips, whole=True)
-    assert s is not None
-    return s
-
-
-def strategy_pins(args: argparse.Namespace, sc: Scenario) -> SearchSpace | None:
-    """The search space the strategy flags leave when they do not make a whole strategy (e.g. `--tp 8`
-    alone: the fastest strategy with tp = 8); None when there are no such flags."""
-    kw = _strategy_flags(args)
-    if not _pins_only(kw, sc):
-        return None
-    from greentrain.search.space import SearchSpace
-
-    pins = {k: int(v) for k, v in kw.items() if k in ("dp", "tp", "pp", "vpp", "cp", "ep")}
-    if {"dp", "tp", "pp"} <= set(pins):  # the user sized the mesh: context parallelism only if asked for
-        pins.setdefault("cp", 1)
-    return SearchSpace(dp=pins.get("dp", 0), tp=pins.get("tp", 0), pp=pins.get("pp", 0), vpp=pins.get("vpp", 0),
-                       cp=pins.get("cp", 0), ep=pins.get("ep", 0), sp=kw.get("sp"),
-                       micro_batch=int(kw.get("micro_batch_size", 0)),
-                       zero=(int(kw["zero"]),) if "zero" in kw else (0, 1, 2, 3),
-                       recompute=(str(kw["recompute"]),) if "recompute" in kw else RECOMPUTE,
-                       offload=(bool(kw["offload_optimizer"]),) if "offload_optimizer" in kw else (False, True),
-                       flash_attention=bool(kw.get("flash_attention", True)))
-
-
-def _strategy(args: argparse.Namespace, sc: Scenario, num_chips: int, whole: bool = False) -> Strategy | None:
-    kw = _strategy_flags(args)
-    if not kw or (_pins_only(kw, sc) and not whole):
-        return sc.strategy
-    base = sc.strategy or Strategy()
-    if "schedule" in kw:
-        vpp = int(kw.get("vpp", base.vpp))
-        vpp_field = "--vpp" if "vpp" in kw or sc.strategy is None else "strategy.vpp"
-        check_schedule(str(kw["schedule"]), vpp, "--schedule", vpp_field)
-    tp, pp, cp = int(kw.get("tp", base.tp)), int(kw.get("pp", base.pp)), int(kw.get("cp", base.cp))
-    if "dp" not in kw:
-        if num_chips % (tp * pp * cp):
-            raise ConfigError("--tp/--pp/--cp", f"{tp}*{pp}*{cp}", f"must divide the number of chips ({num_chips})")
-        kw["dp"] = num_chips // (tp * pp * cp)
-    if "sp" not in kw and "tp" in kw:
-        kw["sp"] = kw["tp"] > 1
-    return dataclasses.replace(base, **kw)
 
 
 def profile_from_args(args: argparse.Namespace) -> Profile:
@@ -218,18 +170,6 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:
-    """``sc`` with its strategy: the given one, or the search's fastest (within the degrees the flags pin);
-    True when the search chose it. When nothing fits the pins, the flags as a whole strategy (defaults for
-    the rest) are returned so that estimating it names the rule it breaks."""
-    if sc.strategy is not None:
-        return sc, False
-    from greentrain.errors import InfeasibleError
-    from greentrain.search.engine import best_strategy
-
-    pins = strategy_pins(args, sc)
-    try:
-        return sc.with_strategy(best_strategy(sc, pins, profile_from_args(args))), True
-    except InfeasibleError:
-        if pins is None:
-            raise
-        return sc.with_strategy(flags_strategy(args, sc)), False
+    """``sc`` with its strategy: the given one, or the search's fastest within the degrees the flags pin; True
+    when the search chose it (the rules: search/pins.py)."""
+    return resolve_strategy(sc, _strategy_flags(args), profile_from_args(args), _flag_names(args, sc))

@@ -75,17 +75,19 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
 def run(args: argparse.Namespace) -> int:
     from greentrain.report.search import search_progress
     from greentrain.search.engine import search
+    from greentrain.search.pins import file_pins, pinned_space
     from greentrain.search.space import SearchSpace
 
     scs, sites = _scenarios(args)
     profile = profile_from_args(args)
-    given = scs[0].strategy  # a scenario file's strategy: its attention kernel holds, its degrees are searched
-    space = SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
-                        interleave=not args.no_interleave, offload=(False,) if args.no_offload else (False, True),
-                        flash_attention=given.flash_attention if given else True)
-    if given is not None:
-        print(f"note: the scenario's strategy ({given.describe()}) is searched over, not pinned; its "
-              f"flash_attention={str(given.flash_attention).lower()} holds", file=sys.stderr)
+    # a scenario file's strategy: the fields it sets are pinned, the others searched (search/pins.py)
+    pins = file_pins(args.scenario, scs[0].strategy) if args.scenario else {}
+    space = pinned_space(pins, SearchSpace(max_tp=args.max_tp or 0, max_micro_batch=args.max_micro_batch or 0,
+                                           interleave=not args.no_interleave,
+                                           offload=(False,) if args.no_offload else (False, True)))
+    if pins:
+        fixed = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in pins.items())
+        print(f"note: the scenario's strategy pins {fixed}; the rest is searched", file=sys.stderr)
     cons = Constraints(max_chips=args.max_chips or 0, memory_headroom=args.memory_headroom,
                        budget_usd=args.budget_usd or 0.0, deadline_s=units.days_to_s(args.deadline_days or 0.0))
     if args.plot:

@@ -45,6 +45,7 @@ class SearchSpace:
     ep: int = 0
     sp: bool | None = None
     micro_batch: int = 0
+    etp: int | None = None  # expert tensor parallelism pinned (0: as tp); None: etp = tp and 1 searched (MoE)
 
     def __post_init__(self) -> None:
         require(bool(self.zero) and all(z in (0, 1, 2, 3) for z in self.zero), "search.zero", self.zero,
@@ -69,6 +70,15 @@ def divisors(n: int) -> list[int]:
     return sorted({*small, *(n // d for d in small)})
 
 
+def _etps(space: SearchSpace, tp: int, moe: bool) -> tuple[int, ...]:
+    """Expert tensor-parallel degrees to enumerate: 0 (as tp) and 1 for MoE models with tp > 1; a pinned
+    etp keeps only itself (etp = tp is the same layout as 0); a dense model has no experts to split."""
+    options = (0, 1) if moe and tp > 1 else (0,)
+    if space.etp is None or not moe:
+        return options
+    return tuple(e for e in options if e == space.etp or (e == 0 and space.etp == tp))
+
+
 def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> Iterator[Strategy]:
     """Every (dp, tp, pp, vpp, cp, ep, sp) with micro-batch 1 that passes check_divisibility."""
     m, w = sc.model, sc.workload
@@ -88,7 +98,7 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
                     continue
                 # experts over the stage's dp*cp*tp ranks: ep x etp of them per expert group; etp = tp
                 # (Megatron Core's default) or 1 (tensor parallelism folded into expert parallelism)
-                layouts = [(ep, etp) for etp in ((0, 1) if m.is_moe and tp > 1 else (0,))
+                layouts = [(ep, etp) for etp in _etps(space, tp, m.is_moe)
                            for ep in pick(space.ep, [e for e in divisors(dp * cp * tp // (etp or tp))
                                                      if m.num_experts % e == 0] if m.is_moe else [1])]
                 chunks = m.total_layers // pp if m.total_layers % pp == 0 else 1  # interleaving: equal chunks
