@@ -1,5 +1,5 @@
-"""`greentrain report`: result files (plan, search, simulate, trace, track, compare, footprint) as one
-self-contained static HTML page.
+"""`greentrain report`: result files (plan, search, simulate, trace, track, compare, footprint, traffic,
+batch-time, offload heatmap, experiment) as one self-contained static HTML page.
 
 The page loads nothing: no script, no stylesheet, font or image from anywhere; its Content-Security-Policy
 (``default-src 'none'``) makes the browser refuse any such load and say so on its console, which the browser
@@ -90,11 +90,12 @@ def trace_section(t: TraceView, source: str) -> str:
 def _section_of(view: ResultView, source: str, index: int) -> tuple[str, str]:
     """(title, html) of one result's section."""
     from greentrain.report.html_sections import SECTIONS
+    from greentrain.report.html_sections_more import SECTIONS_MORE
 
     if isinstance(view, TraceView):
         title, body = "Simulation trace", trace_section(view, source)
     else:
-        title, render = SECTIONS[type(view)]
+        title, render = {**SECTIONS, **SECTIONS_MORE}[type(view)]
         body = render(view, source)
     title = f"{title}: {Path(source).name}"
     return title, section(f"r{index}", title, body, view.KIND or "result")

@@ -143,3 +143,36 @@ def gantt(rows: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], unit:
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
         return _svg(fig)
+
+
+def heatmaps(panels: Sequence[tuple[str, Sequence[float], Sequence[float], Sequence[Sequence[float]]]],
+             labels: tuple[str, str, str], title: str) -> str:
+    """One heatmap per panel (title, x values, y values, values[y][x]; NaN: no value, left blank), one shared
+    colour scale; drawn as vector cells (pcolormesh), not an embedded image."""
+    import math
+
+    import matplotlib
+    import numpy as np
+
+    finite = [v for _, _, _, grid in panels for row in grid for v in row if math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    cols = min(len(panels), 2)
+    rows = -(-len(panels) // cols)
+    with matplotlib.rc_context(RC):
+        fig = _figure(0.6 + 2.6 * rows)
+        axes = fig.subplots(rows, cols, squeeze=False)
+        mesh = None
+        for ax, (name, xs, ys, grid) in zip(axes.flat, panels, strict=False):
+            mesh = ax.pcolormesh(np.arange(len(xs) + 1), np.arange(len(ys) + 1), np.array(grid, dtype=float),
+                                 cmap="viridis", vmin=lo, vmax=hi)
+            ax.set_xticks(np.arange(len(xs)) + 0.5, [f"{x:g}" for x in xs])
+            ax.set_yticks(np.arange(len(ys)) + 0.5, [f"{y:g}" for y in ys])
+            ax.set_xlabel(labels[0])
+            ax.set_ylabel(labels[1])
+            ax.set_title(name, loc="left")
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_visible(False)
+        if mesh is not None:
+            fig.colorbar(mesh, ax=axes, label=labels[2])
+        fig.suptitle(title, x=0.02, ha="left")
+        return _svg(fig)

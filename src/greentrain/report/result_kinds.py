@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from greentrain.errors import ConfigError
-from greentrain.report.results import ResultView, at_field, register, typed
+from greentrain.report.result_kinds_more import (
+    BatchTimeResult,
+    ExperimentResult,
+    OffloadHeatmapResult,
+    TrafficResult,
+)
+from greentrain.report.results import SCHEMA_VERSION, ResultView, at_field, register, typed
 
 _view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 
@@ -230,3 +236,8 @@ register("trace", TraceView.from_dict, lambda d: "traceEvents" in d)
 register("track", TrackResult.from_dict, lambda d: "meters" in d and "num_steps" in d and "status" in d)
 register("compare", CompareResult.from_dict, lambda d: "rows" in d and "warnings" in d)
 register("footprint", _footprint, lambda d: "regions" in d or ("energy_basis" in d and "lifetime_years" in d))
+register("traffic", TrafficResult.from_dict, lambda d: "tx_bytes_per_chip" in d and "degrees" in d)
+register("batch_time", BatchTimeResult.from_dict, lambda d: "batch_time_s" in d and "bubble_time_s" in d)
+register("offload_heatmap", OffloadHeatmapResult.from_dict, lambda d: "cells" in d and "metric" in d)
+# experiment/report.py writes its own kind and no schema version yet (helper E's file)
+register(ExperimentResult.KIND, ExperimentResult.from_dict, lambda d: False, versions=(None, SCHEMA_VERSION))

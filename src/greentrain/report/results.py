@@ -166,11 +166,14 @@ def _encode(value: Any) -> Any:
 
 Decoder = Callable[[Mapping[str, Any], str], ResultView]
 REGISTRY: dict[str, Decoder] = {}  # kind -> decoder; filled by report/result_kinds.py
+VERSIONS: dict[str, tuple[int | None, ...]] = {}  # kind -> the schema versions read (None: the key absent)
 SIGNATURES: list[tuple[str, Callable[[Mapping[str, Any]], bool]]] = []  # for files written before kinds
 
 
-def register(kind: str, decoder: Decoder, signature: Callable[[Mapping[str, Any]], bool]) -> None:
+def register(kind: str, decoder: Decoder, signature: Callable[[Mapping[str, Any]], bool],
+             versions: tuple[int | None, ...] = (SCHEMA_VERSION,)) -> None:
     REGISTRY[kind] = decoder
+    VERSIONS[kind] = versions
     SIGNATURES.append((kind, signature))
 
 
@@ -196,7 +199,7 @@ def kind_of(data: Mapping[str, Any], where: str = "") -> str:
         raise ConfigError(at_field(where, "kind"), kind, f"is not a result kind greentrain reads "
                                                        f"({', '.join(REGISTRY)})")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in VERSIONS[kind] or isinstance(version, bool):
         rule = ("is newer than this greentrain reads: upgrade greentrain" if isinstance(version, int)
                 and not isinstance(version, bool) and version > SCHEMA_VERSION else
                 "is not one this greentrain reads: rewrite the file with this greentrain")

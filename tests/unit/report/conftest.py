@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from report_inputs import BATCH_TIME, TRAFFIC
 
 from greentrain.cli.main import main
 from greentrain.measure.summary import Measurement, MeterInfo, ModuleStats
@@ -57,4 +58,34 @@ def result_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files["track"] = d / "measurement.json"
     files["track"].write_text(json.dumps(measurement().to_json(), indent=2), encoding="utf-8")
     files["compare"] = run_json(["compare", str(files["plan"]), str(files["track"]), "--json"], d / "compare.json")
+    files["traffic"] = run_json(["traffic", *TRAFFIC, "--json"], d / "traffic.json")
+    files["batch_time"] = run_json(["batch-time", *BATCH_TIME, "--json"], d / "batch_time.json")
+    files["offload_heatmap"] = run_json(["offload", "heatmap", "--model", "1", "--seq-len", "4096,8192", "--device-gib",
+                                         "16,48", "--host-gib", "32,128", "--json"], d / "heatmap.json")
+    files["experiment"] = experiment_results(d / "experiment")
     return files
+
+
+def experiment_results(out: Path) -> Path:
+    """results.json of an experiment folder with two measured variants (experiment/'s own writers)."""
+    from greentrain.experiment.report import build_report
+    from greentrain.experiment.results import VariantResult, write_result
+    from greentrain.experiment.runner import variant_dir
+    from greentrain.report.experiment import write_report_files
+
+    manifest = {"kind": "greentrain.experiment", "name": "two", "file": "", "combine": "one-at-a-time",
+                "site": {"grid_g_co2e_per_kwh": 300.0, "pue": 1.5, "usd_per_hour": 3.6},
+                "variants": [{"variant_id": v, "config_hash": v, "max_steps": 10, "axis_values": []}
+                             for v in ("base", "lora")]}
+    out.mkdir(parents=True)
+    (out / "experiment.json").write_text(json.dumps(manifest))
+    for vid, energy_j, train_s in (("base", 3.6e3, 50.0), ("lora", 1.8e3, 30.0)):
+        r = VariantResult(variant_id=vid, config_hash=vid, status="ok", wall_s=2 * train_s, train_s=train_s,
+                          energy_j=energy_j, train_energy_j=energy_j, cpu_energy_j=energy_j, pue=1.5,
+                          facility_energy_j=1.5 * energy_j, grid_g_co2e_per_kwh=300.0,
+                          emissions_kg_co2e=1.5 * energy_j / 3.6e6 * 0.3, cost_usd=0.1, cost_basis="cloud",
+                          rouge1=40.0, num_steps=10, flop=1e10, flop_per_step=1e9, predicted_train_s=0.8 * train_s)
+        (variant_dir(out, vid)).mkdir(parents=True)
+        write_result(variant_dir(out, vid) / "result.json", r)
+    write_report_files(out, build_report(out, []))
+    return out / "results.json"

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from report_inputs import BATCH_TIME, TRAFFIC
 
 from greentrain.cli.main import main
 from greentrain.report.html import build_page, write_report
@@ -35,13 +36,15 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
     results = [(str(p), load_result(p)) for p in result_files.values()]
     page = build_page(results)
     assert page.count('<section id="r') == len(result_files)
-    for kind in ("plan", "search", "simulate", "trace", "track", "compare", "footprint"):
+    for kind in ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "traffic", "batch_time",
+                 "offload_heatmap", "greentrain.experiment.report"):
         assert f'class="result {kind}"' in page
     assert "Predicted by greentrain plan" in page and "Measured by greentrain track" in page
     assert "Predicted (greentrain plan) against measured (greentrain track)" in page
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
-    # plan, search, simulate, trace (Gantt), track, compare, regions: one plot each; a footprint has none
-    assert len(svgs) == 7
+    # plan, search, simulate, trace (Gantt), track, compare, regions, traffic, batch time, offload heatmap,
+    # experiment: one plot each; a footprint has none
+    assert len(svgs) == 11
     for svg in svgs:
         assert len(re.findall(r"<path ", svg)) >= 5, svg[:200]
 
@@ -91,6 +94,8 @@ SWARM_DEVICES = """devices:
     (["simulate", "swarm", "--devices", "{devices}", "--model", "llama3-8b", "--rounds", "2", "--tp-depth", "1",
       "--min-tp-size", "1024"], 2, 2),
     (["search", "--top", "3"], 1, 1),
+    (["traffic", *TRAFFIC], 1, 2),
+    (["batch-time", *BATCH_TIME], 1, 1),
 ])
 def test_plotting_commands_write_html(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                       sections: int, plots: int) -> None:

@@ -13,14 +13,16 @@ from greentrain.errors import ConfigError
 from greentrain.report.result_kinds import PlanResult, SearchResultView, TrackResult
 from greentrain.report.results import SCHEMA_VERSION, from_dict, kind_of, load_result, stamp
 
-KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "regions")
+KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "regions", "traffic", "batch_time",
+         "offload_heatmap", "experiment")
+OTHER_NAMES = {"regions": "footprint", "experiment": "greentrain.experiment.report"}
 
 
 @pytest.mark.parametrize("name", KINDS)
 def test_every_writer_round_trips(result_files: dict[str, Path], name: str) -> None:
     data = json.loads(result_files[name].read_text())
     view = load_result(result_files[name])
-    kind = "footprint" if name == "regions" else name
+    kind = OTHER_NAMES.get(name, name)
     assert kind == view.KIND
     assert view.to_dict() == stamp(kind, data)
     assert from_dict(view.to_dict()).to_dict() == view.to_dict()  # a stamped file reads the same

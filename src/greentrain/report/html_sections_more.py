@@ -1,0 +1,156 @@
+"""HTML sections of seed 001's traffic and batch-time results, the offload heatmap and the experiment report
+(the other kinds: report/html_sections.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from greentrain import units
+from greentrain.report import html_plots as plots
+from greentrain.report.html_parts import (
+    dur,
+    energy,
+    figure,
+    key_figures,
+    mass,
+    notes,
+    num,
+    pct,
+    provenance,
+    si,
+    signed_pct,
+    table,
+)
+from greentrain.report.result_kinds_more import (
+    BatchTimeResult,
+    ExperimentResult,
+    OffloadHeatmapResult,
+    TrafficResult,
+)
+from greentrain.report.results import ResultView
+
+MAX_HEATMAPS = 6  # panels (model x chip x sequence length) drawn; the table lists every cell
+
+
+def traffic_section(t: TrafficResult, source: str) -> str:
+    degrees = " ".join(f"{k.lower()}={v}" for k, v in t.degrees.items())
+    scenario = f"{t.num_params / 1e9:,.1f} B parameters on {t.num_chips:,} chips; {degrees}"
+    figs = [("FLOP, whole run", si(t.flop_total, "FLOP")), ("Tx per chip", si(t.tx_bytes_per_chip, "B")),
+            ("Rx per chip", si(t.rx_bytes_per_chip, "B"))]
+    if t.runtime_s is not None:
+        figs.append(("run time", dur(t.runtime_s)))
+    body = (provenance("Predicted by greentrain traffic (seed 001's counting model); nothing measured", source,
+                       scenario) + key_figures(figs))
+    body += figure(plots.paired_bars(["sent (Tx)", "received (Rx)"], [t.tx_elements_fwd, t.rx_elements_fwd],
+                                     [t.tx_elements_bwd, t.rx_elements_bwd], ("forward", "backward"),
+                                     "elements over the run", "network elements by pass"),
+                   "Elements sent and received over the whole run, forward and backward passes.")
+    if t.dp_sweep:
+        chips = [float(p.get("num_chips", 0)) for p in t.dp_sweep]
+        body += figure(plots.line(chips, [float(p.get("rx_bytes_per_chip", 0.0)) for p in t.dp_sweep],
+                                  ("chips (data-parallel degree swept)", "Rx bytes per chip"),
+                                  "received bytes per chip over the run"),
+                       "The same run at other data-parallel degrees.")
+    rows = [("forward", si(t.flop_fwd, "FLOP"), f"{t.tx_elements_fwd:.3e}", f"{t.rx_elements_fwd:.3e}"),
+            ("backward", si(t.flop_bwd, "FLOP"), f"{t.tx_elements_bwd:.3e}", f"{t.rx_elements_bwd:.3e}")]
+    return body + table(("pass", "FLOP", "Tx elements", "Rx elements"), rows, caption="per pass, whole run")
+
+
+def batch_time_section(b: BatchTimeResult, source: str) -> str:
+    c = b.config
+    scenario = (f"{c.get('num_layers')} layers, d_model {c.get('d_model')}, {c.get('num_experts')} experts "
+                f"({c.get('num_routed_experts')} routed), pp={c.get('pp')} tp={c.get('tp')} dp={c.get('dp')}, "
+                f"{b.num_chips:,} x {b.chip.get('name')}")
+    parts = [("compute (full FLOP time)", b.full_flop_time_s), ("network not hidden", b.full_net_time_s),
+             ("pipeline bubble", b.bubble_time_s), ("gradient reduction", b.grad_reduction_time_s)]
+    figs = [("batch time", dur(b.batch_time_s)), ("utilization", pct(b.utilization)),
+            ("run time", dur(b.run_time_s)), ("batches", f"{b.num_batches:,}")]
+    return (provenance("Predicted by greentrain batch-time (seed 001's pipelined MoE model); nothing measured",
+                       source, scenario) + key_figures(figs)
+            + figure(plots.bars([k for k, _ in parts], [v for _, v in parts], "seconds per batch",
+                                "time per batch by part"), "Predicted time per batch, by part.")
+            + table(("part", "time"), [(k, dur(v)) for k, v in parts] + [("batch", dur(b.batch_time_s))],
+                    caption="time per batch"))
+
+
+def _panels(h: OffloadHeatmapResult) -> list[tuple[str, list[float], list[float], list[list[float]]]]:
+    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
+    for c in h.cells:
+        groups.setdefault((str(c.get("model")), str(c.get("chip")), int(c.get("seq_len", 0))), []).append(c)
+    out = []
+    for (model, chip, seq), cells in list(groups.items())[:MAX_HEATMAPS]:
+        xs = sorted({float(c.get("device_gib", 0.0)) for c in cells})
+        ys = sorted({float(c.get("host_gib", 0.0)) for c in cells})
+        grid = [[math.nan] * len(xs) for _ in ys]
+        for cell in cells:
+            value = cell.get(h.metric)
+            if cell.get("fits") and isinstance(value, (int, float)):
+                y, x = ys.index(float(cell.get("host_gib", 0.0))), xs.index(float(cell.get("device_gib", 0.0)))
+                grid[y][x] = float(value)
+        out.append((f"{model}, {chip}, {seq:,} tokens", xs, ys, grid))
+    return out
+
+
+def offload_heatmap_section(h: OffloadHeatmapResult, source: str) -> str:
+    fits = [c for c in h.cells if c.get("fits")]
+    best = max(fits, key=lambda c: float(c.get(h.metric) or 0.0), default=None)
+    scenario = f"{len(h.cells):,} cells (model x chip x sequence x device cap x host cap), {h.framework} framework"
+    figs = [("cells", f"{len(h.cells):,}"), ("fit", f"{len(fits):,}")]
+    if best is not None:
+        figs.append((f"highest {h.metric}", f"{float(best.get(h.metric) or 0.0):,.4g}"))
+    body = (provenance(f"Predicted by greentrain offload heatmap ({h.metric}); nothing measured", source,
+                       scenario) + key_figures(figs))
+    panels = _panels(h)
+    if panels:
+        body += figure(plots.heatmaps(panels, ("device memory cap (GiB)", "host memory cap (GiB)", h.metric),
+                                      f"{h.metric} by memory caps"),
+                       "Blank cells do not fit. " + ("" if len(panels) < MAX_HEATMAPS else
+                                                     f"The first {MAX_HEATMAPS} groups are drawn."))
+    rows = [(c.get("model"), c.get("chip"), c.get("seq_len"), f"{float(c.get('device_gib', 0)):g}",
+             f"{float(c.get('host_gib', 0)):g}", "yes" if c.get("fits") else "no",
+             f"{float(c.get('tokens_per_s') or 0):,.0f}", pct(float(c.get("mfu") or 0)), c.get("bound", ""))
+            for c in h.cells]
+    return body + table(("model", "chip", "seq", "device GiB", "host GiB", "fits", "tokens/s", "MFU", "bound"),
+                        rows, numeric_from=2, caption="every cell")
+
+
+def _opt(v: Any, fmt: Callable[[float], str]) -> str:
+    return fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def _rel(pred: Any, meas: Any) -> float | None:
+    ok = all(isinstance(v, (int, float)) for v in (pred, meas)) and meas
+    return (pred - meas) / meas if ok else None
+
+
+def experiment_section(e: ExperimentResult, source: str) -> str:
+    ran = [v for v in e.variants if v.get("status") == "ok"]
+    scenario = f"experiment {e.name}: {len(e.variants)} variant(s), {len(ran)} run; quality: {e.quality.get('label')}"
+    rows = [(v.get("variant_id"), v.get("status"), _opt(v.get("train_s"), dur), _opt(v.get("predicted_train_s"), dur),
+             signed_pct(_rel(v.get("predicted_train_s"), v.get("train_s"))),
+             _opt(v.get("energy_j"), lambda j: energy(units.j_to_kwh(j))),
+             _opt(v.get("emissions_kg_co2e"), mass), _opt(v.get("cost_usd"), lambda u: f"${num(u)}"),
+             _opt(v.get(str(e.quality.get("field"))), lambda q: f"{q:.4g}")) for v in e.variants]
+    body = (provenance("Measured by greentrain experiment run, each variant also predicted by the planner", source,
+                       scenario)
+            + key_figures([("variants run", str(len(ran))), ("Pareto set", ", ".join(e.pareto) or "-")]))
+    timed = [v for v in ran if isinstance(v.get("train_s"), (int, float))
+             and isinstance(v.get("predicted_train_s"), (int, float))]
+    if timed:
+        body += figure(plots.paired_bars([str(v.get("variant_id")) for v in timed],
+                                         [float(v["predicted_train_s"]) for v in timed],
+                                         [float(v["train_s"]) for v in timed], ("predicted", "measured"),
+                                         "training seconds", "training time per variant"),
+                       "Predicted against measured training time of each variant.")
+    body += table(("variant", "status", "train", "predicted", "error", "energy", "CO2e", "cost",
+                   str(e.quality.get("label", "quality"))), rows, numeric_from=2, caption="variants")
+    return body + notes(str(f.get("text", "")) for f in e.findings)
+
+
+SECTIONS_MORE: dict[type[ResultView], tuple[str, Callable[[Any, str], str]]] = {
+    TrafficResult: ("Traffic", traffic_section), BatchTimeResult: ("Batch time", batch_time_section),
+    OffloadHeatmapResult: ("Offload heatmap", offload_heatmap_section),
+    ExperimentResult: ("Experiment", experiment_section),
+}
