@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
     parser.add_argument("--plot", default=None, metavar="PATH",
                         help="draw Tx/Rx bytes per chip against chips (p_data swept) to PATH")
+    parser.add_argument("--html", default=None, metavar="PATH.html",
+                        help="write the numbers and the p_data sweep as one self-contained HTML page")
 
 
 def _shape_from_model(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,13 +160,24 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.report.files import check_plot_path
 
         check_plot_path(args.plot, "--plot")
+    if args.html is not None:
+        from greentrain.report.html import check_html_path
+
+        check_html_path(args.html)
     report = traffic_report(cfg, rate)
+    dps = sorted({2**i for i in range(max(6, cfg.dp.bit_length() + 2) + 1)} | {cfg.dp})
     if args.plot is not None:
         from greentrain.report.seed001 import plot_sweep
 
-        dps = sorted({2**i for i in range(max(6, cfg.dp.bit_length() + 2) + 1)} | {cfg.dp})
         written = plot_sweep(sweep_data_parallel(cfg, dps), args.plot)
         print(f"greentrain traffic: wrote {written}", file=sys.stderr)
+    if args.html is not None:
+        from dataclasses import asdict
+
+        from greentrain.report.html import write_command_page
+
+        sweep = [asdict(p) for p in sweep_data_parallel(cfg, dps)]
+        write_command_page(args.html, [("greentrain traffic", "traffic", {**report.to_json(), "dp_sweep": sweep})])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
