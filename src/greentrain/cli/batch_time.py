@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--base_utilization", type=finite_float, default=None, help="v2: single-matmul utilization (0.6)")
     _flag(parser, "--network_bandwidth", type=positive_float, default=None, help="v2: network bytes/s (tx+rx)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
+    parser.add_argument("--html", default=None, metavar="PATH.html",
+                        help="write the numbers and the time per batch by part as one self-contained HTML page")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +67,15 @@ def run(args: argparse.Namespace) -> int:
         seq_len=args.l, pp=args.pp, pipeline_interleaving=args.pipeline_interleaving, dp=args.dp, tp=args.tp,
         tp2=args.tp2, precision_bits=args.prec, v2=args.v2,
         base_utilization=0.6 if args.base_utilization is None else args.base_utilization)
+    if args.html is not None:
+        from greentrain.report.html import check_html_path
+
+        check_html_path(args.html)
     chip = bt.get_batch_chip(args.chip_type, v2=args.v2, net_bytes_per_s=args.network_bandwidth)
     result = bt.batch_time(cfg, chip)
+    if args.html is not None:
+        from greentrain.report.html import write_command_page
+
+        write_command_page(args.html, [("greentrain batch-time", "batch_time", batch_time_to_dict(cfg, result))])
     print(json.dumps(batch_time_to_dict(cfg, result), indent=2) if args.json else batch_time_text(cfg, result))
     return 0
