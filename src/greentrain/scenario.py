@@ -59,6 +59,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         check_sequence(self.model, self.workload)
+        self.workload.finetune.check(self.model)
 
     def with_strategy(self, strategy: Strategy) -> Scenario:
         return dataclasses.replace(self, strategy=strategy)

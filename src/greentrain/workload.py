@@ -21,11 +21,13 @@ from greentrain.config import (
 )
 from greentrain.errors import ConfigError
 from greentrain.hardware.chip import PRECISIONS
+from greentrain.model.finetune import FINETUNE_MODES, FREEZABLE, FULL, LORA_TARGETS, Finetune
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "adafactor")
 RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one of them says how long a run is
 REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
+FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
 
 # Bytes of one activation element at each compute precision. fp8 training keeps activations that are
 # saved for backward in bf16 (Transformer Engine / Micikevicius et al. 2022), so 2 bytes.
@@ -44,6 +46,7 @@ class Workload:
     precision: str = "bf16"
     optimizer: str = "adamw"
     grad_dtype: str = "fp32"  # gradient accumulation buffer (Megatron-LM accumulates in fp32)
+    finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
 
     def __post_init__(self) -> None:
         require(self.global_batch_size >= 1, "workload.global_batch_size", self.global_batch_size, "must be >= 1")
@@ -92,16 +95,26 @@ class Workload:
         return math.ceil(tokens / self.input_tokens_per_step) if tokens else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "finetune"}
+        ft = self.finetune
+        if ft.mode != "full":
+            out["finetune"] = ft.mode
+            out.update({"freeze": list(ft.freeze)} if ft.mode == "freeze" else
+                       {"lora_rank": ft.lora_rank, "lora_targets": list(ft.lora_targets)})
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "workload") -> Workload:
-        check_keys(data, [f.name for f in dataclasses.fields(cls)], where)
+        names = [f.name for f in dataclasses.fields(cls)]
+        check_keys(data, names + list(FINETUNE_FIELDS[1:]), where)
         for f in REQUIRED_FIELDS:
             require(f in data, f"{where}.{f}", None, "is required")
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {"finetune": finetune_from_dict(data, where)}
         for k, v in data.items():
             f = f"{where}.{k}"
+            if k in FINETUNE_FIELDS:
+                continue
             if k == "precision":
                 kw[k] = as_choice(v, f, PRECISIONS)
             elif k == "optimizer":
@@ -113,3 +126,26 @@ class Workload:
             else:
                 kw[k] = as_int(v, f, minimum=0)
         return cls(**kw)
+
+
+def _names(value: Any, field: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of names (or one comma-separated string), each from ``allowed``."""
+    items = value.split(",") if isinstance(value, str) else value
+    require(isinstance(items, (list, tuple)), field, value, f"must be a list of {', '.join(allowed)}")
+    return tuple(as_choice(str(v).strip(), field, allowed) for v in items)
+
+
+def finetune_from_dict(data: dict[str, Any], where: str = "workload") -> Finetune:
+    """The fine-tuning keys of a workload mapping (finetune, freeze, lora_rank, lora_targets)."""
+    mode = as_choice(data.get("finetune", "full"), f"{where}.finetune", FINETUNE_MODES)
+    kw: dict[str, Any] = {"mode": mode}
+    if "freeze" in data:
+        kw["freeze"] = _names(data["freeze"], f"{where}.freeze", FREEZABLE)
+    if "lora_rank" in data:
+        kw["lora_rank"] = as_int(data["lora_rank"], f"{where}.lora_rank", minimum=1)
+    if "lora_targets" in data:
+        kw["lora_targets"] = _names(data["lora_targets"], f"{where}.lora_targets", LORA_TARGETS)
+    for key in ("lora_rank", "lora_targets"):
+        require(mode == "lora" or key not in data, f"{where}.{key}", data.get(key),
+                f"applies to finetune: lora only (finetune is {mode})")
+    return Finetune(**kw)

@@ -131,7 +131,7 @@ class OpsTime:
 
     forward_s: float
     attention_core_s: float  # the part selective recomputation recomputes
-    backward_s: float
+    backward_s: float  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
@@ -144,7 +144,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
         fused = attention and op.name.endswith(".flash")
         t = _roofline(*_local(op, sh), peak, memory_bytes_per_s, eff, fused, causal_fraction(op) if fused else 0.0)
         fwd += t
-        bwd += t * op.backward_factor
+        bwd += t * op.backward_factor * op.backward_share
         if op.attention_core:
             core += t
     return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd)

@@ -121,7 +121,7 @@ def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute
 
 
 def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: Any, params: tuple[Any, Any, Any],
-                      activations: tuple[Any, Any, Any]) -> dict[str, Any]:
+                      trainable: tuple[Any, Any, Any], activations: tuple[Any, Any, Any]) -> dict[str, Any]:
     """What device_memory needs of pipeline stage ``stage`` (0 the first, 1 the second, 2 the last): its
     parameters and layers' activations, the micro-batches it holds in flight (1F1B: pp - rank, Narayanan et al.
     2021 §2.2; interleaving adds (pp-1)/(pp*vpp), Korthikanti et al. 2022 §4.2.3; GPipe: all of them), and
@@ -129,7 +129,7 @@ def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: A
     rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
     held = minimum(pp - rank, num_micro) * where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
     held = where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
-    return dict(params=params[stage], held=held, stage_activation_bytes=activations[stage],
+    return dict(params=params[stage], trainable=trainable[stage], held=held, stage_activation_bytes=activations[stage],
                 embedding=stage == 0, head=where(pp == 1, True, stage == 2))
 
 
@@ -220,18 +220,19 @@ def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes:
     return acts, temporary
 
 
-def device_memory(*, spec: TransformerSpec, params: Any, shard: Any, zero: Any, offload: Any, held: Any,
+def device_memory(*, spec: TransformerSpec, params: Any, trainable: Any, shard: Any, zero: Any, offload: Any, held: Any,
                   stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, e: float, wb: float,
                   gb: float, ob: float, reserved_bytes: float, fragmentation: float,
                   unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
-    its state (state_bytes_per_param) and transient tensors (transient_bytes); the allocator's fragmentation
-    multiplies what the tensors need (reserved over allocated)."""
+    its state (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
+    frozen parameter keeps its weights alone) and transient tensors (transient_bytes); the allocator's
+    fragmentation multiplies what the tensors need (reserved over allocated)."""
     c = state_bytes_per_param(shard=shard, zero=zero, offload=offload, wb=wb, gb=gb, ob=ob,
                               unsharded_master_bytes=unsharded_master_bytes)
     acts, temporary = transient_bytes(spec=spec, held=held, stage_activation_bytes=stage_activation_bytes,
                                       tokens=tokens, tp=tp, sp=sp, e=e, embedding=embedding, head=head)
     k = 1.0 + fragmentation
-    return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=params * c.gradients * k,
-                           optimizer_bytes=params * c.optimizer * k, activations_bytes=acts * k,
-                           reserved_bytes=reserved_bytes, host_bytes=params * c.host, temporary_bytes=temporary * k)
+    return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=trainable * c.gradients * k,
+                           optimizer_bytes=trainable * c.optimizer * k, activations_bytes=acts * k,
+                           reserved_bytes=reserved_bytes, host_bytes=trainable * c.host, temporary_bytes=temporary * k)

@@ -46,6 +46,8 @@ class StageCosts:
     layers: float = 0.0  # transformer layers on the stage that sets the pace
     stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # first, a middle, the last stage
     stage_activation_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
+    trainable: float = 0.0  # parameters with gradients on the stage holding the most of them (fine-tuning)
+    stage_trainable: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +64,7 @@ class LayerTotals:
     ep_s: Num
     params: Num
     activation_bytes: Num
+    trainable: Num  # the share of ``params`` that carries gradients and optimizer state (fine-tuning)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +74,7 @@ class EndCosts:
     fwd_s: Num
     bwd_s: Num
     params: Num
+    trainable: Num  # parameters with gradients and optimizer state
 
 
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
@@ -80,7 +84,8 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
     return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
                       ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
                       layers=st.layers, stage_params=st.stage_params,
-                      stage_activation_bytes=st.stage_activation_bytes)
+                      stage_activation_bytes=st.stage_activation_bytes, trainable=st.trainable,
+                      stage_trainable=st.stage_trainable)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +103,8 @@ class StageSplit:
     layers: Any  # layers of the stage that sets the pace
     stage_params: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # first, a middle and the last stage, ends included
     stage_activation_bytes: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
+    trainable: Any = 0.0  # parameters with gradients on the stage holding the most of them
+    stage_trainable: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)
 
 
 def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any, pp: Any, vpp: Any,
@@ -111,16 +118,22 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
         placement(layers, pp, vpp, e_units, h_units, balance)
     frac = pl.slowest_layers / layers
     e, h = end_share(pl.slowest, pp)
-    lp, la = lt.params / layers, lt.activation_bytes / layers
-    single = pp == 1
-    first_p = where(single, lt.params + emb.params + head.params, pl.first * lp + emb.params)
-    stage_p = (first_p, pl.middle * lp, where(single, first_p, pl.last * lp + head.params))
+    la, single = lt.activation_bytes / layers, pp == 1
+
+    def per_stage(layer_total: Any, first_end: Any, last_end: Any) -> tuple[Any, Any, Any]:
+        per = layer_total / layers
+        first = where(single, layer_total + first_end + last_end, pl.first * per + first_end)
+        return first, pl.middle * per, where(single, first, pl.last * per + last_end)
+
+    stage_p = per_stage(lt.params, emb.params, head.params)
+    stage_t = per_stage(lt.trainable, emb.trainable, head.trainable)
     params = maximum(maximum(stage_p[0], stage_p[1]), stage_p[2])
     return StageSplit(fwd_s=lt.fwd_s * frac + e * emb.fwd_s + h * head.fwd_s,
                       bwd_s=lt.bwd_s * frac + e * emb.bwd_s + h * head.bwd_s, recompute_s=lt.recompute_s * frac,
                       tp_s=lt.tp_s * frac, cp_s=lt.cp_s * frac, ep_s=lt.ep_s * frac, params=params,
                       activation_bytes=la * pl.first, layers=pl.slowest_layers, stage_params=stage_p,
-                      stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last))
+                      stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last),
+                      trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +146,7 @@ class GroupCost:
     cp_fwd_s: float  # exposed context-parallel K/V exchange of the forward
     ep_pass_s: float  # expert-parallel all-to-alls of one pass
     params: float
+    trainable: float  # the share of ``params`` with gradients (fine-tuning)
     activation: LayerActivation
 
 
@@ -164,8 +178,9 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
         la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len,
                               fused_glu=eff.fused_glu, kind=g.kind)
         params = _kind_params(g.params, g.expert_params, s) if g.params else _local_layer_params(sc, g.moe, enc, s)
+        trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
-                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, activation=la))
+                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la))
     return tuple(out)
 
 
@@ -194,23 +209,27 @@ def _cp_forward_s(sc: Scenario, s: Strategy, kind: LayerKind | None, n_tok: floa
 
 def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bool, tp: int,
                      sp: bool) -> LayerTotals:
-    """Every layer's costs under a recomputation choice; ``sp``: sequence parallelism in effect."""
-    fwd = bwd = rec = tps = cps = eps = params = act = 0.0
-    passes = 3 if recompute == "full" else 2  # full recomputation repeats the forward's communication
+    """Every layer's costs under a recomputation choice; ``sp``: sequence parallelism in effect. A layer with
+    no backward (below every trainable parameter) is neither recomputed nor keeps activations."""
+    fwd = bwd = rec = tps = cps = eps = params = trainable = act = 0.0
     for g in groups:
-        t, n = g.time, g.count
+        t, n, backward = g.time, g.count, g.time.backward_s > 0
         recomputed = t.forward_s if recompute == "full" else (
             t.attention_core_s if recompute == "selective" and not flash else 0.0)
+        # full recomputation repeats the forward's communication; no backward, no backward communication
+        passes = (3 if recompute == "full" else 2) if backward else 1
         fwd += n * t.forward_s
         bwd += n * t.backward_s
-        rec += n * recomputed
+        rec += n * recomputed * backward
         tps += n * g.tp_pass_s * passes
-        cps += n * g.cp_fwd_s * 3
+        cps += n * g.cp_fwd_s * (3 if backward else 1)
         eps += n * g.ep_pass_s * passes
         params += n * g.params
-        act += n * layer_activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute)
+        trainable += n * g.trainable
+        if backward:
+            act += n * layer_activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute)
     return LayerTotals(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, tp_s=tps, cp_s=cps, ep_s=eps, params=params,
-                       activation_bytes=act)
+                       activation_bytes=act, trainable=trainable)
 
 
 def layer_totals(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> LayerTotals:
@@ -228,16 +247,20 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
     emb_p, head_1, head_n = _local_end_params(sc, s.tp)
     # multi-token prediction modules (DeepSeek-V3 §2.2) follow the main head on the last stage
-    mtp_fwd = mtp_bwd = mtp_p = 0.0
+    mtp_fwd = mtp_bwd = mtp_p = mtp_t = 0.0
     for g in ops.layers:
         if g.name == MTP_GROUP:
             t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision).matmul, bw, eff, peak)
             mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
-            mtp_p += g.count * _kind_params(g.params, g.expert_params, s)
-    emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p)
+            p = g.count * _kind_params(g.params, g.expert_params, s)
+            mtp_p, mtp_t = mtp_p + p, mtp_t + p * (1.0 - g.frozen_params / g.params)
+    emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p,
+                   trainable=emb_p if ops.embedding_trains else 0.0)
     fwd, bwd = head_t.forward_s + mtp_fwd, head_t.backward_s + mtp_bwd
-    return (emb, EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_1 + mtp_p),
-            EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_n + mtp_p))
+    # a tied head trains with the table: its gradient goes to the embedding's copy (pp 1) or its own (pp > 1)
+    head_t1, head_tn = (head_1, head_n) if ops.head_trains else (0.0, 0.0)
+    return (emb, EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_1 + mtp_p, trainable=head_t1 + mtp_t),
+            EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_n + mtp_p, trainable=head_tn + mtp_t))
 
 
 def _kind_params(params: int, expert_params: int, s: Strategy) -> float:

@@ -65,10 +65,10 @@ class StepEstimate:
 def dp_exposed_s(sc: Scenario, s: Strategy, st: StageCosts, eff: Efficiency, num_micro: int) -> float:
     """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s)."""
     w = sc.workload
-    params = st.layer_params + st.extra_params
+    params, wb = st.layer_params + st.extra_params, weight_bytes_per_param(w.precision)
     return dp_sync_s(zero=float(s.zero), dp_group=float(s.grad_group), dp_per_node=float(axis_layout(s, sc.cluster).dp),
-                     grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
-                     weight_bytes=params * weight_bytes_per_param(w.precision),
+                     grad_bytes=st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision),
+                     weight_bytes=params * wb, updated_weight_bytes=st.trainable * wb,
                      layers=st.layers, backward_s=st.bwd_s + st.recompute_s,
                      micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s, num_micro=float(num_micro),
                      cl=sc.cluster, eff=eff)
@@ -89,7 +89,7 @@ def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro:
     common = _memory_args(sc, s, ops, eff)
     stages = [device_memory(**common, **stage_memory_args(
         stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=s.schedule == "gpipe", params=st.stage_params,
-        activations=st.stage_activation_bytes)) for stage in which]
+        trainable=st.stage_trainable, activations=st.stage_activation_bytes)) for stage in which]
     return max(stages, key=lambda m: m.total_bytes), stages[0]
 
 
@@ -118,18 +118,18 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
         raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework runs ZeRO stages "
                               f"{', '.join(map(str, eff.zero_stages))}, not {s.zero}")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                    s.flash_attention)
+                    s.flash_attention, w.finetune)
     num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)
     st = stage_costs(sc, s, ops, eff)
     pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.tp * s.cp * s.dp, cl=cl, eff=eff,
                                   payload_bytes=ops.micro_batch * ops.seq_len / s.cp * sc.model.hidden_size
                                   * w.activation_bytes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
-    accum = grad_accum_s(st.layer_params + st.extra_params, cl.chip.memory_bytes_per_s, eff)
+    accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
     t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff)
     bubble = (s.pp - 1) / s.vpp * t_mb
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
-    opt_s = _optimizer_s(sc, s, st.layer_params + st.extra_params, eff) + eff.step_overhead_s
+    opt_s = _optimizer_s(sc, s, st.trainable, eff) + eff.step_overhead_s
     step = num_micro * t_mb + bubble + dp_s + opt_s
     mem, first_stage = _memory(sc, s, st, ops, num_micro, eff)
     if check_fit and mem.total_bytes > cl.chip.memory_bytes:
@@ -146,13 +146,16 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
 def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:
     """Model FLOPs of one step, and per recomputation choice the extra hardware FLOPs per sequence.
 
+    Model FLOPs: forward + the backward that runs (3 x forward when every weight trains; ModelOps.train_flop).
     Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
     layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
     attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
-    forward runs again (the time model recomputes the forward only)."""
-    model_flop = 3.0 * ops.forward_flop() / ops.micro_batch * sc.workload.global_batch_size
-    layer_fwd = sum(g.count * g.flop for g in ops.layers) / ops.micro_batch
-    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in ops.layers) / ops.micro_batch
+    forward runs again (the time model recomputes the forward only). Layers with no backward (below every
+    trainable parameter) are not recomputed."""
+    model_flop = ops.train_flop() / ops.micro_batch * sc.workload.global_batch_size
+    trained = [g for g in ops.layers if any(op.backward_share for op in g.ops)]
+    layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
+    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
     return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
 
 

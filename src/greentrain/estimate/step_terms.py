@@ -106,10 +106,12 @@ def select(cond: Any, if_true: Callable[[], Any], if_false: Callable[[], Any]) -
 
 
 def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, weight_bytes: Num, layers: Num,
-              backward_s: Num, micro_batch_s: Num, num_micro: Num, cl: Cluster, eff: Efficiency) -> Num:
+              backward_s: Num, micro_batch_s: Num, num_micro: Num, cl: Cluster, eff: Efficiency,
+              updated_weight_bytes: Num | None = None) -> Num:
     """Exposed data-parallel communication of a step (gradients of one device: ``grad_bytes``; its weights
-    ``weight_bytes``; ``backward_s`` the last micro-batch's backward, the window overlap can use; ZeRO-3:
-    ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
+    ``weight_bytes``, of which ZeRO-1/2 gather back the ``updated_weight_bytes`` the optimizer changed (default:
+    all; fine-tuning: the trainable ones); ``backward_s`` the last micro-batch's backward, the window overlap
+    can use; ZeRO-3: ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
     g, k = dp_group, dp_per_node
     gathered: list[Any] = []
 
@@ -117,6 +119,11 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
         if not gathered:
             gathered.append(collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff))
         return gathered[0]
+
+    def gather_updated() -> Any:
+        if updated_weight_bytes is None:
+            return gather()
+        return collective_time_s(Collective.ALL_GATHER, g, k, updated_weight_bytes, cl, eff)
 
     def zero3() -> Any:
         # every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
@@ -132,7 +139,7 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
         red_total = nb * red_one
         # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
         exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
-        return exposed + select(zero >= 1, gather, lambda: 0.0 * g)
+        return exposed + select(zero >= 1, gather_updated, lambda: 0.0 * g)
 
     out: Num = select(g <= 1, lambda: 0.0 * g, lambda: select(zero >= 3, zero3, buckets))
     return out

@@ -45,9 +45,9 @@ from greentrain.scenario import Scenario
 
 FloatArray = npt.NDArray[np.float64]
 KEY_FIELDS = ("tp", "cp", "ep", "etp", "micro_batch_size")
-_REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "extra_flop")
-_END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "head_fwd", "head_bwd", "head_params_1", "head_params_n",
-                "model_flop")
+_REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop")
+_END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "emb_trainable", "head_fwd", "head_bwd", "head_params_1",
+                "head_params_n", "head_trainable_1", "head_trainable_n", "model_flop")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,15 +87,16 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
                      sp=bool(t.sp[i]),
                      micro_batch_size=int(t.micro_batch_size[i]), flash_attention=t.flash_attention)
         ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                        s.flash_attention)
+                        s.flash_attention, w.finetune)
         groups = layer_group_costs(sc, s, ops, eff)
         model_flop, extras = step_flops(sc, ops, s.flash_attention)
         for r, rec in enumerate(RECOMPUTE):
             lt = sum_layer_totals(groups, recompute=rec, flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
             by_rec[j, r] = (lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
-                            lt.activation_bytes, extras[rec])
+                            lt.activation_bytes, lt.trainable, extras[rec])
         emb, h1, hn = end_parts(sc, s, ops, eff)
-        ends[j] = (emb.fwd_s, emb.bwd_s, emb.params, h1.fwd_s, h1.bwd_s, h1.params, hn.params, model_flop)
+        ends[j] = (emb.fwd_s, emb.bwd_s, emb.params, emb.trainable, h1.fwd_s, h1.bwd_s, h1.params, hn.params,
+                   h1.trainable, hn.trainable, model_flop)
     out = {c: by_rec[inverse, t.recompute, k] for k, c in enumerate(_REC_COLUMNS)}
     out.update({c: ends[inverse, k] for k, c in enumerate(_END_COLUMNS)})
     out["code"] = (inverse * len(RECOMPUTE) + t.recompute).astype(np.float64)  # one code per (key, recompute)
@@ -117,16 +118,18 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Sta
     c = state_bytes_per_param(
         shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer, wb=weight_bytes_per_param(w.precision),
         gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision)).device
+        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
     tokens = f["mbs"] * w.seq_len / f["cp"]
     total = np.zeros(len(pp))
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
         a = stage_memory_args(stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False,
-                              params=split.stage_params, activations=split.stage_activation_bytes)
+                              params=split.stage_params, trainable=split.stage_trainable,
+                              activations=split.stage_activation_bytes)
         acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
                                      tokens=tokens, tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
                                      embedding=a["embedding"], head=a["head"])
-        stage_total = (a["params"] * c + acts + temp) * (1.0 + eff.fragmentation) + eff.reserved_bytes
+        state = a["params"] * c.weights + a["trainable"] * (c.gradients + c.optimizer)
+        stage_total = (state + acts + temp) * (1.0 + eff.fragmentation) + eff.reserved_bytes
         total = np.where(present, np.maximum(total, stage_total), total)
     return total
 
@@ -145,10 +148,12 @@ def _split(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff
 def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
     """stage.split_stages over columns: the pipeline placement of every row."""
     lt = LayerTotals(fwd_s=k["fwd"], bwd_s=k["bwd"], recompute_s=k["rec"], tp_s=k["tp"], cp_s=k["cp"],
-                     ep_s=k["ep"], params=k["params"], activation_bytes=k["act"])
-    emb = EndCosts(fwd_s=k["emb_fwd"], bwd_s=k["emb_bwd"], params=k["emb_params"])
+                     ep_s=k["ep"], params=k["params"], activation_bytes=k["act"], trainable=k["trainable"])
+    emb = EndCosts(fwd_s=k["emb_fwd"], bwd_s=k["emb_bwd"], params=k["emb_params"], trainable=k["emb_trainable"])
+    many = f["pp"] > 1
     head = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"],
-                    params=np.where(f["pp"] > 1, k["head_params_n"], k["head_params_1"]))
+                    params=np.where(many, k["head_params_n"], k["head_params_1"]),
+                    trainable=np.where(many, k["head_trainable_n"], k["head_trainable_1"]))
     return split_stages(lt, emb, head, layers=float(sc.model.total_layers), pp=f["pp"], vpp=f["vpp"],
                         balance=eff.pipeline_balance)
 
@@ -156,12 +161,12 @@ def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray]
 def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
     """step.dp_exposed_s (step_terms.dp_sync_s over columns)."""
     w, cl = sc.workload, sc.cluster
-    params = f["params"]
+    params, wb = f["params"], weight_bytes_per_param(w.precision)
     out: FloatArray = dp_sync_s(
         zero=t.zero.astype(np.float64), dp_group=f["dp"] * f["cp"],
         dp_per_node=_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
-        grad_bytes=params * grad_bytes_per_param(w.grad_dtype, w.precision),
-        weight_bytes=params * weight_bytes_per_param(w.precision), layers=f["layers"],
+        grad_bytes=f["trainable"] * grad_bytes_per_param(w.grad_dtype, w.precision),
+        weight_bytes=params * wb, updated_weight_bytes=f["trainable"] * wb, layers=f["layers"],
         backward_s=f["bwd"] + f["rec"], micro_batch_s=f["fwd"] + f["bwd"] + f["rec"], num_micro=f["num_micro"],
         cl=cl, eff=eff)
     return out
@@ -171,7 +176,7 @@ def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Ef
     """step._optimizer_s (step_terms.optimizer_s over columns)."""
     w = sc.workload
     out: FloatArray = optimizer_s(
-        params=f["params"], zero=t.zero.astype(np.float64), shard=f["dp"] * f["cp"], offload=t.offload_optimizer,
+        params=f["trainable"], zero=t.zero.astype(np.float64), shard=f["dp"] * f["cp"], offload=t.offload_optimizer,
         wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
         ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
     return out
@@ -201,7 +206,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
     split = _split(sc, k, f, eff)
     f.update(fwd=split.fwd_s, bwd=split.bwd_s, rec=split.recompute_s, params=split.params,
-             act=split.activation_bytes, layers=split.layers)
+             act=split.activation_bytes, layers=split.layers, trainable=split.trainable)
     mem = _memory(sc, table, f, split, eff)
     ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
     if check_fit:
@@ -211,7 +216,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f = {n: a[index] for n, a in f.items()}
     kk = {c: a[index] for c, a in k.items()}
     comm_mb = split.tp_s[index] + split.cp_s[index] + split.ep_s[index] + _pp_mb(sc, f, eff)
-    accum = grad_accum_s(f["params"], cl.chip.memory_bytes_per_s, eff)
+    accum = grad_accum_s(f["trainable"], cl.chip.memory_bytes_per_s, eff)
     t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff)
     pp = f["pp"]
     bubble = (pp - 1) / f["vpp"] * t_mb

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cache
 
+from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
 from greentrain.model.mla import mla_projection_ops
 from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
 from greentrain.model.spec import LayerKind, TransformerSpec
@@ -144,6 +145,7 @@ class LayerGroup:
     kind: LayerKind | None = None  # mixer and MLP of a decoder layer (None: encoder / encoder-decoder layers)
     params: int = 0  # all parameters of one layer of the group (TransformerSpec.kind_params), norms included
     expert_params: int = 0  # the routed experts' share of ``params`` (spread over expert parallelism)
+    frozen_params: int = 0  # the share of ``params`` that carries no gradient (fine-tuning: model/finetune.py)
 
     @property
     def flop(self) -> float:
@@ -160,6 +162,8 @@ class ModelOps:
     layers: tuple[LayerGroup, ...]
     embedding: tuple[Op, ...]
     head: tuple[Op, ...]
+    embedding_trains: bool = True  # the token table carries a gradient (model/finetune.py)
+    head_trains: bool = True  # the LM head does
 
     @property
     def num_layers(self) -> int:
@@ -168,6 +172,14 @@ class ModelOps:
     def forward_flop(self) -> float:
         layer = sum(g.count * g.flop for g in self.layers)
         return layer + sum(op.flop for op in self.embedding + self.head)
+
+    def train_flop(self) -> float:
+        """Model FLOPs of one forward and backward: a matmul's backward is twice its forward (input and weight
+        gradients), times the share of it that runs (Op.backward_share: 3 x forward when every weight trains)."""
+        def flop(ops: tuple[Op, ...]) -> float:
+            return sum(op.flop * (1.0 + 2.0 * op.backward_share) for op in ops)
+
+        return sum(g.count * flop(g.ops) for g in self.layers) + flop(self.embedding) + flop(self.head)
 
     def all_ops(self) -> list[Op]:
         out: list[Op] = list(self.embedding)
@@ -249,12 +261,44 @@ def _head_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str = "") ->
 
 @cache
 def model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_elt: float,
-              target_seq_len: int = 0, flash: bool = False) -> ModelOps:
+              target_seq_len: int = 0, flash: bool = False, finetune: Finetune = FULL) -> ModelOps:
     """Expand ``spec`` for one micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens.
 
     For an encoder-decoder model, ``seq_len`` is the source length and ``target_seq_len`` the decoder's
-    (default: the same as the source).
+    (default: the same as the source). ``finetune``: which parameters train (model/finetune.py).
     """
+    full = _model_ops(spec, micro_batch, seq_len, bytes_per_elt, target_seq_len, flash)
+    return full if finetune == FULL else _finetuned(spec, full, finetune, bytes_per_elt)
+
+
+def _finetuned(spec: TransformerSpec, mo: ModelOps, ft: Finetune, e: float) -> ModelOps:
+    """``mo`` with each op's backward share, LoRA adapters and frozen parameters (model/finetune.py). Layer groups
+    are by kind, not in layer order: the first layer of each stack is the one whose input may carry no gradient
+    (frozen embeddings below it), so a group whose first layer starts the gradient is split into 1 + the rest."""
+    ft.check(spec)
+    emb = ft.trains_embeddings
+    stream = {"encoder": emb, "decoder": emb}
+    groups: list[LayerGroup] = []
+    for g in mo.layers:
+        stack = "encoder" if g.name == "encoder" else "decoder"
+        trains = ft.trains_layers(stack == "encoder")
+        flow = Flow(stream=stream[stack], encoder_out=stream["encoder"])
+        ops, after, adapters = layer_ops(spec, g.ops, ft, trainable=trains, flow=flow, e=e)
+        one = replace(g, ops=ops, params=g.params + adapters, frozen_params=0 if trains else g.params)
+        if after != flow.stream and g.count > 1:
+            rest, after, _ = layer_ops(spec, g.ops, ft, trainable=trains, flow=replace(flow, stream=after), e=e)
+            groups += [replace(one, count=1), replace(one, count=g.count - 1, ops=rest)]
+        else:
+            groups.append(one)
+        stream[stack] = after
+    head, _, _ = layer_ops(spec, mo.head, ft, trainable=ft.trains_head(spec), flow=Flow(stream=stream["decoder"]),
+                           e=e, norms_train=ft.trains_layers(False))  # the final norm is the decoder stack's
+    return replace(mo, layers=tuple(groups), head=head, embedding_trains=emb, head_trains=ft.trains_head(spec),
+                   embedding=tuple(replace(op, backward_share=float(emb)) for op in mo.embedding))
+
+
+def _model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_elt: float,
+               target_seq_len: int, flash: bool) -> ModelOps:
     b, e, d = micro_batch, bytes_per_elt, spec.hidden_size
     s_dec = target_seq_len or seq_len
     out_tokens = b * (s_dec if spec.arch == "encoder-decoder" else seq_len)

@@ -41,6 +41,9 @@ class Op:
     attention_core: bool = False  # what selective recomputation recomputes (Korthikanti et al. §4.2)
     expert: bool = False  # an expert's op: count = experts, spread over expert parallelism
     backward_factor: float = 2.0  # backward time / forward time (2: gradients of both operands)
+    # the fraction of the backward that runs: 1 when training every weight; a frozen weight's matmul computes only
+    # its input's gradient (0.5), a layer below every trainable parameter none (0) (model/finetune.py)
+    backward_share: float = 1.0
     # attention cores of a sliding-window layer: keys per query (n = min(s_kv, window)); 0: no window. A causal
     # kernel executes s*n - n*(n-1)/2 of the s*n products counted, not half of them as for full attention.
     window: int = 0

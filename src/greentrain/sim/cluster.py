@@ -91,7 +91,7 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
     est = estimate_step(sc, s, eff=eff)
     m = est.num_micro_batches
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                    s.flash_attention)
+                    s.flash_attention, w.finetune)
     st = stage_costs(sc, s, ops, eff)
     in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
     fwd_share = 1 / 3 if s.recompute == "full" else 1 / 2
@@ -105,11 +105,9 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
         send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
         pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
         dp_crosses_nodes=lay.dp < s.dp * s.cp, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
-        grad_bytes=(st.layer_params + st.extra_params) * grad_bytes_per_param(w.grad_dtype, w.precision),
+        grad_bytes=st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision),
         optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
-        bucket_bytes=_bucket_bytes(eff, (st.layer_params + st.extra_params) * grad_bytes_per_param(w.grad_dtype,
-                                                                                                  w.precision),
-                                   st.layers))
+        bucket_bytes=_bucket_bytes(eff, st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision), st.layers))
 
 
 def _bucket_bytes(eff: Efficiency, grad_bytes: float, layers: float) -> float:
