@@ -23,12 +23,21 @@ PAD_ID, EOS_ID, UNK_ID = 0, 1, 2  # the order of predict.SPECIAL_TOKENS
 IGNORE_INDEX = -100  # label positions the loss skips (padding)
 
 
-def check_training_args(job: Job) -> None:
-    """Every train.* name must be a field of the installed Seq2SeqTrainingArguments."""
-    import transformers
-    from transformers import Seq2SeqTrainingArguments
+CAUSAL = "causal-lm"
 
-    known = {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments)}
+
+def _arguments_class(job: Job) -> Any:
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+    return TrainingArguments if job.task == CAUSAL else Seq2SeqTrainingArguments
+
+
+def check_training_args(job: Job) -> None:
+    """Every train.* name must be a field of the installed Seq2SeqTrainingArguments (TrainingArguments for a
+    causal LM)."""
+    import transformers
+
+    known = {f.name for f in dataclasses.fields(_arguments_class(job))}
     for key, value in job.train.args.items():
         if key not in known:
             raise ConfigError(f"train.{key}", value, f"not a training argument of the installed transformers "
@@ -54,33 +63,42 @@ def build_tokenizer(job: Job, train: TextPairs) -> Any:
 
 
 def build_model(job: Job, vocab: int) -> nn.Module:
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
+    auto = AutoModelForCausalLM if job.task == CAUSAL else AutoModelForSeq2SeqLM
     if job.model.init == "pretrained":
-        model = AutoModelForSeq2SeqLM.from_pretrained(job.model.path, local_files_only=True)
+        model = auto.from_pretrained(job.model.path, local_files_only=True)
     else:
         cfg = {k: v for k, v in hf_config(job, vocab).items() if k != "model_type"}
-        special = {"pad_token_id": PAD_ID, "eos_token_id": EOS_ID, "bos_token_id": EOS_ID,
-                   "decoder_start_token_id": EOS_ID if job.model.arch == "bart" else PAD_ID,
-                   "forced_bos_token_id": None, "forced_eos_token_id": None}
+        special: dict[str, Any] = {"pad_token_id": PAD_ID, "eos_token_id": EOS_ID, "bos_token_id": EOS_ID}
+        if job.task != CAUSAL:
+            special.update(decoder_start_token_id=EOS_ID if job.model.arch == "bart" else PAD_ID,
+                           forced_bos_token_id=None, forced_eos_token_id=None)
         config = AutoConfig.for_model(job.model.arch, **{**cfg, **special})
-        model = AutoModelForSeq2SeqLM.from_config(config)
+        model = auto.from_config(config)
     freeze(model, job.model.freeze)
     return model
 
 
 def freeze(model: nn.Module, parts: tuple[str, ...]) -> None:
     """Turn off the gradients of the named parts (their optimizer state is then never created)."""
-    getters: dict[str, Any] = {"embeddings": model.get_input_embeddings, "encoder": model.get_encoder,
-                               "decoder": model.get_decoder}
+    getters = {"embeddings": "get_input_embeddings", "encoder": "get_encoder", "decoder": "get_decoder"}
     for part in parts:
-        for p in getters[part]().parameters():
+        for p in getattr(model, getters[part])().parameters():
             p.requires_grad_(False)
 
 
 def encode(tokenizer: Any, pairs: TextPairs, job: Job) -> list[dict[str, list[int]]]:
-    """Fixed-length examples: sources padded to max_source_tokens, labels to max_target_tokens (padding -100)."""
+    """Fixed-length examples: sources padded to max_source_tokens, labels to max_target_tokens (padding -100).
+    A causal LM: each source and its target joined, padded to max_source_tokens + max_target_tokens, labels the
+    tokens themselves (the model shifts them; padding -100)."""
     d = job.data
+    if job.task == CAUSAL:
+        x = tokenizer([f"{s} {t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)],
+                      max_length=d.max_source_tokens + d.max_target_tokens, padding="max_length", truncation=True)
+        return [{"input_ids": ids, "attention_mask": mask,
+                 "labels": [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]}
+                for ids, mask in zip(x["input_ids"], x["attention_mask"], strict=True)]
     x = tokenizer(list(pairs.sources), max_length=d.max_source_tokens, padding="max_length", truncation=True)
     y = tokenizer(list(pairs.targets), max_length=d.max_target_tokens, padding="max_length", truncation=True)
     return [{"input_ids": ids, "attention_mask": mask,
@@ -90,8 +108,6 @@ def encode(tokenizer: Any, pairs: TextPairs, job: Job) -> list[dict[str, list[in
 
 
 def training_arguments(job: Job, out_dir: Path, seed: int, cuda: bool) -> Any:
-    from transformers import Seq2SeqTrainingArguments
-
     es = job.early_stopping
     kw: dict[str, Any] = {
         **job.train.args, "output_dir": str(out_dir), "report_to": [], "save_strategy": "no",
@@ -100,7 +116,7 @@ def training_arguments(job: Job, out_dir: Path, seed: int, cuda: bool) -> Any:
         "eval_strategy": "steps" if es else "no", "per_device_eval_batch_size": job.eval.batch_size}
     if es:
         kw["eval_steps"] = es.eval_steps
-    return Seq2SeqTrainingArguments(**kw)
+    return _arguments_class(job)(**kw)
 
 
 @torch.no_grad()

@@ -2,10 +2,10 @@
 without numbers). Computed only from VariantResults, so unit tests feed hand-made tables.
 
 F1 cheapest vs greenest (within the quality tolerance of the best; one cost basis at a time)
-F2 fastest, best quality, best quality per g CO2e
-F3 what each axis changed relative to the base (shown only above noise: 10 % time or energy, 1 ROUGE point; with
-   repeats, 2 standard deviations)
-F4 the Pareto set of quality (max) x CO2e (min) x $ (min)
+F2 fastest, best quality, best quality per g CO2e (ROUGE-1 per g; not for perplexity, where lower is better)
+F3 what each axis changed relative to the base (shown only above noise: 10 % time or energy, 1 ROUGE point or 2 %
+   of the perplexity; with repeats, 2 standard deviations)
+F4 the Pareto set of quality (best) x CO2e (min) x $ (min)
 F5 early stopping: steps saved
 F7 failed attempts: their energy (waste)
 F8 prediction errors: FLOPs per step, blind and calibrated training time
@@ -22,11 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from greentrain import units
-from greentrain.experiment.results import VariantResult
+from greentrain.experiment.results import Quality, VariantResult, quality_of
 
 TIME_NOISE = 0.10  # relative change in time or energy below which an axis "did not change it"
-QUALITY_NOISE = 1.0  # ROUGE points
-QUALITY_TOLERANCE = 1.0  # F1 ranks the variants within this many ROUGE-1 points of the best
+# quality noise and F1's tolerance: results.QUALITY_BY_TASK (1 ROUGE point; 2 % of the perplexity)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,33 +44,41 @@ def _g(r: VariantResult) -> float:
     return (r.emissions_kg_co2e or 0.0) * 1e3
 
 
-def pareto_set(results: Sequence[VariantResult]) -> list[str]:
-    """Ids of the ok variants no other beats on ROUGE-1 (higher), CO2e and $ (lower) at once."""
+def pareto_set(results: Sequence[VariantResult], q: Quality | None = None) -> list[str]:
+    """Ids of the ok variants no other beats on quality (ROUGE-1 higher, perplexity lower), CO2e and $ (lower) at
+    once."""
     from greentrain.search.engine import pareto_mask
 
-    rows = [r for r in _ok(results) if r.rouge1 is not None and r.emissions_kg_co2e is not None
+    q = q or quality_of(results)
+    rows = [r for r in _ok(results) if q.value(r) is not None and r.emissions_kg_co2e is not None
             and r.cost_usd is not None]
     if not rows:
         return []
-    pts = np.array([[-(r.rouge1 or 0.0), r.emissions_kg_co2e or 0.0, r.cost_usd or 0.0] for r in rows])
+    pts = np.array([[-(q.score(r) or 0.0), r.emissions_kg_co2e or 0.0, r.cost_usd or 0.0] for r in rows])
     mask = pareto_mask(pts)
     return [r.variant_id for r, keep in zip(rows, mask, strict=True) if keep]
 
 
-def cheapest_vs_greenest(results: Sequence[VariantResult], tolerance: float = QUALITY_TOLERANCE) -> list[Finding]:
-    """F1, per cost basis: the cheapest and the greenest of the variants within ``tolerance`` of the best ROUGE-1."""
+def cheapest_vs_greenest(results: Sequence[VariantResult], q: Quality | None = None) -> list[Finding]:
+    """F1, per cost basis: the cheapest and the greenest of the variants within the quality's noise of the best
+    (1 ROUGE-1 point; 2 % of the perplexity)."""
+    q = q or quality_of(results)
     out = []
     rows = [r for r in _ok(results) if r.cost_usd is not None and r.emissions_kg_co2e is not None]
     for basis in sorted({r.cost_basis for r in rows}):
         group = [r for r in rows if r.cost_basis == basis]
-        best = max((r.rouge1 for r in group if r.rouge1 is not None), default=None)
+        scored = [r for r in group if q.score(r) is not None]
+        top = max(scored, key=lambda r: q.score(r) or 0.0, default=None)
+        best = q.value(top) if top is not None else None
         if best is not None:
-            group = [r for r in group if r.rouge1 is not None and r.rouge1 >= best - tolerance]
+            group = [r for r in scored if q.within(q.value(r) or 0.0, best)]
         cheap = min(group, key=lambda r: (r.cost_usd or 0.0, _g(r)))
         green = min(group, key=lambda r: (_g(r), r.cost_usd or 0.0))
         nums = (("cheapest_cost_usd", cheap.cost_usd or 0.0), ("cheapest_g_co2e", _g(cheap)),
                 ("greenest_cost_usd", green.cost_usd or 0.0), ("greenest_g_co2e", _g(green)))
-        where = f" (ROUGE-1 within {tolerance:g} of the best, {best:.1f})" if best is not None else ""
+        noise = f"{q.noise:.0%}" if q.relative else f"{q.noise:g}"
+        shown = "" if best is None else q.fmt(best) if q.relative else f"{best:.1f}"
+        where = f" ({q.label} within {noise} of the best, {shown})" if best is not None else ""
         if cheap.variant_id == green.variant_id:
             text = (f"{cheap.variant_id} is both the cheapest and the greenest{where}: ${cheap.cost_usd:.4g}, "
                     f"{_g(cheap):.4g} g CO2e ({basis} cost)")
@@ -83,8 +90,9 @@ def cheapest_vs_greenest(results: Sequence[VariantResult], tolerance: float = QU
     return out
 
 
-def extremes(results: Sequence[VariantResult]) -> list[Finding]:
-    """F2: fastest training, best ROUGE-1, best ROUGE-1 per g CO2e."""
+def extremes(results: Sequence[VariantResult], q: Quality | None = None) -> list[Finding]:
+    """F2: fastest training, best quality, best ROUGE-1 per g CO2e (a lower-is-better perplexity has no "per g")."""
+    q = q or quality_of(results)
     ok = _ok(results)
     out = []
     if ok:
@@ -92,17 +100,17 @@ def extremes(results: Sequence[VariantResult]) -> list[Finding]:
         out.append(Finding(kind="F2", text=f"fastest: {f.variant_id}, {f.train_s:.3g} s of training, "
                            f"{f.tokens_per_s:.4g} tokens/s", variants=(f.variant_id,),
                            numbers=(("train_s", f.train_s), ("tokens_per_s", f.tokens_per_s))))
-    scored = [r for r in ok if r.rouge1 is not None]
+    scored = [r for r in ok if q.value(r) is not None]
     if scored:
-        b = max(scored, key=lambda r: r.rouge1 or 0.0)
-        out.append(Finding(kind="F2", text=f"best quality: {b.variant_id}, ROUGE-1 {b.rouge1:.2f}",
-                           variants=(b.variant_id,), numbers=(("rouge1", b.rouge1 or 0.0),)))
-    per_g = [r for r in scored if _g(r) > 0]
+        b = max(scored, key=lambda r: q.score(r) or 0.0)
+        out.append(Finding(kind="F2", text=f"best quality: {b.variant_id}, {q.label} {q.fmt(q.value(b) or 0.0)}",
+                           variants=(b.variant_id,), numbers=((q.field, q.value(b) or 0.0),)))
+    per_g = [r for r in scored if _g(r) > 0] if q.higher_is_better else []
     if per_g:
-        e = max(per_g, key=lambda r: (r.rouge1 or 0.0) / _g(r))
+        e = max(per_g, key=lambda r: (q.value(r) or 0.0) / _g(r))
         out.append(Finding(kind="F2", text=f"best quality per g CO2e: {e.variant_id}, "
-                           f"{(e.rouge1 or 0.0) / _g(e):.4g} ROUGE-1 points per g",
-                           variants=(e.variant_id,), numbers=(("rouge1_per_g", (e.rouge1 or 0.0) / _g(e)),)))
+                           f"{(q.value(e) or 0.0) / _g(e):.4g} {q.label} points per g",
+                           variants=(e.variant_id,), numbers=((f"{q.field}_per_g", (q.value(e) or 0.0) / _g(e)),)))
     return out
 
 
@@ -111,8 +119,8 @@ def _rel(new: float, old: float) -> float | None:
 
 
 REPEAT_SEP = "@seed"  # spec.py: with repeats > 1 a variant's runs are <id>@seed<k>
-METRICS = (("train time", "train_s", True), ("energy", "energy_j", True), ("peak memory", "peak_memory_bytes", True),
-           ("ROUGE-1", "rouge1", False))  # (name, field, relative change)
+COST_METRICS = (("train time", "train_s", True), ("energy", "energy_j", True),
+                ("peak memory", "peak_memory_bytes", True))  # (name, field, relative change)
 
 
 def _value(r: VariantResult, field: str) -> float | None:
@@ -120,9 +128,10 @@ def _value(r: VariantResult, field: str) -> float | None:
     return None if v is None else float(v)
 
 
-def repeat_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list[Finding]:
+def repeat_deltas(results: Sequence[VariantResult], base_id: str = "base", q: Quality | None = None) -> list[Finding]:
     """F3 with repeats: each variant's mean against the base's, shown only beyond 2 standard deviations (the
     larger of the two groups'); the fixed thresholds do not apply."""
+    q = q or quality_of(results)
     groups: dict[str, list[VariantResult]] = {}
     for r in _ok(results):
         groups.setdefault(r.variant_id.split(REPEAT_SEP)[0], []).append(r)
@@ -134,7 +143,7 @@ def repeat_deltas(results: Sequence[VariantResult], base_id: str = "base") -> li
         if vid == base_id or len(runs) < 2:
             continue
         parts, nums = [], []
-        for name, field, relative in METRICS:
+        for name, field, relative in (*COST_METRICS, (q.label, q.field, q.relative)):
             a = [x for x in (_value(r, field) for r in runs) if x is not None]
             b = [x for x in (_value(r, field) for r in base) if x is not None]
             if len(a) < 2 or len(b) < 2:
@@ -155,11 +164,21 @@ def repeat_deltas(results: Sequence[VariantResult], base_id: str = "base") -> li
     return out
 
 
-def axis_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list[Finding]:
+def _quality_delta(q: Quality, new: float | None, old: float | None) -> tuple[str, tuple[str, float]] | None:
+    """The quality change above noise, as text and a number (ROUGE points; the perplexity's relative change)."""
+    if new is None or old is None or not q.changed(new, old):
+        return None
+    if q.relative:
+        return f"{q.label} {(new - old) / old:+.1%}", (f"{q.field}_change", (new - old) / old)
+    return f"{q.label} {new - old:+.1f} points", (f"{q.field}_points", new - old)
+
+
+def axis_deltas(results: Sequence[VariantResult], base_id: str = "base", q: Quality | None = None) -> list[Finding]:
     """F3: each one-axis variant against the base; changes below the noise thresholds are not reported (with
     repeats: beyond 2 standard deviations, ``repeat_deltas``)."""
+    q = q or quality_of(results)
     if any(REPEAT_SEP in r.variant_id for r in results):
-        return repeat_deltas(results, base_id)
+        return repeat_deltas(results, base_id, q)
     ok = {r.variant_id: r for r in _ok(results)}
     base = ok.get(base_id)
     if base is None:
@@ -176,9 +195,10 @@ def axis_deltas(results: Sequence[VariantResult], base_id: str = "base") -> list
             if d is not None and abs(d) >= TIME_NOISE:
                 parts.append(f"{name} {d:+.0%}")
                 nums.append((f"{name.replace(' ', '_')}_change", d))
-        if r.rouge1 is not None and base.rouge1 is not None and abs(r.rouge1 - base.rouge1) >= QUALITY_NOISE:
-            parts.append(f"ROUGE-1 {r.rouge1 - base.rouge1:+.1f} points")
-            nums.append(("rouge1_points", r.rouge1 - base.rouge1))
+        delta = _quality_delta(q, q.value(r), q.value(base))
+        if delta is not None:
+            parts.append(delta[0])
+            nums.append(delta[1])
         noisy = r.load_avg_1m > r.cpu_count > 0 or base.load_avg_1m > base.cpu_count > 0
         text = (f"{r.variant_id} vs {base_id}: " + (", ".join(parts) if parts else "no change above noise")
                 + (" (time figures unreliable: load average above the core count)" if noisy and parts else ""))
@@ -228,9 +248,10 @@ def early_stopping(results: Sequence[VariantResult], max_steps: dict[str, int]) 
 
 def all_findings(results: Sequence[VariantResult], *, attempts_energy_j: float = 0.0, num_attempts: int = 0,
                  max_steps: dict[str, int] | None = None) -> list[Finding]:
-    pareto = pareto_set(results)
-    f4 = [Finding(kind="F4", text="Pareto set (ROUGE-1 up, CO2e and $ down): " + ", ".join(pareto),
+    q = quality_of(results)
+    pareto = pareto_set(results, q)
+    f4 = [Finding(kind="F4", text=f"Pareto set ({q.label} {q.direction}, CO2e and $ down): " + ", ".join(pareto),
                   variants=tuple(pareto), numbers=())] if pareto else []
-    return [*cheapest_vs_greenest(results), *extremes(results), *axis_deltas(results), *f4,
+    return [*cheapest_vs_greenest(results, q), *extremes(results, q), *axis_deltas(results, q=q), *f4,
             *early_stopping(results, max_steps or {}), *waste(results, attempts_energy_j, num_attempts),
             *prediction_errors(results)]

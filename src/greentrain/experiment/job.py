@@ -3,7 +3,7 @@
 ``parse_job`` fills every default, so ``Job.resolved`` (a plain JSON mapping) is the whole job: the worker gets
 it, the config hash is taken over it, and two files that mean the same job hash the same. No torch here:
 training arguments are checked against a static list now and against the installed
-``Seq2SeqTrainingArguments`` by the worker before anything trains.
+``Seq2SeqTrainingArguments`` (``TrainingArguments`` for a causal LM) by the worker before anything trains.
 """
 
 from __future__ import annotations
@@ -18,12 +18,17 @@ from greentrain.experiment.data import SYNTHETIC_SOURCES
 
 JOB_SECTIONS = ("task", "data", "tokenizer", "model", "train", "early_stopping", "eval", "site", "budget",
                 "tracking", "runtime")
-TASKS = ("summarization",)
-ARCHS = ("t5", "bart", "pegasus")
+TASKS = ("summarization", "causal-lm")
+# summarization: an encoder-decoder (Seq2SeqTrainer, ROUGE); causal-lm: a decoder-only model (Trainer, loss and
+# perplexity) trained on each source and its target joined, max_source_tokens + max_target_tokens long.
+ARCHS_BY_TASK = {"summarization": ("t5", "bart", "pegasus"), "causal-lm": ("llama", "gpt2")}
+ARCHS = tuple(a for archs in ARCHS_BY_TASK.values() for a in archs)
 PRECISIONS = ("fp32", "bf16", "fp16")
-FREEZABLE = ("embeddings", "encoder", "decoder")
+FREEZABLE_BY_TASK = {"summarization": ("embeddings", "encoder", "decoder"), "causal-lm": ("embeddings",)}
+FREEZABLE = FREEZABLE_BY_TASK["summarization"]
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-# Seq2SeqTrainingArguments fields a job may set (checked again against the installed transformers at run time).
+METRICS_BY_TASK = {"summarization": ROUGE_METRICS, "causal-lm": ("perplexity",)}
+# TrainingArguments fields a job may set (checked again against the installed transformers at run time).
 TRAIN_ARGS = ("per_device_train_batch_size", "max_steps", "num_train_epochs", "learning_rate", "lr_scheduler_type",
               "warmup_steps", "optim", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
               "gradient_accumulation_steps", "max_grad_norm", "label_smoothing_factor", "tf32",
@@ -86,7 +91,7 @@ class TrainSpec:
     learning_rate: float
     optim: str  # a transformers OptimizerNames value (adamw_torch, adafactor, ...)
     precision: str  # fp32 | bf16 | fp16 (mixed precision through accelerate's autocast)
-    args: dict[str, Any]  # every training argument passed on to Seq2SeqTrainingArguments
+    args: dict[str, Any]  # every training argument passed on to (Seq2Seq)TrainingArguments
 
     @property
     def planner_optimizer(self) -> str:
@@ -175,16 +180,18 @@ def _data(d: dict[str, Any]) -> DataSpec:
                         "train_size", "eval_size", "test_size", "max_source_tokens", "max_target_tokens")})
 
 
-def _model(d: dict[str, Any]) -> ModelSpec:
-    require(d["arch"] in ARCHS, "model.arch", d["arch"], f"must be one of {', '.join(ARCHS)}")
+def _model(d: dict[str, Any], task: str) -> ModelSpec:
+    archs = ARCHS_BY_TASK[task]
+    require(d["arch"] in archs, "model.arch", d["arch"], f"must be one of {', '.join(archs)} for task {task}")
     require(isinstance(d["config"], dict), "model.config", d["config"], "must be a mapping of config fields")
     require(d["init"] in ("random", "pretrained"), "model.init", d["init"], "must be random or pretrained")
     require(d["init"] != "pretrained" or bool(d["path"]), "model.path", d["path"],
             "init: pretrained needs a local checkpoint folder (nothing is downloaded)")
     freeze = d["freeze"] or []
-    require(isinstance(freeze, list), "model.freeze", freeze, f"must be a list of {', '.join(FREEZABLE)}")
+    parts = FREEZABLE_BY_TASK[task]
+    require(isinstance(freeze, list), "model.freeze", freeze, f"must be a list of {', '.join(parts)}")
     for f in freeze:
-        require(f in FREEZABLE, "model.freeze", f, f"must be one of {', '.join(FREEZABLE)}")
+        require(f in parts, "model.freeze", f, f"must be one of {', '.join(parts)} for task {task}")
     return ModelSpec(arch=str(d["arch"]), config=dict(d["config"]), config_path=str(d["config_path"]),
                      init=str(d["init"]), path=str(d["path"]), freeze=tuple(freeze))
 
@@ -221,11 +228,12 @@ def _early_stopping(d: Any) -> EarlyStopSpec | None:
                          eval_steps=as_int(d.get("eval_steps", 20), "early_stopping.eval_steps", minimum=1))
 
 
-def _eval(d: dict[str, Any]) -> EvalSpec:
+def _eval(d: dict[str, Any], task: str) -> EvalSpec:
     metrics = d["metrics"]
+    known = METRICS_BY_TASK[task]
     require(isinstance(metrics, list) and bool(metrics), "eval.metrics", metrics, "must be a non-empty list")
     for m in metrics:
-        require(m in ROUGE_METRICS, "eval.metrics", m, "unknown metric" + did_you_mean(str(m), ROUGE_METRICS))
+        require(m in known, "eval.metrics", m, f"unknown metric for task {task}" + did_you_mean(str(m), known))
     return EvalSpec(metrics=tuple(metrics), max_new_tokens=as_int(d["max_new_tokens"], "eval.max_new_tokens",
                                                                   minimum=1),
                     num_beams=as_int(d["num_beams"], "eval.num_beams", minimum=1),
@@ -257,6 +265,8 @@ def parse_job(raw: dict[str, Any]) -> Job:
     require(task in TASKS, "task", task, f"must be one of {', '.join(TASKS)}")
     sections = {n: _section(raw, n) for n in ("data", "tokenizer", "model", "eval", "site", "budget", "tracking",
                                               "runtime")}
+    if task != "summarization" and "metrics" not in (raw.get("eval") or {}):
+        sections["eval"]["metrics"] = list(METRICS_BY_TASK[task])
     train_given = raw.get("train") or {}
     require(isinstance(train_given, dict), "train", train_given, "must be a mapping")
     train = _train(train_given)
@@ -269,8 +279,8 @@ def parse_job(raw: dict[str, Any]) -> Job:
     resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
                 "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
     return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
-               tokenizer_path=str(tok["path"]), model=_model(sections["model"]), train=train,
-               early_stopping=_early_stopping(raw.get("early_stopping")), eval=_eval(sections["eval"]),
+               tokenizer_path=str(tok["path"]), model=_model(sections["model"], task), train=train,
+               early_stopping=_early_stopping(raw.get("early_stopping")), eval=_eval(sections["eval"], task),
                site=_site(sections["site"]),
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"], resolved=resolved,

@@ -4,7 +4,8 @@ time, energy, CO2e and $ when the experiment names the chip it runs on (``site.c
 The model is the transformers config the worker will build (the config class's defaults for the fields the
 planner reads, under ``model.config_path`` and ``model.config``) with the vocabulary of the word-level tokenizer
 the worker will train: whitespace words of the training texts plus 3 special tokens. Fixed padding makes the
-token counts exact: batch x max_source_tokens encoder tokens and batch x max_target_tokens decoder tokens.
+token counts exact: batch x max_source_tokens encoder tokens and batch x max_target_tokens decoder tokens (a causal
+LM: batch x (max_source_tokens + max_target_tokens) tokens, the source and its target joined).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from greentrain.experiment.data import load_splits
 from greentrain.experiment.job import Job
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
-# The fields the planner reads, at the defaults of transformers' T5Config, BartConfig and PegasusConfig
-# (transformers 4.46-5.x; tests/unit/experiment/test_experiment_predict.py checks them against the installed classes).
+# The fields the planner reads, at the defaults of transformers' T5Config, BartConfig, PegasusConfig,
+# LlamaConfig and GPT2Config (transformers 4.46-5.x; tests/unit/experiment/test_experiment_predict.py checks them
+# against the installed classes).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
            "feed_forward_proj": "relu", "tie_word_embeddings": True},
@@ -36,6 +38,12 @@ ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
                 "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
                 "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
                 "tie_word_embeddings": True},
+    # decoder-only (task causal-lm); head_dim and num_key_value_heads follow hidden_size and the heads when absent
+    "llama": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048,
+              "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False},
+    "gpt2": {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "activation_function": "gelu_new",
+             "n_positions": 1024, "tie_word_embeddings": True},
 }
 PLANNER_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 FLOPS_ONLY_CHIP = "h100-sxm"  # any chip: FLOPs, tokens and memory do not depend on it
@@ -96,8 +104,12 @@ def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
     from greentrain.workload import Workload
 
     t = job.train
-    workload = Workload(global_batch_size=t.batch_size * t.grad_accum, seq_len=job.data.max_source_tokens,
-                        target_seq_len=job.data.max_target_tokens, num_steps=t.max_steps,
+    d = job.data
+    # causal-lm: one sequence, the source and its target joined; summarization: encoder and decoder lengths
+    seq_len, target_len = ((d.max_source_tokens + d.max_target_tokens, 0) if job.task == "causal-lm"
+                           else (d.max_source_tokens, d.max_target_tokens))
+    workload = Workload(global_batch_size=t.batch_size * t.grad_accum, seq_len=seq_len,
+                        target_seq_len=target_len, num_steps=t.max_steps,
                         precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer)
     site = site_of(job.site) or Site.from_intensity(0.0, pue=1.0)
     return Scenario(model=spec_from_hf_config(cfg, job.model.arch), cluster=build_cluster(get_chip(chip_name), 1),

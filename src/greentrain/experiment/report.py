@@ -18,7 +18,7 @@ from greentrain.errors import ConfigError
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.findings import Finding, all_findings, pareto_set
 from greentrain.experiment.job import SiteSpec, parse_job
-from greentrain.experiment.results import PHASES, VariantResult, read_result
+from greentrain.experiment.results import PHASES, Quality, VariantResult, quality_of, read_result
 from greentrain.experiment.runner import previous_attempts, variant_dir
 
 
@@ -38,6 +38,7 @@ class ExperimentReport:
     results: tuple[VariantResult, ...]
     findings: tuple[Finding, ...]
     pareto: tuple[str, ...]
+    quality: Quality  # ROUGE-1 (summarization) or perplexity (causal-lm)
     repriced: tuple[Repriced, ...]
     wasted_energy_j: float
     num_failed_attempts: int
@@ -46,6 +47,8 @@ class ExperimentReport:
         return {"kind": "greentrain.experiment.report", "name": self.name,
                 "variants": [r.to_dict() for r in self.results],
                 "pareto": list(self.pareto),
+                "quality": {"field": self.quality.field, "label": self.quality.label,
+                            "higher_is_better": self.quality.higher_is_better},
                 "findings": [{"kind": f.kind, "text": f.text, "variants": list(f.variants),
                               "numbers": dict(f.numbers)} for f in self.findings],
                 "repriced": [dataclasses.asdict(x) for x in self.repriced],
@@ -114,6 +117,7 @@ def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentR
                             max_steps={v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})
     return ExperimentReport(name=str(man["name"]), results=tuple(results),
                             findings=tuple(findings + _region_findings(rep)), pareto=tuple(pareto_set(results)),
+                            quality=quality_of(results),
                             repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts))
 
 

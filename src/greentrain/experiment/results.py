@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ class VariantResult:
     reason: str = ""
     attempts: int = 1
     seed: int = 0
+    task: str = "summarization"  # or causal-lm (quality: perplexity, lower is better)
     # platform
     device: str = ""  # cuda device name or "cpu"
     precision_requested: str = ""
@@ -89,6 +91,8 @@ class VariantResult:
     rougeL: float | None = None
     rougeLsum: float | None = None
     eval_loss: float | None = None
+    test_loss: float | None = None  # causal-lm: mean loss per token on the test split
+    perplexity: float | None = None  # causal-lm: exp(test_loss)
     early_stopped_at_step: int | None = None
     # prediction (blind: the planner; calibrated: the first steps' rate x the remaining steps)
     predicted_flop_per_step: float | None = None
@@ -126,6 +130,55 @@ class VariantResult:
         if pred is None or meas is None or meas == 0:
             return None
         return (pred - meas) / meas
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quality:
+    """The quality measure of a task: ROUGE-1 (higher is better; noise 1 point) for summarization, perplexity
+    (lower is better; noise 2 % of the base) for a causal LM."""
+
+    field: str  # the VariantResult field
+    label: str
+    higher_is_better: bool
+    noise: float  # a change below it is noise: ROUGE points (absolute), or a fraction (relative: perplexity)
+    relative: bool
+
+    def value(self, r: VariantResult) -> float | None:
+        v = getattr(r, self.field)
+        return None if v is None else float(v)
+
+    def score(self, r: VariantResult) -> float | None:
+        """The value oriented so that higher is better (for ranking and the Pareto set)."""
+        v = self.value(r)
+        return None if v is None else v if self.higher_is_better else -v
+
+    def changed(self, new: float, old: float) -> bool:
+        """Whether ``new`` differs from ``old`` by at least the noise."""
+        return abs(new - old) >= (self.noise * abs(old) if self.relative else self.noise)
+
+    def within(self, value: float, best: float) -> bool:
+        """Whether ``value`` is no worse than ``best`` by more than the noise (F1's tolerance)."""
+        gap = best - value if self.higher_is_better else value - best
+        return gap <= (self.noise * abs(best) if self.relative else self.noise)
+
+    def fmt(self, v: float) -> str:
+        return f"{v:.2f}" if not self.relative else f"{v:.4g}"
+
+    @property
+    def direction(self) -> str:
+        return "up" if self.higher_is_better else "down"
+
+
+QUALITY_BY_TASK = {"summarization": Quality(field="rouge1", label="ROUGE-1", higher_is_better=True, noise=1.0,
+                                            relative=False),
+                   "causal-lm": Quality(field="perplexity", label="perplexity", higher_is_better=False, noise=0.02,
+                                        relative=True)}
+
+
+def quality_of(results: Sequence[VariantResult]) -> Quality:
+    """The quality measure of an experiment's results (one task per experiment; summarization when none ran)."""
+    tasks = {r.task for r in results if r.status == "ok"}
+    return QUALITY_BY_TASK[tasks.pop() if len(tasks) == 1 else "summarization"]
 
 
 def write_text_atomic(path: Path, text: str, field: str = "out") -> None:

@@ -174,6 +174,11 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
         for vid, settings in entries:
             rid = vid if repeats == 1 else f"{vid}@seed{seed + r}"
             variants.append(_variant(base_raw, rid, settings, seed + r))
+    other = next((v for v in variants if v.job.task != base.task), None)
+    if other is not None:
+        raise ConfigError(f"axes[{other.variant_id}].task", other.job.task,
+                          f"an experiment has one task (the base's: {base.task}); run another task as another "
+                          "experiment")
     return Experiment(name=str(name), path=path, combine=combine, base=base, variants=tuple(variants))
 
 

@@ -2,9 +2,10 @@
 
 Four phases, each measured by its own greentrain Tracker (its own record in the variant's folder):
   other    setup: data, tokenizer, model                                          other.jsonl
-  train    Seq2SeqTrainer.train with GreentrainTrainerCallback (hooks count FLOPs) train.jsonl
+  train    (Seq2Seq)Trainer.train with GreentrainTrainerCallback (hooks count FLOPs) train.jsonl
   eval     Trainer.evaluate: loss on the evaluation split                          eval.jsonl
-  predict  generation of the test split and ROUGE                                  predict.jsonl
+  predict  generation of the test split and ROUGE (summarization), or the loss    predict.jsonl
+           on the test split and its perplexity (causal-lm)
 Evaluation inside training (early stopping) gets its own tracker too; its time, energy and FLOPs are taken
 out of the training figures (the hooks' step is closed right after it) and added to ``eval``. The phases'
 energies sum to the total by construction; ``other_s`` is the wall time outside train, eval and predict.
@@ -13,6 +14,7 @@ energies sum to the total by construction; ``other_s`` is the wall time outside 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -62,8 +64,8 @@ def not_applicable_reason(job: Job, cuda: bool) -> str:
     return ""
 
 
-def _trainer_class() -> Any:
-    from transformers import Seq2SeqTrainer, TrainerCallback
+def _trainer_class(task: str) -> Any:
+    from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
 
     class EarlyStop(TrainerCallback):
         """Stop when eval_loss has not improved for ``patience`` evaluations (no checkpoints written)."""
@@ -77,7 +79,7 @@ def _trainer_class() -> Any:
             if self.bad >= self.patience:
                 control.should_training_stop = True
 
-    class GreentrainSeq2SeqTrainer(Seq2SeqTrainer):
+    class GreentrainTrainer(Trainer if task == "causal-lm" else Seq2SeqTrainer):  # type: ignore[misc]
         """Evaluation inside training runs in its own tracker and leaves the training hooks' step clean."""
 
         gt_callback: Any = None
@@ -103,7 +105,7 @@ def _trainer_class() -> Any:
             rec.losses.append(float(metrics.get("eval_loss", float("nan"))))
             return metrics
 
-    return GreentrainSeq2SeqTrainer, EarlyStop
+    return GreentrainTrainer, EarlyStop
 
 
 def _train_steps(train_jsonl: Path, t0: float, windows: list[tuple[float, float]]) -> list[float]:
@@ -129,7 +131,8 @@ def _base_result(variant: dict[str, Any], job: Job, cuda: bool) -> VariantResult
         variant_id=str(variant["variant_id"]), config_hash=str(variant["config_hash"]),
         axis_values=tuple((str(k), v) for k, v in variant.get("axis_values", [])), seed=int(variant["seed"]),
         attempts=int(variant.get("attempt", 1)), wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)),
-        device=torch.cuda.get_device_name() if cuda else "cpu", precision_requested=job.train.precision,
+        task=job.task, device=torch.cuda.get_device_name() if cuda else "cpu",
+        precision_requested=job.train.precision,
         torch_version=torch.__version__, transformers_version=transformers.__version__,
         cpu_count=os.cpu_count() or 1, load_avg_1m=os.getloadavg()[0], started_unix=time.time())
 
@@ -180,13 +183,14 @@ class _Measured:
     hf_total_flos: float = 0.0
     precision_effective: str = ""
     eval_loss: float | None = None
+    test_loss: float | None = None  # causal-lm: the test split's loss (its exp is the perplexity)
     scores: dict[str, Any] = field(default_factory=dict)
 
 
 def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) -> _Measured:
     from transformers import PrinterCallback, set_seed
 
-    from greentrain.experiment.build import build_model, build_tokenizer, encode, generate, training_arguments
+    from greentrain.experiment.build import build_model, build_tokenizer, encode, training_arguments
     from greentrain.measure.hf import GreentrainTrainerCallback
 
     m = _Measured()
@@ -203,7 +207,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.params = sum(p.numel() for p in model.parameters())
         m.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         train_ds, eval_ds = encode(tok, train, job), encode(tok, ev, job)
-        trainer_cls, early_stop = _trainer_class()
+        trainer_cls, early_stop = _trainer_class(job.task)
         cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name="train.jsonl", write_outputs=False,
                                        print_summary=False, count_flops=job.hooks)
         callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else [])
@@ -227,16 +231,26 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.eval_loss = float(trainer.evaluate()["eval_loss"])
     finally:
         m.eval = ev_tracker.stop()
-    pr_tracker = _tracker(out_dir, "predict").start()
+    _predict_phase(m, trainer, tok, test, job, seed, out_dir)
+    return m
+
+
+def _predict_phase(m: _Measured, trainer: Any, tok: Any, test: Any, job: Job, seed: int, out_dir: Path) -> None:
+    """Summaries of the test split and their ROUGE; a causal LM: its loss on the test split and the perplexity."""
+    from greentrain.experiment.build import encode, generate
+
+    tracker = _tracker(out_dir, "predict").start()
     try:
-        preds = generate(model, tok, test.sources, job)
+        if job.task == "causal-lm":
+            m.test_loss = float(trainer.evaluate(encode(tok, test, job), metric_key_prefix="test")["test_loss"])
+            return
+        preds = generate(trainer.model, tok, test.sources, job)
         m.scores = rouge(preds, test.targets, job.eval.metrics, seed=seed)
     finally:
-        m.predict = pr_tracker.stop()
+        m.predict = tracker.stop()
     (out_dir / "predictions.jsonl").write_text(
         "".join(json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets,
                                                                                       strict=True)), "utf-8")
-    return m
 
 
 def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> VariantResult:
@@ -280,7 +294,8 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
         embodied_kg_co2e=p.embodied_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis,
         rouge1=score.get("rouge1"), rouge1_low=r1.low if r1 else None, rouge1_high=r1.high if r1 else None,
         rouge2=score.get("rouge2"), rougeL=score.get("rougeL"), rougeLsum=score.get("rougeLsum"),
-        eval_loss=m.eval_loss, early_stopped_at_step=stopped,
+        eval_loss=m.eval_loss, test_loss=m.test_loss,
+        perplexity=math.exp(m.test_loss) if m.test_loss is not None else None, early_stopped_at_step=stopped,
         calibrated_train_s=calibrated_train_s(m.step_times_s, n))  # the steps run: an early stop is no rate error
 
 

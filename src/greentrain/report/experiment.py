@@ -66,8 +66,18 @@ def _fmt(x: float | None, spec: str = ".4g") -> str:
     return "-" if x is None else format(x, spec)
 
 
-TABLE_COLUMNS = ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
-                 "ROUGE-1", "ROUGE-L", "pred FLOP err", "calib. time err")
+QUALITY_COLUMNS = {"rouge1": (("ROUGE-1", "rouge1"), ("ROUGE-L", "rougeL")),
+                   "perplexity": (("eval loss", "eval_loss"), ("perplexity", "perplexity"))}
+
+
+def table_columns(rep: ExperimentReport) -> tuple[str, ...]:
+    quality = tuple(label for label, _ in QUALITY_COLUMNS[rep.quality.field])
+    return ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
+            *quality, "pred FLOP err", "calib. time err")
+
+
+def _pareto_note(rep: ExperimentReport) -> str:
+    return f"Pareto set: {rep.quality.label} {rep.quality.direction}, CO2e and $ down"
 
 
 def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
@@ -84,16 +94,20 @@ def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
                      _fmt(units.j_to_kwh(r.facility_energy_j) * 1e3 if ok else None, ".4g")
                      + ("" if r.energy_measured or not ok else " est"),
                      _fmt(r.emissions_kg_co2e * 1e3 if ok and r.emissions_kg_co2e is not None else None, ".4g"),
-                     _fmt(r.cost_usd if ok else None, ".4g"), _fmt(r.rouge1, ".2f"), _fmt(r.rougeL, ".2f"),
+                     _fmt(r.cost_usd if ok else None, ".4g"),
+                     *(_fmt(getattr(r, f), ".2f" if f.startswith("rouge") else ".4g")
+                       for _, f in QUALITY_COLUMNS[rep.quality.field]),
                      _fmt(e, "+.1%"), _fmt(c, "+.1%")))
     return rows
 
 
 def markdown(rep: ExperimentReport) -> str:
-    lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
-             "|" + "---|" * len(TABLE_COLUMNS)]
+    columns = table_columns(rep)
+    lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(rep)]
-    lines += ["", "`*`: in the Pareto set (ROUGE-1 up, CO2e and $ down). `est`: energy estimated, not metered.", "",
+    q = rep.quality
+    lines += ["", f"`*`: in the Pareto set ({q.label} {q.direction}, CO2e and $ down). `est`: energy estimated, "
+              "not metered.", "",
               "## Findings", ""]
     lines += [f"- **{f.kind}** {f.text}" for f in rep.findings]
     notes = sorted({r.reason for r in rep.results if r.status in ("not_applicable", "failed") and r.reason})
@@ -136,7 +150,7 @@ def render_plan(plan: ExperimentPlan) -> None:
 
 def render_report(rep: ExperimentReport, findings: bool = True) -> None:
     t = Table(title=f"experiment {rep.name}")
-    for c in TABLE_COLUMNS:
+    for c in table_columns(rep):
         t.add_column(c, justify="left" if c in ("variant", "status") else "right")
     for row in table_rows(rep):
         t.add_row(*row)
@@ -145,7 +159,7 @@ def render_report(rep: ExperimentReport, findings: bool = True) -> None:
     counts: dict[str, int] = {}
     for r in rep.results:
         counts[r.status] = counts.get(r.status, 0) + 1
-    console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + "   (* Pareto set: ROUGE-1 up, CO2e and $ down)")
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + f"   (* {_pareto_note(rep)})")
     for r in rep.results:
         if r.status in ("not_applicable", "failed", "skipped_budget") and r.reason:
             console.print(f"{r.variant_id}: {r.status}: {r.reason}")
@@ -168,17 +182,18 @@ def _g(r: VariantResult) -> float:
 def pareto_plot(rep: ExperimentReport, path: Path) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    rows = [r for r in _ok(rep) if r.rouge1 is not None]
+    q = rep.quality
+    rows = [r for r in _ok(rep) if q.value(r) is not None]
     costs = [r.cost_usd or 0.0 for r in rows]
     top = max(costs, default=0.0) or 1.0
     for r, c in zip(rows, costs, strict=True):
         front = r.variant_id in rep.pareto
-        ax.scatter(_g(r), r.rouge1, s=40 + 260 * c / top, alpha=0.8,
+        ax.scatter(_g(r), q.value(r), s=40 + 260 * c / top, alpha=0.8,
                    edgecolors="black" if front else "none", color="tab:green" if front else "tab:gray")
-        ax.annotate(r.variant_id, (_g(r), r.rouge1), fontsize=7, xytext=(4, 4),
+        ax.annotate(r.variant_id, (_g(r), q.value(r) or 0.0), fontsize=7, xytext=(4, 4),
                     textcoords="offset points")
     ax.set_xlabel("g CO2e (operational + embodied)")
-    ax.set_ylabel("ROUGE-1")
+    ax.set_ylabel(q.label + ("" if q.higher_is_better else " (lower is better)"))
     ax.set_title(f"{rep.name}: quality vs CO2e (marker area ~ $; outlined: Pareto set)", fontsize=9)
     return save_figure(fig, path)
 
