@@ -7,6 +7,7 @@ import json
 
 from greentrain.cli.scenario_args import (
     add_scenario_arguments,
+    batch_is_default,
     profile_from_args,
     scenario_from_args,
     with_resolved_strategy,
@@ -25,11 +26,12 @@ def run(args: argparse.Namespace) -> int:
     profile = profile_from_args(args)
     sc, chosen = with_resolved_strategy(args, scenario_from_args(args))
     result = estimate_run(sc, chosen=chosen, eff=profile.for_chip(sc.cluster.chip.name))
+    default_batch = batch_is_default(args)
     if args.json:
-        print(json.dumps(plan_to_dict(result), indent=2))
+        print(json.dumps(plan_to_dict(result, default_batch=default_batch), indent=2))
         return 0
     from greentrain.report.console import default_console
     from greentrain.report.plan import render_plan
 
-    render_plan(result, default_console())
+    render_plan(result, default_console(), default_batch=default_batch)
     return 0

@@ -10,6 +10,7 @@ from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
+from greentrain.model.finetune import FINETUNE_MODES
 from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES
 from greentrain.scenario import (
     DEFAULT_SCENARIO,
@@ -21,7 +22,7 @@ from greentrain.scenario import (
     site_from_dict,
 )
 from greentrain.search.pins import apply_pins, resolve_strategy
-from greentrain.workload import OPTIMIZERS
+from greentrain.workload import FINETUNE_FIELDS, OPTIMIZERS, Workload, finetune_from_dict
 
 STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
                   "schedule", "flash_attention", "stage_layers")
@@ -43,6 +44,13 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--steps", type=_positive, help="optimizer steps of the whole run (instead of --tokens)")
     g.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"))
     g.add_argument("--optimizer", choices=OPTIMIZERS)
+    g.add_argument("--finetune", choices=FINETUNE_MODES,
+                   help="which parameters train: full (default), freeze (the --freeze parts keep their weights) or "
+                   "lora (rank --lora-rank adapters on --lora-targets; every base weight frozen)")
+    g.add_argument("--freeze", metavar="PART,...", help="with --finetune freeze: embeddings, encoder, decoder")
+    g.add_argument("--lora-rank", type=_positive, help="with --finetune lora (default 16)")
+    g.add_argument("--lora-targets", metavar="NAME,...",
+                   help="with --finetune lora: q, k, v, o, gate, up, down (default q,v as peft)")
     g = p.add_argument_group("site")
     g.add_argument("--region", help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
     g.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
@@ -111,6 +119,9 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         changes.update(train_tokens=args.tokens, num_steps=0, num_epochs=0.0)
     if args.steps is not None:
         changes.update(num_steps=args.steps, train_tokens=0.0, num_epochs=0.0)
+    ft = _finetune_flags(args, w)
+    if ft is not None:
+        changes["finetune"] = ft
     w = dataclasses.replace(w, **changes) if changes else w
     from_flags = not args.scenario  # the defaults are fixed with flags; a file's values in the file
     check_sequence(model, w, "--seq-len" if from_flags or args.seq_len is not None else "workload.seq_len",
@@ -118,6 +129,34 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                    else "workload.target_seq_len")
     return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
                     strategy=apply_pins(sc, _strategy_flags(args), cl.num_chips, _flag_names(args, sc)))
+
+
+def batch_is_default(args: argparse.Namespace) -> bool:
+    """The global batch comes from the built-in default: neither --global-batch nor the file's workload set it."""
+    if args.global_batch is not None:
+        return False
+    if not args.scenario:
+        return True
+    from pathlib import Path
+
+    from greentrain.config import load_mapping
+
+    workload = load_mapping(Path(args.scenario), field="scenario").get("workload")
+    return not (isinstance(workload, dict) and "global_batch_size" in workload)
+
+
+def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:
+    """The Finetune the fine-tuning flags describe (on top of the file's unless --finetune is given), or None."""
+    flags = {"finetune": args.finetune, "freeze": args.freeze, "lora_rank": args.lora_rank,
+             "lora_targets": args.lora_targets}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return None
+    base = {} if args.finetune else {k: v for k, v in w.to_dict().items() if k in FINETUNE_FIELDS}
+    data = {**base, **given}
+    if "finetune" not in data:  # a lora or freeze flag alone says which mode
+        data["finetune"] = "freeze" if "freeze" in data else "lora"
+    return finetune_from_dict(data)
 
 
 def _site(args: argparse.Namespace, site: Site) -> Site:

@@ -27,7 +27,7 @@ from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
 
 __all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "attention_ops", "elementwise", "layer_groups",
-           "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops"]
+           "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops", "trainable_params"]
 
 
 def _projection_ops(spec: TransformerSpec, tokens: float, kv_tokens: float, e: float, prefix: str,
@@ -307,6 +307,16 @@ def _model_ops(spec: TransformerSpec, micro_batch: int, seq_len: int, bytes_per_
     head = _head_ops(spec, out_tokens, e)
     return ModelOps(micro_batch=b, seq_len=seq_len, target_seq_len=s_dec,
                     layers=layer_groups(spec, b, seq_len, s_dec, e, flash), embedding=embedding, head=head)
+
+
+def trainable_params(spec: TransformerSpec, finetune: Finetune = FULL) -> int:
+    """Parameters that carry a gradient under ``finetune``: the layers' (LoRA: the adapters'), the token table's
+    and an untied LM head's when they train."""
+    mo = model_ops(spec, 1, 1, 2.0, 0, False, finetune)
+    layers = sum(g.count * (g.params - g.frozen_params) for g in mo.layers)
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.hidden_size
+    return (layers + (spec.embedding_params() if mo.embedding_trains else 0)
+            + (head + spec.norm_params() if mo.head_trains else 0))
 
 
 def model_flop_per_sequence(spec: TransformerSpec, seq_len: int, target_seq_len: int = 0) -> float:

@@ -9,9 +9,26 @@ from rich.table import Table
 
 from greentrain import units
 from greentrain.estimate.run import RunEstimate
+from greentrain.model.ops import trainable_params
 
 
-def plan_to_dict(run: RunEstimate) -> dict[str, Any]:
+def _training(run: RunEstimate) -> dict[str, Any]:
+    """Which parameters train (workload.finetune) and how many."""
+    spec, ft = run.scenario.model, run.scenario.workload.finetune
+    trainable = trainable_params(spec, ft)
+    if ft.mode == "lora":
+        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}"
+    elif ft.mode == "freeze":
+        summary = f"frozen: {', '.join(ft.freeze)}"
+    else:
+        summary = "full (every parameter trains)"
+    return {"mode": ft.mode, "freeze": list(ft.freeze), "lora_rank": ft.lora_rank if ft.mode == "lora" else 0,
+            "lora_targets": list(ft.lora_targets) if ft.mode == "lora" else [], "trainable_params": trainable,
+            "summary": f"{summary}; {trainable / 1e6:,.1f} M trainable parameters"}
+
+
+def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, Any]:
+    """``default_batch``: the global batch is the built-in default, not the user's (the output says so)."""
     sc, st, fp, s = run.scenario, run.step, run.footprint, run.strategy
     mem = st.memory
     return {
@@ -23,7 +40,9 @@ def plan_to_dict(run: RunEstimate) -> dict[str, Any]:
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
         "global_batch_size": sc.workload.global_batch_size,
+        "global_batch_is_default": default_batch,
         "seq_len": sc.workload.seq_len,
+        "training": _training(run),
         "step_time_s": st.step_time_s,
         "step_breakdown_s": {
             "compute": st.compute_time_s - st.recompute_time_s, "recompute": st.recompute_time_s,
@@ -99,8 +118,8 @@ def _mass(kg: float) -> str:
     return f"{kg / 1000:,.2f} t" if abs(kg) >= 1000 else f"{_num(kg)} kg"
 
 
-def render_plan(run: RunEstimate, console: Console) -> None:
-    d = plan_to_dict(run)
+def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = False) -> None:
+    d = plan_to_dict(run, default_batch=default_batch)
     sc, st = run.scenario, run.step
     title = (f"{sc.model.name} ({sc.model.num_params() / 1e9:.2f} B params) on {sc.cluster.num_chips} x "
              f"{sc.cluster.chip.name}; {run.strategy.describe()}"
@@ -128,6 +147,9 @@ def render_plan(run: RunEstimate, console: Console) -> None:
     rows = [
         ("MFU / HFU", f"{st.mfu:.1%} / {st.hfu:.1%}"),
         ("tokens/s", f"{st.tokens_per_s:,.0f}"),
+        ("batch", f"{d['global_batch_size']:,} sequences x {d['seq_len']:,} tokens"
+                  + (" (the default: set global_batch_size)" if default_batch else "")),
+        ("training", d["training"]["summary"]),
         ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
         ("run time", _dur(run.run_time_s)),
         ("device-hours", _num(d["device_hours"])),

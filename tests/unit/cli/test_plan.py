@@ -177,3 +177,26 @@ def test_flag_run_length_replaces_the_files(tmp_path: Path, capsys: pytest.Captu
     f.write_text("workload: {num_epochs: 2, dataset_tokens: 1e9}\n")
     code, out, _ = _plan(capsys, str(f), "--steps", "7", "--json")
     assert code == 0 and json.loads(out)["num_steps"] == 7
+
+
+def test_finetune_flags_and_the_default_batch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 15 item 6: fine-tuning Llama 3 8B on 8 A100 is planned as fine-tuning, and the plan says which
+    batch it used and that it is the default."""
+    base = ("--model", "llama3-8b", "--chip", "a100-80gb", "--num-chips", "8", "--tokens", "1e9", "--json")
+    full = json.loads(_plan(capsys, *base)[1])
+    lora = json.loads(_plan(capsys, *base, "--finetune", "lora", "--lora-rank", "8", "--lora-targets", "q,k,v,o")[1])
+    assert full["training"]["mode"] == "full" and full["global_batch_is_default"] is True
+    assert lora["training"]["lora_targets"] == ["q", "k", "v", "o"] and lora["training"]["lora_rank"] == 8
+    assert lora["training"]["trainable_params"] < 0.01 * full["training"]["trainable_params"]
+    assert lora["flop_per_step"] < 0.75 * full["flop_per_step"]
+    assert lora["memory_bytes_per_device"]["optimizer"] < 0.01 * full["memory_bytes_per_device"]["optimizer"]
+    given = json.loads(_plan(capsys, *base, "--global-batch", "64")[1])
+    assert given["global_batch_is_default"] is False
+    f = tmp_path / "ft.yaml"
+    f.write_text("model: t5-large\nworkload: {global_batch_size: 32, seq_len: 512, num_steps: 10, "
+                 "finetune: freeze, freeze: [encoder]}\ncluster: {chip: a100-80gb, num_chips: 1}\n")
+    frozen = json.loads(_plan(capsys, str(f), "--json")[1])
+    assert frozen["training"]["freeze"] == ["encoder"] and frozen["global_batch_is_default"] is False
+    code, out, err = _plan(capsys, *base, "--finetune", "freeze", "--freeze", "encoder")
+    assert code == 2 and "workload.freeze" in err and "encoder-decoder" in err and len(err.splitlines()) == 1
+    assert "the default" in _plan(capsys, "--model", "llama3-8b", "--finetune", "lora")[1]
