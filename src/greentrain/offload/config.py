@@ -127,9 +127,10 @@ STATES = ("mixed", "bf16")
 
 def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkProfile:
     """greentrain's executor (offload/train.py) on stock PyTorch: the estimator's kernels, host AdamW; each
-    gradient leaves the device in its post-accumulate hook (one layer's gradients at a time). State "mixed": the
-    estimator's bytes (an fp32 master under 16-bit training); "bf16": weights, gradients and Adam moments in
-    bf16 without a master (what the executor keeps when the model is bf16; 8B fits 100 GiB of host)."""
+    gradient leaves the device in its post-accumulate hook (two layers' gradients at a time: the accounted
+    executor peaks with one layer's draining and the next one's filling). State "mixed": the estimator's
+    bytes (an fp32 master under 16-bit training); "bf16": weights, gradients and Adam moments in bf16 without a
+    master (what the executor keeps when the model is bf16; 8B fits 100 GiB of host)."""
     if state not in STATES:
         raise ConfigError("offload.state", state, f"must be one of {', '.join(STATES)}")
     bf16 = state == "bf16"
@@ -137,7 +138,7 @@ def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkPr
         name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host",
         master_weights=False if bf16 else None, state_dtype_bytes=2.0 if bf16 else 0.0, grads_round_trip=False,
         ends_host_copy=False, matmul_scale=1.0,
-        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=1)
+        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2)
 
 
 PROFILES = ("pytorch", "ml_dataflow")

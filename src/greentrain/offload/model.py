@@ -97,10 +97,12 @@ def host_parts(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray,
             "activations": n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]}
 
 
-def optimizer_s(st: Setting, r: FloatArray, last_backward_s: FloatArray) -> FloatArray:
+def optimizer_s(st: Setting, r: FloatArray, backward_s: FloatArray, first_layer_s: FloatArray) -> FloatArray:
     """Section 4.3 step 5. Device-streamed: every streamed layer max(Adam, states in, states out), resident
-    layers and the ends Adam only. Host: the CPU AdamW exposed beyond the last backward, then the resident
-    weights and the ends go back up."""
+    layers and the ends Adam only. Host: the CPU AdamW updates each layer as its gradients reach the host, from
+    the end of the first layer's backward on (the head's from the turnaround); what is left when the backward
+    ends is exposed, and never less than the last layer's and the embedding's updates, whose gradients come
+    last (offload/simulate.py runs this schedule); then the resident weights and the ends go back up."""
     cc, beta = st.cc, st.beta_bytes_per_s
     p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
     adam = p * cc.adam_device_s_per_param
@@ -110,7 +112,8 @@ def optimizer_s(st: Setting, r: FloatArray, last_backward_s: FloatArray) -> Floa
     params = cc.num_layers * p + cc.end_params
     cpu = params / st.cpu_adam_params_per_s
     upload = (r * p + cc.end_params) * w / beta
-    return np.maximum(0.0, cpu - last_backward_s) + upload
+    tail = (p + cc.table_params) / st.cpu_adam_params_per_s  # layer 0 and the embedding table, the last gradients
+    return np.maximum(cpu - (backward_s - first_layer_s), tail) + upload
 
 
 def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_full: FloatArray) -> Evaluated:
@@ -131,16 +134,22 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     h2d_b, d2h_b = (wt + acts + g_in) / beta, gt / beta
     fwd_st = np.maximum(cf, np.maximum(h2d_f, d2h_f))
     bwd_st = np.maximum(cb, np.maximum(h2d_b, d2h_b))
-    # resident layers: only activations move
+    # resident layers: only activations move, and under a host optimizer their gradients leave too (each in its
+    # post-accumulate hook: the device keeps no gradient of a resident layer, device_parts)
+    g_res = gt if st.optimizer_on == "host" else 0.0
     fwd_res = np.maximum(cf, acts / beta)
-    bwd_res = np.maximum(cb, acts / beta)
-    fill = np.where(streamed > 0, 2 * p * w / beta, 0.0)  # the first layer of each pass waits for its weights
+    bwd_res = np.maximum(cb, np.maximum(acts / beta, g_res / beta))
     ends = n * (cc.ends_fwd_s + cc.ends_bwd_s)
+    # fills nothing hides: the forward's first layer waits for its weights; the backward's first (the last layer)
+    # for its activations to leave and come back with its weights and gradients, prefetched during the ends
+    first_in = np.where(r > 0, acts, wt + acts + g_in)
+    fill = np.where(streamed > 0, wt / beta, 0.0) + np.maximum(0.0, (acts + first_in) / beta - ends)
     round_s = streamed * (fwd_st + bwd_st) + r * (fwd_res + bwd_res) + fill + ends
     compute = L * (cf + cb) + ends
     h2d = streamed * (h2d_f + h2d_b) + r * acts / beta
-    d2h = streamed * (d2h_f + d2h_b) + r * acts / beta
-    opt = optimizer_s(st, r, L * cb)
+    d2h = streamed * (d2h_f + d2h_b) + r * (acts + g_res) / beta
+    first = np.where(r > 0, bwd_res, bwd_st)  # the backward starts with the last layers, resident ones first
+    opt = optimizer_s(st, r, streamed * bwd_st + r * bwd_res, first)
     host = sum(host_parts(st, r, n_in, n_att, n_full).values())
     zero = 0.0 * round_s
     return Evaluated(host_bytes=np.asarray(host, dtype=np.float64),
