@@ -18,16 +18,22 @@ def esc(value: object) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric_from: int = 1,
           caption: str = "") -> str:
-    """An HTML table; columns from ``numeric_from`` on are right-aligned (numbers)."""
-    head = "".join(f'<th{_num_class(i, numeric_from)}>{esc(h)}</th>' for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f"<td{_num_class(i, numeric_from)}>{esc(c)}</td>" for i, c in enumerate(r))
+    """An HTML table; columns from ``numeric_from`` on are right-aligned (numbers). Cells stay on one line
+    but a long text (a strategy, a note) wraps."""
+    head = "".join(f"<th{_cls(i, numeric_from, h)}>{esc(h)}</th>" for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td{_cls(i, numeric_from, c)}>{esc(c)}</td>" for i, c in enumerate(r))
                    + "</tr>" for r in rows)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _num_class(i: int, numeric_from: int) -> str:
-    return ' class="n"' if i >= numeric_from else ""
+WRAP_CHARS = 28  # a text cell longer than this may wrap
+
+
+def _cls(i: int, numeric_from: int, cell: object) -> str:
+    if i >= numeric_from:
+        return ' class="n"'
+    return ' class="w"' if len(str(cell)) > WRAP_CHARS else ""
 
 
 def key_figures(items: Sequence[tuple[str, str]]) -> str:

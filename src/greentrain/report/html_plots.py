@@ -82,7 +82,7 @@ def scatter(xs: Sequence[float], ys: Sequence[float], colours: Sequence[float], 
         if marked:
             ax.scatter([xs[i] for i in marked], [ys[i] for i in marked], s=90, facecolors="none",
                        edgecolors=PALETTE[3], linewidths=1.5, label="Pareto front")
-            ax.legend(loc="upper right")
+            ax.legend(loc="lower right")
         fig.colorbar(pts, ax=ax, label=labels[2])
         ax.set_xlabel(labels[0])
         ax.set_ylabel(labels[1])
