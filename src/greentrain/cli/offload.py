@@ -134,7 +134,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     from greentrain.offload.config import OffloadCaps, get_profile
     from greentrain.offload.plan import plan_offload
-    from greentrain.offload.render import plan_to_dict, render_plan
+    from greentrain.report.offload import plan_to_dict, render_plan
 
     seq = _int_one(args.seq_len, "offload.seq_len")
     caps = OffloadCaps.from_gib(_one(args.device_gib, "offload.device_gib"), _one(args.host_gib, "offload.host_gib"))
@@ -191,7 +191,7 @@ def _heatmap(args: argparse.Namespace) -> int:
 
         cells = attach_measured(cells, measured)
     if args.output:
-        from greentrain.offload.render import write_heatmap
+        from greentrain.report.offload import write_heatmap
 
         path = write_heatmap(cells, args.metric, args.output, args.framework)
         if not args.json:
@@ -235,7 +235,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        from greentrain.offload.launch import render_train
+        from greentrain.report.offload import render_train
 
         render_train(result)
     return 0

@@ -92,26 +92,3 @@ def _peak(plan: OffloadPlan, chip: str) -> float:
     from greentrain.hardware.catalog import get_chip
 
     return get_chip(chip).peak_flop_per_s("bf16")
-
-
-def render_train(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    c = Console()
-    c.print(f"[bold]{result['model']}[/bold] on {result['device']}, seq {result['seq_len']:,}, device "
-            f"{result['device_gib']:g} GiB / host {result['host_gib']:g} GiB, {result['steps']} steps x "
-            f"{result['micro_batches']} micro-batches; placement {result['placement']}")
-    t = Table()
-    for col in ("", "tokens/s", "MFU", "device peak GiB", "host GiB"):
-        t.add_column(col, justify="right")
-    mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "-"
-    t.add_row("measured", f"{result['tokens_per_s']:,.0f}", mfu, f"{result['device_peak_gib']:.4f}",
-              f"{result['host_peak_gib']:.4f}")
-    p = result["predicted"]
-    t.add_row(f"predicted ({result['chip_for_prediction']})", f"{p['tokens_per_s']:,.0f}", f"{p['mfu']:.3f}",
-              f"{p['device_gib']:.4f}", f"{p['host_gib']:.4f}")
-    c.print(t)
-    c.print(f"losses {', '.join(f'{x:.4f}' for x in result['losses'])}")
-    if result["note"]:
-        c.print(result["note"])

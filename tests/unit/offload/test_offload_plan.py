@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import greentrain.offload
 from greentrain import units
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import efficiency_for
@@ -99,8 +102,16 @@ def test_no_offload_caps_reproduce_estimate_step() -> None:
 
 
 def test_planner_imports_no_torch() -> None:
-    code = ("import sys; import greentrain.offload.plan, greentrain.offload.grid, greentrain.offload.render, "
-            "greentrain.cli.offload; "
+    code = ("import sys; import greentrain.offload.plan, greentrain.offload.grid, greentrain.offload.simulate, "
+            "greentrain.report.offload, greentrain.cli.offload; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_offload_package_renders_nothing() -> None:
+    """Issue 17: renderers live in report/ (report/offload.py); offload/ imports neither Rich nor matplotlib."""
+    package = Path(greentrain.offload.__file__).parent
+    banned = re.compile(r"^\s*(from|import)\s+(rich|matplotlib|greentrain\.plotting|greentrain\.report)\b", re.M)
+    found = {f.name: banned.findall(f.read_text("utf-8")) for f in package.glob("*.py")}
+    assert {name: hits for name, hits in found.items() if hits} == {}

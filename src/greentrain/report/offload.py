@@ -1,4 +1,6 @@
-"""Output of the offload planner: a plan as JSON or a Rich table, a grid as heatmap panels (matplotlib)."""
+"""`greentrain offload` output (issue 14; issue 17: every renderer lives in report/): a plan as JSON or a Rich
+table, a grid as heatmap panels (matplotlib), a training run next to its prediction. offload/ itself imports
+neither Rich nor matplotlib."""
 
 from __future__ import annotations
 
@@ -130,3 +132,24 @@ def write_heatmap(cells: Sequence[GridCell], metric: str, path: str | Path, fram
     fig.suptitle(f"offload planner ({framework} profile): {LABELS[metric]}", fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path, flag="--output")
+
+
+def render_train(result: dict[str, Any], console: Console | None = None) -> None:
+    """`greentrain offload train`: measured tokens/s, MFU and peaks beside the planner's (offload/launch.py)."""
+    c = console or Console()
+    c.print(f"[bold]{result['model']}[/bold] on {result['device']}, seq {result['seq_len']:,}, device "
+            f"{result['device_gib']:g} GiB / host {result['host_gib']:g} GiB, {result['steps']} steps x "
+            f"{result['micro_batches']} micro-batches; placement {result['placement']}")
+    t = Table()
+    for col in ("", "tokens/s", "MFU", "device peak GiB", "host GiB"):
+        t.add_column(col, justify="right")
+    mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "-"
+    t.add_row("measured", f"{result['tokens_per_s']:,.0f}", mfu, f"{result['device_peak_gib']:.4f}",
+              f"{result['host_peak_gib']:.4f}")
+    p = result["predicted"]
+    t.add_row(f"predicted ({result['chip_for_prediction']})", f"{p['tokens_per_s']:,.0f}", f"{p['mfu']:.3f}",
+              f"{p['device_gib']:.4f}", f"{p['host_gib']:.4f}")
+    c.print(t)
+    c.print(f"losses {', '.join(f'{x:.4f}' for x in result['losses'])}")
+    if result["note"]:
+        c.print(result["note"])
