@@ -72,7 +72,7 @@ def read_track_run(path: str | Path, scenario: str = "") -> Run:
     sc_path = d / "scenario.yaml" if (d / "scenario.yaml").is_file() else (Path(scenario) if scenario else None)
     if sc_path is None:
         raise ConfigError("scenario", str(d), "a track directory needs the scenario that was run: put a "
-                          "scenario.yaml in it or give --scenario")
+                          "scenario.yaml in it or give the scenario file")
     sc: Scenario = load_scenario(sc_path)
     if sc.strategy is None:
         raise ConfigError("scenario.strategy", str(sc_path), "must be given: calibration compares a known strategy")

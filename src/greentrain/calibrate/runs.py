@@ -230,8 +230,8 @@ def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: s
             from greentrain.errors import did_you_mean
 
             raise ConfigError(f"runs[{run_id}].framework", run.framework, "is not a framework greentrain has a "
-                              f"profile for{did_you_mean(run.framework, frameworks)} (or predict every run as one "
-                              "with --framework)")
+                              f"profile for{did_you_mean(run.framework, frameworks)} (or give one framework "
+                              "for every run)")
         runs.append(run)
     if not runs:
         raise ConfigError("runs", str(p), "has no rows")

@@ -73,6 +73,13 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from greentrain.cli.fields import SEARCH_FLAGS, fields_as_flags
+
+    with fields_as_flags(SEARCH_FLAGS):  # the search's errors name its fields (constraints.max_chips)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from greentrain.report.search import search_progress
     from greentrain.search.engine import search
     from greentrain.search.pins import file_pins, pinned_space

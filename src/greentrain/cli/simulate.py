@@ -67,6 +67,13 @@ def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
+    from greentrain.cli.fields import STEP_FLAGS, fields_as_flags
+
+    with fields_as_flags(STEP_FLAGS):  # the simulator's errors name its fields (step.bucket_mb)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     for flag, path in (("--gantt", args.gantt), ("--html", args.html)):
         if path:  # before any work or file (issue 16 item 12): the light install has no matplotlib
             from greentrain.config import require_extra

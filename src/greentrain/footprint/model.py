@@ -92,7 +92,7 @@ def chip_power_w(chip: Chip, utilization: float) -> float:
     """Average power of one chip busy a fraction ``utilization`` of the time: idle + (TDP - idle) x u."""
     require(0.0 <= utilization <= 1.0, "utilization", utilization, "must be in [0, 1]")
     if chip.tdp_w <= 0:
-        raise ConfigError("chip", chip.name, "has no tdp_w in the catalog; give --power-w")
+        raise ConfigError("chip", chip.name, "has no tdp_w in the catalog; give a measured power per chip (power_w)")
     return chip.idle_w + (chip.tdp_w - chip.idle_w) * utilization
 
 
@@ -171,7 +171,7 @@ def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | Non
                         lifetime_s)
     notes = []
     if chip is None:
-        notes.append("embodied carbon not counted: it needs --chip (the chip's embodied_kg_co2e)")
+        notes.append("embodied carbon not counted: no chip given (a chip's embodied_kg_co2e)")
     elif chip.embodied_kg_co2e <= 0:
         notes.append(f"embodied carbon not counted: chip {chip.name} has no embodied_kg_co2e in the catalog")
     if basis == "unknown":

@@ -45,11 +45,12 @@ class Constraints:
     deadline_s: float = 0.0
 
     def __post_init__(self) -> None:
-        require(0 <= self.max_chips <= MAX_CHIPS, "--max-chips", self.max_chips,
+        require(0 <= self.max_chips <= MAX_CHIPS, "constraints.max_chips", self.max_chips,
                 f"must be between 0 (the scenario's chip count) and {MAX_CHIPS:,}")
-        require(0.0 <= self.memory_headroom < 1.0, "--memory-headroom", self.memory_headroom, "must be in [0, 1)")
-        require(self.budget_usd >= 0, "--budget-usd", self.budget_usd, "must be >= 0 (0: no limit)")
-        require(self.deadline_s >= 0, "--deadline-days", units.s_to_days(self.deadline_s), "must be >= 0 (0: no limit)")
+        require(0.0 <= self.memory_headroom < 1.0, "constraints.memory_headroom", self.memory_headroom,
+                "must be in [0, 1)")
+        require(self.budget_usd >= 0, "constraints.budget_usd", self.budget_usd, "must be >= 0 (0: no limit)")
+        require(self.deadline_s >= 0, "constraints.deadline_s", self.deadline_s, "must be >= 0 (0: no limit)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,8 +167,8 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     with its efficiency under ``profile`` (default: the default framework);
     ``progress`` is called with (done, total) after each (chip type, count). Raises InfeasibleError naming the
     smallest number of chips that would fit when nothing does, or the constraint that excluded everything."""
-    require(objective in OBJECTIVES, "--objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
-    require(top_k >= 1, "--top", top_k, "must be >= 1")
+    require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     t0 = time.perf_counter()
     units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]

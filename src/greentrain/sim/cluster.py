@@ -47,9 +47,9 @@ class StepOptions:
     def __post_init__(self) -> None:
         for stage, factor in self.stragglers.items():
             require(math.isfinite(factor) and factor > 0, f"straggler[{stage}]", factor, "must be a number > 0")
-        require(math.isfinite(self.inter_node_slowdown) and self.inter_node_slowdown > 0, "--link-slowdown",
+        require(math.isfinite(self.inter_node_slowdown) and self.inter_node_slowdown > 0, "step.inter_node_slowdown",
                 self.inter_node_slowdown, "must be a number > 0")
-        require(math.isfinite(self.bucket_mb) and self.bucket_mb >= 0, "--bucket-mb", self.bucket_mb,
+        require(math.isfinite(self.bucket_mb) and self.bucket_mb >= 0, "step.bucket_mb", self.bucket_mb,
                 "must be >= 0 (0: the framework's buckets)")
 
 
@@ -185,9 +185,9 @@ class _Pipeline:
         self.num_buckets = max(1, math.ceil(chunk / bucket))
         if self.num_buckets > MAX_BUCKETS:  # each bucket is an event per stage: keep the simulation bounded
             least_mb = c.grad_bytes / c.vpp / MAX_BUCKETS / units.MB
-            raise ConfigError("--bucket-mb", opts.bucket_mb, f"gives {self.num_buckets:,} gradient buckets per "
-                                                             f"model chunk; at most {MAX_BUCKETS:,} (use >= "
-                                                             f"{least_mb:.3g} MB)")
+            raise ConfigError("step.bucket_mb", opts.bucket_mb,
+                              f"gives {self.num_buckets:,} gradient buckets per model chunk; at most "
+                              f"{MAX_BUCKETS:,} (use >= {least_mb:.3g} MB)")
         self.last_b = [self._last_backwards(d) for d in range(p)]
 
     def _last_backwards(self, d: int) -> set[int]:
@@ -281,7 +281,7 @@ def simulate_costs(c: StepCosts, options: StepOptions | None = None, *,
     """Run the pipeline of ``c`` event by event."""
     opts = options or StepOptions()
     for stage in opts.stragglers:
-        require(0 <= stage < c.pp, "--straggler", stage, f"stage must be in [0, {c.pp - 1}] (pp={c.pp})")
+        require(0 <= stage < c.pp, "step.stragglers", stage, f"stage must be in [0, {c.pp - 1}] (pp={c.pp})")
     t0 = time.perf_counter()
     pipe = _Pipeline(c, opts, trace)
     done = pipe.run()

@@ -66,7 +66,7 @@ def test_embodied_amortized_over_lifetime() -> None:
 def test_without_chip_embodied_is_zero_and_said() -> None:
     fp = footprint(num_chips=1, duration_s=3600, site=SITE, power_w=300.0)
     assert fp.embodied_kg_co2e == 0.0
-    assert any("--chip" in n for n in fp.notes)
+    assert any("no chip given" in n for n in fp.notes) and not any("--" in n for n in fp.notes)
 
 
 def test_cloud_and_on_premises_cost() -> None:

@@ -61,7 +61,7 @@ def test_memory_headroom(sc: Scenario) -> None:
     r = search([sc], space=SPACE, top_k=1, constraints=Constraints(memory_headroom=0.85))
     assert r.ranked[0].memory_bytes <= 0.15 * sc.cluster.chip.memory_bytes
     assert r.num_feasible < search([sc], space=SPACE, top_k=1).num_feasible
-    with pytest.raises(ConfigError, match="--memory-headroom"):
+    with pytest.raises(ConfigError, match=r"constraints\.memory_headroom"):
         Constraints(memory_headroom=1.0)
 
 

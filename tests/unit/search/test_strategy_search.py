@@ -123,7 +123,7 @@ def test_bad_input_exits_2_one_line(capsys: pytest.CaptureFixture[str], bad: lis
 def test_bad_space_and_objective(sc: Scenario) -> None:
     with pytest.raises(ConfigError, match=r"search\.zero"):
         SearchSpace(zero=(4,))
-    with pytest.raises(ConfigError, match="--objective"):
+    with pytest.raises(ConfigError, match=r"search\.objective"):
         search([sc], objective="speed")
 
 

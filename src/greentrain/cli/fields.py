@@ -1,0 +1,26 @@
+"""Core modules name the fields of their inputs in errors (``constraints.max_chips``, ``step.bucket_mb``); the
+CLI shows the flag that set a field instead, so that a user reads the flag they typed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from greentrain.errors import ConfigError
+
+
+@contextmanager
+def fields_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise a ConfigError whose field is a key of ``flags`` as the same error naming the flag."""
+    try:
+        yield
+    except ConfigError as e:
+        if e.field not in flags:
+            raise
+        raise ConfigError(flags[e.field], e.value, e.rule) from None
+
+
+SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_headroom": "--memory-headroom",
+                "constraints.budget_usd": "--budget-usd", "search.objective": "--objective", "search.top_k": "--top"}
+STEP_FLAGS = {"step.inter_node_slowdown": "--link-slowdown", "step.bucket_mb": "--bucket-mb",
+              "step.stragglers": "--straggler"}
