@@ -40,13 +40,13 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 # Upward imports that exist today, each with who removes it (and then deletes its line). Nothing else may be
 # added here.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    # a re-export of report.files kept while experiment/, offload/ and report/html import greentrain.plotting
-    # (helpers D, E, B switch to greentrain.report.files; then plotting.py is deleted)
+    # a re-export of report.files kept while report/experiment.py, report/offload.py, experiment/results.py and
+    # cli/offload.py import greentrain.plotting (helpers E, D switch to greentrain.report.files; then
+    # plotting.py is deleted)
     ("greentrain.plotting", "greentrain.report.files"): "transitional re-export",
-    # experiment/results.py writes its files atomically through greentrain.plotting (helper E, issue 15)
+    # experiment/results.py writes its files atomically through greentrain.plotting: experiment/ is below
+    # report/, so the writing belongs in report/experiment.py or in experiment/ itself (helper E, issue 15)
     ("greentrain.experiment.results", "greentrain.plotting"): "experiment/ (helper E)",
-    # offload/render.py is being moved to report/offload.py (helper D, issue 14)
-    ("greentrain.offload.render", "greentrain.plotting"): "offload/ (helper D)",
     # cli/main.py reads __version__ through the package face: `from greentrain._version import __version__`
     # (cli/main.py is helper B's file while issue 17 is open)
     ("greentrain.cli.main", "greentrain"): "cli/main.py (helper B)",
@@ -55,13 +55,11 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
 # Modules outside report/ that still import Rich or matplotlib, each with who moves it (issue 17: only
 # report/ draws; cli/ prints Rich only through report/console.py and the report/ renderers).
 KNOWN_DRAWING: dict[str, str] = {
-    "greentrain.offload.render": "moved to report/offload.py by helper D (issue 14)",
     # the Tracker (measure/tracker.py) prints this summary itself: moving it to report/ needs the Tracker to be
     # handed a printer (helper C, measure/)
     "greentrain.measure.outputs": "the measurement table (render_table)",
     "greentrain.cli.emulate": "its tables move to report/emulate.py (helper C)",
     "greentrain.cli.offload": "its table moves to report/offload.py (helper D)",
-    "greentrain.offload.launch": "its table moves to report/offload.py (helper D)",
 }
 DRAWING_LIBRARIES = ("rich", "matplotlib")
 
