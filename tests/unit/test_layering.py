@@ -47,9 +47,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # experiment/results.py writes its files atomically through greentrain.plotting: experiment/ is below
     # report/, so the writing belongs in report/experiment.py or in experiment/ itself (helper E, issue 15)
     ("greentrain.experiment.results", "greentrain.plotting"): "experiment/ (helper E)",
-    # cli/main.py reads __version__ through the package face: `from greentrain._version import __version__`
-    # (cli/main.py is helper B's file while issue 17 is open)
-    ("greentrain.cli.main", "greentrain"): "cli/main.py (helper B)",
 }
 
 # Modules outside report/ that still import Rich or matplotlib, each with who moves it (issue 17: only

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from greentrain import __version__
+from greentrain._version import __version__
 from greentrain.errors import GreentrainError
 
 # name -> (module, one-line help). Add a line here for a new subcommand.
