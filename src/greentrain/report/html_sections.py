@@ -218,7 +218,7 @@ def footprint_section(f: FootprintResult, source: str) -> str:
 
 
 def regions_section(r: RegionsResult, source: str) -> str:
-    rows = [(g.co2e_rank, g.extra.get("region", ""), g.name, f"{g.grid_g_co2e_per_kwh:,.0f}", f"{g.pue:.2f}",
+    rows = [(g.co2e_rank, g.region, g.name, f"{g.grid_g_co2e_per_kwh:,.0f}", f"{g.pue:.2f}",
              f"{g.energy_kwh:,.0f}", f"{g.emissions_kg_co2e:,.1f}", f"{g.cost_usd:,.2f}", g.cost_rank)
             for g in r.regions]
     first = r.regions[0] if r.regions else None

@@ -54,6 +54,11 @@ def result_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "regions": run_json(["footprint", "--chip", "h100-sxm", "--num-chips", "8", "--hours", "24",
                              "--compare-regions", "us-east-1,FRA,europe-north1", "--json"], d / "regions.json"),
     }
+    hours = [f"2026-01-01T{h:02d}:00:00,{300 + 100 * ((h % 12) - 6) ** 2 // 36}" for h in range(24)]
+    (d / "hourly.csv").write_text("timestamp,g_co2e_per_kwh\n" + "\n".join(hours) + "\n")
+    files["footprint_best"] = run_json(["footprint", "--chip", "h100-sxm", "--num-chips", "8", "--hours", "3",
+                                        "--grid-g-per-kwh", "300", "--intensity-csv", str(d / "hourly.csv"),
+                                        "--json"], d / "footprint_best.json")
     files["trace"] = d / "trace.json"
     files["track"] = d / "measurement.json"
     files["track"].write_text(json.dumps(measurement().to_json(), indent=2), encoding="utf-8")

@@ -43,6 +43,8 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
         assert f'class="result {kind}"' in page
     assert "Predicted by greentrain plan" in page and "Measured by greentrain track" in page
     assert "Predicted (greentrain plan) against measured (greentrain track)" in page
+    assert "best start for this job" in page
+    assert "<td>FRA</td>" in page and "<td>europe-north1</td>" in page  # the region ranking names its regions
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
     # plan, search, simulate, trace (Gantt), track, compare, regions, traffic, batch time, offload heatmap,
     # experiment: one plot each; a footprint has none

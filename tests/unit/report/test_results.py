@@ -13,9 +13,9 @@ from greentrain.errors import ConfigError
 from greentrain.report.result_kinds import PlanResult, SearchResultView, TrackResult
 from greentrain.report.results import SCHEMA_VERSION, from_dict, kind_of, load_result, stamp
 
-KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "regions", "traffic", "batch_time",
-         "offload_heatmap", "experiment")
-OTHER_NAMES = {"regions": "footprint", "experiment": "greentrain.experiment.report"}
+KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "footprint_best", "regions",
+         "traffic", "batch_time", "offload_heatmap", "experiment")
+OTHER_NAMES = {"regions": "footprint", "footprint_best": "footprint", "experiment": "greentrain.experiment.report"}
 
 
 @pytest.mark.parametrize("name", KINDS)
