@@ -99,6 +99,10 @@ def line(xs: Sequence[float], ys: Sequence[float], labels: tuple[str, str], titl
         fig = _figure(2.6)
         ax = fig.add_subplot()
         ax.plot(xs, ys, marker="o", color=PALETTE[0])
+        if all(float(x).is_integer() for x in xs):  # rounds, chips: no 0.25 of a round on the axis
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if marker_x is not None:
             ax.axvline(marker_x, color=PALETTE[3], linestyle="--")
         ax.set_xlabel(labels[0])
