@@ -91,15 +91,19 @@ def scatter(xs: Sequence[float], ys: Sequence[float], colours: Sequence[float], 
 
 
 def line(xs: Sequence[float], ys: Sequence[float], labels: tuple[str, str], title: str,
-         marker_x: float | None = None) -> str:
-    """One series (round times of a swarm; hourly grid intensity), an optional vertical marker."""
+         marker_x: float | None = None, log: bool = False) -> str:
+    """One series (round times of a swarm; hourly grid intensity), an optional vertical marker; ``log``: both
+    axes logarithmic (x in powers of two)."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
         fig = _figure(2.6)
         ax = fig.add_subplot()
         ax.plot(xs, ys, marker="o", color=PALETTE[0])
-        if all(float(x).is_integer() for x in xs):  # rounds, chips: no 0.25 of a round on the axis
+        if log:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+        elif all(float(x).is_integer() for x in xs):  # rounds: no 0.25 of a round on the axis
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

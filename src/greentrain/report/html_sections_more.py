@@ -51,7 +51,7 @@ def traffic_section(t: TrafficResult, source: str) -> str:
         chips = [float(p.get("num_chips", 0)) for p in t.dp_sweep]
         body += figure(plots.line(chips, [float(p.get("rx_bytes_per_chip", 0.0)) for p in t.dp_sweep],
                                   ("chips (data-parallel degree swept)", "Rx bytes per chip"),
-                                  "received bytes per chip over the run"),
+                                  "received bytes per chip over the run", log=True),
                        "The same run at other data-parallel degrees.")
     rows = [("forward", si(t.flop_fwd, "FLOP"), f"{t.tx_elements_fwd:.3e}", f"{t.rx_elements_fwd:.3e}"),
             ("backward", si(t.flop_bwd, "FLOP"), f"{t.tx_elements_bwd:.3e}", f"{t.rx_elements_bwd:.3e}")]
