@@ -41,7 +41,8 @@ def _scalar(*xs: Any) -> bool:
 # The operations the shared terms use: Python's on floats (a numpy call on a float costs ~1 us, and one
 # estimate makes hundreds), numpy's as soon as one argument is a column.
 def where(cond: Any, a: Any, b: Any) -> Any:
-    if isinstance(cond, _ARRAY) or isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
+    """np.where when the condition is a column; a scalar condition picks ``a`` or ``b`` whole (no copy)."""
+    if isinstance(cond, _ARRAY):
         return np.where(cond, a, b)
     return a if cond else b
 

@@ -82,6 +82,7 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
     w = sc.workload
     by_rec = np.empty((len(first), len(RECOMPUTE), len(_REC_COLUMNS)))
     ends = np.empty((len(first), len(_END_COLUMNS)))
+    flops: dict[int, tuple[float, dict[str, float]]] = {}  # step_flops depends on the micro-batch only
     for j, i in enumerate(first):
         s = Strategy(dp=int(t.ep[i]), tp=int(t.tp[i]), cp=int(t.cp[i]), ep=int(t.ep[i]), etp=int(t.etp[i]),
                      sp=bool(t.sp[i]),
@@ -89,7 +90,9 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, Float
         ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                         s.flash_attention, w.finetune)
         groups = layer_group_costs(sc, s, ops, eff)
-        model_flop, extras = step_flops(sc, ops, s.flash_attention)
+        if s.micro_batch_size not in flops:
+            flops[s.micro_batch_size] = step_flops(sc, ops, s.flash_attention)
+        model_flop, extras = flops[s.micro_batch_size]
         for r, rec in enumerate(RECOMPUTE):
             lt = sum_layer_totals(groups, recompute=rec, flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
             by_rec[j, r] = (lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
