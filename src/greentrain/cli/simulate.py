@@ -134,9 +134,11 @@ def _run_step(args: argparse.Namespace) -> int:
     trace = Trace() if (args.trace or args.gantt or args.html) else None
     res = simulate_step(sc, opts, trace=trace, eff=profile_from_args(args).for_chip(sc.cluster.chip.name))
     _write_outputs(args, trace, f"one step, {sc.model.name}")
-    _write_html(args, "step", res.to_dict(), trace)
+    doc = {**res.to_dict(), "scenario": f"{sc.model.name} on {sc.cluster.num_chips} x {sc.cluster.chip.name}; "
+                                        f"{sc.strategy.describe() if sc.strategy else ''}"}
+    _write_html(args, "step", doc, trace)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
+        print(json.dumps(doc, indent=2))
         return 0
     from greentrain.report.sim import render_step
 

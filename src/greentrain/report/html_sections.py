@@ -117,8 +117,9 @@ def _search_scatter(s: SearchResultView) -> str:
 
 
 def sim_step_section(r: SimStepView, source: str) -> str:
-    scenario = (f"{r.schedule} schedule, pp={r.pp}, vpp={r.vpp}, {r.num_micro_batches} micro-batches "
-                "(the model and cluster are the ones given to simulate step; the file holds the schedule only)")
+    given = r.extra.get("scenario")  # simulate step --json writes it since issue 17
+    scenario = (f"{given + '; ' if isinstance(given, str) else ''}{r.schedule} schedule, pp={r.pp}, vpp={r.vpp}, "
+                f"{r.num_micro_batches} micro-batches")
     figs = [("simulated step time", dur(r.step_time_s)), ("predicted (analytical)", dur(r.analytic_step_time_s)),
             ("simulated vs analytical", signed_pct(r.error_vs_analytic)), ("bubble", pct(r.bubble_fraction)),
             ("pipeline", dur(r.pipeline_time_s))]

@@ -44,6 +44,7 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
     assert "Predicted by greentrain plan" in page and "Measured by greentrain track" in page
     assert "Predicted (greentrain plan) against measured (greentrain track)" in page
     assert "best start for this job" in page
+    assert "Scenario: llama3-8b on 64 x h100-sxm; dp=2 tp=8 pp=4" in page  # the simulated step's scenario
     assert "<td>FRA</td>" in page and "<td>europe-north1</td>" in page  # the region ranking names its regions
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
     # plan, search, simulate, trace (Gantt), track, compare, regions, traffic, batch time, offload heatmap,
