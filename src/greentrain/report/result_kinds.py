@@ -7,17 +7,9 @@ the writer puts in the file is kept in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from greentrain.errors import ConfigError
-from greentrain.report.result_kinds_more import (
-    BatchTimeResult,
-    ExperimentResult,
-    OffloadHeatmapResult,
-    TrafficResult,
-)
-from greentrain.report.results import SCHEMA_VERSION, ResultView, at_field, register, typed
+from greentrain.report.results import ResultView, typed
 
 _view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 
@@ -214,30 +206,3 @@ class RegionsResult(ResultView):
 
     KIND: ClassVar[str] = "footprint"
     regions: tuple[RegionRow, ...] = typed("views", of=RegionRow)
-
-
-def _simulate(data: Mapping[str, Any], where: str) -> ResultView:
-    mode = data.get("mode")
-    if mode == "step":
-        return SimStepView.from_dict(data, where)
-    if mode == "swarm":
-        return SimSwarmView.from_dict(data, where)
-    raise ConfigError(at_field(where, "mode"), mode, "must be step or swarm (a simulate result)")
-
-
-def _footprint(data: Mapping[str, Any], where: str) -> ResultView:
-    return RegionsResult.from_dict(data, where) if "regions" in data else FootprintResult.from_dict(data, where)
-
-
-register("plan", PlanResult.from_dict, lambda d: "step_breakdown_s" in d and "strategy" in d)
-register("search", SearchResultView.from_dict, lambda d: "ranked" in d and "num_candidates" in d)
-register("simulate", _simulate, lambda d: d.get("mode") in ("step", "swarm"))
-register("trace", TraceView.from_dict, lambda d: "traceEvents" in d)
-register("track", TrackResult.from_dict, lambda d: "meters" in d and "num_steps" in d and "status" in d)
-register("compare", CompareResult.from_dict, lambda d: "rows" in d and "warnings" in d)
-register("footprint", _footprint, lambda d: "regions" in d or ("energy_basis" in d and "lifetime_years" in d))
-register("traffic", TrafficResult.from_dict, lambda d: "tx_bytes_per_chip" in d and "degrees" in d)
-register("batch_time", BatchTimeResult.from_dict, lambda d: "batch_time_s" in d and "bubble_time_s" in d)
-register("offload_heatmap", OffloadHeatmapResult.from_dict, lambda d: "cells" in d and "metric" in d)
-# experiment/report.py writes its own kind and no schema version yet (helper E's file)
-register(ExperimentResult.KIND, ExperimentResult.from_dict, lambda d: False, versions=(None, SCHEMA_VERSION))

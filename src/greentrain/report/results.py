@@ -8,9 +8,9 @@ Chrome trace; ``measurement.json`` of ``track``; ``compare --json``; ``footprint
 report and ``compare`` read are typed and checked, every other key is kept in ``extra`` so that
 ``from_dict(d).to_dict()`` gives back ``d`` (with ``kind`` and ``schema_version``).
 
-A file written before kinds existed (no ``kind`` key) is read as schema 1 of the kind its keys show; an
-unknown kind, another schema version or a field of the wrong type is a ConfigError naming the file, the
-field, the value and the rule.
+This module holds the machinery (typed fields, their checks, ``to_dict`` / ``from_dict``); the views are in
+report/result_kinds.py and report/result_kinds_more.py; report/codec.py registers them by kind and reads a
+file as its view.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from greentrain.errors import ConfigError
@@ -164,65 +163,6 @@ def _encode(value: Any) -> Any:
     return value
 
 
-Decoder = Callable[[Mapping[str, Any], str], ResultView]
-REGISTRY: dict[str, Decoder] = {}  # kind -> decoder; filled by report/result_kinds.py
-VERSIONS: dict[str, tuple[int | None, ...]] = {}  # kind -> the schema versions read (None: the key absent)
-SIGNATURES: list[tuple[str, Callable[[Mapping[str, Any]], bool]]] = []  # for files written before kinds
-
-
-def register(kind: str, decoder: Decoder, signature: Callable[[Mapping[str, Any]], bool],
-             versions: tuple[int | None, ...] = (SCHEMA_VERSION,)) -> None:
-    REGISTRY[kind] = decoder
-    VERSIONS[kind] = versions
-    SIGNATURES.append((kind, signature))
-
-
 def stamp(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` with ``kind`` and ``schema_version`` in front: what a writer adds to the JSON it prints."""
     return {"kind": kind, "schema_version": SCHEMA_VERSION, **data}
-
-
-def kind_of(data: Mapping[str, Any], where: str = "") -> str:
-    """The file's kind: its ``kind`` key (checked, with its schema version), or for a file written before
-    kinds existed, the one kind whose keys it has."""
-    _load_kinds()
-    if "kind" not in data:
-        found = [k for k, sig in SIGNATURES if sig(data)]
-        if len(found) != 1:
-            keys = sorted(map(str, data))
-            shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
-            raise ConfigError(at_field(where, "kind"), None, f"is missing and the keys ({shown}) are not those "
-                              f"of one result kind ({', '.join(REGISTRY)})")
-        return found[0]
-    kind = data["kind"]
-    if kind not in REGISTRY:
-        raise ConfigError(at_field(where, "kind"), kind, f"is not a result kind greentrain reads "
-                                                       f"({', '.join(REGISTRY)})")
-    version = data.get("schema_version")
-    if version not in VERSIONS[kind] or isinstance(version, bool):
-        rule = ("is newer than this greentrain reads: upgrade greentrain" if isinstance(version, int)
-                and not isinstance(version, bool) and version > SCHEMA_VERSION else
-                "is not one this greentrain reads: rewrite the file with this greentrain")
-        raise ConfigError(at_field(where, "schema_version"), version, f"{rule} (reads {kind} schema {SCHEMA_VERSION})")
-    return str(kind)
-
-
-def from_dict(data: Mapping[str, Any], where: str = "") -> ResultView:
-    """Any result mapping as its typed view."""
-    return REGISTRY[kind_of(data, where)](data, where)
-
-
-def load_result(path: str | Path) -> ResultView:
-    """Read a result file (JSON) as its typed view; ConfigError (one line naming the file) when it is not one."""
-    from greentrain.config import load_mapping
-
-    text_path = str(path)
-    if not text_path.endswith(".json"):
-        raise ConfigError("file", text_path, "must be a .json result file (plan, search, simulate, trace, track, "
-                                             "compare or footprint)")
-    return from_dict(load_mapping(path, field="file"), text_path)
-
-
-def _load_kinds() -> None:
-    if not REGISTRY:
-        import greentrain.report.result_kinds  # noqa: F401  (registers the kinds)

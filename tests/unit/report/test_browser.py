@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from greentrain.report.codec import load_result
 from greentrain.report.html import CSP, build_page
-from greentrain.report.results import load_result
 
 README_SET = ("plan", "search", "simulate", "trace", "track")
 CELL_W, CELL_H, COLS = 560, 420, 2

@@ -10,8 +10,9 @@ import pytest
 
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
+from greentrain.report.codec import from_dict, kind_of, load_result, stamp
 from greentrain.report.result_kinds import PlanResult, SearchResultView, TrackResult
-from greentrain.report.results import SCHEMA_VERSION, from_dict, kind_of, load_result, stamp
+from greentrain.report.results import SCHEMA_VERSION
 
 KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "footprint_best", "regions",
          "traffic", "batch_time", "offload_heatmap", "experiment")
@@ -83,7 +84,7 @@ def test_files_without_a_kind(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"x\.json: kind=None: is missing and the keys \(a, b\) are not"):
         load_result(_write(tmp_path, {"a": 1, "b": 2}, "x.json"))
     assert kind_of({"mode": "swarm"}) == "simulate"
-    with pytest.raises(ConfigError, match=r"file='r\.yaml': must be a \.json result file"):
+    with pytest.raises(ConfigError, match=r"file='r\.yaml': must be a \.json result file \(plan, search, "):
         load_result("r.yaml")
     (tmp_path / "broken.json").write_text("{\"kind\": ")
     with pytest.raises(ConfigError, match="malformed JSON at line 1"):

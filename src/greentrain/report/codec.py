@@ -1,0 +1,113 @@
+"""Result files in: the registry of result kinds (report/result_kinds.py, report/result_kinds_more.py) and
+``load_result``, which reads any result file as its typed view.
+
+A file's ``kind`` and ``schema_version`` are checked here; a file written before the commands stamped a kind
+is read as schema 1 of the one kind whose keys it has. Anything else is a ConfigError naming the file, the
+field, the value and the rule (the CLI prints it as one line, exit status 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.report.result_kinds import (
+    CompareResult,
+    FootprintResult,
+    PlanResult,
+    RegionsResult,
+    SearchResultView,
+    SimStepView,
+    SimSwarmView,
+    TraceView,
+    TrackResult,
+)
+from greentrain.report.result_kinds_more import (
+    BatchTimeResult,
+    ExperimentResult,
+    OffloadHeatmapResult,
+    TrafficResult,
+)
+from greentrain.report.results import SCHEMA_VERSION, ResultView, at_field, stamp
+
+__all__ = ["REGISTRY", "from_dict", "kind_of", "load_result", "register", "stamp"]
+
+Decoder = Callable[[Mapping[str, Any], str], ResultView]
+REGISTRY: dict[str, Decoder] = {}  # kind -> decoder
+VERSIONS: dict[str, tuple[int | None, ...]] = {}  # kind -> the schema versions read (None: the key absent)
+SIGNATURES: list[tuple[str, Callable[[Mapping[str, Any]], bool]]] = []  # for files written before kinds
+
+
+def register(kind: str, decoder: Decoder, signature: Callable[[Mapping[str, Any]], bool],
+             versions: tuple[int | None, ...] = (SCHEMA_VERSION,)) -> None:
+    REGISTRY[kind] = decoder
+    VERSIONS[kind] = versions
+    SIGNATURES.append((kind, signature))
+
+
+def kind_of(data: Mapping[str, Any], where: str = "") -> str:
+    """The file's kind: its ``kind`` key (checked, with its schema version), or for a file written before
+    kinds existed, the one kind whose keys it has."""
+    if "kind" not in data:
+        found = [k for k, sig in SIGNATURES if sig(data)]
+        if len(found) != 1:
+            keys = sorted(map(str, data))
+            shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+            raise ConfigError(at_field(where, "kind"), None, f"is missing and the keys ({shown}) are not those "
+                              f"of one result kind ({', '.join(REGISTRY)})")
+        return found[0]
+    kind = data["kind"]
+    if kind not in REGISTRY:
+        raise ConfigError(at_field(where, "kind"), kind, f"is not a result kind greentrain reads "
+                                                       f"({', '.join(REGISTRY)})")
+    version = data.get("schema_version")
+    if version not in VERSIONS[kind] or isinstance(version, bool):
+        rule = ("is newer than this greentrain reads: upgrade greentrain" if isinstance(version, int)
+                and not isinstance(version, bool) and version > SCHEMA_VERSION else
+                "is not one this greentrain reads: rewrite the file with this greentrain")
+        raise ConfigError(at_field(where, "schema_version"), version, f"{rule} (reads {kind} schema {SCHEMA_VERSION})")
+    return str(kind)
+
+
+def from_dict(data: Mapping[str, Any], where: str = "") -> ResultView:
+    """Any result mapping as its typed view."""
+    return REGISTRY[kind_of(data, where)](data, where)
+
+
+def load_result(path: str | Path) -> ResultView:
+    """Read a result file (JSON) as its typed view; ConfigError (one line naming the file) when it is not one."""
+    from greentrain.config import load_mapping
+
+    text_path = str(path)
+    if not text_path.endswith(".json"):
+        raise ConfigError("file", text_path, f"must be a .json result file ({', '.join(REGISTRY)})")
+    return from_dict(load_mapping(path, field="file"), text_path)
+
+
+def _simulate(data: Mapping[str, Any], where: str) -> ResultView:
+    mode = data.get("mode")
+    if mode == "step":
+        return SimStepView.from_dict(data, where)
+    if mode == "swarm":
+        return SimSwarmView.from_dict(data, where)
+    raise ConfigError(at_field(where, "mode"), mode, "must be step or swarm (a simulate result)")
+
+
+def _footprint(data: Mapping[str, Any], where: str) -> ResultView:
+    return RegionsResult.from_dict(data, where) if "regions" in data else FootprintResult.from_dict(data, where)
+
+
+register("plan", PlanResult.from_dict, lambda d: "step_breakdown_s" in d and "strategy" in d)
+register("search", SearchResultView.from_dict, lambda d: "ranked" in d and "num_candidates" in d)
+register("simulate", _simulate, lambda d: d.get("mode") in ("step", "swarm"))
+register("trace", TraceView.from_dict, lambda d: "traceEvents" in d)
+register("track", TrackResult.from_dict, lambda d: "meters" in d and "num_steps" in d and "status" in d)
+register("compare", CompareResult.from_dict, lambda d: "rows" in d and "warnings" in d)
+register("footprint", _footprint, lambda d: "regions" in d or ("energy_basis" in d and "lifetime_years" in d))
+register("traffic", TrafficResult.from_dict, lambda d: "tx_bytes_per_chip" in d and "degrees" in d)
+register("batch_time", BatchTimeResult.from_dict, lambda d: "batch_time_s" in d and "bubble_time_s" in d)
+register("offload_heatmap", OffloadHeatmapResult.from_dict, lambda d: "cells" in d and "metric" in d)
+# experiment/report.py writes its own kind and no schema version yet (helper E's file)
+register(ExperimentResult.KIND, ExperimentResult.from_dict, lambda d: False, versions=(None, SCHEMA_VERSION))
