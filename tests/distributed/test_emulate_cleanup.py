@@ -1,4 +1,5 @@
-"""Issue 16 item 2: `emulate` stopped by SIGTERM or SIGKILL leaves no rank, forkserver or resource tracker."""
+"""Issue 16 item 2: `emulate` stopped by SIGTERM or SIGKILL leaves no rank (nor a forkserver or a resource
+tracker where ranks come from one)."""
 
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def _running(pid: int) -> bool:
 def test_no_process_left_within_5_s(sig: signal.Signals) -> None:
     proc = subprocess.Popen([sys.executable, "-c", _HANG], stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    # forkserver + resource tracker + 2 ranks
-    while len(kids := _descendants(proc.pid)) < 4:
+    # the 2 ranks (forked from the launcher on Linux with gloo; else a forkserver and a resource tracker too)
+    while len(_descendants(proc.pid)) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, "the ranks did not start"
         time.sleep(0.1)
     time.sleep(0.5)

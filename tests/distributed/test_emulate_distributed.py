@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
 import time
 from pathlib import Path
 
@@ -73,18 +74,18 @@ def test_pipeline_gpipe_and_1f1b_any_micro_batches(units, micro_batches):
 
 
 def _ranks_alive() -> list[int]:
-    """Processes forked by this process's forkserver (the ranks) that still exist and are not zombies."""
+    """Processes forked by this process (the ranks, on Linux with gloo) or by its forkserver (elsewhere) that
+    still exist and are not zombies."""
     from multiprocessing import forkserver
 
-    server = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    assert server is not None, "the ranks were not started by a forkserver"
+    parents = {str(os.getpid()), str(getattr(forkserver._forkserver, "_forkserver_pid", None))}
     alive = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
         except OSError:
             continue
-        if fields.get("PPid", "").strip() == str(server) and not fields.get("State", "").startswith("Z"):
+        if fields.get("PPid", "").strip() in parents and not fields.get("State", "").startswith("Z"):
             alive.append(int(status.parent.name))
     return alive
 
@@ -124,3 +125,56 @@ def test_cli_json(capsys):
     assert out["policy"] == "matched_inner" and out["ok"]
     assert out["d2d_messages"] == 4 * 3  # one all-reduce over a group of 4: g (g - 1)
     assert out["flops"] == 4 * 2 * 32 * 16 * 32
+
+
+class _Phases:
+    """A Progress that records what the launcher says, and when it asks for quiet (before forking)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def phase(self, text: str) -> None:
+        self.events.append(text)
+
+    def quiet(self) -> None:
+        self.events.append("<quiet>")
+
+
+def test_progress_per_phase_and_quiet_before_the_ranks_start():
+    """Issue 16 item 14: the launcher names each phase (the CLI shows them in a spinner) and stops the
+    display's thread before it forks the ranks."""
+    cases = [MatMulCase(mesh=Mesh2D(x_size=1, y_size=2), m=8, k=8, n=8, a=ts(a), b=ts(b), c=ts("1x1,1x1"))
+             for a, b in (("1x1,1x1", "1x1,1x1"), ("1x1,1x2", "1x2,1x1"))]
+    phases = _Phases()
+    emulate(cases, LaunchOptions(timeout_s=60), progress=phases)
+    assert phases.events[:2] == ["starting 2 ranks", "<quiet>"]
+    assert [e for e in phases.events if e.startswith("case")] == [f"case {i}/2: {c.label}"
+                                                                  for i, c in enumerate(cases, 1)]
+    assert phases.events[-1] == "stopping 2 ranks"
+
+
+def test_cases_sharing_inputs_in_one_launch_give_what_each_gives_alone():
+    """The seed's MatMul policies share A, B and the reference within a launch: each result equals the one
+    of the case launched alone (errors, statistics and collectives)."""
+    cases = [MatMulCase(mesh=Mesh2D(x_size=2, y_size=2), m=32, k=64, n=48, a=ts(a), b=ts(b), c=ts("1x1,1x1"),
+                        seed=seed) for a, b, seed in (("1x1,1x2", "1x2,1x1", 0), ("1x1,2x1", "2x1,1x1", 0),
+                                                      ("1x1,1x1", "1x1,1x1", 5))]
+    together = emulate(cases, LaunchOptions(timeout_s=60))
+    for case, got in zip(cases, together, strict=True):
+        (alone,) = emulate([case], LaunchOptions(timeout_s=60))
+        assert (got.max_abs_error, got.max_rel_error, got.total) == (alone.max_abs_error, alone.max_rel_error,
+                                                                     alone.total)
+        assert got.max_rel_error < got.tolerance
+
+
+def test_cli_cases_file(tmp_path, capsys):
+    """`emulate cases FILE`: every line's result, in the file's order, from one launch per world size."""
+    path = tmp_path / "cases.txt"
+    path.write_text("matmul --mesh 1x2 --m 16 --k 16 --n 16 --a 1x1,1x2 --b 1x2,1x1\n"
+                    "mlp --tp 4 --tokens 8 --d-model 16 --d-ff 32   # 4 ranks: a second launch\n"
+                    "matmul --mesh 1x2 --m 16 --k 16 --n 16\n")
+    assert main(["emulate", "cases", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["policy"], r["world_size"]) for r in out] == [("matched_inner", 2), ("megatron", 4),
+                                                             ("unsharded", 2)]
+    assert all(r["ok"] for r in out)

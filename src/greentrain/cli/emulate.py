@@ -4,26 +4,35 @@ Examples:
   greentrain emulate matmul --mesh 2x4 --m 4096 --k 2048 --n 4096 --a 1x1,1x4 --b 1x4,1x1 --c 1x1,1x1
   greentrain emulate ffn --mesh 2x4 --batch 8 --seq 128 --d-model 1024 --d-ff 4096 --gspmd
   greentrain emulate pipeline --stages 4 --micro-batches 8 --units 256,512,1024,512,256 --schedule 1f1b
-The case is checked before any rank starts; torch is imported only once it is valid.
+  greentrain emulate cases seed003.txt     # one case per line, e.g. "matmul --a 1x1,1x4 --b 1x4,1x1"
+Every case is checked before any rank starts; torch is imported only once they are valid. At a terminal a
+spinner on stderr names the phase (importing torch, starting the ranks, each case, stopping).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
+from typing import NoReturn
 
-from greentrain.config import as_float, as_int, require_extra
+from greentrain.config import as_float, as_int, read_text, require, require_extra
 from greentrain.emulate.cases import Case, FfnCase, MatMulCase, MlpCase, PipelineCase, Schedule, parse_policy
 from greentrain.emulate.results import EmulationResult
 from greentrain.emulate.sharding import Mesh2D, TensorSharding
 from greentrain.errors import ConfigError
-from greentrain.units import GFLOP, MIB
+from greentrain.report.emulate import Spinner
+
+MAX_CASES = 1000  # a cases file runs on one set of ranks per world size; thousands would be a slip
+_DEFAULTS = {"backend": "gloo", "timeout_s": "60", "collectives": "native", "json": False}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="gloo (CPU) or nccl (GPU)")
-    p.add_argument("--timeout-s", default="60", help="fail if any rank has not finished by then (default 60)")
-    p.add_argument("--collectives", default="native", choices=("native", "ring"),
+    p.add_argument("--backend", default=_DEFAULTS["backend"], choices=("gloo", "nccl"), help="gloo (CPU) or nccl (GPU)")
+    p.add_argument("--timeout-s", default=_DEFAULTS["timeout_s"],
+                   help="fail if any rank has not finished by then (default 60)")
+    p.add_argument("--collectives", default=_DEFAULTS["collectives"], choices=("native", "ring"),
                    help="torch.distributed's collectives, or explicit rings of send/recv whose bytes are counted")
     p.add_argument("--seed", default="0", help="random seed of the inputs")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -56,7 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pp.add_argument("--batch", default="4096", help="samples per step (default 4096, as the seed)")
     pp.add_argument("--schedule", default="gpipe", choices=[s.value for s in Schedule])
     pp.add_argument("--learning-rate", default="1e-3")
-    for p in (mm, ffn, mlp, pp):
+    cs = sub.add_parser("cases", help="several cases from a file, one per line in this command's words "
+                        "(e.g. matmul --mesh 2x4 --a 1x1,1x4 --b 1x4,1x1), on one set of ranks per world size")
+    cs.add_argument("file", help="the cases file ('-': stdin); '#' starts a comment")
+    for p in (mm, ffn, mlp, pp, cs):
         _common(p)
 
 
@@ -91,44 +103,84 @@ def build_case(args: argparse.Namespace) -> Case:
                         learning_rate=as_float(args.learning_rate, "learning-rate", positive=True), seed=seed)
 
 
-def _render(result: EmulationResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _case_lines(path: str) -> list[tuple[int, list[str]]]:
+    """(line number, words) of each case in a cases file; blank lines and ``#`` comments skipped."""
+    text = sys.stdin.read() if path == "-" else read_text(path, "cases")
+    lines = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise ConfigError(f"{path}:{number}", line.strip(), str(e)) from None
+        if words:
+            lines.append((number, words))
+    require(bool(lines), "cases", path, "has no case (one per line, e.g. 'matmul --mesh 2x4 --a 1x1,1x4 --b 1x4,1x1')")
+    require(len(lines) <= MAX_CASES, "cases", path, f"has {len(lines):,} cases; at most {MAX_CASES:,} per call")
+    return lines
 
-    t = result.total
-    table = Table(title=f"{result.label}  ({result.world_size} ranks, {result.backend})", show_header=False)
-    rows = [("policy", result.policy),
-            ("flops", f"{t.flops:,}  ({t.flops / GFLOP:.3f} GFLOP)"),
-            ("h2d messages / bytes", f"{t.h2d_messages:,} / {t.h2d_bytes:,}  ({t.h2d_bytes / MIB:.2f} MiB)"),
-            ("d2d messages / bytes (naive)", f"{t.d2d_messages:,} / {t.d2d_bytes:,}  ({t.d2d_bytes / MIB:.2f} MiB)"),
-            ("ring bytes (estimate.comm)", f"{t.ring_bytes:,.0f}  ({t.ring_bytes / MIB:.2f} MiB)"),
-            ("collectives recorded", f"{result.num_collectives:,}  (comm time {result.comm_time_s:.4f} s)"),
-            ("time (slowest rank)", f"{result.time_s:.4f} s"),
-            ("max abs / rel error", f"{result.max_abs_error:.3e} / {result.max_rel_error:.3e}  "
-                                    f"({'ok' if result.ok else 'FAILED'}, tolerance {result.tolerance:g})")]
-    if t.wire_bytes:
-        rows.insert(5, ("wire bytes (ring, counted)", f"{t.wire_bytes:,}"))
-    for name, value in rows:
-        table.add_row(name, value)
-    Console().print(table)
+
+class _LineParser(argparse.ArgumentParser):
+    """Parses one line of a cases file; an error names the file, the line and its words (one line)."""
+
+    line = ""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(self.prog, self.line, message)
+
+
+def read_cases(path: str) -> list[Case]:
+    """The cases of a file, each line in this command's own words (``matmul --mesh 2x4 --a 1x1,1x4 ...``);
+    the launch options (--backend, --timeout-s, --collectives, --json) belong to the command line."""
+    cases = []
+    for number, words in _case_lines(path):
+        where = f"{path}:{number}"
+        parser = _LineParser(prog=where)
+        parser.line = " ".join(words)
+        add_arguments(parser)
+        args = parser.parse_args(words)
+        require(args.op != "cases", where, "cases", "a cases file cannot name another one")
+        for flag, name in (("--backend", "backend"), ("--timeout-s", "timeout_s"),
+                           ("--collectives", "collectives"), ("--json", "json")):
+            require(getattr(args, name) == _DEFAULTS[name], where, flag,
+                    "a launch option: give it on the command line, not per case")
+        try:
+            cases.append(build_case(args))
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e.field}", e.value, e.rule) from None
+    return cases
+
+
+def _launch(cases: list[Case], args: argparse.Namespace) -> list[EmulationResult]:
+    """One launch per world size (a launch's ranks run all its cases: start-up is paid once); results in
+    the cases' order."""
+    timeout_s = as_float(args.timeout_s, "timeout-s", positive=True)
+    with Spinner() as spinner:
+        spinner.phase("importing torch")
+        from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch
+
+        options = LaunchOptions(backend=args.backend, timeout_s=timeout_s, collectives=args.collectives)
+        by_world: dict[int, list[int]] = {}
+        for i, case in enumerate(cases):
+            by_world.setdefault(case.world_size, []).append(i)
+        results: dict[int, EmulationResult] = {}
+        for indices in by_world.values():
+            got = emulate([cases[i] for i in indices], options, progress=spinner)
+            results.update(zip(indices, got, strict=False))  # empty on ranks > 0 under torchrun
+    return [results[i] for i in sorted(results)]
 
 
 def run(args: argparse.Namespace) -> int:
     require_extra("torch", "torch", "emulate", args.op)
-    case = build_case(args)
-    timeout_s = as_float(args.timeout_s, "timeout-s", positive=True)
-    from rich.console import Console
-
-    with Console(stderr=True).status(f"emulate {case.label}: importing torch, starting {case.world_size} ranks"):
-        from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch
-
-        results = emulate([case], LaunchOptions(backend=args.backend, timeout_s=timeout_s,
-                                                collectives=args.collectives))
+    cases = read_cases(args.file) if args.op == "cases" else [build_case(args)]
+    results = _launch(cases, args)
     if not results:  # a rank > 0 under torchrun: rank 0 reports
         return 0
-    result = results[0]
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        data = [r.to_json() for r in results]
+        print(json.dumps(data if args.op == "cases" else data[0], indent=2))
     else:
-        _render(result)
-    return 0 if result.ok else 1
+        from greentrain.report.emulate import render_emulation
+
+        for result in results:
+            render_emulation(result)
+    return 0 if all(r.ok for r in results) else 1

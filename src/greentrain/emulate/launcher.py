@@ -2,9 +2,11 @@
 
 Two ways in:
   * standalone: N processes started with torch.multiprocessing, rendezvous through a TCPStore that the
-    parent hosts on a fresh port of 127.0.0.1 (port 0: the OS picks a free one, no race). The ranks are forked
-    from a forkserver that imported torch once (a clean process, as with spawn, without paying the import of
-    torch N times: seconds per rank on a small machine); plain spawn where forkserver does not exist;
+    parent hosts on a fresh port of 127.0.0.1 (port 0: the OS picks a free one, no race), told to the ranks
+    once they run. On Linux with gloo the ranks are forked from this process, which has imported torch, before
+    any other thread runs here (a forkserver would import torch a second time: 1.5 to 3 s per call on 2
+    cores); with NCCL (CUDA does not survive a fork) and on other systems, from a forkserver that imported
+    torch once, or spawned where there is none;
   * under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR set): this process is one rank of an existing
     job; results are gathered to rank 0.
 Several cases run one after the other in one launch (start-up, i.e. importing torch in every rank, is paid
@@ -23,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -43,6 +45,16 @@ Job = tuple[Case, bool]  # a case, and whether the recorder records (False: raw 
 
 class EmulationError(GreentrainError):
     """A rank crashed, exited or hung: the whole emulation failed."""
+
+
+class Progress(Protocol):
+    """Where the launcher says what it is doing (the CLI's spinner: report/emulate.py)."""
+
+    def phase(self, text: str) -> None:
+        """The phase now running; resumes the display after ``quiet``."""
+
+    def quiet(self) -> None:
+        """Stop any thread of the display now: the ranks are about to be forked from this process."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,13 +81,14 @@ def under_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"))
 
 
-def emulate(cases: Sequence[Case], options: LaunchOptions | None = None, *,
-            record: bool = True) -> list[EmulationResult]:
+def emulate(cases: Sequence[Case], options: LaunchOptions | None = None, *, record: bool = True,
+            progress: Progress | None = None) -> list[EmulationResult]:
     """Run ``cases`` on one set of ranks; one result per case (empty on ranks > 0 under torchrun)."""
-    return run_jobs([(c, record) for c in cases], options or LaunchOptions())
+    return run_jobs([(c, record) for c in cases], options or LaunchOptions(), progress=progress)
 
 
-def run_jobs(jobs: Sequence[Job], options: LaunchOptions) -> list[EmulationResult]:
+def run_jobs(jobs: Sequence[Job], options: LaunchOptions, *,
+             progress: Progress | None = None) -> list[EmulationResult]:
     if not jobs:
         raise ConfigError("cases", 0, "nothing to emulate")
     world = jobs[0][0].world_size
@@ -88,7 +101,8 @@ def run_jobs(jobs: Sequence[Job], options: LaunchOptions) -> list[EmulationResul
     if not under_torchrun() and world > limit:
         raise ConfigError("mesh", world, f"needs {world} ranks; at most {limit} run as local processes here "
                                          "(4 per CPU core, at least 16): launch more under torchrun on several hosts")
-    per_rank = _run_in_group(jobs, options, world) if under_torchrun() else _spawn(jobs, options, world)
+    per_rank = (_run_in_group(jobs, options, world) if under_torchrun()
+                else _spawn(jobs, options, world, progress))
     if not per_rank:
         return []
     return [EmulationResult(label=case.label, policy=_policy(case), backend=options.backend, world_size=world,
@@ -137,9 +151,16 @@ def _run_case(case: Case, record: bool, options: LaunchOptions, device: torch.de
                       max_rel_error=checker.max_rel_error)
 
 
-def _run_all(jobs: Sequence[Job], options: LaunchOptions, device: torch.device) -> list[RankResult]:
+def _run_all(jobs: Sequence[Job], options: LaunchOptions, device: torch.device,
+             say: Any = None) -> list[RankResult]:
+    """Every job in order on this rank; ``say(text)`` (rank 0 of a local launch) reports each case."""
     meshes: dict[Mesh2D, MeshContext] = {}
-    return [_run_case(case, record, options, device, meshes) for case, record in jobs]
+    out = []
+    for i, (case, record) in enumerate(jobs):
+        if say is not None:
+            say(f"case {i + 1}/{len(jobs)}: {case.label}" if len(jobs) > 1 else f"running {case.label}")
+        out.append(_run_case(case, record, options, device, meshes))
+    return out
 
 
 PARENT_POLL_S = 0.2
@@ -163,17 +184,24 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="greentrain-parent-watch", daemon=True).start()
 
 
-def _worker(rank: int, world: int, port: int, jobs: Sequence[Job], options: LaunchOptions, out: Any,
+def _worker(rank: int, world: int, ports: Any, jobs: Sequence[Job], options: LaunchOptions, out: Any,
             parent_pid: int) -> None:
+    for s in (signal.SIGTERM, signal.SIGHUP):  # a forked rank inherits the launcher's handlers
+        signal.signal(s, signal.SIG_DFL)
     _exit_with_parent(parent_pid)
     try:
         if options.backend == "gloo":  # the ranks share the CPU cores: do not oversubscribe them
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
         timeout = timedelta(seconds=options.timeout_s)
+        port = ports.get(timeout=options.timeout_s)
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
         device = _device(options.backend, rank)
         dist.init_process_group(options.backend, store=store, rank=rank, world_size=world, timeout=timeout)
-        out.put(("ok", rank, _run_all(jobs, options, device)))
+
+        def say(text: str) -> None:
+            out.put(("progress", rank, text))
+
+        out.put(("ok", rank, _run_all(jobs, options, device, say if rank == 0 else None)))
         dist.destroy_process_group()
     except BaseException as e:  # report and exit non-zero; the parent stops the others
         line = (str(e).strip().splitlines() or [""])[0][:300]
@@ -182,22 +210,32 @@ def _worker(rank: int, world: int, port: int, jobs: Sequence[Job], options: Laun
 
 
 # -- the parent -------------------------------------------------------------------------------------------------
-def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int) -> list[list[RankResult]]:
-    timeout = timedelta(seconds=options.timeout_s)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timeout, wait_for_workers=False)
-    context = _context()
-    out = context.Queue()
-    procs = [context.Process(target=_worker, args=(r, world, store.port, jobs, options, out, os.getpid()),
-                             daemon=True,
-                             name=f"greentrain-emulate-rank{r}") for r in range(world)]
-    finished = False
+def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int,
+           progress: Progress | None) -> list[list[RankResult]]:
+    context = _context(options.backend)
+    out, ports = context.Queue(), context.Queue()
+    procs = [context.Process(target=_worker, args=(r, world, ports, jobs, options, out, os.getpid()),
+                             daemon=True, name=f"greentrain-emulate-rank{r}") for r in range(world)]
+    finished, store = False, None
     old_handlers = _stop_on_signals()
     try:
+        if progress is not None:
+            progress.phase(f"starting {world} ranks")
+            progress.quiet()  # no other thread in this process while it forks
         for p in procs:
             p.start()
-        results = _collect(procs, out, options.timeout_s)
+        if progress is not None:
+            progress.phase(f"{world} ranks: rendezvous")
+        # the store (and its server thread) once the ranks are forked; they read its port from the queue
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=options.timeout_s),
+                              wait_for_workers=False)
+        for _ in range(world):
+            ports.put(store.port)
+        results = _collect(procs, out, options.timeout_s, progress)
         finished = True
     finally:
+        if progress is not None:
+            progress.phase(f"stopping {world} ranks")
         _stop(procs, grace_s=10.0 if finished else 0.0)
         del store
         _restore(old_handlers)
@@ -222,9 +260,12 @@ def _restore(old: dict[int, Any]) -> None:
         signal.signal(s, handler)
 
 
-def _context() -> Any:
-    """A forkserver that has imported torch and greentrain once (then each rank is a cheap fork of a clean,
-    single-threaded server, and later launches in this process reuse it); plain spawn where there is none."""
+def _context(backend: str) -> Any:
+    """gloo on Linux: fork this process (torch is imported here already). Else a forkserver that has imported
+    torch and greentrain once (each rank a cheap fork of a clean, single-threaded server; later launches in
+    this process reuse it); plain spawn where there is none."""
+    if backend == "gloo" and sys.platform == "linux":
+        return mp.get_context("fork")
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     context = mp.get_context("forkserver")
@@ -232,7 +273,8 @@ def _context() -> Any:
     return context
 
 
-def _collect(procs: list[Any], out: Any, timeout_s: float) -> dict[int, list[RankResult]]:
+def _collect(procs: list[Any], out: Any, timeout_s: float,
+             progress: Progress | None = None) -> dict[int, list[RankResult]]:
     deadline = time.monotonic() + timeout_s
     results: dict[int, list[RankResult]] = {}
     while len(results) < len(procs):
@@ -248,6 +290,10 @@ def _collect(procs: list[Any], out: Any, timeout_s: float) -> dict[int, list[Ran
                 if r not in results and p.exitcode is not None and p.exitcode != 0:
                     raise EmulationError(f"rank {r} exited with code {p.exitcode}; "
                                          f"all {len(procs)} ranks were stopped") from None
+            continue
+        if status == "progress":
+            if progress is not None:
+                progress.phase(payload)
             continue
         if status == "error":
             raise EmulationError(f"rank {rank} failed: {payload}; all {len(procs)} ranks were stopped")

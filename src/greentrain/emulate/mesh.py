@@ -8,12 +8,14 @@ created by every rank in the same order as torch.distributed requires.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.tensor import Replicate, Shard
+
+if TYPE_CHECKING:  # torch.distributed.tensor costs about 1 s to import (sympy): only where it is used
+    from torch.distributed.tensor import Replicate, Shard
 
 from greentrain.emulate.recorder import Group
 from greentrain.emulate.sharding import DimSharding, Mesh2D, TensorSharding
@@ -68,6 +70,8 @@ class MeshContext:
 def placements(ts: TensorSharding, mesh: Mesh2D) -> tuple[Shard | Replicate, Shard | Replicate] | None:
     """The DTensor placements on the ("x", "y") mesh equal to ``ts``, or None when the seed's sharding uses
     only part of a mesh axis (a block of a 4-wide axis has no DTensor placement)."""
+    from torch.distributed.tensor import Replicate, Shard
+
     out: list[Shard | Replicate] = []
     for axis_size, shards in ((mesh.x_size, [d.x_shards for d in ts.dims]),
                               (mesh.y_size, [d.y_shards for d in ts.dims])):
