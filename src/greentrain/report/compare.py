@@ -70,12 +70,15 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[Compari
     return rows
 
 
-# Keys only a prediction (`greentrain plan --json`) writes, and keys only a measurement writes
+# Keys only a prediction (`greentrain plan --json`) writes, and keys only a measurement writes (both write
+# num_steps: a plan's run length, a measurement's steps seen)
 PREDICTION_KEYS = ("mfu", "step_breakdown_s", "memory_bytes_per_device")
-MEASUREMENT_KEYS = ("meters", "status", "num_steps")
+MEASUREMENT_KEYS = ("meters", "status")
 
 
 def is_prediction(data: dict[str, Any]) -> bool:
+    if data.get("kind") == "plan":
+        return True
     return any(k in data for k in PREDICTION_KEYS) and not any(k in data for k in MEASUREMENT_KEYS)
 
 

@@ -22,3 +22,15 @@ def test_binary_directory_and_duplicate_key_files(tmp_path: Path, capsys: pytest
         assert main(["compare", *argv]) == 2
         out, err = capsys.readouterr()
         assert out == "" and needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_real_plan_is_refused_as_the_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 9 with the file `plan --json` really writes (it has num_steps, as a measurement does):
+    `compare PLAN.json PLAN.json` reported +0.0 %."""
+    assert main(["plan", "--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048",
+                 "--tokens", "1e9", "--json"]) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(capsys.readouterr().out)
+    assert main(["compare", str(plan), str(plan)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "is a prediction (greentrain plan --json)" in err
