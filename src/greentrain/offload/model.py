@@ -58,14 +58,18 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
     on_device_opt = st.optimizer_on == "device-streamed"
     streamed = r < cc.num_layers
+    loaded = np.minimum(k + 1, cc.num_layers - r) * p * w  # the ring: never more buffers than streamed layers
     if on_device_opt:  # gradients accumulate on the device; the optimizer states of what stays there too
         ends_state = cc.end_params * (w + g + o)
         resident = r * p * (w + g + o)
-        ring = np.where(streamed, (k + 1) * p * w + st.grad_buffers * p * g, 0.0)
-    else:  # each gradient leaves in its post-accumulate hook: one table's and one layer's at a time
+        ring = np.where(streamed, loaded + st.grad_buffers * p * g, 0.0)
+    else:  # each gradient leaves in its post-accumulate hook: one table's and grad_buffers layers' at a time;
+        # the first backward layer's gradients fill while the device activations are all live, the next ones
+        # only once that layer's have been freed (the accounted executor: tests/unit/offload)
         ends_state = cc.end_params * w + cc.table_params * g
         resident = r * p * w
-        ring = np.where(streamed, (k + 1) * p * w, 0.0) + st.grad_buffers * p * g
+        more = (st.grad_buffers - 1) * p * g
+        ring = loaded + p * g + np.where(dev_slots >= 1, np.maximum(0.0, more - cc.saved_bytes["device"]), more)
     head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
     # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
     # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute

@@ -280,6 +280,11 @@ class StreamingTrainer:
         if seq != self.plan.seq_len:
             raise ConfigError("plan.seq_len", self.plan.seq_len, f"the plan was made for another sequence length: "
                               f"the batch has {seq} tokens per sequence")
+        per_plan = self.plan.chunk_tokens // self.plan.seq_len  # sequences per micro-batch the plan holds
+        rows = max(mb.shape[0] for mb in micro_batches)
+        if rows != per_plan:
+            raise ConfigError("plan.micro_batch", per_plan, f"the plan was made for another batch: a micro-batch "
+                              f"has {rows} sequences")
         t0 = time.perf_counter()
         self._first_grad.clear()
         total = 0.0

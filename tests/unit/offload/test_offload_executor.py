@@ -23,6 +23,7 @@ from greentrain.offload.llama import TINY_LLAMA, build_llama, lm_loss, stack_of,
 from greentrain.offload.plan import OffloadPlan, plan_offload
 from greentrain.offload.testing import DeviceBytes, DeviceCapExceeded
 from greentrain.offload.train import StreamingTrainer
+from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, scenario_from_dict
 
 SPEC = load_model(TINY_LLAMA)
@@ -39,9 +40,10 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def scenario(seq: int) -> Scenario:
-    return scenario_from_dict({"model": TINY_LLAMA, "cluster": {"chip": "h100-sxm", "num_chips": 1},
-                               "workload": {"seq_len": seq, "global_batch_size": 1, "precision": "fp32"}})
+def scenario(seq: int, micro_batch: int = 1) -> Scenario:
+    sc = scenario_from_dict({"model": TINY_LLAMA, "cluster": {"chip": "h100-sxm", "num_chips": 1},
+                             "workload": {"seq_len": seq, "global_batch_size": micro_batch, "precision": "fp32"}})
+    return sc.with_strategy(Strategy(micro_batch_size=micro_batch))
 
 
 def batches(seq: int = SEQ) -> list[list[torch.Tensor]]:
@@ -79,7 +81,7 @@ def reference(clip: bool) -> tuple[list[float], list[torch.Tensor]]:
 
 
 def plan_for(resident: int, depth: int = 1) -> OffloadPlan:
-    return plan_offload(scenario(SEQ), OffloadCaps.from_gib(1, 10),
+    return plan_offload(scenario(SEQ, micro_batch=2), OffloadCaps.from_gib(1, 10),
                         OffloadPolicy(resident_layers=resident, prefetch_depth=depth), eff=EFF)
 
 
