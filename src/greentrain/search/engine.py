@@ -236,4 +236,19 @@ def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], tot
         return (f"none of the {total:,} strategies meets the constraints ({', '.join(g for g in given if g)}); "
                 f"without them the fastest takes {units.s_to_days(c.run_time_s):.4g} days and costs "
                 f"{c.cost_usd:,.0f} USD on {c.num_chips} x {c.chip}")
+    pins = pinned_fields(space)
+    if total == 0 and pins:
+        where = "; ".join(f"{u.cluster.num_chips} x {u.cluster.chip.name}" for u in units_)
+        return (f"no strategy on {where} keeps the pinned {' '.join(pins)} for {units_[0].model.name}: dp must "
+                "divide the batch, tp the heads, pp at most the layers, and dp * tp * pp * cp = the chips"
+                + ("; etp is 1 or tp" if space.etp is not None else ""))
     return nothing_fits_message(scenarios, units_, total)
+
+
+def pinned_fields(space: SearchSpace) -> list[str]:
+    """The fields a search space pins, as ``field=value`` (a scenario file's strategy, `plan --tp 8`)."""
+    ints = [f"{k}={getattr(space, k)}" for k in ("dp", "tp", "pp", "vpp", "cp", "ep") if getattr(space, k)]
+    others = [f"etp={space.etp}" if space.etp is not None else "",
+              f"sp={str(space.sp).lower()}" if space.sp is not None else "",
+              f"micro_batch_size={space.micro_batch}" if space.micro_batch else ""]
+    return ints + [o for o in others if o]

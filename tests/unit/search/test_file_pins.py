@@ -59,6 +59,12 @@ def test_what_cannot_be_honoured_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert code == 2 and err.count("\n") == 1 and needle in err, err
 
 
+def test_pins_nothing_keeps_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _search(tmp_path, capsys, "{dp: 8, tp: 8}")
+    assert code == 2 and err.count("\n") == 2  # the note, then the one-line error
+    assert "no strategy on 8 x h100-sxm keeps the pinned dp=8 tp=8 for llama3.2-1b" in err
+
+
 def test_pinned_space() -> None:
     space = pinned_space({"tp": 4, "zero": 1, "recompute": "full", "schedule": "1f1b", "etp": 1},
                          SearchSpace(max_micro_batch=2))
