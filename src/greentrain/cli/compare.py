@@ -13,6 +13,7 @@ from greentrain.report.compare import (
     mismatch_warnings,
     render_comparison,
 )
+from greentrain.report.results import stamp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     check_kinds(predicted, measured, args.measured)
     rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)
     if args.json:
-        print(json.dumps(comparison_to_dict(rows, warnings), indent=2))
+        print(json.dumps(stamp("compare", comparison_to_dict(rows, warnings)), indent=2))
         return 0
     render_comparison(rows, warnings)
     return 0

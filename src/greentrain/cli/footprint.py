@@ -32,6 +32,7 @@ from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
 from greentrain.report import footprint as render
+from greentrain.report.results import stamp
 
 MAX_POWER_TDP_RATIO = 1.5  # the most a measured average power per chip may exceed the chip's TDP by
 
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         codes = split_list(args.compare_regions, "--compare-regions")
         # each region at its own PUE unless --pue was given: a run file's PUE is its own site's
         ranked = compare_regions(codes, pue=args.pue, **kwargs)
-        as_json = json.dumps(render.compare_dict(ranked), indent=2)
+        as_json = json.dumps(stamp("footprint", render.compare_dict(ranked)), indent=2)
         print(as_json if args.json else render.compare_table(ranked))
         return 0
     site = _site(args, run_in)
@@ -224,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
                                  training_type=args.training_type)
         print(yaml.safe_dump(block, sort_keys=False), end="")
     elif args.json:
-        print(json.dumps(render.footprint_dict(fp, start), indent=2))
+        print(json.dumps(stamp("footprint", render.footprint_dict(fp, start)), indent=2))
     else:
         print(render.footprint_table(fp, site, chip, start, mfu=run_in.mfu_as_utilization))
     return 0

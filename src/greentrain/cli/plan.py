@@ -12,6 +12,7 @@ from greentrain.cli.scenario_args import (
     scenario_from_args,
     with_resolved_strategy,
 )
+from greentrain.report.results import stamp
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     result = estimate_run(sc, chosen=chosen, eff=profile.for_chip(sc.cluster.chip.name))
     default_batch = batch_is_default(args)
     if args.json:
-        print(json.dumps(plan_to_dict(result, default_batch=default_batch), indent=2))
+        print(json.dumps(stamp("plan", plan_to_dict(result, default_batch=default_batch)), indent=2))
         return 0
     from greentrain.report.console import default_console
     from greentrain.report.plan import render_plan

@@ -14,6 +14,7 @@ from greentrain import units
 from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
+from greentrain.report.results import stamp
 from greentrain.scenario import Scenario
 from greentrain.search.engine import OBJECTIVES, Constraints
 
@@ -121,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
 
             write_command_page(args.html, [("greentrain search", "search", doc)])
         if args.json:
-            print(json.dumps(doc, indent=2))
+            print(json.dumps(stamp("search", doc), indent=2))
             return 0
     from greentrain.report.console import stdout_console
     from greentrain.report.search import render_search

@@ -9,6 +9,7 @@ from typing import Any
 
 from greentrain.cli.argtypes import nonneg_int, positive_float, positive_int
 from greentrain.errors import ConfigError
+from greentrain.report.results import stamp
 
 PROGRESS_MIN_TASKS = 200_000  # show a progress bar when a run has at least this many tasks
 
@@ -115,7 +116,7 @@ def _run_swarm(args: argparse.Namespace) -> int:
     _write_outputs(args, trace, f"swarm of {res.num_devices} devices, {res.model}")
     _write_html(args, "swarm", res.to_dict(), trace)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
+        print(json.dumps(stamp("simulate", res.to_dict()), indent=2))
         return 0
     from greentrain.report.sim import render_swarm
 
@@ -138,7 +139,7 @@ def _run_step(args: argparse.Namespace) -> int:
                                         f"{sc.strategy.describe() if sc.strategy else ''}"}
     _write_html(args, "step", doc, trace)
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(stamp("simulate", doc), indent=2))
         return 0
     from greentrain.report.sim import render_step
 
