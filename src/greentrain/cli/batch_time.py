@@ -13,6 +13,7 @@ import json
 from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import MAX_LINK_BYTES_PER_S, MIN_LINK_BYTES_PER_S, require
 from greentrain.errors import ConfigError
+from greentrain.report.results import stamp
 
 
 def _flag(parser: argparse.ArgumentParser, *names: str, **kwargs: object) -> None:
@@ -77,5 +78,6 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.report.html import write_command_page
 
         write_command_page(args.html, [("greentrain batch-time", "batch_time", batch_time_to_dict(cfg, result))])
-    print(json.dumps(batch_time_to_dict(cfg, result), indent=2) if args.json else batch_time_text(cfg, result))
+    print(json.dumps(stamp("batch_time", batch_time_to_dict(cfg, result)), indent=2) if args.json
+          else batch_time_text(cfg, result))
     return 0

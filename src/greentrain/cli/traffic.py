@@ -16,6 +16,7 @@ from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
+from greentrain.report.results import stamp
 
 DEFAULT_UTILIZATION = 0.5  # the seed README's assumption: 50% of peak (A100 bf16 312e12 -> 156e12)
 
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         sweep = [asdict(p) for p in sweep_data_parallel(cfg, dps)]
         write_command_page(args.html, [("greentrain traffic", "traffic", {**report.to_json(), "dp_sweep": sweep})])
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(stamp("traffic", report.to_json()), indent=2))
     else:
         print(traffic_text(report))
     return 0

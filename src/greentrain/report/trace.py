@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.report.files import check_output_path, write_atomic
+from greentrain.report.results import SCHEMA_VERSION
 from greentrain.sim.trace import Trace
 
 US_PER_S = 1e6  # the trace format counts microseconds
@@ -40,7 +41,7 @@ def to_chrome(trace: Trace) -> dict[str, Any]:
         pid, tid = tids[track]
         events.append({"name": name or cat or "busy", "cat": cat or "sim", "ph": "X", "pid": pid,
                        "tid": tid, "ts": start * US_PER_S, "dur": (end - start) * US_PER_S})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
+    return {"kind": "trace", "schema_version": SCHEMA_VERSION, "traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"generator": "greentrain simulate", "dropped_spans": trace.dropped}}
 
 
