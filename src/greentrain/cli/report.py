@@ -1,5 +1,6 @@
-"""`greentrain report FILE.json... -o report.html`: plan, search, simulate (and its --trace), track, compare
-and footprint results as one self-contained static HTML page (inline SVG plots, HTML tables, no script)."""
+"""`greentrain report FILE.json... -o report.html`: plan, search, simulate (and its --trace), track, compare,
+footprint, traffic, batch-time, offload-heatmap and experiment results as one self-contained static HTML page
+(inline SVG plots, HTML tables, no script; docs/report.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import argparse
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.json",
-                   help="result files: plan/search/simulate/footprint/compare --json output, a simulate --trace, "
-                        "a track measurement.json (any mix, in the order the page shows them)")
+                   help="result files: the --json output of plan, search, simulate, compare, footprint, traffic, "
+                        "batch-time or offload heatmap, a simulate --trace, a track measurement.json, an "
+                        "experiment's results.json (any mix, in the order the page shows them)")
     p.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="the page to write (.html)")
 
 
