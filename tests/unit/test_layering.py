@@ -55,18 +55,13 @@ KNOWN_DRAWING: dict[str, str] = {
     # the Tracker (measure/tracker.py) prints this summary itself: moving it to report/ needs the Tracker to be
     # handed a printer (helper C, measure/)
     "greentrain.measure.outputs": "the measurement table (render_table)",
-    "greentrain.cli.emulate": "its tables move to report/emulate.py (helper C)",
     "greentrain.cli.offload": "its table moves to report/offload.py (helper D)",
 }
 DRAWING_LIBRARIES = ("rich", "matplotlib")
 
 # Module cycles that exist today (a cycle is known when all its modules start with the prefix), each with who
 # breaks it. Nothing else may be added here.
-KNOWN_CYCLES: dict[str, str] = {
-    # results.py imports the result_kinds modules lazily to register the kinds, and they import results: the
-    # registry could be filled by a third module that imports both (helper B, issue 17 item 2)
-    "greentrain.report.result": "report/results.py registry (helper B)",
-}
+KNOWN_CYCLES: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
