@@ -59,10 +59,6 @@ KNOWN_DRAWING: dict[str, str] = {
 }
 DRAWING_LIBRARIES = ("rich", "matplotlib")
 
-# Module cycles that exist today (a cycle is known when all its modules start with the prefix), each with who
-# breaks it. Nothing else may be added here.
-KNOWN_CYCLES: dict[str, str] = {}
-
 
 @dataclass(frozen=True, slots=True)
 class Import:
@@ -210,10 +206,7 @@ def _graph(key: str) -> dict[str, set[str]]:
 def test_no_import_cycle(key: str) -> None:
     """No cycle between modules, nor between packages (a cycle through `if TYPE_CHECKING:` only is allowed:
     it never runs). Lazy imports inside functions count: they are dependencies all the same."""
-    def known(cycle: list[str]) -> bool:
-        return key == "module" and any(all(m.startswith(p) for m in cycle) for p in KNOWN_CYCLES)
-
-    assert [c for c in _cycles(_graph(key)) if not known(c)] == []
+    assert _cycles(_graph(key)) == []
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
