@@ -5,7 +5,7 @@
     greentrain experiment run    EXP.yaml [--out DIR] [--only ID,..] [--isolation process|inline] [--fresh]
                                           [--over-budget-ok]
     greentrain experiment status DIR [--json]
-    greentrain experiment report DIR [--reprice REGION ...] [--plot DIR] [--json]
+    greentrain experiment report DIR [--reprice REGION ...] [--plot DIR] [--json] [--mlflow [URI]]
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--reprice", nargs="+", metavar="REGION", help="price the measurements in these regions")
     q.add_argument("--plot", help="folder for the plots (default: DIR)")
     q.add_argument("--json", action="store_true", help='print {"variants": [...], ...}')
+    q.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
+                   help="log one MLflow run per finished variant, none twice (default URI: sqlite:///DIR/mlflow.db)")
 
 
 def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool,
@@ -93,11 +95,28 @@ def run(args: argparse.Namespace) -> int:
         results = run_experiment(exp, opts, progress=progress,
                                  after_variant=lambda d: _report(d, None, None, False, True, show=False))
         _report(out, None, plot_dir, False, True)
+        if exp.base.mlflow:
+            _mlflow(out, exp.base.mlflow)
         print(f"results in {out}", file=sys.stderr)
         return 1 if any(r.status == "failed" for r in results) else 0
     out = Path(args.dir)
     if args.action == "status":
         _report(out, [], None, args.json, False)
         return 0
+    if args.mlflow:
+        from greentrain.experiment.tracking import require_mlflow
+
+        require_mlflow("--mlflow", args.mlflow)
     _report(out, args.reprice, Path(args.plot) if args.plot else out, args.json, True)
+    if args.mlflow:
+        _mlflow(out, args.mlflow)
     return 0
+
+
+def _mlflow(out: Path, setting: str | bool) -> None:
+    from greentrain.experiment.report import load_results
+    from greentrain.experiment.tracking import log_variants, tracking_uri
+
+    man, results = load_results(out)
+    created, present = log_variants(str(man["name"]), results, out, setting)
+    print(f"mlflow: {created} run(s) logged, {present} already there ({tracking_uri(out, setting)})", file=sys.stderr)

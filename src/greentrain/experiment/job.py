@@ -145,7 +145,7 @@ class Job:
     site: SiteSpec
     budget: BudgetSpec
     hooks: bool
-    mlflow: str | None
+    mlflow: str | bool | None  # true: sqlite:///DIR/mlflow.db (experiment.tracking); a URI; None: no MLflow
     num_threads: int | None
     resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
 
@@ -276,6 +276,9 @@ def parse_job(raw: dict[str, Any]) -> Job:
             "tokenizer.kind: path needs a local tokenizer folder or tokenizer.json")
     budget = sections["budget"]
     tracking = sections["tracking"]
+    require(tracking["mlflow"] in (None, True, False) or (isinstance(tracking["mlflow"], str) and
+                                                         bool(tracking["mlflow"])), "tracking.mlflow",
+            tracking["mlflow"], "must be true (a SQLite store in the output folder), a tracking URI, or null")
     resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
                 "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
     return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
@@ -283,6 +286,6 @@ def parse_job(raw: dict[str, Any]) -> Job:
                early_stopping=_early_stopping(raw.get("early_stopping")), eval=_eval(sections["eval"], task),
                site=_site(sections["site"]),
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
-               hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"], resolved=resolved,
+               hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
                num_threads=None if sections["runtime"]["num_threads"] is None else
                as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1))

@@ -2,6 +2,7 @@
 
 No torch: the planner is analytical. Time, energy, CO2e and $ need ``site.chip`` (the chip the runs will use);
 without it the plan gives FLOPs, tokens and memory, and the budget is checked on measured totals while running.
+A search (Optuna) is planned as its base job times its trials.
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ def plan_experiment(exp: Experiment) -> ExperimentPlan:
             raise ConfigError(f"variant {v.variant_id}: {e.field}", e.value, e.rule) from None
         settings = ", ".join(f"{k}={val}" for k, val in v.axis_values) or "(base)"
         rows.append(PlanRow(variant_id=v.variant_id, settings=settings, prediction=p, num_steps=v.job.train.max_steps))
-    energy = _sum([r.prediction.energy_j for r in rows])
-    kg = _sum([r.prediction.kg_co2e for r in rows])
-    usd = _sum([r.prediction.cost_usd for r in rows])
+    # a search: the trials are not known ahead; each is taken to cost what the base does
+    n = exp.search.trials if exp.search is not None else 1
+    energy, kg, usd = (None if x is None else n * x for x in (_sum([r.prediction.energy_j for r in rows]),
+                                                              _sum([r.prediction.kg_co2e for r in rows]),
+                                                              _sum([r.prediction.cost_usd for r in rows])))
     return ExperimentPlan(name=exp.name, rows=tuple(rows), energy_j=energy, kg_co2e=kg, cost_usd=usd,
                           budget=exp.base.budget, over_budget=budget_breaches(exp.base.budget, energy, kg, usd,
                                                                               "predicted"))

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -274,12 +274,53 @@ def _measured_totals(results: list[VariantResult], attempts: list[Attempt]) -> t
             sum(x for x in usd if x is not None) if usd else None)
 
 
+def over_budget_error(sentence: str) -> ConfigError:
+    """The refusal of a plan over budget: ``budget.max_kwh=0.05: the predicted total is ...`` as field, value, rule."""
+    head, rest = sentence.split(": ", 1)
+    field, limit = head.split("=", 1)
+    return ConfigError(field, float(limit), f"{rest}: predicted over budget (--over-budget-ok runs it anyway)")
+
+
+def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> None:
+    """``DIR/experiment.json``: what ``status`` and ``report`` read (name, site, task, the variants)."""
+    manifest = {"kind": "greentrain.experiment", "name": exp.name, "file": exp.path, "combine": exp.combine,
+                "task": exp.base.task, "site": exp.base.resolved["site"],
+                "variants": [{"variant_id": v.variant_id, "config_hash": v.config_hash,
+                              "max_steps": v.job.train.max_steps,
+                              "axis_values": [[k, val] for k, val in v.axis_values]} for v in variants]}
+    write_text_atomic(out / "experiment.json", json.dumps(manifest, indent=1))
+
+
+def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
+    """Checks before anything is written: the budget of the plan, the extras, the training arguments."""
+    from greentrain.experiment.plan import plan_experiment
+
+    plan = plan_experiment(exp)
+    if plan.over_budget and not opts.over_budget_ok:
+        raise over_budget_error(plan.over_budget[0])
+    if exp.base.mlflow:
+        from greentrain.experiment.tracking import require_mlflow
+
+        require_mlflow("tracking.mlflow", exp.base.mlflow)
+    precheck(chosen, opts.isolation)
+
+
+def fresh_start(out: Path) -> None:
+    for sub in ("variants", "attempts"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    for name in ("attempts.csv", "optuna.journal", "mlflow.db"):
+        (out / name).unlink(missing_ok=True)
+
+
 def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], Progress] | None = None,
                    after_variant: Callable[[Path], None] | None = None) -> list[VariantResult]:
     """Run (or resume) every selected variant; returns their results in the experiment's order. ``progress``
-    makes the progress display for the number of variants chosen (none by default)."""
-    from greentrain.experiment.plan import budget_breaches, plan_experiment
+    makes the progress display for the number of variants chosen (none by default). An experiment with a
+    ``search`` section runs Optuna's trials instead (``experiment.search``)."""
+    if exp.search is not None:
+        from greentrain.experiment.search import run_search
 
+        return run_search(exp, opts, progress=progress, after_variant=after_variant)
     known = {v.variant_id for v in exp.variants}
     for vid in opts.only:
         if vid not in known:
@@ -287,59 +328,56 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
 
             raise ConfigError("only", vid, "no such variant" + did_you_mean(vid, known))
     chosen = [v for v in exp.variants if not opts.only or v.variant_id in opts.only]
-    plan = plan_experiment(exp)
-    if plan.over_budget and not opts.over_budget_ok:
-        raise ConfigError(plan.over_budget[0].split("=")[0], plan.over_budget[0].split("=", 1)[1],
-                          "predicted over budget (--over-budget-ok runs it anyway)")
-    precheck(chosen, opts.isolation)
+    start(exp, opts, chosen)
     out = opts.out_dir
     with locked(out):
         if opts.fresh:
-            for sub in ("variants", "attempts"):
-                shutil.rmtree(out / sub, ignore_errors=True)
-            (out / "attempts.csv").unlink(missing_ok=True)
-        manifest = {"kind": "greentrain.experiment", "name": exp.name, "file": exp.path, "combine": exp.combine,
-                    "site": exp.base.resolved["site"],
-                    "variants": [{"variant_id": v.variant_id, "config_hash": v.config_hash,
-                                  "max_steps": v.job.train.max_steps,
-                                  "axis_values": [[k, val] for k, val in v.axis_values]} for v in exp.variants]}
-        text = json.dumps(manifest, indent=1)
-        write_text_atomic(out / "experiment.json", text)
-        return _run_all(exp, chosen, opts, progress, after_variant, budget_breaches)
+            fresh_start(out)
+        write_manifest(out, exp, exp.variants)
+        return _run_all(exp, chosen, opts, progress, after_variant)
+
+
+def budget_spent(exp: Experiment, out: Path, results: list[VariantResult]) -> tuple[str, ...]:
+    """The budget limits the measured totals (energy with the waste of failed attempts, CO2e, $) exceed."""
+    from greentrain.experiment.plan import budget_breaches
+
+    energy, kg, usd = _measured_totals(results, previous_attempts(out))
+    return budget_breaches(exp.base.budget, energy, kg, usd, "measured")
+
+
+def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...] = ()
+                  ) -> VariantResult:
+    """One variant: its result when finished with the same hash; else any earlier attempt moved aside, then run
+    (or recorded as ``skipped_budget`` when the budget is spent)."""
+    folder = variant_dir(out, v.variant_id)
+    old = read_result(folder / "result.json")
+    if old is not None and old.config_hash == v.config_hash and old.status in DONE:
+        return old
+    attempts = previous_attempts(out)
+    if folder.exists() and any(folder.iterdir()):
+        attempts.append(_move_aside(out, v, old, attempts))
+    mine = [a for a in attempts if a.variant_id == v.variant_id]
+    if spent_over:
+        r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
+                          seed=v.seed, status="skipped_budget", reason="; ".join(spent_over))
+        folder.mkdir(parents=True, exist_ok=True)
+        write_result(folder / "result.json", r)
+        return r
+    watcher.begin(v.variant_id, v.job.train.max_steps, folder)
+    return _run_one(v, folder, isolation, len(mine) + 1, sum(a.energy_j for a in mine if a.wasted))
 
 
 def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress: Callable[[int], Progress] | None,
-             after_variant: Callable[[Path], None] | None,
-             breaches: Callable[..., tuple[str, ...]]) -> list[VariantResult]:
+             after_variant: Callable[[Path], None] | None) -> list[VariantResult]:
     out = opts.out_dir
     results: list[VariantResult] = []
     watcher = progress(len(chosen)) if progress is not None else NoProgress()
     spent_over: tuple[str, ...] = ()
     try:
         for v in chosen:
-            folder = variant_dir(out, v.variant_id)
-            old = read_result(folder / "result.json")
-            if old is not None and old.config_hash == v.config_hash and old.status in DONE:
-                results.append(old)
-                watcher.end()
-                continue
-            attempts = previous_attempts(out)
-            if folder.exists() and any(folder.iterdir()):
-                attempts.append(_move_aside(out, v, old, attempts))
-            mine = [a for a in attempts if a.variant_id == v.variant_id]
-            if spent_over:
-                r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
-                                  seed=v.seed, status="skipped_budget", reason="; ".join(spent_over))
-                folder.mkdir(parents=True, exist_ok=True)
-                write_result(folder / "result.json", r)
-            else:
-                watcher.begin(v.variant_id, v.job.train.max_steps, folder)
-                r = _run_one(v, folder, opts.isolation, len(mine) + 1,
-                             sum(a.energy_j for a in mine if a.wasted))
-            results.append(r)
+            results.append(run_in_folder(out, v, opts.isolation, watcher, spent_over))
             watcher.end()
-            energy, kg, usd = _measured_totals(results, previous_attempts(out))
-            spent_over = breaches(exp.base.budget, energy, kg, usd, "measured")
+            spent_over = budget_spent(exp, out, results)
             if after_variant is not None:
                 after_variant(out)
     finally:

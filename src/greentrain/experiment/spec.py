@@ -22,7 +22,7 @@ import itertools
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,10 @@ from typing import Any
 from greentrain.config import check_keys, load_mapping, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job
+from greentrain.experiment.search import SearchSpec, parse_search
 
 COMBINES = ("one-at-a-time", "grid", "list")
-TOP_KEYS = ("name", "seed", "repeats", "combine", "axes", "description", *JOB_SECTIONS)
+TOP_KEYS = ("name", "seed", "repeats", "combine", "axes", "search", "description", *JOB_SECTIONS)
 BASE_ID = "base"
 
 
@@ -55,9 +56,16 @@ class Variant:
 class Experiment:
     name: str
     path: str
-    combine: str
+    combine: str  # one-at-a-time | grid | list | search
     base: Job
-    variants: tuple[Variant, ...]
+    variants: tuple[Variant, ...]  # with a search: the base alone (the trials are not known ahead)
+    base_raw: dict[str, Any] = field(default_factory=dict)  # the job sections as given (axes apply to them)
+    base_seed: int = 0
+    search: SearchSpec | None = None
+
+    @property
+    def base_hash(self) -> str:
+        return config_hash(self.base.resolved, self.base_seed)
 
 
 def device_kind() -> str:
@@ -74,9 +82,11 @@ def _version(pkg: str) -> str:
 
 
 def config_hash(resolved: Mapping[str, Any], seed: int) -> str:
-    """sha256 of the resolved job, the seed, the versions that change results, and the device kind."""
+    """sha256 of the resolved job, the seed, the versions that change results, and the device kind (not where
+    the results are logged: tracking.mlflow)."""
     versions = {p: _version(p) for p in ("greentrain", "torch", "transformers", "accelerate", "rouge-score")}
-    blob = json.dumps({"job": resolved, "seed": seed, "versions": versions, "device": device_kind()},
+    job = {**resolved, "tracking": {**resolved.get("tracking", {}), "mlflow": None}}  # where results are logged
+    blob = json.dumps({"job": job, "seed": seed, "versions": versions, "device": device_kind()},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -135,7 +145,7 @@ def _combinations(axes: Mapping[str, Any], combine: str) -> list[tuple[str, tupl
             for row in rows]
 
 
-def _variant(base_raw: dict[str, Any], vid: str, settings: tuple[tuple[str, Any], ...], seed: int) -> Variant:
+def make_variant(base_raw: dict[str, Any], vid: str, settings: tuple[tuple[str, Any], ...], seed: int) -> Variant:
     raw = copy.deepcopy(base_raw)
     for dotted, value in settings:
         set_path(raw, dotted, value, f"axes[{vid}]")
@@ -163,6 +173,12 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     require(isinstance(axes, dict), "axes", axes, "must be a mapping of axis name to a list of values")
     base_raw = {k: copy.deepcopy(v) for k, v in data.items() if k in JOB_SECTIONS}
     base = parse_job(base_raw)
+    if data.get("search") is not None:
+        require(not axes and repeats == 1, "search", "axes" if axes else f"repeats={repeats}",
+                "a search replaces axes and repeats: give one or the other")
+        spec = parse_search(data["search"], base_raw, base.task)
+        return Experiment(name=str(name), path=path, combine="search", base=base, base_raw=base_raw, base_seed=seed,
+                          variants=(make_variant(base_raw, BASE_ID, (), seed),), search=spec)
     entries: list[tuple[str, tuple[tuple[str, Any], ...]]] = \
         [(BASE_ID, ())] if combine == "one-at-a-time" or not axes else []
     entries += _combinations(axes, combine) if axes else []
@@ -173,13 +189,14 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     for r in range(repeats):
         for vid, settings in entries:
             rid = vid if repeats == 1 else f"{vid}@seed{seed + r}"
-            variants.append(_variant(base_raw, rid, settings, seed + r))
+            variants.append(make_variant(base_raw, rid, settings, seed + r))
     other = next((v for v in variants if v.job.task != base.task), None)
     if other is not None:
         raise ConfigError(f"axes[{other.variant_id}].task", other.job.task,
                           f"an experiment has one task (the base's: {base.task}); run another task as another "
                           "experiment")
-    return Experiment(name=str(name), path=path, combine=combine, base=base, variants=tuple(variants))
+    return Experiment(name=str(name), path=path, combine=combine, base=base, variants=tuple(variants),
+                      base_raw=base_raw, base_seed=seed)
 
 
 def load_experiment(path: str | Path) -> Experiment:

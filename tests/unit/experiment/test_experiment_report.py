@@ -4,45 +4,19 @@ pending and stale variants, and no torch needed."""
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from greentrain.experiment.report import build_report, load_results
-from greentrain.experiment.results import PHASES, VariantResult, write_result
-from greentrain.experiment.runner import variant_dir
+from greentrain.experiment.results import PHASES
 from greentrain.report.experiment import write_report_files
 
 
-def make_folder(out: Path) -> None:
-    variants = [("base", "h1"), ("fast", "h2"), ("later", "h3"), ("stale", "h4")]
-    manifest = {"kind": "greentrain.experiment", "name": "hand", "file": "", "combine": "one-at-a-time",
-                "site": {"grid_g_co2e_per_kwh": 300.0, "pue": 1.5, "usd_per_hour": 3.6},
-                "variants": [{"variant_id": v, "config_hash": h, "max_steps": 10, "axis_values": []}
-                             for v, h in variants]}
-    out.mkdir(parents=True)
-    (out / "experiment.json").write_text(json.dumps(manifest))
-    for vid, energy_j, wall_s, rouge1 in (("base", 3.6e3, 100.0, 40.0), ("fast", 7.2e3, 50.0, 41.0)):
-        share = {p: energy_j / 4 for p in PHASES}
-        r = VariantResult(variant_id=vid, config_hash="h1" if vid == "base" else "h2", status="ok",
-                          wall_s=wall_s, train_s=wall_s / 2, eval_s=wall_s / 4, predict_s=wall_s / 8,
-                          other_s=wall_s / 8, energy_j=energy_j, cpu_energy_j=energy_j, pue=1.5,
-                          facility_energy_j=1.5 * energy_j, grid_g_co2e_per_kwh=300.0,
-                          emissions_kg_co2e=1.5 * energy_j / 3.6e6 * 0.3, cost_usd=3.6 * wall_s / 3600,
-                          cost_basis="cloud", rouge1=rouge1, num_steps=10, flop=1e10, flop_per_step=1e9,
-                          predicted_flop_per_step=1e9, **{f"{p}_energy_j": e for p, e in share.items()})
-        folder = variant_dir(out, vid)
-        folder.mkdir(parents=True)
-        write_result(folder / "result.json", r)
-    stale = variant_dir(out, "stale")
-    stale.mkdir(parents=True)
-    write_result(stale / "result.json", VariantResult(variant_id="stale", config_hash="old", status="ok"))
-
-
-def test_report_files_and_numbers(tmp_path: Path) -> None:
+def test_report_files_and_numbers(tmp_path: Path, make_folder: Any) -> None:
     out = tmp_path / "out"
     make_folder(out)
     _, results = load_results(out)
@@ -69,7 +43,7 @@ def test_report_files_and_numbers(tmp_path: Path) -> None:
     assert "| base | ok * |" in md and "cheapest is not greenest" in md
 
 
-def test_status_and_report_need_no_torch(tmp_path: Path) -> None:
+def test_status_and_report_need_no_torch(tmp_path: Path, make_folder: Any) -> None:
     out = tmp_path / "out"
     make_folder(out)
     code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
@@ -98,7 +72,7 @@ def test_freeze_turns_off_the_gradients_of_the_part(make_experiment: object) -> 
     assert [v.variant_id for v in variants] == ["base", "model.freeze=['encoder']", "model.freeze=['embeddings']"]
 
 
-def test_the_experiment_package_imports_no_renderer(tmp_path: Path) -> None:
+def test_the_experiment_package_imports_no_renderer(tmp_path: Path, make_folder: Any) -> None:
     """Issue 17: Rich and matplotlib only in report/; experiment/ computes (its torch-free modules, loaded here)."""
     out = tmp_path / "out"
     make_folder(out)
