@@ -23,6 +23,7 @@ from greentrain.report.result_kinds import TraceView
 from greentrain.report.results import ResultView
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+MAX_GANTT_ROWS = 48  # more rows than this: links left out, then the first rows drawn (Perfetto shows all)
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1000px;
 padding:1.5em;color:#1d2a22;background:#fff}
@@ -69,22 +70,39 @@ def _trace_rows(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str
     return rows, end
 
 
+def _drawn_rows(rows: dict[str, Any]) -> tuple[list[str], str]:
+    """The rows a Gantt chart draws (at most MAX_GANTT_ROWS: devices before links) and what it leaves out."""
+    labels = list(rows)
+    if len(labels) <= MAX_GANTT_ROWS:
+        return labels, ""
+    devices = [k for k in labels if not k.startswith("link ")] or labels
+    drawn = devices[:MAX_GANTT_ROWS]
+    return drawn, (f" The first {len(drawn)} of {len(labels)} rows are drawn"
+                   + (", links left out" if len(devices) < len(labels) else "") + "; the trace holds them all.")
+
+
 def trace_section(t: TraceView, source: str) -> str:
     """A Gantt chart of a simulation's Chrome trace: one row per device or link, one colour per category."""
     rows_us, end_us = _trace_rows(t.traceEvents)
     scale, unit = (1e-6, "s") if end_us >= 1e6 else (1e-3, "ms")
-    rows = {label: {cat: [(a * scale, b * scale) for a, b in spans] for cat, spans in per.items()}
-            for label, per in rows_us.items()}
+    drawn, left_out = _drawn_rows(rows_us)
+    rows = {label: {cat: [(a * scale, b * scale) for a, b in spans] for cat, spans in rows_us[label].items()}
+            for label in drawn}
     n_spans = sum(len(s) for per in rows_us.values() for s in per.values())
     other = t.extra.get("otherData")
     dropped = other.get("dropped_spans", 0) if isinstance(other, Mapping) else 0
+    counts = f"{len(rows_us)} rows, {n_spans:,} spans" + (f", {dropped:,} dropped" if dropped else "")
     body = (provenance("Simulated by greentrain simulate (its --trace: every span of every device and link)",
-                       source, f"{len(rows)} rows, {n_spans:,} spans" + (f", {dropped:,} dropped" if dropped else ""))
-            + key_figures([("span of the trace", f"{end_us * scale:,.4g} {unit}"), ("rows", str(len(rows))),
+                       source, counts)
+            + key_figures([("span of the trace", f"{end_us * scale:,.4g} {unit}"), ("rows", str(len(rows_us))),
                            ("spans", f"{n_spans:,}")]))
     if rows:
-        body += figure(plots.gantt(rows, unit, "Gantt chart"), "Busy time of each device and link (spans closer "
-                       f"than 1/{plots.GANTT_RESOLUTION} of the chart merged).")
+        binned = "" if n_spans <= plots.GANTT_EXACT_SPANS else (
+            f" Past {plots.GANTT_EXACT_SPANS:,} spans, a row of more than {plots.GANTT_RESOLUTION} is drawn in "
+            f"{plots.GANTT_RESOLUTION} columns, each in the phase that takes most of it.")
+        body += figure(plots.gantt(rows, unit, "Gantt chart"),
+                       f"Busy time of each device and link, by phase (a span shorter than 1/"
+                       f"{round(1 / plots.GANTT_MIN_WIDTH)} of the chart is drawn that wide).{binned}{left_out}")
     return body
 
 

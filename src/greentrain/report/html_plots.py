@@ -1,9 +1,10 @@
 """The HTML report's plots: matplotlib figures written as inline SVG (no pyplot state, no files, no fonts
 fetched: text stays text in the page's own sans-serif font).
 
-Each function takes plain numbers and returns one ``<svg ...>...</svg>`` string. A Gantt chart merges the
-spans of a row that are closer than a thousandth of the chart's width (what a screen cannot separate), so a
-trace of a million spans still draws in a bounded page.
+Each function takes plain numbers and returns one ``<svg ...>...</svg>`` string. A Gantt chart draws every
+span up to GANTT_EXACT_SPANS; past that, a row of more than GANTT_RESOLUTION spans is drawn at the chart's
+resolution (GANTT_RESOLUTION columns, each in the category that takes most of it), so a trace of a million
+spans still draws in a bounded page.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 FIG_W_IN = 7.5  # figure width, inches (at the SVG's 72 points per inch: 540 px)
-GANTT_RESOLUTION = 1000  # Gantt rows merge spans closer than duration / this
+GANTT_RESOLUTION = 300  # columns of a binned Gantt row (1.5 points of the plot each)
+GANTT_EXACT_SPANS = 5000  # a chart of at most this many spans draws every span (about 110 bytes of SVG each)
+GANTT_MIN_WIDTH = 1 / 600  # of the chart's time range: a shorter span is drawn this wide (about 0.75 point)
 PALETTE = ("#2b7a4b", "#d98b2b", "#3b6ea8", "#b8443a", "#7a5ea8", "#8c8c3a", "#3aa8a0", "#a85e8c")
 RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "greentrain", "font.family": "sans-serif", "font.size": 9,
       "axes.spines.top": False, "axes.spines.right": False}
@@ -115,15 +118,49 @@ def line(xs: Sequence[float], ys: Sequence[float], labels: tuple[str, str], titl
         return _svg(fig)
 
 
-def merge_spans(spans: Sequence[tuple[float, float]], min_gap: float) -> list[tuple[float, float]]:
-    """Sorted (start, end) spans with those closer than ``min_gap`` joined."""
-    out: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if out and start - out[-1][1] <= min_gap:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
+def _covered(values: Any, x: Any) -> Any:
+    """sum over v in ``values`` (sorted) of max(x - v, 0), at each x: the ramp a span's start or end adds."""
+    import numpy as np
+
+    k = np.searchsorted(values, x, side="right")
+    sums = np.concatenate([[0.0], np.cumsum(values)])
+    return k * x - sums[k]
+
+
+def binned_phases(per_cat: Mapping[str, Sequence[tuple[float, float]]], lo: float, hi: float,
+                  num_bins: int) -> list[tuple[float, float, str]]:
+    """A row too busy to draw span by span, at the chart's resolution: ``num_bins`` columns from lo to hi, each
+    drawn when the row is busy in it, in the category that takes most of it; runs of equal columns joined.
+    Returns (start, width, category) bars."""
+    import numpy as np
+
+    edges = np.linspace(lo, hi, num_bins + 1)
+    cats = list(per_cat)
+    cover = np.zeros((len(cats), num_bins))
+    for i, cat in enumerate(cats):
+        spans = np.asarray(per_cat[cat], dtype=float).reshape(-1, 2)
+        covered = _covered(np.sort(spans[:, 0]), edges) - _covered(np.sort(spans[:, 1]), edges)
+        cover[i] = np.diff(covered)  # busy time of this category in each column
+    busy, top = cover.sum(axis=0) > 0, cover.argmax(axis=0)
+    bars: list[tuple[float, float, str]] = []
+    j = 0
+    while j < num_bins:
+        k = j + 1
+        while k < num_bins and busy[k] == busy[j] and top[k] == top[j]:
+            k += 1
+        if busy[j]:
+            bars.append((float(edges[j]), float(edges[k] - edges[j]), cats[int(top[j])]))
+        j = k
+    return bars
+
+
+def _row_bars(per_cat: Mapping[str, Sequence[tuple[float, float]]], lo: float, hi: float,
+              exact: bool) -> list[tuple[float, float, str]]:
+    """Every span of a row as a bar (``exact``, or a row of at most GANTT_RESOLUTION spans), else the row
+    binned (binned_phases)."""
+    if exact or sum(len(v) for v in per_cat.values()) <= GANTT_RESOLUTION:
+        return [(a, b - a, cat) for cat, spans in per_cat.items() for a, b in spans]
+    return binned_phases(per_cat, lo, hi, GANTT_RESOLUTION)
 
 
 def gantt(rows: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], unit: str, title: str) -> str:
@@ -133,16 +170,20 @@ def gantt(rows: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], unit:
 
     end = max((e for cats in rows.values() for spans in cats.values() for _, e in spans), default=1.0)
     start = min((s for cats in rows.values() for spans in cats.values() for s, _ in spans), default=0.0)
-    gap = (end - start) / GANTT_RESOLUTION
     cats = list(dict.fromkeys(c for per in rows.values() for c in per))
     colour = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(cats)}
+    exact = sum(len(spans) for per in rows.values() for spans in per.values()) <= GANTT_EXACT_SPANS
     with matplotlib.rc_context(RC):
         fig = _figure(0.9 + 0.24 * len(rows))
         ax = fig.add_subplot()
-        for y, (_, per) in enumerate(rows.items()):
-            for cat, spans in per.items():
-                merged = merge_spans(spans, gap)
-                ax.broken_barh([(s, e - s) for s, e in merged], (y - 0.4, 0.8), color=colour[cat])
+        least = (end - start) * GANTT_MIN_WIDTH
+        for y, per in enumerate(rows.values()):
+            bars = _row_bars(per, start, end, exact)
+            for cat in per:
+                mine = [(a, max(w, least)) for a, w, c in bars if c == cat]
+                if mine:
+                    # no outline: a 1 pt edge would paint over a neighbouring span narrower than a point
+                    ax.broken_barh(mine, (y - 0.4, 0.8), facecolors=colour[cat], linewidth=0)
         ax.set_yticks(range(len(rows)), list(rows))
         ax.invert_yaxis()
         ax.set_xlabel(unit)

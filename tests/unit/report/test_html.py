@@ -13,7 +13,7 @@ from report_inputs import BATCH_TIME, TRAFFIC
 from greentrain.cli.main import main
 from greentrain.report.codec import load_result
 from greentrain.report.html import build_page, write_report
-from greentrain.report.html_plots import merge_spans
+from greentrain.report.html_plots import binned_phases
 
 README_SET = ("plan", "search", "simulate", "trace", "track")  # the README's plan, search, simulate, track
 MAX_PAGE_BYTES = 2_000_000
@@ -75,9 +75,14 @@ def test_write_is_atomic_and_checks_the_path(result_files: dict[str, Path], tmp_
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
 
 
-def test_gantt_merges_what_a_screen_cannot_separate() -> None:
-    assert merge_spans([(2.0, 3.0), (0.0, 1.0), (1.05, 1.5), (5.0, 6.0)], 0.1) == [(0.0, 1.5), (2.0, 3.0),
-                                                                                   (5.0, 6.0)]
+def test_a_busy_gantt_row_is_drawn_by_its_dominant_phase() -> None:
+    # 0-10 s of compute with a 10 ms egress every 0.1 s, then idle to 20 s, then 1 s of ingress
+    spans = {"compute": [(0.0, 10.0)], "egress": [(0.1 * i, 0.1 * i + 0.01) for i in range(100)],
+             "ingress": [(19.0, 20.0)]}
+    bars = binned_phases(spans, 0.0, 20.0, 20)
+    assert bars == [(0.0, 10.0, "compute"), (19.0, 1.0, "ingress")]
+    spans = {"compute": [(0.0, 1.0)], "egress": [(1.0, 2.0)]}
+    assert binned_phases(spans, 0.0, 2.0, 4) == [(0.0, 1.0, "compute"), (1.0, 1.0, "egress")]
 
 
 SWARM_DEVICES = """devices:
