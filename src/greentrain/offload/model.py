@@ -120,6 +120,26 @@ def optimizer_s(st: Setting, r: FloatArray, backward_s: FloatArray, first_layer_
     return np.maximum(cpu - (backward_s - first_layer_s), tail) + upload
 
 
+def _round_s(*, fill_s: FloatArray, fwd_s: FloatArray, acts_s: FloatArray, cf: float, cb: FloatArray,
+             ends_s: float, first_in_s: FloatArray, first_bwd_s: FloatArray, rest_bwd_s: FloatArray,
+             drain_s: FloatArray, fwd_d2h_s: FloatArray) -> FloatArray:
+    """One round, every layer at max(compute, transfers each way), with what the buffers overlap at the pass
+    boundaries (offload/simulate.py runs the same schedule on the event engine):
+    - the forward's first layer waits for its weights (``fill_s``); a link-bound forward ends with its link
+      (the engine's double-buffered activations let its compute end two layers' excess earlier; ml_dataflow's
+      link-congested July build, 33,748 tokens/s, shows no such gain, so the planner leaves it out);
+    - at the turnaround the ends run while the link finishes the forward's activations (``tail``) and brings
+      the backward's first layer in: the backward starts after the longer of the two;
+    - gradients are double-buffered too: a link-bound backward's last ``drain_s`` leaves during the next
+      round's forward, as far as that forward leaves its device-to-host link idle (a FIFO copy engine)."""
+    tail = acts_s + np.maximum(0.0, acts_s - cf)
+    wait = np.maximum(ends_s, tail + first_in_s)
+    # the next round's device-to-host link is free until its first gradients, but for its activations, which
+    # queue behind the drain: then its third layer waits for the first one's (double buffering)
+    idle = np.where(acts_s > 0, fill_s + 2.0 * cf, fill_s + fwd_s + wait + cb - fwd_d2h_s)
+    return fill_s + fwd_s + wait + first_bwd_s + rest_bwd_s - np.minimum(drain_s, idle)
+
+
 def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_full: FloatArray) -> Evaluated:
     """Host memory and time of every candidate (arrays broadcast together); device memory: device_parts."""
     cc, beta = st.cc, st.beta_bytes_per_s
@@ -144,14 +164,17 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     fwd_res = np.maximum(cf, acts / beta)
     bwd_res = np.maximum(cb, np.maximum(acts / beta, g_res / beta))
     ends = n * (cc.ends_fwd_s + cc.ends_bwd_s)
-    # fills nothing hides: the forward's first layer waits for its weights; the backward's first (the last layer)
-    # for its activations to leave and come back with its weights and gradients, prefetched during the ends
-    first_in = np.where(r > 0, acts, wt + acts + g_in)
-    fill = np.where(streamed > 0, wt / beta, 0.0) + np.maximum(0.0, (acts + first_in) / beta - ends)
-    round_s = streamed * (fwd_st + bwd_st) + r * (fwd_res + bwd_res) + fill + ends
+    g_last = np.where(streamed > 0, d2h_b, g_res / beta)  # the backward's last layer (layer 0)
+    round_s = _round_s(fill_s=np.where(streamed > 0, wt / beta, 0.0), fwd_s=streamed * fwd_st + r * fwd_res,
+                       acts_s=acts / beta, cf=cf, cb=cb, ends_s=ends,
+                       first_in_s=np.where(r > 0, acts, wt + acts + g_in) / beta,
+                       first_bwd_s=np.where(r > 0, bwd_res, np.maximum(cb, d2h_b)),
+                       rest_bwd_s=(streamed - (r == 0)) * bwd_st + (r - (r > 0)) * bwd_res,
+                       drain_s=st.grad_buffers * np.maximum(0.0, g_last - cb), fwd_d2h_s=L * acts / beta)
     compute = L * (cf + cb) + ends
     h2d = streamed * (h2d_f + h2d_b) + r * acts / beta
     d2h = streamed * (d2h_f + d2h_b) + r * (acts + g_res) / beta
+    round_s = np.maximum(round_s, np.maximum(h2d, d2h))  # a round never beats its busiest link
     first = np.where(r > 0, bwd_res, bwd_st)  # the backward starts with the last layers, resident ones first
     opt = optimizer_s(st, r, streamed * bwd_st + r * bwd_res, first)
     host = sum(host_parts(st, r, n_in, n_att, n_full).values())

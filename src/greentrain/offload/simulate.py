@@ -10,7 +10,7 @@ with the buffers a plan pays for in device memory as dependencies:
   activations of the layer two places back have left (double buffering);
 - backward inputs: weights, home activations (and, layer-major, the accumulated gradients) of a layer come back
   in one transfer through the same ring; the first ones load while the ends (head, loss) run;
-- gradients: double-buffered, a layer's leave while the next layer's backward runs;
+- gradients: ``grad_buffers`` (two) layer buffers, a layer's leave while the next layer's backward runs;
 - optimizer: host AdamW layer by layer as gradients reach the host (a CPU ``Stream``), then the resident weights
   and the ends go back up; or device AdamW with each streamed layer's states in and out through the ring.
 Per-layer bytes and compute are the planner's (``offload/model.py`` ``Setting``): home activation slots spread
@@ -93,7 +93,9 @@ class _Dag:
 
     def _submit(self, tid: int) -> None:
         res = self.resource[tid]
-        if isinstance(res, Link):
+        if self.amount[tid] == 0:  # nothing to move or compute: done at once, without queueing on the resource
+            self.engine.after(0.0, self._done, tid)
+        elif isinstance(res, Link):
             res.send(self.amount[tid], self._done, tid)
         else:
             res.submit(self.amount[tid], self._done, tid)
@@ -183,7 +185,7 @@ def _round(run: _Run, st: Setting, layers: list[_Layer], after: int | None) -> _
         free = bwd[i + run.ring] if q >= run.ring else fwd[-1]  # prefetched during the ends
         # in backward order (an earlier layer's activations leave first, yet load after)
         load = dag.add(run.h2d, ly.bwd_in_bytes, (free, outs[i], load)) if ly.bwd_in_bytes > 0 else load
-        drained = grads[i + 2] if q >= 2 else None
+        drained = grads[i + st.grad_buffers] if q >= st.grad_buffers else None
         prev = dag.add(run.compute, ly.bwd_s, (prev, load, drained))
         bwd[i] = prev
         grads[i] = dag.add(run.d2h, ly.bwd_out_bytes, (prev,))

@@ -57,19 +57,19 @@ def _both(case: dict) -> tuple[float, float, int] | None:
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(plans)
 def test_event_simulation_bounds_the_planner(case: dict) -> None:
-    """Measured over 555 random plans (docs/offload.md): the planner is never more than 2.1 % faster than the
-    event schedule, and never more than 10.5 % slower (link-bound plans, where the engine lets one pass's
-    transfers run into the next; the planner prices each layer at max(compute, transfers))."""
+    """Measured over 555 random plans (docs/offload.md): the planner is never more than 2.6 % faster than the
+    event schedule, and never more than 8.3 % slower (link-bound plans: the engine's double buffers let a
+    link-bound pass's compute run ahead, which the planner leaves out; model.py ``_round_s``)."""
     both = _both(case)
     if both is None:
         return
     planned, simulated, _ = both
-    assert planned * 0.85 <= simulated <= planned * 1.025
+    assert planned * 0.90 <= simulated <= planned * 1.03
 
 
 def test_event_simulation_agrees_within_one_percent_on_most_plans() -> None:
     """Goal P7 (within 1 %) holds on plans whose layers are not link-bound; on link-bound ones the planner is
-    pessimistic (measured over 555 plans, docs/offload.md: 99.6 % and 61 % within 1 %)."""
+    pessimistic (measured over 555 plans, docs/offload.md: 99.6 % and 60 % within 1 %)."""
     errors: dict[bool, list[float]] = {True: [], False: []}
     rng = random.Random(14)
     while sum(len(v) for v in errors.values()) < 120:
