@@ -120,3 +120,15 @@ def test_plotting_commands_write_html(tmp_path: Path, capsys: pytest.CaptureFixt
     assert page.count('<section id="r') == sections and page.count("<svg") == plots
     assert main([*args, "--html", str(tmp_path / "page.png")]) == 2
     assert "--html='" in capsys.readouterr().err
+
+
+def test_a_gantt_chart_draws_at_most_48_rows_devices_first() -> None:
+    from greentrain.report.html import MAX_GANTT_ROWS, _drawn_rows
+
+    rows = {**{f"device d{i}": {} for i in range(40)}, **{f"link d{i}.nic": {} for i in range(40)}}
+    drawn, note = _drawn_rows(rows)
+    assert drawn == [f"device d{i}" for i in range(40)] and "40 of 80 rows are drawn, links left out" in note
+    many = {f"device d{i}": {} for i in range(60)}
+    drawn, note = _drawn_rows(many)
+    assert len(drawn) == MAX_GANTT_ROWS == 48 and "first 48 of 60 rows" in note
+    assert _drawn_rows({"stage 0": {}, "link stage0.nic": {}}) == (["stage 0", "link stage0.nic"], "")
