@@ -152,6 +152,8 @@ def make_variant(base_raw: dict[str, Any], vid: str, settings: tuple[tuple[str, 
     try:
         job = parse_job(raw)
     except ConfigError as e:
+        if e.field in dict(settings):  # the axis names the bad field itself: say so once
+            raise ConfigError(f"axes.{e.field}", e.value, e.rule) from None
         raise ConfigError(f"variant {vid}: {e.field}", e.value, e.rule) from None
     return Variant(variant_id=vid, axis_values=settings, job=job, seed=seed,
                    config_hash=config_hash(job.resolved, seed))

@@ -69,10 +69,11 @@ def log_variants(name: str, results: tuple[VariantResult, ...] | list[VariantRes
     require_mlflow("tracking.mlflow", setting)
     import logging
 
-    for logger in ("mlflow", "alembic"):  # their INFO lines about creating the SQLite tables
-        logging.getLogger(logger).setLevel(logging.WARNING)
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
+
+    for logger in ("mlflow", "alembic"):  # their INFO lines about creating the SQLite tables (set on import)
+        logging.getLogger(logger).setLevel(logging.WARNING)
 
     uri = tracking_uri(out_dir, setting)
     client = MlflowClient(tracking_uri=uri)
