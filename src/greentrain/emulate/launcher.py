@@ -221,6 +221,8 @@ def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int,
     try:
         if progress is not None:
             progress.phase(f"starting {world} ranks")
+        _prepare(jobs, world, context)
+        if progress is not None:
             progress.quiet()  # no other thread in this process while it forks
         for p in procs:
             p.start()
@@ -237,9 +239,20 @@ def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int,
         if progress is not None:
             progress.phase(f"stopping {world} ranks")
         _stop(procs, grace_s=10.0 if finished else 0.0)
+        matmul.forget_prepared()
         del store
         _restore(old_handlers)
     return [results[r] for r in range(world)]
+
+
+def _prepare(jobs: Sequence[Job], world: int, context: Any) -> None:
+    """Ranks forked from this process inherit what it holds: the first MatMul case's inputs are drawn here
+    once (matmul.prepare), not in every rank."""
+    if context.get_start_method() != "fork":
+        return
+    first = next((case for case, _ in jobs if isinstance(case, MatMulCase)), None)
+    if first is not None:
+        matmul.prepare(first, world)
 
 
 def _on_signal(signum: int, _frame: Any) -> None:

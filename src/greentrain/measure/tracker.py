@@ -215,9 +215,10 @@ class Tracker:
             if self.write_outputs:
                 from greentrain.measure.outputs import render_table, write_outputs
 
-                write_outputs(m, self.out_dir, project_name=self.project_name)
+                paths = write_outputs(m, self.out_dir, project_name=self.project_name)
                 if self.print_summary:
                     render_table(m)
+                    print(f"greentrain: wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
         return self.measurement
 
     def _aggregate(self, mine: Measurement) -> Measurement | None:

@@ -205,3 +205,12 @@ def test_module_figures_after_a_kill_use_the_steps_of_the_last_snapshot() -> Non
     assert mod.forward_flop == pytest.approx(100.0) and mod.backward_flop == pytest.approx(200.0)
     assert mod.forward_s == pytest.approx(0.01) and mod.backward_s == pytest.approx(0.02)
     assert mod.forward_flop + mod.backward_flop <= m.flop_per_step
+
+
+def test_the_tracker_says_which_files_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 14: every command that writes a file says so in one line."""
+    with greentrain.Tracker(out_dir=tmp_path, grid_g_per_kwh=100.0) as t:
+        t.step(tokens=8)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("greentrain: wrote")]
+    assert lines == [f"greentrain: wrote {tmp_path / 'measurement.json'}, {tmp_path / 'emissions.csv'}, "
+                     f"{tmp_path / 'model_card_co2.yaml'}"]
