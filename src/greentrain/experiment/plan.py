@@ -33,6 +33,7 @@ class ExperimentPlan:
     cost_usd: float | None
     budget: BudgetSpec
     over_budget: tuple[str, ...]  # one sentence per exceeded limit
+    search_trials: int = 0  # a search: its trials, each predicted as the base (the one row)
 
     def to_dict(self) -> dict[str, object]:
         return {"kind": "greentrain.experiment.plan", "name": self.name,
@@ -44,7 +45,8 @@ class ExperimentPlan:
                               "emissions_kg_co2e": r.prediction.kg_co2e, "cost_usd": r.prediction.cost_usd}
                              for r in self.rows],
                 "energy_kwh": units.j_to_kwh(self.energy_j) if self.energy_j is not None else None,
-                "emissions_kg_co2e": self.kg_co2e, "cost_usd": self.cost_usd, "over_budget": list(self.over_budget)}
+                "emissions_kg_co2e": self.kg_co2e, "cost_usd": self.cost_usd, "over_budget": list(self.over_budget),
+                "search_trials": self.search_trials}
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -79,5 +81,6 @@ def plan_experiment(exp: Experiment) -> ExperimentPlan:
                                                               _sum([r.prediction.kg_co2e for r in rows]),
                                                               _sum([r.prediction.cost_usd for r in rows])))
     return ExperimentPlan(name=exp.name, rows=tuple(rows), energy_j=energy, kg_co2e=kg, cost_usd=usd,
+                          search_trials=exp.search.trials if exp.search is not None else 0,
                           budget=exp.base.budget, over_budget=budget_breaches(exp.base.budget, energy, kg, usd,
                                                                               "predicted"))

@@ -137,6 +137,9 @@ def render_plan(plan: ExperimentPlan) -> None:
                   _f(p.kg_co2e * 1e3 if p.kg_co2e is not None else None, ".4g"), _f(p.cost_usd, ".4g"))
     console = stdout_console()
     console.print(t)
+    if plan.search_trials:
+        console.print(f"search: {plan.search_trials} Optuna trial(s), each predicted as the base; the totals are "
+                      f"{plan.search_trials} x the base")
     if plan.energy_j is None:
         console.print("time, energy, CO2e and $ are predicted only with site.chip (the chip the runs use); the "
                       "budget is then checked on measured totals while running")

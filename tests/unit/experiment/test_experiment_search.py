@@ -111,3 +111,15 @@ def test_trials_run_as_variants_and_resume(tmp_path: Path, make_experiment: Any)
     with (out / "attempts.csv").open() as f:
         assert [(r["variant_id"], r["status"]) for r in csv.DictReader(f)] == [(folder.name, "killed")]
     assert os.path.isfile(folder / "result.json")
+
+
+def test_a_search_is_planned_as_its_base_times_its_trials(make_experiment: Any) -> None:
+    from greentrain.experiment.plan import plan_experiment
+
+    data = tiny(make_experiment, trials=5)
+    data["site"] = {"chip": "a100-80gb", "grid_g_co2e_per_kwh": 300.0, "usd_per_hour": 4.0}
+    plan = plan_experiment(experiment_from_dict(data))
+    (row,) = plan.rows
+    assert row.variant_id == "base" and plan.search_trials == 5
+    assert plan.cost_usd == pytest.approx(5 * (row.prediction.cost_usd or 0.0))
+    assert plan.energy_j == pytest.approx(5 * (row.prediction.energy_j or 0.0))
