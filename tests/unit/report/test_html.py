@@ -3,6 +3,7 @@ goals, every plot an SVG that draws something."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -56,13 +57,16 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
 
 def test_page_loads_nothing_and_escapes(result_files: dict[str, Path], tmp_path: Path) -> None:
     odd = tmp_path / "a<b>&c.json"
-    odd.write_text(result_files["track"].read_text())
+    track = json.loads(result_files["track"].read_text())
+    track["modules"][0]["name"] = "<i>mod</i>"  # a module name drawn in a plot (SVG text) and in a table
+    odd.write_text(json.dumps(track))
     page = build_page([(str(odd), load_result(odd))])
     assert "<script" not in page.lower()
     assert not re.findall(r"""(?:src|href)\s*=\s*["'](?!#|data:)""", page), "an external reference"
     assert "default-src 'none'" in page
     assert "a&lt;b&gt;&amp;c.json" in page and "a<b>" not in page
     assert "&lt;b&gt;escaped&lt;/b&gt;" in page and "<b>escaped" not in page  # a note from the file
+    assert "<i>" not in page and page.count("&lt;i&gt;mod&lt;/i&gt;") == 2  # the table's cell, the plot's label
 
 
 def test_write_is_atomic_and_checks_the_path(result_files: dict[str, Path], tmp_path: Path) -> None:
