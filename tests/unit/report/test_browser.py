@@ -8,7 +8,8 @@ Text: ``--dump-dom`` gives the page as the browser parsed it; the key numbers mu
 Plots: every figure of the page is laid out alone in a fixed cell of one screenshot, and each cell must hold
 drawn pixels of more than one colour.
 
-Without Chromium the test skips with its reason; under CI (``CI`` set, as .ci/run does) it fails instead.
+Without Chromium the tests skip with their reason (also a warning, shown in pytest's summary even under -q);
+under CI (``CI`` set, as .ci/run does) they fail instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ def _chromium() -> str:
         reason = "chromium is not installed (apt-get install chromium): the browser test of the HTML report"
         if os.environ.get("CI"):
             pytest.fail(f"{reason} must run in CI")
+        warnings.warn(f"skipped: {reason}", stacklevel=1)  # in the warnings summary even under -q
         pytest.skip(reason)
     return found
 
