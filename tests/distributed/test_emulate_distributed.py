@@ -178,3 +178,16 @@ def test_cli_cases_file(tmp_path, capsys):
     assert [(r["policy"], r["world_size"]) for r in out] == [("matched_inner", 2), ("megatron", 4),
                                                              ("unsharded", 2)]
     assert all(r["ok"] for r in out)
+
+
+def test_the_cli_process_flushes_its_output_before_its_quick_exit():
+    """`greentrain emulate` leaves without the interpreter's finalization: its JSON still arrives whole
+    through a pipe (block-buffered), with the exit status of the result."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "greentrain.cli.main", "emulate", "matmul", "--mesh", "1x2",
+                        "--m", "8", "--k", "8", "--n", "8", "--a", "1x1,1x2", "--b", "1x2,1x1", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["policy"] == "matched_inner"
