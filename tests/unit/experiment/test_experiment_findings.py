@@ -99,3 +99,32 @@ def test_with_repeats_deltas_are_shown_beyond_two_standard_deviations() -> None:
     assert dict(found["slow"].numbers) == {"train_s_change": pytest.approx(0.20)}
     assert "over 3 and 3 seeds" in found["slow"].text
     assert found["same"].numbers == () and "no change beyond 2 sd" in found["same"].text
+
+
+def lm_row(vid: str, *, usd: float, g: float, ppl: float, train_s: float = 100.0) -> VariantResult:
+    return dataclasses.replace(row(vid, usd=usd, g=g, train_s=train_s), task="causal-lm", rouge1=None,
+                               perplexity=ppl)
+
+
+def test_causal_lm_findings_rank_perplexity_lower_is_better() -> None:
+    rows = [lm_row("base", usd=1.0, g=10.0, ppl=5.00), lm_row("close", usd=0.5, g=12.0, ppl=5.08),  # +1.6 %
+            lm_row("cool", usd=2.0, g=6.0, ppl=5.05), lm_row("cheap-bad", usd=0.1, g=1.0, ppl=6.0)]  # +20 %
+    (f1,) = cheapest_vs_greenest(rows)  # within 2 % of the best perplexity (5.00): base, close, cool
+    assert f1.variants == ("close", "cool") and "perplexity within 2% of the best, 5" in f1.text
+    found = {f.variants[0]: f for f in axis_deltas(rows)}
+    assert dict(found["cheap-bad"].numbers)["perplexity_change"] == pytest.approx(0.20)
+    assert "perplexity" not in found["close"].text  # +1.6 % is below the 2 % noise
+    f2 = [f for f in all_findings(rows) if f.kind == "F2"]
+    assert [(f.variants, f.numbers) for f in f2[1:]] == [(("base",), (("perplexity", 5.0),))]  # no "per g"
+    assert set(pareto_set(rows)) == {"base", "close", "cool", "cheap-bad"}
+    assert set(pareto_set([*rows, lm_row("worse", usd=1.0, g=10.0, ppl=5.5)])) == {"base", "close", "cool",
+                                                                                    "cheap-bad"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=12,
+                unique=True))
+def test_perplexity_pareto_set_equals_brute_force(points: list[tuple[int, int, int]]) -> None:
+    rows = [lm_row(f"v{i}", usd=float(c), g=float(g), ppl=float(p)) for i, (p, g, c) in enumerate(points)]
+    flipped = [dataclasses.replace(r, rouge1=-(r.perplexity or 0.0)) for r in rows]  # brute force maximises ROUGE-1
+    assert set(pareto_set(rows)) == brute_force(flipped)
