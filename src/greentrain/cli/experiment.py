@@ -92,8 +92,11 @@ def run(args: argparse.Namespace) -> int:
             from greentrain.report.experiment import RichProgress
 
             progress = RichProgress
-        results = run_experiment(exp, opts, progress=progress,
-                                 after_variant=lambda d: _report(d, None, None, False, True, show=False))
+        runner = run_experiment
+        if exp.search is not None:  # Optuna's trials instead of the axes
+            from greentrain.experiment.search import run_search as runner
+        results = runner(exp, opts, progress=progress,
+                         after_variant=lambda d: _report(d, None, None, False, True, show=False))
         _report(out, None, plot_dir, False, True)
         if exp.base.mlflow:
             _mlflow(out, exp.base.mlflow)

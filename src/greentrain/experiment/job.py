@@ -289,3 +289,19 @@ def parse_job(raw: dict[str, Any]) -> Job:
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
                num_threads=None if sections["runtime"]["num_threads"] is None else
                as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1))
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:
+    """Set ``a.b.c`` in a nested mapping; the section (``a``) and every key must exist in the job schema."""
+    parts = dotted.split(".")
+    require(all(parts), where, dotted, "must be a dotted field name such as train.precision")
+    require(parts[0] in JOB_SECTIONS, where, dotted,
+            "names no job field" + did_you_mean(parts[0], JOB_SECTIONS))
+    node = data
+    for p in parts[:-1]:
+        child = node.get(p)
+        if child is None:
+            child = node[p] = {}
+        require(isinstance(child, dict), where, dotted, f"{p} is not a section")
+        node = child
+    node[parts[-1]] = copy.deepcopy(value)

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from greentrain.config import require
 from greentrain.errors import ConfigError, GreentrainError
 from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.extras import missing_modules, require_modules
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
 
@@ -223,24 +225,6 @@ class NoProgress:
         pass
 
 
-EXTRA_MODULES = ("torch", "transformers", "accelerate", "tokenizers", "rouge_score")
-
-
-def missing_modules(names: tuple[str, ...] = EXTRA_MODULES) -> list[str]:
-    """The modules of the experiment extra that cannot be imported (found without importing them)."""
-    import importlib.util
-
-    missing = []
-    for name in names:
-        if name in sys.modules:
-            if sys.modules[name] is None:
-                missing.append(name)
-            continue
-        if importlib.util.find_spec(name) is None:
-            missing.append(name)
-    return missing
-
-
 def precheck(variants: list[Variant], isolation: str) -> None:
     """The extra installed, and training arguments checked against the installed transformers for every variant,
     before any trains."""
@@ -299,9 +283,7 @@ def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
     if plan.over_budget and not opts.over_budget_ok:
         raise over_budget_error(plan.over_budget[0])
     if exp.base.mlflow:
-        from greentrain.experiment.tracking import require_mlflow
-
-        require_mlflow("tracking.mlflow", exp.base.mlflow)
+        require_modules(("mlflow",), "mlflow", "tracking.mlflow", exp.base.mlflow)
     precheck(chosen, opts.isolation)
 
 
@@ -316,11 +298,8 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
                    after_variant: Callable[[Path], None] | None = None) -> list[VariantResult]:
     """Run (or resume) every selected variant; returns their results in the experiment's order. ``progress``
     makes the progress display for the number of variants chosen (none by default). An experiment with a
-    ``search`` section runs Optuna's trials instead (``experiment.search``)."""
-    if exp.search is not None:
-        from greentrain.experiment.search import run_search
-
-        return run_search(exp, opts, progress=progress, after_variant=after_variant)
+    ``search`` section runs through ``experiment.search.run_search`` (Optuna's trials) instead."""
+    require(exp.search is None, "search", exp.name, "a search runs through greentrain.experiment.search.run_search")
     known = {v.variant_id for v in exp.variants}
     for vid in opts.only:
         if vid not in known:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.config import check_keys, load_mapping, require
-from greentrain.errors import ConfigError, did_you_mean
-from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job
-from greentrain.experiment.search import SearchSpec, parse_search
+from greentrain.errors import ConfigError
+from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job, set_path
+from greentrain.experiment.search_spec import SearchSpec, parse_search
 
 COMBINES = ("one-at-a-time", "grid", "list")
 TOP_KEYS = ("name", "seed", "repeats", "combine", "axes", "search", "description", *JOB_SECTIONS)
@@ -89,22 +89,6 @@ def config_hash(resolved: Mapping[str, Any], seed: int) -> str:
     blob = json.dumps({"job": job, "seed": seed, "versions": versions, "device": device_kind()},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def set_path(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:
-    """Set ``a.b.c`` in a nested mapping; the section (``a``) and every key must exist in the job schema."""
-    parts = dotted.split(".")
-    require(all(parts), where, dotted, "must be a dotted field name such as train.precision")
-    require(parts[0] in JOB_SECTIONS, where, dotted,
-            "names no job field" + did_you_mean(parts[0], JOB_SECTIONS))
-    node = data
-    for p in parts[:-1]:
-        child = node.get(p)
-        if child is None:
-            child = node[p] = {}
-        require(isinstance(child, dict), where, dotted, f"{p} is not a section")
-        node = child
-    node[parts[-1]] = copy.deepcopy(value)
 
 
 def _axis_entries(name: str, values: Any) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:

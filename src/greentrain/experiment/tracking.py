@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from greentrain.errors import ConfigError
+from greentrain.experiment.extras import require_modules
 from greentrain.experiment.results import VariantResult
 
 MLFLOW_DB = "mlflow.db"
@@ -26,10 +26,7 @@ LOGGED = ("ok", "not_applicable")
 
 def require_mlflow(field: str, value: object) -> None:
     """Before any work: one line naming the extra when mlflow is not installed."""
-    from greentrain.experiment.runner import missing_modules
-
-    if missing_modules(("mlflow",)):
-        raise ConfigError(field, value, "needs mlflow, which is not installed: pip install 'greentrain[mlflow]'")
+    require_modules(("mlflow",), "mlflow", field, value)
 
 
 def tracking_uri(out_dir: Path, setting: str | bool | None) -> str:

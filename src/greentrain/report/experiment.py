@@ -1,6 +1,6 @@
 """Rendering of ``greentrain experiment`` (issue 17: renderers live in report/): the plan, status and report tables
 (Rich), the report files (results.csv/.json, emissions.csv with CodeCarbon's columns, predictions.csv, report.md),
-the plots (matplotlib through ``greentrain.plotting``) and the progress bar over variants and steps.
+the plots (matplotlib through ``greentrain.report.files``) and the progress bar over variants and steps.
 
 ``greentrain.experiment`` computes (results, findings, Pareto set, re-pricing) and imports neither Rich nor
 matplotlib; this module only presents what it computed.
@@ -24,8 +24,8 @@ from greentrain import units
 from greentrain.experiment.plan import ExperimentPlan
 from greentrain.experiment.report import ExperimentReport, emissions_rows, prediction_rows
 from greentrain.experiment.results import VariantResult, write_text_atomic
-from greentrain.plotting import pyplot, save_figure
 from greentrain.report.console import stdout_console
+from greentrain.report.files import pyplot, save_figure
 
 # ---- files --------------------------------------------------------------------------------------------------
 

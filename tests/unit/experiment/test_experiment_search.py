@@ -78,13 +78,13 @@ def test_trials_run_as_variants_and_resume(tmp_path: Path, make_experiment: Any)
     optuna = pytest.importorskip("optuna", reason="the search extra (optuna) is not installed")
     pytest.importorskip("transformers")
     from greentrain.experiment.report import build_report
-    from greentrain.experiment.runner import RunOptions, run_experiment
-    from greentrain.experiment.search import VARIANT_ATTR, told
+    from greentrain.experiment.runner import RunOptions
+    from greentrain.experiment.search import VARIANT_ATTR, run_search, told
 
     out = tmp_path / "out"
     exp = experiment_from_dict(tiny(make_experiment))
     opts = RunOptions(out_dir=out, isolation="inline")
-    results = run_experiment(exp, opts)
+    results = run_search(exp, opts)
     study = study_of(out, exp)
     assert len(told(study)) == 3 and study.trials[0].user_attrs[VARIANT_ATTR] == "base"
     assert results[0].variant_id == "base" and all(r.status == "ok" for r in results)
@@ -92,7 +92,7 @@ def test_trials_run_as_variants_and_resume(tmp_path: Path, make_experiment: Any)
     rep = build_report(out, [])
     assert set(rep.pareto) == {t.user_attrs[VARIANT_ATTR] for t in study.best_trials}
     before = mtimes(out)
-    run_experiment(exp, opts)  # nothing left to do
+    run_search(exp, opts)  # nothing left to do
     assert mtimes(out) == before and len(told(study_of(out, exp))) == 3
     # a runner killed during a trial: the trial stays RUNNING and its folder holds a partial record
     study.enqueue_trial({"train.learning_rate": 0.005, "train.optim": "adafactor"})
@@ -103,7 +103,7 @@ def test_trials_run_as_variants_and_resume(tmp_path: Path, make_experiment: Any)
     folder.mkdir(parents=True)
     (folder / "train.jsonl").write_text("")
     more = experiment_from_dict(tiny(make_experiment, trials=4))  # one more trial: the same study goes on
-    run_experiment(more, opts)
+    run_search(more, opts)
     study = study_of(out, more)
     assert study.trials[killed.number].state == optuna.trial.TrialState.FAIL
     assert len(told(study)) == 4 and told(study)[-1].user_attrs[VARIANT_ATTR] == folder.name
