@@ -246,6 +246,44 @@ def early_stopping(results: Sequence[VariantResult], max_steps: dict[str, int]) 
             for r in _ok(results) if r.early_stopped_at_step is not None]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepeatSummary:
+    """A variant run with several seeds (``repeats``): the mean and standard deviation of its ok runs."""
+
+    variant_id: str  # without the @seed<k> suffix
+    runs: int
+    stats: tuple[tuple[str, float, float], ...]  # (VariantResult field, mean, sample standard deviation)
+
+    def mean(self, field: str) -> float | None:
+        return next((m for f, m, _ in self.stats if f == field), None)
+
+    def sd(self, field: str) -> float | None:
+        return next((d for f, _, d in self.stats if f == field), None)
+
+
+SUMMARY_FIELDS = ("train_s", "energy_j", "emissions_kg_co2e", "cost_usd")
+
+
+def repeat_summaries(results: Sequence[VariantResult], q: Quality | None = None) -> list[RepeatSummary]:
+    """Mean and standard deviation over seeds of time, energy, CO2e, $ and quality, per variant with >= 2 ok runs."""
+    q = q or quality_of(results)
+    groups: dict[str, list[VariantResult]] = {}
+    for r in _ok(results):
+        if REPEAT_SEP in r.variant_id:
+            groups.setdefault(r.variant_id.split(REPEAT_SEP)[0], []).append(r)
+    out = []
+    for vid, runs in groups.items():
+        if len(runs) < 2:
+            continue
+        stats = []
+        for field in (*SUMMARY_FIELDS, q.field):
+            xs = [x for x in (_value(r, field) for r in runs) if x is not None]
+            if len(xs) >= 2:
+                stats.append((field, statistics.fmean(xs), statistics.stdev(xs)))
+        out.append(RepeatSummary(variant_id=vid, runs=len(runs), stats=tuple(stats)))
+    return out
+
+
 def all_findings(results: Sequence[VariantResult], *, attempts_energy_j: float = 0.0, num_attempts: int = 0,
                  max_steps: dict[str, int] | None = None) -> list[Finding]:
     q = quality_of(results)

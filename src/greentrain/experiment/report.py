@@ -16,7 +16,7 @@ from typing import Any
 from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.experiment.cost import price, site_of
-from greentrain.experiment.findings import Finding, all_findings, pareto_set
+from greentrain.experiment.findings import Finding, RepeatSummary, all_findings, pareto_set, repeat_summaries
 from greentrain.experiment.job import SiteSpec, parse_job
 from greentrain.experiment.results import PHASES, Quality, VariantResult, quality_of, read_result
 from greentrain.experiment.runner import previous_attempts, variant_dir
@@ -42,6 +42,7 @@ class ExperimentReport:
     repriced: tuple[Repriced, ...]
     wasted_energy_j: float
     num_failed_attempts: int
+    repeats: tuple[RepeatSummary, ...] = ()  # with repeats > 1: mean and sd over the seeds
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "greentrain.experiment.report", "name": self.name,
@@ -52,7 +53,10 @@ class ExperimentReport:
                 "findings": [{"kind": f.kind, "text": f.text, "variants": list(f.variants),
                               "numbers": dict(f.numbers)} for f in self.findings],
                 "repriced": [dataclasses.asdict(x) for x in self.repriced],
-                "wasted_energy_j": self.wasted_energy_j, "num_failed_attempts": self.num_failed_attempts}
+                "wasted_energy_j": self.wasted_energy_j, "num_failed_attempts": self.num_failed_attempts,
+                "repeats": [{"variant_id": x.variant_id, "runs": x.runs,
+                             **{f"{f}_{k}": v for f, m, sd in x.stats for k, v in (("mean", m), ("sd", sd))}}
+                            for x in self.repeats]}
 
 
 def _manifest(out_dir: Path) -> dict[str, Any]:
@@ -118,7 +122,8 @@ def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentR
     return ExperimentReport(name=str(man["name"]), results=tuple(results),
                             findings=tuple(findings + _region_findings(rep)), pareto=tuple(pareto_set(results)),
                             quality=quality_of(results),
-                            repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts))
+                            repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts),
+                            repeats=tuple(repeat_summaries(results)))
 
 
 def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:

@@ -101,6 +101,24 @@ def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
     return rows
 
 
+def repeat_columns(rep: ExperimentReport) -> tuple[str, ...]:
+    return ("variant", "seeds", "train s", "energy Wh", "g CO2e", "$", rep.quality.label)
+
+
+def repeat_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
+    """Mean ± sd over the seeds, per variant run with repeats (energy as measured, before PUE)."""
+    scale = {"energy_j": 1e3 / 3.6e6, "emissions_kg_co2e": 1e3}  # Wh, g
+    rows = []
+    for x in rep.repeats:
+        cells = []
+        for f in ("train_s", "energy_j", "emissions_kg_co2e", "cost_usd", rep.quality.field):
+            m, sd = x.mean(f), x.sd(f)
+            k = scale.get(f, 1.0)
+            cells.append("-" if m is None or sd is None else f"{m * k:.4g} ± {sd * k:.2g}")
+        rows.append((x.variant_id, str(x.runs), *cells))
+    return rows
+
+
 def markdown(rep: ExperimentReport) -> str:
     columns = table_columns(rep)
     lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -108,7 +126,12 @@ def markdown(rep: ExperimentReport) -> str:
     q = rep.quality
     lines += ["", f"`*`: in the Pareto set ({q.label} {q.direction}, CO2e and $ down). `est`: energy estimated, "
               "not metered.", "",
-              "## Findings", ""]
+              ]
+    if rep.repeats:
+        columns = repeat_columns(rep)
+        lines += ["## Over the seeds (mean ± sd)", "", "| " + " | ".join(columns) + " |",
+                  "|" + "---|" * len(columns), *("| " + " | ".join(row) + " |" for row in repeat_rows(rep)), ""]
+    lines += ["## Findings", ""]
     lines += [f"- **{f.kind}** {f.text}" for f in rep.findings]
     notes = sorted({r.reason for r in rep.results if r.status in ("not_applicable", "failed") and r.reason})
     if notes:
@@ -163,6 +186,13 @@ def render_report(rep: ExperimentReport, findings: bool = True) -> None:
     for r in rep.results:
         counts[r.status] = counts.get(r.status, 0) + 1
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + f"   (* {_pareto_note(rep)})")
+    if rep.repeats:
+        over = Table(title="over the seeds (mean ± sd)")
+        for c in repeat_columns(rep):
+            over.add_column(c, justify="left" if c == "variant" else "right")
+        for row in repeat_rows(rep):
+            over.add_row(*row)
+        console.print(over)
     for r in rep.results:
         if r.status in ("not_applicable", "failed", "skipped_budget") and r.reason:
             console.print(f"{r.variant_id}: {r.status}: {r.reason}")

@@ -128,3 +128,16 @@ def test_perplexity_pareto_set_equals_brute_force(points: list[tuple[int, int, i
     rows = [lm_row(f"v{i}", usd=float(c), g=float(g), ppl=float(p)) for i, (p, g, c) in enumerate(points)]
     flipped = [dataclasses.replace(r, rouge1=-(r.perplexity or 0.0)) for r in rows]  # brute force maximises ROUGE-1
     assert set(pareto_set(rows)) == brute_force(flipped)
+
+
+def test_repeat_summaries_give_mean_and_sd_over_the_seeds() -> None:
+    from greentrain.experiment.findings import repeat_summaries
+
+    rows = [row("base@seed0", usd=1.0, g=10.0, train_s=100.0, rouge1=50.0),
+            row("base@seed1", usd=3.0, g=14.0, train_s=110.0, rouge1=52.0),
+            row("fast@seed0", usd=0.5, g=5.0, train_s=50.0), row("alone", usd=1.0, g=1.0)]
+    (s,) = repeat_summaries(rows)  # fast has one run: no spread; alone is no repeat
+    assert s.variant_id == "base" and s.runs == 2
+    assert s.mean("cost_usd") == 2.0 and s.sd("cost_usd") == pytest.approx(2 ** 0.5)
+    assert s.mean("emissions_kg_co2e") == pytest.approx(0.012) and s.mean("rouge1") == 51.0
+    assert s.sd("train_s") == pytest.approx(50 ** 0.5)

@@ -4,6 +4,7 @@ pending and stale variants, and no torch needed."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 
 from greentrain.experiment.report import build_report, load_results
-from greentrain.experiment.results import PHASES
+from greentrain.experiment.results import PHASES, VariantResult, write_result
+from greentrain.experiment.runner import variant_dir
 from greentrain.report.experiment import write_report_files
 
 
@@ -85,3 +87,26 @@ def test_the_experiment_package_imports_no_renderer(tmp_path: Path, make_folder:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_with_repeats_the_report_shows_mean_and_sd(tmp_path: Path) -> None:
+    from greentrain.report.experiment import markdown
+
+    ids = ["base@seed0", "base@seed1"]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "experiment.json").write_text(json.dumps({
+        "kind": "greentrain.experiment", "name": "rep", "site": {"grid_g_co2e_per_kwh": 300.0},
+        "variants": [{"variant_id": v, "config_hash": v, "max_steps": 10, "axis_values": []} for v in ids]}))
+    for vid, wall_s, rouge1 in ((ids[0], 100.0, 40.0), (ids[1], 120.0, 44.0)):
+        folder = variant_dir(out, vid)
+        folder.mkdir(parents=True)
+        write_result(folder / "result.json", VariantResult(
+            variant_id=vid, config_hash=vid, status="ok", wall_s=wall_s, train_s=wall_s, energy_j=3.6e3,
+            emissions_kg_co2e=1e-3, cost_usd=wall_s / 100, rouge1=rouge1, cost_basis="cloud"))
+    rep = build_report(out, [])
+    md = markdown(rep)
+    assert "## Over the seeds (mean ± sd)" in md
+    assert "| base | 2 | 110 ± 14 | 1 ± 0 | 1 ± 0 | 1.1 ± 0.14 | 42 ± 2.8 |" in md
+    (entry,) = rep.to_dict()["repeats"]
+    assert entry["runs"] == 2 and entry["rouge1_mean"] == 42.0 and entry["train_s_sd"] == pytest.approx(200 ** 0.5)
