@@ -110,3 +110,23 @@ def test_with_repeats_the_report_shows_mean_and_sd(tmp_path: Path) -> None:
     assert "| base | 2 | 110 ± 14 | 1 ± 0 | 1 ± 0 | 1.1 ± 0.14 | 42 ± 2.8 |" in md
     (entry,) = rep.to_dict()["repeats"]
     assert entry["runs"] == 2 and entry["rouge1_mean"] == 42.0 and entry["train_s_sd"] == pytest.approx(200 ** 0.5)
+
+
+def test_the_progress_bar_follows_variants_and_steps(tmp_path: Path) -> None:
+    import time
+
+    from greentrain.report.experiment import RichProgress
+
+    (tmp_path / "train.jsonl").write_text('{"type":"step"}\n' * 3 + '{"type":"summary"}\n')
+    bar = RichProgress(2)
+    try:
+        bar.begin("base", 10, tmp_path)
+        deadline = time.monotonic() + 10
+        while bar.progress.tasks[1].completed != 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert bar.progress.tasks[1].completed == 3 and bar.progress.tasks[1].total == 10
+        assert bar.progress.tasks[1].description == "base"
+        bar.end()
+        assert bar.progress.tasks[0].completed == 1 and bar.path is None
+    finally:
+        bar.close()
