@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from greentrain.config import split_list
+from greentrain.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +96,12 @@ def run(args: argparse.Namespace) -> int:
         runner = run_experiment
         if exp.search is not None:  # Optuna's trials instead of the axes
             from greentrain.experiment.search import run_search as runner
-        results = runner(exp, opts, progress=progress,
-                         after_variant=lambda d: _report(d, None, None, False, True, show=False))
+        try:
+            results = runner(exp, opts, progress=progress,
+                             after_variant=lambda d: _report(d, None, None, False, True, show=False))
+        except ConfigError as e:  # the core names the option's field; here it is a flag
+            raise ConfigError(e.field, e.value, e.rule.replace("RunOptions.over_budget_ok", "--over-budget-ok")) \
+                from None
         _report(out, None, plot_dir, False, True)
         if exp.base.mlflow:
             _mlflow(out, exp.base.mlflow)

@@ -262,7 +262,8 @@ def over_budget_error(sentence: str) -> ConfigError:
     """The refusal of a plan over budget: ``budget.max_kwh=0.05: the predicted total is ...`` as field, value, rule."""
     head, rest = sentence.split(": ", 1)
     field, limit = head.split("=", 1)
-    return ConfigError(field, float(limit), f"{rest}: predicted over budget (--over-budget-ok runs it anyway)")
+    return ConfigError(field, float(limit), f"{rest}: predicted over budget (RunOptions.over_budget_ok runs it "
+                       "anyway)")
 
 
 def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> None:
