@@ -191,3 +191,23 @@ def test_the_cli_process_flushes_its_output_before_its_quick_exit():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["policy"] == "matched_inner"
+
+
+def test_ranks_from_a_forkserver_as_with_nccl_or_off_linux(monkeypatch):
+    """The start method used with NCCL and on other systems: ranks from a forkserver (nothing inherited from
+    this process, the store's port through the queue) give what forked ranks give."""
+    import torch.multiprocessing as mp
+
+    from greentrain.emulate import launcher
+
+    def forkserver(_backend: str):
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["greentrain.emulate.launcher"])
+        return context
+
+    case = MatMulCase(mesh=Mesh2D(x_size=1, y_size=2), m=16, k=32, n=16, a=ts("1x1,1x2"), b=ts("1x2,1x1"),
+                      c=ts("1x1,1x1"))
+    (forked,) = emulate([case], LaunchOptions(timeout_s=60))
+    monkeypatch.setattr(launcher, "_context", forkserver)
+    (served,) = emulate([case], LaunchOptions(timeout_s=60))
+    assert (served.max_abs_error, served.total) == (forked.max_abs_error, forked.total) and served.ok
