@@ -225,6 +225,7 @@ def pareto_plot(rep: ExperimentReport, path: Path) -> Path:
                    edgecolors="black" if front else "none", color="tab:green" if front else "tab:gray")
         ax.annotate(r.variant_id, (_g(r), q.value(r) or 0.0), fontsize=7, xytext=(4, 4),
                     textcoords="offset points")
+    ax.margins(x=0.15, y=0.1)  # room for the labels at the edges
     ax.set_xlabel("g CO2e (operational + embodied)")
     ax.set_ylabel(q.label + ("" if q.higher_is_better else " (lower is better)"))
     ax.set_title(f"{rep.name}: quality vs CO2e (marker area ~ $; outlined: Pareto set)", fontsize=9)
@@ -243,6 +244,7 @@ def cost_plot(rep: ExperimentReport, path: Path) -> Path:
         if r.cost_usd is not None:
             ax.scatter(_g(r), r.cost_usd, color="tab:blue", s=40)
             ax.annotate(r.variant_id, (_g(r), r.cost_usd), fontsize=7)
+    ax.margins(x=0.15, y=0.1)
     ax.set_xlabel("g CO2e")
     ax.set_ylabel("$")
     ax.set_title(f"{rep.name}: cost vs CO2e (grey: re-priced in other regions)", fontsize=9)
