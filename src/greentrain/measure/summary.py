@@ -18,6 +18,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.footprint.model import footprint
 from greentrain.footprint.site import Site
+from greentrain.measure.records import clip_samples
 
 ENERGY_PARTS = ("gpu", "cpu", "ram")
 
@@ -183,6 +184,19 @@ def _modules(records: Sequence[dict[str, Any]], num_steps: int, energy_per_s: fl
     return tuple(out)
 
 
+def _cut_killed(records: Sequence[dict[str, Any]]) -> tuple[Sequence[dict[str, Any]], str]:
+    """A killed run's own record (no end record; steps and samples on one clock): the samples cut at the last
+    recorded step, so that duration and energy cover the steps counted, as in a complete run of those steps
+    (`greentrain track` cuts its own record at its children's last step: measure/track.py)."""
+    step_ts = [float(r.get("t_s", 0.0)) for r in records if r.get("type") == "step"]
+    if not step_ts or any(r.get("type") == "end" for r in records):
+        return records, ""
+    if not any(r.get("type") == "sample" and float(r.get("t_s", 0.0)) != max(step_ts) for r in records):
+        return records, ""
+    cut, _ = clip_samples(records, max(step_ts))
+    return cut, f"killed: duration and energy cover the run up to its last recorded step ({max(step_ts):.2f} s)"
+
+
 def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, world_size: int | None = None,
               pue: float | None = None) -> Measurement:
     """Summary of one run record (the records of one rank, or of `greentrain track` and its child).
@@ -190,6 +204,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     CO2e and cost are added when ``site`` is given; otherwise call ``with_footprint`` (which also notes
     that CO2e needs a region) once the per-rank summaries are combined.
     """
+    records, cut_note = _cut_killed(records)
     starts = [r for r in records if r.get("type") == "start"]
     samples = [r for r in records if r.get("type") == "sample"]
     steps = [r for r in records if r.get("type") == "step"]
@@ -205,7 +220,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     n = len(steps)
     meters = {m["name"]: MeterInfo(**m) for st in starts for m in st.get("meters", [])}
     peak_rss = max([s["peak_rss_bytes"]] + [float(x.get("rss_bytes", 0.0)) for x in samples])
-    notes = []
+    notes = [cut_note] if cut_note else []
     if not samples:
         notes.append("no energy samples in the record")
     if n == 0:

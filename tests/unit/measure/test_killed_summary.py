@@ -129,3 +129,16 @@ def test_track_killed_then_summarized(tmp_path: Path) -> None:
     assert any("last recorded step" in n for n in m["notes"])
     fwd = {x["name"]: x["forward_flop"] for x in m["modules"]}
     assert fwd["0"] == 2 * 16 * 32 * 64 and fwd["2"] == 2 * 16 * 64 * 32
+
+
+def test_a_killed_trackers_own_record_is_cut_at_its_last_step() -> None:
+    """A Tracker's record (samples and steps from one process) after a kill: the samples written after the
+    last flushed step are not counted (duration was the last sample's, 6.0 s, for steps until 4.6 s)."""
+    from greentrain.measure.summary import summarize
+
+    records = _tracker_records(6.0) + [r for r in _step_records(2.1, 4.6, child_t0_unix=1000.0)
+                                       if r["type"] == "step"]
+    m = summarize(records, None)
+    assert m.num_steps == 11 and m.duration_s == pytest.approx(4.6)
+    assert m.it_energy_j == pytest.approx(POWER_W * 4.6) and m.power_w == pytest.approx(POWER_W)
+    assert any("last recorded step" in n for n in m.notes)
