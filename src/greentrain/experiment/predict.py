@@ -99,6 +99,7 @@ def hf_config(job: Job, vocab: int) -> dict[str, Any]:
 def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
     from greentrain.footprint.site import Site
     from greentrain.hardware.catalog import get_chip
+    from greentrain.model.finetune import FULL, Finetune
     from greentrain.model.hf import spec_from_hf_config
     from greentrain.scenario import Scenario, build_cluster
     from greentrain.workload import Workload
@@ -110,7 +111,8 @@ def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
                            else (d.max_source_tokens, d.max_target_tokens))
     workload = Workload(global_batch_size=t.batch_size * t.grad_accum, seq_len=seq_len,
                         target_seq_len=target_len, num_steps=t.max_steps,
-                        precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer)
+                        precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer,
+                        finetune=Finetune(mode="freeze", freeze=job.model.freeze) if job.model.freeze else FULL)
     site = site_of(job.site) or Site.from_intensity(0.0, pue=1.0)
     return Scenario(model=spec_from_hf_config(cfg, job.model.arch), cluster=build_cluster(get_chip(chip_name), 1),
                     workload=workload, site=site)

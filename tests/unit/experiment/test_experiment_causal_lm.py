@@ -122,3 +122,21 @@ def test_a_real_run_scores_perplexity_with_the_same_phases(tmp_path: Path, make_
     best = min((base, ada), key=lambda r: r.perplexity or 0.0)
     assert any(f.kind == "F2" and f.variants == (best.variant_id,) and "perplexity" in f.text for f in rep.findings)
     assert "| eval loss | perplexity |" in markdown(rep) and "Pareto set (perplexity down" in markdown(rep)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_frozen_embeddings_are_predicted_as_counted(arch: str) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from greentrain.experiment.build import build_model
+    from greentrain.measure.flops import LocalFlopCounter
+
+    j = parse_job({**job(arch).resolved, "model": {"arch": arch, "config": TINY[arch], "freeze": ["embeddings"]}})
+    model = build_model(j, vocab_size(j))
+    ids = torch.randint(3, vocab_size(j), (4, j.data.max_source_tokens + j.data.max_target_tokens))
+    with LocalFlopCounter() as counter:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss.backward()
+    p, full = predict(j), predict(job(arch))
+    assert p.flop_per_step == pytest.approx(counter.total(), rel=0.01)
+    # a lookup table has no FLOPs: only GPT-2's tied head saves some; both drop the table's state
+    assert p.flop_per_step <= full.flop_per_step and p.memory_bytes < full.memory_bytes

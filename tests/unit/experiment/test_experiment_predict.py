@@ -85,3 +85,24 @@ def test_plan_runs_without_torch(tmp_path: Any) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert '"flop_per_step"' in proc.stdout
+
+
+@pytest.mark.parametrize("arch", ["t5", "bart", "pegasus"])
+@pytest.mark.parametrize("freeze", [["embeddings"], ["encoder"], ["decoder"], ["embeddings", "encoder"]])
+def test_frozen_parts_are_predicted_as_the_planner_s_freeze(arch: str, freeze: list[str]) -> None:
+    """model.freeze reaches the planner (workload finetune: freeze): FLOPs per step = counted FLOPs of the frozen
+    model (no weight gradients below), and less state than full fine-tuning."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from greentrain.experiment.build import build_model
+    from greentrain.measure.flops import LocalFlopCounter
+
+    j = parse_job({**job(arch).resolved, "model": {"arch": arch, "config": TINY[arch], "freeze": freeze}})
+    model = build_model(j, vocab_size(j))
+    ids = torch.randint(3, vocab_size(j), (4, j.data.max_source_tokens))
+    labels = torch.randint(3, vocab_size(j), (4, j.data.max_target_tokens))
+    with LocalFlopCounter() as counter:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss.backward()
+    p, full = predict(j), predict(job(arch))
+    assert p.flop_per_step == pytest.approx(counter.total(), rel=0.01)
+    assert p.flop_per_step < full.flop_per_step and p.memory_bytes < full.memory_bytes
