@@ -64,3 +64,24 @@ def test_no_process_left_within_5_s(sig: signal.Signals) -> None:
     while left := [p for p in kids if _running(p)]:
         assert time.monotonic() - t0 < 5, f"still running 5 s after {sig.name}: {left}"
         time.sleep(0.1)
+
+
+def test_ctrl_c_stops_every_rank_with_one_line() -> None:
+    """Ctrl-C reaches the terminal's whole process group (the launcher and its forked ranks): the launcher
+    says so in one line and exits 130 (it printed a KeyboardInterrupt traceback); no rank is left."""
+    proc = subprocess.Popen([sys.executable, "-c", _HANG], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a terminal's foreground job
+    deadline = time.monotonic() + 60
+    while len(_descendants(proc.pid)) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the ranks did not start"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    kids = _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)
+    _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["greentrain: emulation stopped by SIGINT; stopping the ranks"], err
+    t0 = time.monotonic()
+    while left := [p for p in kids if _running(p)]:
+        assert time.monotonic() - t0 < 5, f"still running 5 s after SIGINT: {left}"
+        time.sleep(0.1)

@@ -186,8 +186,11 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 def _worker(rank: int, world: int, ports: Any, jobs: Sequence[Job], options: LaunchOptions, out: Any,
             parent_pid: int) -> None:
-    for s in (signal.SIGTERM, signal.SIGHUP):  # a forked rank inherits the launcher's handlers
-        signal.signal(s, signal.SIG_DFL)
+    # a forked rank inherits the launcher's handlers: SIGTERM/SIGHUP end it; Ctrl-C, which reaches the whole
+    # process group, is the launcher's to handle (it stops every rank)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent_pid)
     try:
         if options.backend == "gloo":  # the ranks share the CPU cores: do not oversubscribe them
@@ -260,12 +263,15 @@ def _on_signal(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)  # what a shell reports for a signalled process
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def _stop_on_signals() -> dict[int, Any]:
-    """SIGTERM/SIGHUP raise in the main thread, so ``_spawn``'s cleanup kills the ranks (the default action
-    would end this process at once and leave them to their parent watch)."""
+    """SIGTERM/SIGHUP/SIGINT raise in the main thread, so ``_spawn``'s cleanup kills the ranks (the default
+    action would end this process at once and leave them to their parent watch; Ctrl-C printed a traceback)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    return {s: signal.signal(s, _on_signal) for s in STOP_SIGNALS}
 
 
 def _restore(old: dict[int, Any]) -> None:
