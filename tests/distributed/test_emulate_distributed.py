@@ -154,11 +154,13 @@ def test_progress_per_phase_and_quiet_before_the_ranks_start():
 
 
 def test_cases_sharing_inputs_in_one_launch_give_what_each_gives_alone():
-    """The seed's MatMul policies share A, B and the reference within a launch: each result equals the one
-    of the case launched alone (errors, statistics and collectives)."""
-    cases = [MatMulCase(mesh=Mesh2D(x_size=2, y_size=2), m=32, k=64, n=48, a=ts(a), b=ts(b), c=ts("1x1,1x1"),
-                        seed=seed) for a, b, seed in (("1x1,1x2", "1x2,1x1", 0), ("1x1,2x1", "2x1,1x1", 0),
-                                                      ("1x1,1x1", "1x1,1x1", 5))]
+    """The seed's MatMul policies share A, B and the reference within a launch, the FFN cases their inputs
+    (and the unsharded layer's reference): each result equals the one of the case launched alone."""
+    cases: list = [MatMulCase(mesh=Mesh2D(x_size=2, y_size=2), m=32, k=64, n=48, a=ts(a), b=ts(b),
+                              c=ts("1x1,1x1"), seed=seed)
+                   for a, b, seed in (("1x1,1x2", "1x2,1x1", 0), ("1x1,2x1", "2x1,1x1", 0), ("1x1,1x1", "1x1,1x1", 5))]
+    cases += [FfnCase(mesh=Mesh2D(x_size=2, y_size=2), batch=4, seq=8, d_model=32, d_ff=64, gspmd=g)
+              for g in (False, True, False)]  # the unsharded layer's reference: rank 0's, shared
     together = emulate(cases, LaunchOptions(timeout_s=60))
     for case, got in zip(cases, together, strict=True):
         (alone,) = emulate([case], LaunchOptions(timeout_s=60))

@@ -243,19 +243,23 @@ def _spawn(jobs: Sequence[Job], options: LaunchOptions, world: int,
             progress.phase(f"stopping {world} ranks")
         _stop(procs, grace_s=10.0 if finished else 0.0)
         matmul.forget_prepared()
+        ffn.forget_prepared()
         del store
         _restore(old_handlers)
     return [results[r] for r in range(world)]
 
 
 def _prepare(jobs: Sequence[Job], world: int, context: Any) -> None:
-    """Ranks forked from this process inherit what it holds: the first MatMul case's inputs are drawn here
-    once (matmul.prepare), not in every rank."""
+    """Ranks forked from this process inherit what it holds: the inputs of the first MatMul case and of the
+    first FFN case are drawn here once (matmul.prepare, ffn.prepare), not in every rank."""
     if context.get_start_method() != "fork":
         return
-    first = next((case for case, _ in jobs if isinstance(case, MatMulCase)), None)
-    if first is not None:
-        matmul.prepare(first, world)
+    first_matmul = next((case for case, _ in jobs if isinstance(case, MatMulCase)), None)
+    if first_matmul is not None:
+        matmul.prepare(first_matmul, world)
+    first_ffn = next((case for case, _ in jobs if isinstance(case, FfnCase)), None)
+    if first_ffn is not None:
+        ffn.prepare(first_ffn)
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
