@@ -77,7 +77,54 @@ def build_model(job: Job, vocab: int) -> nn.Module:
         config = AutoConfig.for_model(job.model.arch, **{**cfg, **special})
         model = auto.from_config(config)
     freeze(model, job.model.freeze)
+    if job.model.lora_rank:
+        add_lora(model, job.model.arch, job.model.lora_targets, job.model.lora_rank)
     return model
+
+
+# Hugging Face's module names of each LoRA target (model/finetune.py's names), per architecture
+LORA_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
+                "t5": {"q": ("q",), "k": ("k",), "v": ("v",), "o": ("o",), "up": ("wi", "wi_1"), "down": ("wo",)},
+                "bart": {"q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",), "o": ("out_proj",), "up": ("fc1",),
+                         "down": ("fc2",)},
+                "llama": {t: (f"{t}_proj",) for t in ("q", "k", "v", "o", "gate", "up", "down")}}
+LORA_MODULES["pegasus"] = LORA_MODULES["bart"]
+
+
+class LoraLinear(nn.Module):
+    """peft's LoRA beside a frozen projection (Hu et al. 2021 §4.1): base(x) + B(A(x)) x alpha / r, B zero at
+    the start (the adapted model starts as the base one), A as nn.Linear initialises it; alpha = 2r as peft's
+    examples use."""
+
+    def __init__(self, base: nn.Linear, rank: int) -> None:
+        super().__init__()
+        self.base = base
+        self.lora_a = nn.Linear(base.in_features, rank, bias=False)
+        self.lora_b = nn.Linear(rank, base.out_features, bias=False)
+        nn.init.zeros_(self.lora_b.weight)
+        self.scale = 2.0
+
+    @property
+    def weight(self) -> torch.Tensor:  # Hugging Face reads a projection's weight (T5: wo's dtype)
+        return self.base.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.lora_b(self.lora_a(x)) * self.scale
+
+
+def add_lora(model: nn.Module, arch: str, targets: tuple[str, ...], rank: int) -> int:
+    """Freeze every parameter, then put rank-``rank`` adapters beside the targeted projections of every attention
+    (self and cross) and MLP block; returns the number of adapted projections."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    names = {n for t in targets for n in LORA_MODULES[arch][t]}
+    count = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if child_name in names and isinstance(child, nn.Linear):
+                setattr(parent, child_name, LoraLinear(child, rank))
+                count += 1
+    return count
 
 
 def freeze(model: nn.Module, parts: tuple[str, ...]) -> None:

@@ -28,6 +28,12 @@ FREEZABLE_BY_TASK = {"summarization": ("embeddings", "encoder", "decoder"), "cau
 FREEZABLE = FREEZABLE_BY_TASK["summarization"]
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 METRICS_BY_TASK = {"summarization": ROUGE_METRICS, "causal-lm": ("perplexity",)}
+# LoRA targets (the planner's names, model/finetune.py) each architecture's projections carry; GPT-2 fuses q, k, v
+LORA_TARGETS = {"t5": ("q", "k", "v", "o", "up", "down"), "bart": ("q", "k", "v", "o", "up", "down"),
+                "pegasus": ("q", "k", "v", "o", "up", "down"),
+                "llama": ("q", "k", "v", "o", "gate", "up", "down")}
+LORA_ARCHS = tuple(LORA_TARGETS)
+OPTIONAL_KEYS = {"model": ("lora",)}  # keys without a default (absent from the resolved job unless given)
 # TrainingArguments fields a job may set (checked again against the installed transformers at run time).
 TRAIN_ARGS = ("per_device_train_batch_size", "max_steps", "num_train_epochs", "learning_rate", "lr_scheduler_type",
               "warmup_steps", "optim", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
@@ -81,6 +87,8 @@ class ModelSpec:
     init: str  # random | pretrained (a local checkpoint folder in ``path``; never downloaded)
     path: str
     freeze: tuple[str, ...]
+    lora_rank: int = 0  # > 0: LoRA (every base weight frozen, rank-r adapters beside lora_targets)
+    lora_targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,9 +158,10 @@ class Job:
     resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
 
 
-def _merge(defaults: dict[str, Any], given: dict[str, Any], where: str) -> dict[str, Any]:
+def _merge(defaults: dict[str, Any], given: dict[str, Any], where: str,
+           optional: tuple[str, ...] = ()) -> dict[str, Any]:
     out = copy.deepcopy(defaults)
-    check_keys(given, defaults, where)
+    check_keys(given, (*defaults, *optional), where)
     out.update(copy.deepcopy(given))
     return out
 
@@ -164,7 +173,7 @@ def _opt_float(d: dict[str, Any], key: str, where: str, **kw: Any) -> float | No
 def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
     given = raw.get(name) or {}
     require(isinstance(given, dict), name, given, "must be a mapping")
-    return _merge(DEFAULTS[name], given, name)
+    return _merge(DEFAULTS[name], given, name, OPTIONAL_KEYS.get(name, ()))
 
 
 def _data(d: dict[str, Any]) -> DataSpec:
@@ -192,8 +201,27 @@ def _model(d: dict[str, Any], task: str) -> ModelSpec:
     require(isinstance(freeze, list), "model.freeze", freeze, f"must be a list of {', '.join(parts)}")
     for f in freeze:
         require(f in parts, "model.freeze", f, f"must be one of {', '.join(parts)} for task {task}")
+    rank, targets = _lora(d.get("lora"), d["arch"], freeze)
     return ModelSpec(arch=str(d["arch"]), config=dict(d["config"]), config_path=str(d["config_path"]),
-                     init=str(d["init"]), path=str(d["path"]), freeze=tuple(freeze))
+                     init=str(d["init"]), path=str(d["path"]), freeze=tuple(freeze), lora_rank=rank,
+                     lora_targets=targets)
+
+
+def _lora(d: Any, arch: str, freeze: list[str]) -> tuple[int, tuple[str, ...]]:
+    """model.lora: {rank, targets} (peft's q and v by default) -> (rank, targets); (0, ()) without LoRA."""
+    if d is None:
+        return 0, ()
+    require(isinstance(d, dict), "model.lora", d, "must be a mapping {rank, targets} or null")
+    check_keys(d, ("rank", "targets"), "model.lora")
+    require(not freeze, "model.lora", d, "freezes every base weight itself: give model.freeze or model.lora")
+    require(arch in LORA_ARCHS, "model.lora", arch, f"adapters are built for {', '.join(LORA_ARCHS)} (GPT-2 "
+            "fuses q, k and v in one Conv1D)")
+    targets = d.get("targets", ["q", "v"])
+    require(isinstance(targets, list) and bool(targets), "model.lora.targets", targets, "must be a non-empty list")
+    for t in targets:
+        require(t in LORA_TARGETS[arch], "model.lora.targets", t,
+                f"must be one of {', '.join(LORA_TARGETS[arch])} for {arch}")
+    return as_int(d.get("rank", 16), "model.lora.rank", minimum=1), tuple(str(t) for t in targets)
 
 
 def _train(given: dict[str, Any]) -> TrainSpec:

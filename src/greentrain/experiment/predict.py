@@ -99,7 +99,6 @@ def hf_config(job: Job, vocab: int) -> dict[str, Any]:
 def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
     from greentrain.footprint.site import Site
     from greentrain.hardware.catalog import get_chip
-    from greentrain.model.finetune import FULL, Finetune
     from greentrain.model.hf import spec_from_hf_config
     from greentrain.scenario import Scenario, build_cluster
     from greentrain.workload import Workload
@@ -112,10 +111,20 @@ def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
     workload = Workload(global_batch_size=t.batch_size * t.grad_accum, seq_len=seq_len,
                         target_seq_len=target_len, num_steps=t.max_steps,
                         precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer,
-                        finetune=Finetune(mode="freeze", freeze=job.model.freeze) if job.model.freeze else FULL)
+                        finetune=_finetune(job))
     site = site_of(job.site) or Site.from_intensity(0.0, pue=1.0)
     return Scenario(model=spec_from_hf_config(cfg, job.model.arch), cluster=build_cluster(get_chip(chip_name), 1),
                     workload=workload, site=site)
+
+
+def _finetune(job: Job) -> Any:
+    """The planner's Finetune of the job: model.freeze, model.lora, or full fine-tuning."""
+    from greentrain.model.finetune import FULL, Finetune
+
+    m = job.model
+    if m.lora_rank:
+        return Finetune(mode="lora", lora_rank=m.lora_rank, lora_targets=m.lora_targets)
+    return Finetune(mode="freeze", freeze=m.freeze) if m.freeze else FULL
 
 
 def predict(job: Job) -> Prediction:

@@ -140,3 +140,19 @@ def test_frozen_embeddings_are_predicted_as_counted(arch: str) -> None:
     assert p.flop_per_step == pytest.approx(counter.total(), rel=0.01)
     # a lookup table has no FLOPs: only GPT-2's tied head saves some; both drop the table's state
     assert p.flop_per_step <= full.flop_per_step and p.memory_bytes < full.memory_bytes
+
+
+@pytest.mark.parametrize("targets", [["q", "v"], ["gate", "up", "down"], ["k", "o"]])
+def test_llama_lora_is_predicted_as_counted(targets: list[str]) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from greentrain.experiment.build import build_model
+    from greentrain.measure.flops import LocalFlopCounter
+
+    j = parse_job({**job("llama").resolved,
+                   "model": {"arch": "llama", "config": TINY["llama"], "lora": {"rank": 4, "targets": targets}}})
+    model = build_model(j, vocab_size(j))
+    ids = torch.randint(3, vocab_size(j), (4, j.data.max_source_tokens + j.data.max_target_tokens))
+    with LocalFlopCounter() as counter:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss.backward()
+    assert predict(j).flop_per_step == pytest.approx(counter.total(), rel=0.01)

@@ -106,3 +106,47 @@ def test_frozen_parts_are_predicted_as_the_planner_s_freeze(arch: str, freeze: l
     p, full = predict(j), predict(job(arch))
     assert p.flop_per_step == pytest.approx(counter.total(), rel=0.01)
     assert p.flop_per_step < full.flop_per_step and p.memory_bytes < full.memory_bytes
+
+
+LORA_CASES = [("bart", ["q", "v"]), ("bart", ["k"]), ("bart", ["o", "down"]), ("pegasus", ["q", "k", "v", "o"]),
+              ("pegasus", ["up", "down"]), ("t5", ["q", "k", "v", "o"]), ("t5", ["o", "down"])]
+
+
+@pytest.mark.parametrize(("arch", "targets"), LORA_CASES)
+def test_lora_variants_are_predicted_as_the_planner_s_lora(arch: str, targets: list[str]) -> None:
+    """model.lora builds peft-style adapters beside the targets (every base weight frozen) and reaches the planner
+    (workload finetune: lora): FLOPs per step = counted, and far fewer trainable parameters."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from greentrain.experiment.build import build_model
+    from greentrain.measure.flops import LocalFlopCounter
+
+    j = parse_job({**job(arch).resolved,
+                   "model": {"arch": arch, "config": TINY[arch], "lora": {"rank": 4, "targets": targets}}})
+    model = build_model(j, vocab_size(j))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert 0 < trainable < sum(p.numel() for p in model.parameters()) / 5
+    ids = torch.randint(3, vocab_size(j), (4, j.data.max_source_tokens))
+    labels = torch.randint(3, vocab_size(j), (4, j.data.max_target_tokens))
+    with LocalFlopCounter() as counter:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss.backward()
+    p, full = predict(j), predict(job(arch))
+    assert p.flop_per_step == pytest.approx(counter.total(), rel=0.01)
+    assert p.memory_bytes < full.memory_bytes
+
+
+@pytest.mark.parametrize(("lora", "match"), [
+    ({"rank": 0}, r"model\.lora\.rank=0: must be >= 1"),
+    ({"targets": ["qkv"]}, r"model\.lora\.targets='qkv': must be one of q, k, v, o, up, down for t5"),
+    ({"targets": ["gate"]}, r"model\.lora\.targets='gate'"),
+    ({"rank": 4, "alpha": 8}, r"model\.lora\.alpha=8: unknown key"),
+])
+def test_bad_lora_settings(lora: dict[str, Any], match: str) -> None:
+    from greentrain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        parse_job({"model": {"arch": "t5", "lora": lora}})
+    with pytest.raises(ConfigError, match=r"model\.lora=.*give model\.freeze or model\.lora"):
+        parse_job({"model": {"arch": "t5", "lora": {"rank": 4}, "freeze": ["encoder"]}})
+    with pytest.raises(ConfigError, match=r"model\.lora='gpt2': adapters are built for"):
+        parse_job({"task": "causal-lm", "model": {"arch": "gpt2", "lora": {"rank": 4}}})

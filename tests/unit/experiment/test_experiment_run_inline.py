@@ -150,3 +150,16 @@ def test_early_stopping_stops_and_keeps_evaluation_out_of_training(tmp_path: Pat
     assert len(evals) == r.num_steps // 5
     rep = build_report(tmp_path, [])
     assert any(f.kind == "F5" and f.numbers == (("stopped_at_step", float(r.num_steps)),) for f in rep.findings)
+
+
+def test_a_lora_variant_runs_and_is_predicted(tmp_path: Path, make_experiment: Any) -> None:
+    exp = experiment_from_dict(make_experiment(
+        model={"arch": "t5", "config": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1, "num_heads": 4}},
+        data={"train_size": 64, "eval_size": 8, "test_size": 8, "max_source_tokens": 24, "max_target_tokens": 8},
+        train={"max_steps": 5, "per_device_train_batch_size": 8},
+        axes={"lora": [{"label": "lora4", "set": {"model.lora": {"rank": 4, "targets": ["q", "k", "v", "o"]}}}]}))
+    base, lora = run_experiment(exp, RunOptions(out_dir=tmp_path, isolation="inline"))
+    assert lora.status == "ok" and lora.variant_id == "lora4"
+    assert lora.params > base.params and 0 < lora.trainable_params < base.trainable_params / 5
+    assert lora.flop_per_step == pytest.approx(lora.predicted_flop_per_step, rel=0.01)
+    assert lora.flop_per_step < base.flop_per_step
