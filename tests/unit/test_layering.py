@@ -37,17 +37,9 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 
-# Upward imports that exist today, each with who removes it (and then deletes its line). Nothing else may be
+# Upward imports that exist today, each with who removes it (and then deletes its line); none left. Nothing may be
 # added here.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    # a re-export of report.files kept while report/experiment.py, report/offload.py, experiment/results.py and
-    # cli/offload.py import greentrain.plotting (helpers E, D switch to greentrain.report.files; then
-    # plotting.py is deleted)
-    ("greentrain.plotting", "greentrain.report.files"): "transitional re-export",
-    # experiment/results.py writes its files atomically through greentrain.plotting: experiment/ is below
-    # report/, so the writing belongs in report/experiment.py or in experiment/ itself (helper E, issue 15)
-    ("greentrain.experiment.results", "greentrain.plotting"): "experiment/ (helper E)",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 # Modules outside report/ that still import Rich or matplotlib, each with who moves it (issue 17: only
 # report/ draws; cli/ prints Rich only through report/console.py and the report/ renderers).
@@ -55,7 +47,6 @@ KNOWN_DRAWING: dict[str, str] = {
     # the Tracker (measure/tracker.py) prints this summary itself: moving it to report/ needs the Tracker to be
     # handed a printer (helper C, measure/)
     "greentrain.measure.outputs": "the measurement table (render_table)",
-    "greentrain.cli.offload": "its table moves to report/offload.py (helper D)",
 }
 DRAWING_LIBRARIES = ("rich", "matplotlib")
 
@@ -136,15 +127,14 @@ def _internal(imp: Import) -> bool:
 
 
 def test_every_unit_has_a_layer() -> None:
-    units = {_unit(m) for m in _modules()} - {"plotting"}  # plotting: the transitional re-export
+    units = {_unit(m) for m in _modules()}
     assert units - set(RANK) == set(), "place the new package or root module in LAYERS"
 
 
 def test_no_upward_import() -> None:
-    rank = {**RANK, "plotting": RANK["report"]}  # the re-export sits with what it re-exports
     upward = [f"{i.source}:{i.line} imports {i.target} ({_unit(i.source)} is below {_unit(i.target)})"
               for i in _all_imports()
-              if _internal(i) and rank[_unit(i.source)] < rank[_unit(i.target)]
+              if _internal(i) and RANK[_unit(i.source)] < RANK[_unit(i.target)]
               and (i.source, i.target) not in KNOWN_UPWARD]
     assert upward == []
 

@@ -130,8 +130,6 @@ def _scenario(model: str, chip: str, seq_len: int, host_link: str) -> Scenario:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from greentrain.offload.config import OffloadCaps, get_profile
     from greentrain.offload.plan import plan_offload
     from greentrain.report.offload import plan_to_dict, render_plan
@@ -143,7 +141,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan_to_dict(plan), indent=2))
     else:
-        render_plan(plan, Console())
+        render_plan(plan)
     return 0
 
 
@@ -171,7 +169,7 @@ def _heatmap(args: argparse.Namespace) -> int:
     hosts = _numbers(args.host_gib, "offload.host_gib")
     check_grid(models, chips, seqs, devs, hosts)
     if args.output:
-        from greentrain.plotting import check_plot_path
+        from greentrain.report.files import check_plot_path
 
         check_plot_path(args.output, "--output")
     measured = None

@@ -15,7 +15,7 @@ from rich.table import Table
 from greentrain import units
 from greentrain.offload.grid import GridCell
 from greentrain.offload.plan import OffloadPlan
-from greentrain.plotting import pyplot, save_figure
+from greentrain.report.files import pyplot, save_figure
 
 LABELS = {"tokens_per_s": "tokens/s", "mfu": "MFU", "step_time_s": "step time (s)",
           "joules_per_token": "J per token", "kg_co2e_per_mtok": "kg CO2e per M tokens"}
@@ -42,7 +42,9 @@ def plan_to_dict(plan: OffloadPlan) -> dict[str, Any]:
     }
 
 
-def render_plan(plan: OffloadPlan, console: Console) -> None:
+def render_plan(plan: OffloadPlan, console: Console | None = None) -> None:
+    """`greentrain offload plan` as Rich tables, on Rich's default console unless one is given."""
+    console = console or Console()
     gib = units.bytes_to_gib
     console.print(f"[bold]{plan.model}[/bold] on {plan.chip}, {plan.seq_len:,} tokens per sequence, device "
                   f"{gib(plan.caps.device_bytes):g} GiB / host {gib(plan.caps.host_bytes):g} GiB "
