@@ -22,7 +22,9 @@ class ConfigError(GreentrainError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        super().__init__(f"{field}={shorten(value)}: {rule}")
+        # a field or rule may hold a line break (a YAML key "\n"): the message stays one line
+        message = f"{field}={shorten(value)}: {rule}"
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 MAX_QUOTED_CHARS = 120  # an error quotes at most this much of a value (a file may hold megabytes)

@@ -71,3 +71,10 @@ def test_the_cli_maps_fields_to_flags() -> None:
         raise ConfigError("constraints.max_chips", 9, "must be small")
     with pytest.raises(ConfigError, match=r"^strategy\.pp=3"), fields_as_flags({"constraints.max_chips": "--x"}):
         raise ConfigError("strategy.pp", 3, "must divide")
+
+
+def test_an_error_is_one_line_whatever_its_parts_hold() -> None:
+    """A field, value or rule holding a line break (a YAML key "\\n") still gives a one-line message."""
+    e = ConfigError("site.\n", "a\r\nb", "is not a\nknown key")
+    assert "\n" not in str(e) and "\r" not in str(e)
+    assert str(e) == "site.\\n='a\\r\\nb': is not a\\nknown key"

@@ -126,8 +126,6 @@ def test_fuzz_runs_csv(tmp_path: Path, text: str) -> None:
     assert time.perf_counter() - t0 < LIMIT_S
 
 
-@pytest.mark.xfail(strict=True, reason="found by the 2,000-example run on 2026-11-23: ConfigError quotes a field "
-                   "holding a newline as is (fix: escape \\r and \\n in errors.ConfigError); remove this mark then")
 def test_a_key_holding_a_newline_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "job.yaml"
     path.write_text('model: llama3.2-1b\nsite:\n  "\\n": null\n')
