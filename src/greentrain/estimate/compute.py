@@ -136,13 +136,18 @@ class OpsTime:
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
              eff: Efficiency, attention_peak_flop_per_s: float = 0.0) -> OpsTime:
-    """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks)."""
+    """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks). An element-wise
+    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py)."""
     fwd = core = bwd = 0.0
     for op in ops:
         attention = op.kind is OpKind.ATTENTION
         peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
         fused = attention and op.name.endswith(".flash")
-        t = _roofline(*_local(op, sh), peak, memory_bytes_per_s, eff, fused, causal_fraction(op) if fused else 0.0)
+        flop, nbytes, m, k, n = _local(op, sh)
+        if op.eager_kind and op.eager_kind in eff.eager_ops:
+            nbytes *= op.eager_bytes / op.bytes
+        t = _roofline(flop, nbytes, m, k, n, peak, memory_bytes_per_s, eff, fused,
+                      causal_fraction(op) if fused else 0.0)
         fwd += t
         bwd += t * op.backward_factor * op.backward_share
         if op.attention_core:

@@ -27,8 +27,9 @@ CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "at
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
 FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
-                  "zero_shards_master", "zero_stages", "fused_glu", "reserved_gib", "fragmentation",
+                  "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
                   "cpu_adam_params_per_s_per_node")
+EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 
@@ -56,6 +57,7 @@ class Efficiency:
     pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the framework runs
     fused_glu: bool = True  # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
+    eager_ops: tuple[str, ...] = ()  # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
     zero_shards_master: bool = True  # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     reserved_bytes: float
@@ -78,6 +80,8 @@ class Efficiency:
                     "must be a finite number >= 0")
         require(bool(self.zero_stages) and all(z in (0, 1, 2, 3) for z in self.zero_stages),
                 "efficiency.zero_stages", self.zero_stages, "must be a non-empty subset of 0, 1, 2, 3")
+        require(all(k in EAGER_OPS for k in self.eager_ops), "efficiency.eager_ops", list(self.eager_ops),
+                f"must be a subset of {', '.join(EAGER_OPS)}")
         require(self.pipeline_balance in ("even", "cost"), "efficiency.pipeline_balance", self.pipeline_balance,
                 "must be even or cost")
         require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
@@ -127,6 +131,8 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
             kw[k] = str(v)
         elif k == "zero_stages":
             kw[k] = tuple(int(z) for z in v)
+        elif k == "eager_ops":
+            kw[k] = tuple(str(x) for x in v)
         else:
             kw[k] = float(v)
     return kw

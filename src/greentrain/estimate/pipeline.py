@@ -3,9 +3,10 @@
 Frameworks place layers two ways (efficiency.pipeline_balance):
 - "even": as evenly as the count allows, the remainder on the middle stages (Megatron-LM; uneven first and
   last stages as Llama 3 405B used them, Dubey et al. 2024 §3.3.2, are "cost" placements of a heavy end);
-- "cost": the split that minimises the slowest stage, the embedding on the first stage and the LM head
-  (with its loss) on the last counted as what they cost (nanotron's `get_block_compute_costs` and pipeline
-  partitioning; Narayanan et al. 2021 §2.2 on balancing).
+- "cost": the split that minimises the slowest stage, the embedding on the first stage and the LM head on the
+  last counted as what nanotron's static cost table says they cost (models/llama.py get_block_compute_costs:
+  a decoder layer 4*heads*d_qkv*h + 3*d_ff*h, the LM head vocab*h, the embedding nothing; block_costs_units);
+  the time of each stage then follows from what it holds (Narayanan et al. 2021 §2.2 on balancing).
 
 With costs in units of one layer's time (the embedding ``e`` and the head ``h``), a time T holds
 floor(T - e) layers on the first stage, floor(T - h) on the last and floor(T) on each of the pp - 2 others;
@@ -54,17 +55,29 @@ def _balanced_t(layers: Any, pp: Any, e: Any, h: Any) -> Any:
     return best
 
 
-def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str) -> Placement:
+def block_cost_units(*, hidden: float, ffn: float, ffn_matrices: float, vocab: float) -> tuple[float, float]:
+    """(embedding, LM head) in units of one decoder layer as nanotron's partitioning weighs them
+    (models/llama.py get_block_compute_costs @2411b02): a layer 4*heads*d_qkv*h + 3*d_ff*h with
+    d_qkv = h // heads (so 4h^2 whatever the KV heads), the LM head vocab*h, the embedding nothing."""
+    layer = 4.0 * hidden * hidden + ffn_matrices * ffn * hidden
+    return 0.0, vocab * hidden / layer
+
+
+def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str,
+              balance_units: tuple[float, float] | None = None) -> Placement:
     """Layers per stage for ``layers`` layers on ``pp`` stages; ``e`` and ``h`` the embedding's and the head's
-    cost in layers (only the "cost" balance uses them). Floats in, floats out; or columns (ndarray)."""
+    time in layers (which stage sets the pace); the "cost" balance places by ``balance_units`` (the
+    framework's static costs of the two ends, block_cost_units; default: e and h). Floats in, floats out; or
+    columns (ndarray)."""
     L, p, v = layers, pp, vpp
     even_mid = ceil(L / (p * v)) * v
     even_end = floor(L / (p * v)) * v  # the ends take the smaller share of an uneven count
     first, mid, last = even_end, even_mid, even_end
     if balance == "cost":
-        t = _balanced_t(L, maximum(p, 2.0), e, h)
-        c_last = minimum(floor(t - h + _EPS), L)
-        c_first = minimum(floor(t - e + _EPS), L - c_last)
+        be, bh = balance_units if balance_units is not None else (e, h)
+        t = _balanced_t(L, maximum(p, 2.0), be, bh)
+        c_last = minimum(floor(t - bh + _EPS), L)
+        c_first = minimum(floor(t - be + _EPS), L - c_last)
         c_mid = where(p > 2, ceil((L - c_first - c_last) / maximum(p - 2, 1.0)), 0.0)
         cost_ok = (v == 1) & (p > 1)
         first, mid, last = where(cost_ok, c_first, first), where(cost_ok, c_mid, mid), where(cost_ok, c_last, last)

@@ -19,7 +19,7 @@ from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_ti
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_layer_s
-from greentrain.estimate.pipeline import end_share, given_placement, placement
+from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
 from greentrain.estimate.step_terms import maximum, where
 from greentrain.model.ops import ModelOps
 from greentrain.model.spec import LayerKind
@@ -80,7 +80,7 @@ class EndCosts:
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
     lt, (emb, head_1, head_n) = layer_totals(sc, s, ops, eff), end_parts(sc, s, ops, eff)
     st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
-                      balance=eff.pipeline_balance, stage_layers=s.stage_layers)
+                      balance=eff.pipeline_balance, stage_layers=s.stage_layers, balance_units=balance_units(sc))
     return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
                       ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
                       layers=st.layers, stage_params=st.stage_params,
@@ -107,15 +107,23 @@ class StageSplit:
     stage_trainable: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)
 
 
+def balance_units(sc: Scenario) -> tuple[float, float]:
+    """The ends' static costs a cost-balancing framework places by (pipeline.block_cost_units)."""
+    m = sc.model
+    return block_cost_units(hidden=m.hidden_size, ffn=m.ffn_hidden_size, ffn_matrices=3 if m.glu else 2,
+                            vocab=m.vocab_size)
+
+
 def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any, pp: Any, vpp: Any,
-                 balance: str, stage_layers: tuple[int, ...] = ()) -> StageSplit:
+                 balance: str, stage_layers: tuple[int, ...] = (),
+                 balance_units: tuple[float, float] | None = None) -> StageSplit:
     """The costs of the stage that sets the pace (estimate/pipeline.py places the layers, or the run pins
     ``stage_layers``, one strategy)."""
     per_layer = (lt.fwd_s + lt.bwd_s + lt.recompute_s + lt.tp_s + lt.cp_s + lt.ep_s) / layers
     unit = maximum(per_layer, 1e-30)
     e_units, h_units = (emb.fwd_s + emb.bwd_s) / unit, (head.fwd_s + head.bwd_s) / unit
     pl = given_placement(stage_layers, e_units, h_units) if stage_layers else \
-        placement(layers, pp, vpp, e_units, h_units, balance)
+        placement(layers, pp, vpp, e_units, h_units, balance, balance_units)
     frac = pl.slowest_layers / layers
     e, h = end_share(pl.slowest, pp)
     la, single = lt.activation_bytes / layers, pp == 1

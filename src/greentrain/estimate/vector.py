@@ -31,6 +31,7 @@ from greentrain.estimate.stage import (
     EndCosts,
     LayerTotals,
     StageSplit,
+    balance_units,
     end_parts,
     layer_group_costs,
     split_stages,
@@ -158,7 +159,7 @@ def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray]
                     params=np.where(many, k["head_params_n"], k["head_params_1"]),
                     trainable=np.where(many, k["head_trainable_n"], k["head_trainable_1"]))
     return split_stages(lt, emb, head, layers=float(sc.model.total_layers), pp=f["pp"], vpp=f["vpp"],
-                        balance=eff.pipeline_balance)
+                        balance=eff.pipeline_balance, balance_units=balance_units(sc))
 
 
 def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:

@@ -265,6 +265,16 @@ def _model_type(config: Mapping[str, Any]) -> str:
                       + ", ".join(sorted(FAMILIES)))
 
 
+# Families whose attention rotates q and k (their modeling_*.py apply_rotary_pos_emb), and the config keys of a
+# rotary base or scaling for others; ALiBi (BLOOM), learned tables (GPT-2, OPT, BART), relative biases (T5),
+# sinusoids (Pegasus) and position-free attention (Jamba, Nemotron-H) are not rotary.
+ROTARY_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                   "gemma3", "gemma3_text", "olmo2", "olmoe", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss",
+                   "glm4_moe", "gpt_neox", "nemotron")
+ROTARY_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_emb_base", "rotary_pct",
+               "partial_rotary_factor")
+
+
 def spec_from_hf_config(config: Mapping[str, Any], name: str) -> TransformerSpec:
     """The TransformerSpec of a Hugging Face config.json (already parsed into a mapping)."""
     if not isinstance(config, Mapping):
@@ -275,4 +285,5 @@ def spec_from_hf_config(config: Mapping[str, Any], name: str) -> TransformerSpec
     archs = config.get("architectures")
     arch_note = f", {archs[0]}" if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
     source = f"Hugging Face config.json of {origin} (model_type={mt}{arch_note})"
+    fields.setdefault("rotary", mt in ROTARY_FAMILIES or any(k in config for k in ROTARY_KEYS))
     return TransformerSpec(name=name, family=mt, source=source, **fields)

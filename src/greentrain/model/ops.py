@@ -30,6 +30,46 @@ __all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "attention_ops", "
            "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops", "trainable_params"]
 
 
+def eager_bytes_per_elt(kind: str, e: float) -> float:
+    """Bytes per element an element-wise op moves as a chain of eager PyTorch kernels (one fused kernel reads and
+    writes each element once), at ``e`` bytes per activation element:
+    - norm: Hugging Face's RMSNorm (LlamaRMSNorm.forward): upcast to fp32 (read e, write 4; none in fp32),
+      pow(2) (4 + 4), mean (4), x * rsqrt (4 + 4), downcast (4 + e; none in fp32), * weight (e + e);
+    - rope: apply_rotary_pos_emb over q and k: q * cos (e + e), the negated half (e/2 + e/2), cat (e + e),
+      rotate_half(q) * sin (e + e), the sum (2e + e) = 10e (torchtitan's complex form: upcast, complex product,
+      downcast = 2e + 16, the same 20 bytes at 16 bits);
+    - glu: act(gate) (e + e), then * up (2e + e) = 5e per hidden element, against a fused kernel's 3e.
+    LayerNorm is one native kernel in eager PyTorch too (torch.nn.functional.layer_norm)."""
+    if kind == "norm":
+        cast = 0.0 if e >= 4 else (e + 4.0) + (4.0 + e)
+        return cast + 8.0 + 4.0 + 8.0 + 2 * e
+    if kind == "rope":
+        return 10.0 * e
+    if kind == "glu":
+        return 5.0 * e
+    raise ValueError(f"no eager form for {kind!r}")
+
+
+def _norm(spec: TransformerSpec, name: str, elements: float, e: float, shard: Shard) -> Op:
+    """A norm over ``elements`` values: one kernel, or HF's eager RMSNorm chain (eager_bytes_per_elt)."""
+    if spec.norm != "rmsnorm":
+        return elementwise(name, elements, e, shard)
+    return elementwise(name, elements, e, shard, eager_kind="norm", eager_bytes_per_elt=eager_bytes_per_elt("norm", e))
+
+
+def _rope(spec: TransformerSpec, tokens: float, e: float, prefix: str) -> list[Op]:
+    """Rotary embeddings rotate q and k (Su et al. 2021, RoFormer eq. 34); MLA rotates its decoupled rotary
+    part of every query head and the one shared rotary key (DeepSeek-V2 §2.1.3)."""
+    if not spec.rotary:
+        return []
+    if spec.is_mla:
+        elements = tokens * (spec.num_heads + 1) * spec.qk_rope_head_dim
+    else:
+        elements = tokens * (spec.q_width + spec.kv_width)
+    return [elementwise(f"{prefix}.rope", elements, e, Shard.HIDDEN, eager_kind="rope",
+                        eager_bytes_per_elt=eager_bytes_per_elt("rope", e))]
+
+
 def _projection_ops(spec: TransformerSpec, tokens: float, kv_tokens: float, e: float, prefix: str,
                     cross: bool) -> list[Op]:
     """Q, K, V projections (MLA: model/mla.py) and the QK-norm if any."""
@@ -42,8 +82,8 @@ def _projection_ops(spec: TransformerSpec, tokens: float, kv_tokens: float, e: f
     else:
         ops = [matmul(f"{prefix}.qkv", tokens, d, q + 2 * kv, e, Shard.COLUMN)]  # (T, d) @ (d, q + 2 kv)
     if spec.qk_norm != "none":  # Qwen3 / Gemma 3 per head, OLMo 2 over the full width: a norm of q and k
-        ops.append(elementwise(f"{prefix}.qk_norm", tokens * q + kv_tokens * kv, e, Shard.HIDDEN))
-    return ops
+        ops.append(_norm(spec, f"{prefix}.qk_norm", tokens * q + kv_tokens * kv, e, Shard.HIDDEN))
+    return ops + ([] if cross else _rope(spec, tokens, e, prefix))
 
 
 def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, prefix: str,
@@ -64,7 +104,7 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
     tokens, kv_tokens = b * s, b * s_kv
     keys = min(s_kv, window) if window else s_kv  # keys each query attends to
     scores = b * heads * s * keys
-    ops = [elementwise(f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
+    ops = [_norm(spec, f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
     ops += _projection_ops(spec, tokens, kv_tokens, e, prefix, cross)
     if flash:
         io = (tokens * (q + out_w) + kv_tokens * (kv + spec.num_kv_heads * dv)) * e  # read q, k, v; write o
@@ -86,10 +126,19 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
         ]
     ops.append(matmul(f"{prefix}.out", tokens, out_w, d, e, Shard.ROW))  # (T, heads*dv) @ (heads*dv, d)
     if spec.post_norms:  # Gemma 2/3: the block's output is normalised before the residual add
-        ops.append(elementwise(f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
+        ops.append(_norm(spec, f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
     ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
                            extra_bytes_per_elt=1.0))
     return ops
+
+
+def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bool = False) -> Op:
+    """The MLP's activation over ``elements`` hidden values: act(gate) * up for a GLU (two eager kernels or one
+    fused: eager_bytes_per_elt), act(x) otherwise."""
+    if not spec.glu:
+        return elementwise(name, elements, e, Shard.HIDDEN, expert=expert)
+    return elementwise(name, elements, e, Shard.HIDDEN, reads=2.0, expert=expert, eager_kind="glu",
+                       eager_bytes_per_elt=eager_bytes_per_elt("glu", e))
 
 
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:
@@ -100,12 +149,12 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
     §2.1.2: a bias on the routing scores) and the top-k selection are element-wise and cost nothing here."""
     d = spec.hidden_size
     up = 2 if spec.glu else 1  # gate and up projections are fused into one matmul
-    ops = [elementwise(f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
+    ops = [_norm(spec, f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
     if not moe:
         f = spec.ffn_hidden_size
         ops += [
             matmul(f"{prefix}.up", tokens, d, up * f, e, Shard.COLUMN),
-            elementwise(f"{prefix}.act", tokens * f, e, Shard.HIDDEN, reads=float(up)),
+            _act(spec, f"{prefix}.act", tokens * f, e),
             matmul(f"{prefix}.down", tokens, f, d, e, Shard.ROW),
         ]
     else:
@@ -114,21 +163,20 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         ops.append(matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED))
         ops += [
             matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
-            elementwise(f"{prefix}.experts.act", per_expert * n_exp * f, e, Shard.HIDDEN, reads=float(up),
-                        expert=True),
+            _act(spec, f"{prefix}.experts.act", per_expert * n_exp * f, e, expert=True),
             matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True),
         ]
         if spec.num_shared_experts:
             sh, f = spec.num_shared_experts, spec.shared_expert_ffn_hidden_size
             ops += [
                 matmul(f"{prefix}.shared.up", tokens, d, up * f, e, Shard.COLUMN, count=sh),
-                elementwise(f"{prefix}.shared.act", sh * tokens * f, e, Shard.HIDDEN, reads=float(up)),
+                _act(spec, f"{prefix}.shared.act", sh * tokens * f, e),
                 matmul(f"{prefix}.shared.down", tokens, f, d, e, Shard.ROW, count=sh),
             ]
             if spec.shared_expert_gate:  # (T, d) @ (d, 1), then a sigmoid
                 ops.append(matmul(f"{prefix}.shared.gate", tokens, d, 1, e, Shard.REPLICATED))
     if spec.post_norms:
-        ops.append(elementwise(f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
+        ops.append(_norm(spec, f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
     ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
                            extra_bytes_per_elt=1.0))
     return ops
@@ -250,7 +298,7 @@ def layer_groups(spec: TransformerSpec, b: int, s: int, s_dec: int, e: float,
 def _head_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str = "") -> tuple[Op, ...]:
     d, v = spec.hidden_size, spec.vocab_size
     return (
-        elementwise(f"{prefix}final_norm", tokens * d, e, Shard.TOKENS),
+        _norm(spec, f"{prefix}final_norm", tokens * d, e, Shard.TOKENS),
         matmul(f"{prefix}lm_head", tokens, d, v, e, Shard.VOCAB, weight=True),
         *([elementwise(f"{prefix}softcap", tokens * v, e, Shard.VOCAB)] if spec.logit_softcap else []),
         # logits are upcast to fp32 for the softmax cross-entropy: read them, write fp32 (4 bytes)

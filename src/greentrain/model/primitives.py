@@ -44,6 +44,10 @@ class Op:
     # the fraction of the backward that runs: 1 when training every weight; a frozen weight's matmul computes only
     # its input's gradient (0.5), a layer below every trainable parameter none (0) (model/finetune.py)
     backward_share: float = 1.0
+    # what the op costs when a framework runs it as separate eager PyTorch kernels instead of one fused kernel
+    # (model/ops.py eager_bytes_per_elt): "norm", "rope" or "glu" ("": always one kernel), and its bytes then
+    eager_kind: str = ""
+    eager_bytes: float = 0.0
     # attention cores of a sliding-window layer: keys per query (n = min(s_kv, window)); 0: no window. A causal
     # kernel executes s*n - n*(n-1)/2 of the s*n products counted, not half of them as for full attention.
     window: int = 0
@@ -60,9 +64,12 @@ def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard:
 
 def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
                 reads: float = 1.0, writes: float = 1.0, extra_bytes_per_elt: float = 0.0,
-                attention_core: bool = False, expert: bool = False, flop: float = 0.0) -> Op:
+                attention_core: bool = False, expert: bool = False, flop: float = 0.0,
+                eager_kind: str = "", eager_bytes_per_elt: float = 0.0) -> Op:
     """An element-wise op over ``elements`` values: ``reads`` inputs read, ``writes`` outputs written.
-    ``flop``: model FLOPs of a memory-bound op that has some (a depthwise convolution); 0 for the rest."""
+    ``flop``: model FLOPs of a memory-bound op that has some (a depthwise convolution); 0 for the rest.
+    ``eager_kind`` / ``eager_bytes_per_elt``: its bytes per element as a chain of eager PyTorch kernels."""
     b = elements * ((reads + writes) * bytes_per_elt + extra_bytes_per_elt)
     return Op(name=name, kind=OpKind.ELEMENTWISE, shard=shard, flop=flop, bytes=b, count=1.0,
-              attention_core=attention_core, expert=expert)
+              attention_core=attention_core, expert=expert, eager_kind=eager_kind,
+              eager_bytes=elements * eager_bytes_per_elt if eager_kind else 0.0)
