@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.cli.fields import fields_as_flags
+from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "greentrain"
@@ -18,18 +19,8 @@ COMMAND = re.compile(r"greentrain [\w-]+ --[\w-]+")  # naming the command that w
 ERROR_CALLS = {"ConfigError", "InfeasibleError", "EmulationError", "require"}
 
 # Files whose messages still name flags, each with who changes them (the suggested texts are in the issue 17
-# item 5 notes). Nothing else may be added here; the owner deletes a line once the file names fields.
-KNOWN: dict[str, str] = {
-    "estimate/batch_time/chips.py": "lead engineer (estimate/)",
-    "offload/calibrate.py": "helper D (offload/)",
-    "offload/launch.py": "helper D (offload/)",
-    "offload/plan.py": "helper D (offload/)",
-    "measure/track.py": "helper C (measure/)",
-    "measure/summary.py": "helper C (measure/)",
-    "measure/distributed.py": "helper C (measure/)",
-    "emulate/launcher.py": "helper C (emulate/)",
-    "experiment/runner.py": "helper E (experiment/)",
-}
+# item 5 notes); none left. Nothing may be added here.
+KNOWN: dict[str, str] = {}
 
 
 def _strings(node: ast.AST) -> list[str]:
@@ -78,3 +69,22 @@ def test_an_error_is_one_line_whatever_its_parts_hold() -> None:
     e = ConfigError("site.\n", "a\r\nb", "is not a\nknown key")
     assert "\n" not in str(e) and "\r" not in str(e)
     assert str(e) == "site.\\n='a\\r\\nb': is not a\\nknown key"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["track", "--interval-s", "0", "--out", "{tmp}/o", "--", "true"], "--interval-s=0.0: must be > 0"),
+    (["track", "--cpu-tdp-w", "-1", "--out", "{tmp}/o", "--", "true"], "--cpu-tdp-w=-1.0: must be > 0"),
+    (["track", "--summarize", "{tmp}"], "--summarize='{tmp}': holds no greentrain.jsonl"),
+    (["offload", "heatmap", "--model", "llama3.2-1b", "--seq-len", "4096", "--device-gib", "20", "--host-gib", "80",
+      "--json", "--measured", "{tmp}/empty.csv"], "--measured='{tmp}/empty.csv': has no rows"),
+    (["offload", "plan", "--model", "llama3.2-1b", "--chip", "tpu-v4", "--seq-len", "4096", "--device-gib", "20",
+      "--host-gib", "80"], "--host-link=None: chip tpu-v4 has none in the catalog; give one (e.g. pcie4)"),
+])
+def test_the_cli_shows_the_flag_for_a_core_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str], message: str) -> None:
+    """measure/ and offload/ name fields (track.interval_s, out_dir, measured, cluster.host_link); the user of
+    `greentrain track` and `greentrain offload` reads the flag they typed."""
+    (tmp_path / "empty.csv").write_text("")
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message.format(tmp=tmp_path) in err and "\n" not in err and "Traceback" not in err

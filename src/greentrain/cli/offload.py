@@ -108,11 +108,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action == "plan":
-        return _plan(args)
-    if args.action == "heatmap":
-        return _heatmap(args)
-    return _train(args)
+    from greentrain.cli.fields import OFFLOAD_FLAGS, fields_as_flags
+
+    with fields_as_flags(OFFLOAD_FLAGS):  # offload/'s errors name fields (cluster.host_link, measured)
+        if args.action == "plan":
+            return _plan(args)
+        if args.action == "heatmap":
+            return _heatmap(args)
+        return _train(args)
 
 
 def _policy(args: argparse.Namespace) -> OffloadPolicy:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from greentrain.cli.argtypes import finite_float
+from greentrain.cli.fields import SUMMARIZE_FLAGS, TRACK_FLAGS, fields_as_flags
 from greentrain.config import require
 from greentrain.measure.distributed import merge_rank_files
 from greentrain.measure.outputs import render_table, write_outputs
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     # run_tracked checks the command, --cpu-tdp-w, --interval-s and --out before the command starts
     out = Path(args.out)
     # the supervisor spans the outputs too: a signal during the writing sets the exit status only
-    with Supervisor(args.grace_s) as sup:
+    with Supervisor(args.grace_s) as sup, fields_as_flags(TRACK_FLAGS):  # measure/ names fields (track.interval_s)
         code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
                            interval_s=args.interval_s, stdout_to_stderr=args.json, supervisor=sup)
         m = merge(out, site, pue=args.pue)
@@ -77,7 +78,9 @@ def _summarize(args: argparse.Namespace) -> int:
     out = Path(args.summarize)
     # track.jsonl: an earlier `greentrain track -- CMD`; else greentrain.Tracker's (per-rank) files
     by_track = (out / "track.jsonl").is_file()
-    _report(merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue), out, args)
+    with fields_as_flags(SUMMARIZE_FLAGS):  # measure/distributed.py names the directory out_dir
+        m = merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue)
+    _report(m, out, args)
     return 0
 
 

@@ -304,7 +304,7 @@ def _collect(procs: list[Any], out: Any, timeout_s: float,
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             missing = ",".join(str(r) for r in range(len(procs)) if r not in results)
-            raise EmulationError(f"rank(s) {missing} did not finish within {timeout_s:g} s (--timeout-s); "
+            raise EmulationError(f"rank(s) {missing} did not finish within {timeout_s:g} s (timeout_s); "
                                  f"all {len(procs)} ranks were stopped")
         try:
             status, rank, payload = out.get(timeout=min(0.2, remaining))

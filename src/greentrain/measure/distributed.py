@@ -81,15 +81,15 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
 def rank_files(out_dir: Path) -> list[Path]:
     """A Tracker's record files in ``out_dir``: ``greentrain.rank{r}.jsonl`` for r = 0..n-1 (all of them), or
     the single-process ``greentrain.jsonl``."""
-    require(out_dir.is_dir(), "--summarize", str(out_dir), "must be an existing directory")
+    require(out_dir.is_dir(), "out_dir", str(out_dir), "must be an existing directory")
     found = {int(m.group(1)): p for p in out_dir.iterdir() if (m := _RANK_FILE.match(p.name))}
     if not found:
         single = out_dir / "greentrain.jsonl"
         if single.is_file():
             return [single]
-        raise ConfigError("--summarize", str(out_dir), "holds no greentrain.jsonl or greentrain.rank<r>.jsonl")
+        raise ConfigError("out_dir", str(out_dir), "holds no greentrain.jsonl or greentrain.rank<r>.jsonl")
     missing = sorted(set(range(max(found) + 1)) - set(found))
-    require(not missing, "--summarize", str(out_dir), f"lacks the record of rank(s) {missing}")
+    require(not missing, "out_dir", str(out_dir), f"lacks the record of rank(s) {missing}")
     return [found[r] for r in range(len(found))]
 
 
@@ -97,7 +97,7 @@ def _same_run(records: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]
     """Rank 0's last run decides how many ranks are read: files of a larger earlier job are left out."""
     start = records[0][0] if records and records[0] and records[0][0].get("type") == "start" else {}
     world = int(start.get("world_size", len(records)))
-    require(len(records) >= world, "--summarize", f"{len(records)} rank files",
+    require(len(records) >= world, "out_dir", f"{len(records)} rank files",
             f"rank 0's last run had {world} ranks")
     return records[:world]
 

@@ -130,7 +130,7 @@ def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
     try:
         from greentrain.footprint.regions import build_site
     except ImportError:
-        raise ConfigError("region", region, "no region table installed; give --grid-g-per-kwh") from None
+        raise ConfigError("region", region, "no region table installed; give grid_g_per_kwh") from None
     return build_site(region=region, grid_g_co2e_per_kwh=grid_g_per_kwh, pue=pue)
 
 

@@ -81,8 +81,8 @@ def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, de
     ``run_id`` (a new UUID by default), which ``merge`` selects."""
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
-    require(cpu_tdp_w is None or cpu_tdp_w > 0, "--cpu-tdp-w", cpu_tdp_w, "must be > 0")
-    require(interval_s > 0, "--interval-s", interval_s, "must be > 0")
+    require(cpu_tdp_w is None or cpu_tdp_w > 0, "track.cpu_tdp_w", cpu_tdp_w, "must be > 0")
+    require(interval_s > 0, "track.interval_s", interval_s, "must be > 0")
     require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
     created = prepare_out_dir(out_dir)
     run_id = run_id or str(uuid.uuid4())

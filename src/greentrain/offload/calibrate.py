@@ -40,12 +40,12 @@ class RecordedCell:
 
 def read_recorded(path: str | Path) -> list[RecordedCell]:
     """The cells of one recorded sweep (or of any CSV with those columns and model names)."""
-    rows = list(csv.DictReader(read_text(path, "--measured").splitlines()))
+    rows = list(csv.DictReader(read_text(path, "measured").splitlines()))
     if not rows:
-        raise ConfigError("--measured", str(path), "has no rows")
+        raise ConfigError("measured", str(path), "has no rows")
     missing = [c for c in REQUIRED if c not in rows[0]]
     if missing:
-        raise ConfigError("--measured", str(path), f"lacks the columns {', '.join(missing)}")
+        raise ConfigError("measured", str(path), f"lacks the columns {', '.join(missing)}")
     out = []
     for i, row in enumerate(rows, start=2):
         try:
@@ -55,7 +55,7 @@ def read_recorded(path: str | Path) -> list[RecordedCell]:
                                     seq_len=int(float(row["seq_len"])), device_gib=float(row["dev_mem_gib"]),
                                     host_gib=float(row["host_mem_gib"]), tokens_per_s=float(row["tokens_per_s"])))
         except ValueError:
-            raise ConfigError(f"--measured line {i}", dict(row), "needs numbers in the recorded columns") from None
+            raise ConfigError(f"measured line {i}", dict(row), "needs numbers in the recorded columns") from None
     return out
 
 

@@ -21,7 +21,7 @@ def _device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("offload.device", name, "no CUDA device is available; use --device cpu")
+        raise ConfigError("offload.device", name, "no CUDA device is available; use offload.device cpu")
     return name
 
 

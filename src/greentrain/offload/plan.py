@@ -119,7 +119,8 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
     eff = eff or efficiency_for(sc.cluster.chip.name, profile.efficiency_framework)
     link = sc.cluster.host_link
     if link is None:
-        raise ConfigError("chip", sc.cluster.chip.name, "has no host_link in the catalog; give --host-link pcie4")
+        raise ConfigError("cluster.host_link", None,
+                          f"chip {sc.cluster.chip.name} has none in the catalog; give one (e.g. pcie4)")
     k = offload_constants()
     w = sc.workload
     cc = chunk_costs(sc.model, sc.cluster.chip, eff, profile, w.seq_len, _micro_batch(sc), w.precision,

@@ -50,7 +50,8 @@ def test_chip_without_host_link() -> None:
                              "workload": {"seq_len": 4096, "global_batch_size": 1}})
     if sc.cluster.host_link is not None:
         pytest.skip("the catalog gave this chip a host link")
-    with pytest.raises(ConfigError, match=r"host_link.*--host-link pcie4"):
+    rule = r"^cluster\.host_link=None: chip tpu-v4 has none in the catalog; give one \(e\.g\. pcie4\)$"
+    with pytest.raises(ConfigError, match=rule):
         plan_offload(sc, OffloadCaps.from_gib(20, 80))
 
 

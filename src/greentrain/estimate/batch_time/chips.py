@@ -71,7 +71,7 @@ def _from_catalog(name: str, *, need_link: bool) -> BatchChip:
     net = 1.0
     if need_link:
         if not c.intra_node_link:
-            raise ConfigError("chip", name, "has no intra-node link in the catalog; give --network_bandwidth")
+            raise ConfigError("chip", name, "has no intra-node link in the catalog; give network_bandwidth")
         net = 2 * get_link(c.intra_node_link).bytes_per_s
     return BatchChip(name=c.name, flop_per_s_8bit=flop8, memory_bytes_per_s=c.memory_bytes_per_s,
                      net_bytes_per_s=net)
