@@ -37,7 +37,7 @@ TINY_LLAMA: dict[str, Any] = {"num_hidden_layers": 3, "hidden_size": 64, "interm
 TINY_T5: dict[str, Any] = {"num_layers": 2, "num_decoder_layers": 2, "d_model": 64, "d_ff": 96, "d_kv": 16,
                            "num_heads": 4, "vocab_size": 256}
 HF_NAMES = {"q": ("q_proj", "q"), "k": ("k_proj", "k"), "v": ("v_proj", "v"), "o": ("o_proj", "o"),
-            "gate": ("gate_proj",), "up": ("up_proj",), "down": ("down_proj",)}
+            "gate": ("gate_proj", "wi_0"), "up": ("up_proj", "wi_1", "wi"), "down": ("down_proj", "wo")}
 
 
 def _config(name: str, tiny: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -56,6 +56,10 @@ def _add_lora(model: Any, targets: tuple[str, ...], rank: int) -> None:
             self.base = base
             self.a = nn.Linear(base.in_features, rank, bias=False)
             self.b = nn.Linear(rank, base.out_features, bias=False)
+
+        @property
+        def weight(self) -> Any:  # transformers' T5 reads wo.weight.dtype
+            return self.base.weight
 
         def forward(self, x: Any) -> Any:
             return self.base(x) + self.b(self.a(x)) * 2.0
@@ -113,6 +117,8 @@ CASES = [
     ("flan-t5-large", Finetune(mode="freeze", freeze=("embeddings",))),
     ("flan-t5-large", Finetune(mode="lora", lora_rank=4)),
     ("flan-t5-large", Finetune(mode="lora", lora_rank=4, lora_targets=("k", "o"))),
+    ("flan-t5-large", Finetune(mode="lora", lora_rank=4, lora_targets=("up", "down"))),
+    ("t5-large", Finetune(mode="lora", lora_rank=4, lora_targets=("q", "v"))),
 ]
 
 
