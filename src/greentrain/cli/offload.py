@@ -198,8 +198,10 @@ def _heatmap(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"wrote {path} ({len(cells)} cells, {sum(c.fits for c in cells)} fit)")
     if args.json:
-        json.dump({"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]},
-                  sys.stdout, indent=1)
+        from greentrain.report.results import stamp
+
+        doc = {"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]}
+        json.dump(stamp("offload_heatmap", doc), sys.stdout, indent=1)
         print()
     return 0
 

@@ -45,7 +45,7 @@ class ExperimentReport:
     repeats: tuple[RepeatSummary, ...] = ()  # with repeats > 1: mean and sd over the seeds
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "greentrain.experiment.report", "name": self.name,
+        return {"kind": "greentrain.experiment.report", "schema_version": 1, "name": self.name,
                 "variants": [r.to_dict() for r in self.results],
                 "pareto": list(self.pareto),
                 "quality": {"field": self.quality.field, "label": self.quality.label,

@@ -104,8 +104,10 @@ class Measurement:
         return bool(self.meters) and all(m.measured for m in self.meters)
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {f: getattr(self, f) for f in self.__dataclass_fields__
-                             if f not in ("meters", "modules", "ranks", "notes")}
+        """measurement.json: ``kind`` and ``schema_version`` first (report/results.py's rules; literals here, as
+        measure/ does not import report/), then the fields."""
+        d: dict[str, Any] = {"kind": "track", "schema_version": 1}
+        d |= {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("meters", "modules", "ranks", "notes")}
         d["energy_kwh"] = self.energy_kwh
         d["meters"] = [{"name": m.name, "measured": m.measured, "source": m.source} for m in self.meters]
         d["modules"] = [{f: getattr(m, f) for f in m.__dataclass_fields__} for m in self.modules]

@@ -109,5 +109,5 @@ register("footprint", _footprint, lambda d: "regions" in d or ("energy_basis" in
 register("traffic", TrafficResult.from_dict, lambda d: "tx_bytes_per_chip" in d and "degrees" in d)
 register("batch_time", BatchTimeResult.from_dict, lambda d: "batch_time_s" in d and "bubble_time_s" in d)
 register("offload_heatmap", OffloadHeatmapResult.from_dict, lambda d: "cells" in d and "metric" in d)
-# experiment/report.py writes its own kind and no schema version yet (helper E's file)
+# experiment/report.py writes its own kind; its files before schema_version 1 have none
 register(ExperimentResult.KIND, ExperimentResult.from_dict, lambda d: False, versions=(None, SCHEMA_VERSION))

@@ -101,3 +101,12 @@ def test_cli_bad_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     assert out.read_text() == "before"  # nothing half-written over the old page
     assert main(["report", str(bad), "-o", str(tmp_path / "report.txt")]) == 2
     assert "must end in .html or .htm" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_writer_stamps_its_kind_first(result_files: dict[str, Path], name: str) -> None:
+    """Each command's JSON opens with its kind and schema version (measure/ and experiment/ write them as
+    literals: they sit below report/)."""
+    data = json.loads(result_files[name].read_text())
+    assert list(data)[:2] == ["kind", "schema_version"]
+    assert (data["kind"], data["schema_version"]) == (OTHER_NAMES.get(name, name), SCHEMA_VERSION)
