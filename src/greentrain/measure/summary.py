@@ -107,7 +107,8 @@ class Measurement:
         """measurement.json: ``kind`` and ``schema_version`` first (report/results.py's rules; literals here, as
         measure/ does not import report/), then the fields."""
         d: dict[str, Any] = {"kind": "track", "schema_version": 1}
-        d |= {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("meters", "modules", "ranks", "notes")}
+        d |= {f: getattr(self, f) for f in self.__dataclass_fields__
+              if f not in ("meters", "modules", "ranks", "notes")}
         d["energy_kwh"] = self.energy_kwh
         d["meters"] = [{"name": m.name, "measured": m.measured, "source": m.source} for m in self.meters]
         d["modules"] = [{f: getattr(m, f) for f in m.__dataclass_fields__} for m in self.modules]
