@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         from greentrain.report.search import plot_search
 
-        plot_search(result, args.plot)
+        print(f"greentrain: wrote {plot_search(result, args.plot)}", file=sys.stderr)
     if args.json or args.html:
         from greentrain.report.search import search_to_dict
 

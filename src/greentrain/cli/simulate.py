@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,10 @@ def _write_outputs(args: argparse.Namespace, trace: Any, title: str) -> None:
         from greentrain.report.trace import write_chrome
 
         write_chrome(trace, args.trace)
+        print(f"greentrain: wrote {args.trace}", file=sys.stderr)
     if args.gantt:
         from greentrain.report.sim import write_gantt
 
         write_gantt(trace, args.gantt, title=title)
+        print(f"greentrain: wrote {args.gantt}", file=sys.stderr)
 

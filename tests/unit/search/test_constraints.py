@@ -80,7 +80,9 @@ def test_cli_constraints_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = tmp_path / "front.png"
     assert main(["search", *SMALL, "--max-chips", "16", "--deadline-days", "30", "--budget-usd", "1e6",
                  "--memory-headroom", "0.1", "--plot", str(out), "--json", "--top", "3"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    d = json.loads(captured.out)
+    assert f"greentrain: wrote {out}" in captured.err.splitlines()
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
     assert {r["num_chips"] for r in d["ranked"]} <= {1, 2, 4, 8, 16} and len(d["ranked"]) == 3
     assert not list(tmp_path.glob(".front*"))  # no temporary file left behind

@@ -60,12 +60,25 @@ def test_json_has_round_times_and_total(files: Path, capsys: pytest.CaptureFixtu
 def test_table_trace_and_gantt(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace, gantt = files / "t.json", files / "g.png"
     assert main(swarm(files, "--trace", str(trace), "--gantt", str(gantt))) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"greentrain: wrote {trace}", f"greentrain: wrote {gantt}"]
     assert "Rounds" in out and "laptop" in out
     doc = json.loads(trace.read_text())
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     assert {"gpu-0", "gpu-1", "laptop", "gpu-0.ingress", "laptop.egress"} <= names
     assert gantt.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_step_says_which_files_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`simulate step --trace/--gantt` names each file it wrote, one line each on stderr (stdout stays the
+    JSON)."""
+    trace, gantt = tmp_path / "t.json", tmp_path / "g.png"
+    assert main(["simulate", "step", "--pp", "4", "--tp", "8", "--dp", "2", "--trace", str(trace), "--gantt",
+                 str(gantt), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["step_time_s"] > 0
+    assert err.splitlines() == [f"greentrain: wrote {trace}", f"greentrain: wrote {gantt}"]
+    assert trace.stat().st_size > 0 and gantt.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 BAD_DEVICES = {
