@@ -13,6 +13,7 @@ from greentrain.config import (
     MAX_SEQ_LEN,
     MAX_STEPS,
     MAX_TOKENS,
+    as_bool,
     as_choice,
     as_float,
     as_int,
@@ -27,6 +28,7 @@ OPTIMIZERS = ("adam", "adamw", "sgd", "adafactor")
 RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one of them says how long a run is
 REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
+OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state element
 FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
 
 # Bytes of one activation element at each compute precision. fp8 training keeps activations that are
@@ -46,6 +48,8 @@ class Workload:
     precision: str = "bf16"
     optimizer: str = "adamw"
     grad_dtype: str = "fp32"  # gradient accumulation buffer (Megatron-LM accumulates in fp32)
+    optimizer_dtype: str = "fp32"  # the optimizer's moments (bf16: seed 002's ml_dataflow)
+    master_weights: bool = True  # an fp32 master copy of the weights under mixed precision
     finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
 
     def __post_init__(self) -> None:
@@ -71,6 +75,8 @@ class Workload:
                 f"must be one of {', '.join(OPTIMIZERS)}")
         require(self.grad_dtype in GRAD_DTYPES, "workload.grad_dtype", self.grad_dtype,
                 f"must be one of {', '.join(GRAD_DTYPES)}")
+        require(self.optimizer_dtype in OPTIMIZER_DTYPES, "workload.optimizer_dtype", self.optimizer_dtype,
+                f"must be one of {', '.join(OPTIMIZER_DTYPES)}")
         require(not (self.num_epochs > 0 and self.dataset_tokens == 0), "workload.dataset_tokens",
                 self.dataset_tokens, "must be given with num_epochs")
 
@@ -121,6 +127,10 @@ class Workload:
                 kw[k] = as_choice(v, f, OPTIMIZERS)
             elif k == "grad_dtype":
                 kw[k] = as_choice(v, f, GRAD_DTYPES)
+            elif k == "optimizer_dtype":
+                kw[k] = as_choice(v, f, OPTIMIZER_DTYPES)
+            elif k == "master_weights":
+                kw[k] = as_bool(v, f)
             elif k in ("train_tokens", "num_epochs", "dataset_tokens"):
                 kw[k] = as_float(v, f, minimum=0.0)
             else:

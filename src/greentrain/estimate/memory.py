@@ -27,6 +27,7 @@ from typing import Any
 
 from greentrain.estimate.step_terms import minimum, where
 from greentrain.model.spec import LayerKind, TransformerSpec
+from greentrain.workload import OPTIMIZER_DTYPES, Workload
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
@@ -133,20 +134,32 @@ def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: A
                 embedding=stage == 0, head=where(pp == 1, True, stage == 2))
 
 
-def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
+def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,
+                              master: bool = True) -> float:
     """Optimizer states (with the fp32 master copy under mixed precision), bytes per parameter.
 
     Adam/AdamW: momentum + variance 8, master 4 (ZeRO §3.1: K = 12). SGD with momentum: 4 (+4 master).
     Adafactor: factored second moments are O(rows + cols) (Shazeer & Stern 2018), neglected; master 4.
+    ``state_bytes``: bytes of one state element (4: fp32; 2: bf16 moments, as ml_dataflow and 8-bit-free
+    low-precision optimizers keep them); ``master`` False: no fp32 master copy (pure bf16 training: the bf16
+    weights are updated in place, seed 002's 8 bytes per parameter with bf16 weights and gradients).
     """
-    master = master_bytes_per_param(precision)
-    states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer]
-    return states + master
+    states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer] * state_bytes / 4.0
+    return states + master_bytes_per_param(precision, master)
 
 
-def master_bytes_per_param(precision: str) -> float:
-    """The fp32 master copy of mixed-precision training (none when training in fp32)."""
-    return 0.0 if precision in ("fp32", "tf32") else 4.0
+def workload_optimizer_bytes(w: Workload) -> float:
+    """optimizer_bytes_per_param of a workload (its optimizer, precision, state dtype and master copy)."""
+    return optimizer_bytes_per_param(w.optimizer, w.precision, OPTIMIZER_DTYPES[w.optimizer_dtype], w.master_weights)
+
+
+def workload_master_bytes(w: Workload) -> float:
+    return master_bytes_per_param(w.precision, w.master_weights)
+
+
+def master_bytes_per_param(precision: str, master: bool = True) -> float:
+    """The fp32 master copy of mixed-precision training (none when training in fp32, or without a master)."""
+    return 0.0 if precision in ("fp32", "tf32") or not master else 4.0
 
 
 def weight_bytes_per_param(precision: str) -> float:

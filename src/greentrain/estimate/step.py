@@ -21,10 +21,10 @@ from greentrain.estimate.memory import (
     MemoryBreakdown,
     device_memory,
     grad_bytes_per_param,
-    master_bytes_per_param,
-    optimizer_bytes_per_param,
     stage_memory_args,
     weight_bytes_per_param,
+    workload_master_bytes,
+    workload_optimizer_bytes,
 )
 from greentrain.estimate.parallel_costs import axis_layout
 from greentrain.estimate.stage import StageCosts, stage_costs
@@ -79,7 +79,7 @@ def _optimizer_s(sc: Scenario, s: Strategy, params: float, eff: Efficiency) -> f
     w = sc.workload
     return optimizer_s(params=params, zero=s.zero, shard=s.grad_group, offload=s.offload_optimizer,
                        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-                       ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
+                       ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
 
 
 def _memory(sc: Scenario, s: Strategy, st: StageCosts, ops: ModelOps, num_micro: int,
@@ -98,9 +98,9 @@ def _memory_args(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> d
     return dict(spec=sc.model, shard=s.grad_group, zero=s.zero, offload=s.offload_optimizer,
                 tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel, e=w.activation_bytes,
                 wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-                ob=optimizer_bytes_per_param(w.optimizer, w.precision), reserved_bytes=eff.reserved_bytes,
+                ob=workload_optimizer_bytes(w), reserved_bytes=eff.reserved_bytes,
                 fragmentation=eff.fragmentation,
-                unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
+                unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
 
 
 def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,

@@ -20,12 +20,12 @@ import numpy.typing as npt
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     grad_bytes_per_param,
-    master_bytes_per_param,
-    optimizer_bytes_per_param,
     stage_memory_args,
     state_bytes_per_param,
     transient_bytes,
     weight_bytes_per_param,
+    workload_master_bytes,
+    workload_optimizer_bytes,
 )
 from greentrain.estimate.stage import (
     EndCosts,
@@ -121,8 +121,8 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Sta
     pp = f["pp"]
     c = state_bytes_per_param(
         shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer, wb=weight_bytes_per_param(w.precision),
-        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=optimizer_bytes_per_param(w.optimizer, w.precision),
-        unsharded_master_bytes=0.0 if eff.zero_shards_master else master_bytes_per_param(w.precision))
+        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
+        unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
     tokens = f["mbs"] * w.seq_len / f["cp"]
     total = np.zeros(len(pp))
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
@@ -182,7 +182,7 @@ def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Ef
     out: FloatArray = optimizer_s(
         params=f["trainable"], zero=t.zero.astype(np.float64), shard=f["dp"] * f["cp"], offload=t.offload_optimizer,
         wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-        ob=optimizer_bytes_per_param(w.optimizer, w.precision), cl=sc.cluster, eff=eff)
+        ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
     return out
 
 

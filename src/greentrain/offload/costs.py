@@ -54,8 +54,7 @@ def state_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: 
         return (weight_bytes_per_param(precision), grad_bytes_per_param(grad_dtype, precision),
                 optimizer_bytes_per_param(optimizer, precision))
     b = profile.state_dtype_bytes
-    moments = optimizer_bytes_per_param(optimizer, "fp32") * b / 4.0
-    return b, b, moments + (4.0 if profile.master_weights else 0.0)
+    return b, b, optimizer_bytes_per_param(optimizer, "bf16", b, profile.master_weights)
 
 
 def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> dict[str, dict[str, float]]:
