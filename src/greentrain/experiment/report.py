@@ -6,7 +6,6 @@ so ``report`` works on a finished, interrupted or running experiment; re-pricing
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -63,8 +62,9 @@ def _manifest(out_dir: Path) -> dict[str, Any]:
     path = out_dir / "experiment.json"
     if not path.is_file():
         raise ConfigError("dir", str(out_dir), "is not an experiment output folder (no experiment.json)")
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    from greentrain.config import load_mapping
+
+    return load_mapping(path, field="dir")  # a truncated or edited file: one line, not a traceback
 
 
 def load_results(out_dir: Path) -> tuple[dict[str, Any], list[VariantResult]]:

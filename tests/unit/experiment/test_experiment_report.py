@@ -130,3 +130,17 @@ def test_the_progress_bar_follows_variants_and_steps(tmp_path: Path) -> None:
         assert bar.progress.tasks[0].completed == 1 and bar.path is None
     finally:
         bar.close()
+
+
+@pytest.mark.parametrize(("text", "rule"), [('{"name": ', "malformed JSON at line 1"),
+                                            ("[1, 2]", "top level must be a mapping")])
+def test_a_broken_manifest_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                       rule: str) -> None:
+    """`experiment report` and `status` on a folder whose experiment.json is truncated or not a mapping."""
+    from greentrain.cli.main import main
+
+    (tmp_path / "experiment.json").write_text(text)
+    for action in ("report", "status"):
+        assert main(["experiment", action, str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"dir='{tmp_path / 'experiment.json'}': {rule}" in err and err.count("\n") == 1
