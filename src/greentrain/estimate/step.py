@@ -152,11 +152,29 @@ def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[st
     attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
     forward runs again (the time model recomputes the forward only). Layers with no backward (below every
     trainable parameter) are not recomputed."""
-    model_flop = ops.train_flop() / ops.micro_batch * sc.workload.global_batch_size
+    train, layer_fwd, core_fwd = _flop_parts(ops)
+    model_flop = train / ops.micro_batch * sc.workload.global_batch_size
+    return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
+
+
+_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float]]] = {}
+
+
+def _flop_parts(ops: ModelOps) -> tuple[float, float, float]:
+    """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores) per
+    sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed by identity with
+    the object kept alive)."""
+    hit = _FLOP_PARTS.get(id(ops))
+    if hit is not None and hit[0] is ops:
+        return hit[1]
     trained = [g for g in ops.layers if any(op.backward_share for op in g.ops)]
     layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
     core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
-    return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
+    parts = (ops.train_flop(), layer_fwd, core_fwd)
+    if len(_FLOP_PARTS) > 4096:
+        _FLOP_PARTS.clear()
+    _FLOP_PARTS[id(ops)] = (ops, parts)
+    return parts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
