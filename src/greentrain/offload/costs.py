@@ -54,7 +54,7 @@ def state_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: 
         return (weight_bytes_per_param(precision), grad_bytes_per_param(grad_dtype, precision),
                 optimizer_bytes_per_param(optimizer, precision))
     b = profile.state_dtype_bytes
-    return b, b, optimizer_bytes_per_param(optimizer, "bf16", b, profile.master_weights)
+    return b, b, optimizer_bytes_per_param(optimizer, "bf16", b, bool(profile.master_weights))
 
 
 def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> dict[str, dict[str, float]]:
