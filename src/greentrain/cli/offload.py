@@ -92,6 +92,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     choices=("tokens_per_s", "mfu", "step_time_s", "joules_per_token", "kg_co2e_per_mtok"))
     hm.add_argument("-o", "--output", help="heatmap image (PNG, PDF or SVG)")
     hm.add_argument("--measured", help="recorded sweep CSV (ml_dataflow columns) to overlay, with the error")
+    hm.add_argument("--html", metavar="PATH.html", help="write the grid and its heatmap as one self-contained page "
+                    "(as `greentrain report` draws it)")
     _common(hm)
     tr = sub.add_parser("train", help="train a llama under the caps with the PyTorch executor")
     tr.add_argument("caps", nargs="*", metavar="HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B",
@@ -175,13 +177,19 @@ def _heatmap(args: argparse.Namespace) -> int:
         from greentrain.report.files import check_plot_path
 
         check_plot_path(args.output, "--output")
+    if args.html:
+        from greentrain.report.files import check_output_path
+
+        if not args.html.lower().endswith((".html", ".htm")):
+            raise ConfigError("--html", args.html, "must end in .html or .htm")
+        check_output_path(args.html, "--html", (".html", ".htm"))
     measured = None
     if args.measured:
         from greentrain.offload.calibrate import read_recorded
 
         measured = read_recorded(args.measured)
-    if not args.output and not args.json:
-        raise ConfigError("--output", None, "give -o FILE.png and/or --json")
+    if not args.output and not args.json and not args.html:
+        raise ConfigError("--output", None, "give -o FILE.png, --html PAGE.html and/or --json")
     from greentrain.offload.config import get_profile
 
     if args.host_link:
@@ -197,12 +205,16 @@ def _heatmap(args: argparse.Namespace) -> int:
         path = write_heatmap(cells, args.metric, args.output, args.framework)
         if not args.json:
             print(f"wrote {path} ({len(cells)} cells, {sum(c.fits for c in cells)} fit)")
+    doc = {"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]}
     if args.json:
         from greentrain.report.results import stamp
 
-        doc = {"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]}
         json.dump(stamp("offload_heatmap", doc), sys.stdout, indent=1)
         print()
+    if args.html:
+        from greentrain.report.html import write_command_page
+
+        write_command_page(args.html, [("greentrain offload heatmap", "offload_heatmap", doc)])
     return 0
 
 

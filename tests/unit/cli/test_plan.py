@@ -197,6 +197,6 @@ def test_finetune_flags_and_the_default_batch(capsys: pytest.CaptureFixture[str]
                  "finetune: freeze, freeze: [encoder]}\ncluster: {chip: a100-80gb, num_chips: 1}\n")
     frozen = json.loads(_plan(capsys, str(f), "--json")[1])
     assert frozen["training"]["freeze"] == ["encoder"] and frozen["global_batch_is_default"] is False
-    code, out, err = _plan(capsys, *base, "--finetune", "freeze", "--freeze", "encoder")
+    code, _out, err = _plan(capsys, *base, "--finetune", "freeze", "--freeze", "encoder")
     assert code == 2 and "workload.freeze" in err and "encoder-decoder" in err and len(err.splitlines()) == 1
     assert "the default" in _plan(capsys, "--model", "llama3-8b", "--finetune", "lora")[1]

@@ -65,6 +65,19 @@ def test_heatmap_png_json_and_measured(tmp_path: Path, capsys: pytest.CaptureFix
         assert len(errs) == 2 * 2 * 4 and max(abs(e) for e in errs) < 0.15
 
 
+def test_heatmap_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--html: the grid as one self-contained page (issue 17: every plotting command accepts --html)."""
+    page = tmp_path / "h.html"
+    argv = ["offload", "heatmap", "--model", "1", "--seq", "4096,16384", "--device-gib", "10,20", "--host-gib",
+            "80", "--html", str(page)]
+    assert main(argv) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "<svg" in text and "src=\"http" not in text and "<link" not in text  # loads nothing
+    assert f"wrote {page}" in capsys.readouterr().err
+    assert main([*argv[:-1], str(tmp_path / "h.txt")]) == 2
+    assert "--html" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag,value,message", [
     ("--device-gib", "80:20:4", "is reversed"),
     ("--device-gib", "1:20000:1", "more than 10,000"),
