@@ -5,14 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.config import load_mapping
-from greentrain.report.compare import (
-    check_kinds,
-    compare,
-    comparison_to_dict,
-    mismatch_warnings,
-    render_comparison,
-)
+from greentrain.report.compare import compare, comparison_to_dict, load_inputs, mismatch_warnings, render_comparison
 from greentrain.report.results import stamp
 
 
@@ -23,11 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # config.load_mapping: one reader for every file a user names (a directory, a binary file, a key given
-    # twice: one-line errors naming the argument)
-    predicted = load_mapping(args.predicted, field="predicted")
-    measured = load_mapping(args.measured, field="measured")
-    check_kinds(predicted, measured, args.measured)
+    # config.load_mapping reads each file (a directory, a binary file, a key given twice: one line naming the
+    # argument), report/codec.py types it (an unknown kind, a newer schema, a malformed field: one line naming
+    # the file and the field); a plan given as the measurement is refused
+    predicted, measured = load_inputs(args.predicted, args.measured)
     rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)
     if args.json:
         print(json.dumps(stamp("compare", comparison_to_dict(rows, warnings)), indent=2))

@@ -1,8 +1,9 @@
 """`greentrain compare`: predicted (``greentrain plan --json``) against measured (``measurement.json``), the
 relative errors as a Rich table or JSON.
 
-Predicted keys: step_time_s, tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device
-({"total": ...}), energy_kwh and run_time_s. Measured keys: the Measurement JSON. Energy is compared per
+Both files are read through report/codec.py as typed views (PlanResult, TrackResult). Predicted: step_time_s,
+tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device ({"total": ...}), energy_kwh and
+run_time_s. Measured: the Measurement JSON. Energy is compared per
 step (a plan covers the whole run, a measurement only the steps it saw): predicted energy_kwh /
 (run_time_s / step_time_s) against the measured energy_j_per_step.
 """
@@ -10,13 +11,18 @@ step (a plan covers the whole run, a measurement only the steps it saw): predict
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
+from greentrain.config import load_mapping
 from greentrain.errors import ConfigError
+from greentrain.report.codec import from_dict
+from greentrain.report.result_kinds import PlanResult, TrackResult
+from greentrain.report.results import ResultView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,77 +37,74 @@ class ComparisonRow:
         return (self.predicted - self.measured) / self.measured if self.measured else None
 
 
-def _num(data: dict[str, Any], key: str, what: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
+def _num(view: ResultView, key: str, side: str) -> float | None:
+    """A typed field of the view, or a key the codec kept in ``extra`` (checked here: a number)."""
+    if hasattr(view, key):
+        value = getattr(view, key)
+    else:
+        value = view.extra.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{side}.{key}", value, "must be a number")
     if isinstance(value, dict):  # memory_bytes_per_device: {"total": ..., breakdown}
         value = value.get("total")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{what}.{key}", value, "must be a number")
-    return float(value)
+    return None if value is None else float(value)
 
 
-def _predicted_energy_j_per_step(pred: dict[str, Any]) -> float | None:
-    energy, run_s, step_s = (_num(pred, k, "predicted") for k in ("energy_kwh", "run_time_s", "step_time_s"))
-    if energy is None or not run_s or not step_s:
+def _predicted_energy_j_per_step(pred: PlanResult) -> float | None:
+    if not pred.run_time_s or not pred.step_time_s:
         return None
-    return units.kwh_to_j(energy) / (run_s / step_s)
+    return units.kwh_to_j(pred.energy_kwh) / (pred.run_time_s / pred.step_time_s)
 
 
 PAIRS = (("step_time_s", "step_time_s"), ("tokens_per_s", "tokens_per_s"), ("flop_per_step", "flop_per_step"),
          ("memory_bytes_per_device", "memory_bytes"), ("mfu", "mfu"))
 
 
-def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[ComparisonRow]:
-    """Rows for every quantity present on both sides; ConfigError when they share none."""
+def compare(predicted: PlanResult, measured: TrackResult) -> list[ComparisonRow]:
+    """Rows for every quantity present on both sides (step time, throughput, memory and energy always are)."""
     rows = []
     for p_key, m_key in PAIRS:
         p, m = _num(predicted, p_key, "predicted"), _num(measured, m_key, "measured")
         if p is not None and m is not None:
             rows.append(ComparisonRow(quantity=m_key, predicted=p, measured=m))
-    p_e, m_e = _predicted_energy_j_per_step(predicted), _num(measured, "energy_j_per_step", "measured")
-    if p_e is not None and m_e is not None:
-        rows.append(ComparisonRow(quantity="energy_j_per_step", predicted=p_e, measured=m_e))
-    if not rows:
-        keys = ", ".join(k for k, _ in PAIRS)
-        raise ConfigError("predicted", sorted(predicted)[:8], f"no quantity in common with the measurement "
-                                                                 f"(expected some of: {keys}, energy_kwh)")
+    p_e = _predicted_energy_j_per_step(predicted)
+    if p_e is not None:
+        rows.append(ComparisonRow(quantity="energy_j_per_step", predicted=p_e, measured=measured.energy_j_per_step))
     return rows
 
 
-# Keys only a prediction (`greentrain plan --json`) writes, and keys only a measurement writes (both write
-# num_steps: a plan's run length, a measurement's steps seen)
-PREDICTION_KEYS = ("mfu", "step_breakdown_s", "memory_bytes_per_device")
-MEASUREMENT_KEYS = ("meters", "status")
+V = TypeVar("V", PlanResult, TrackResult)
 
 
-def is_prediction(data: dict[str, Any]) -> bool:
-    if data.get("kind") == "plan":
-        return True
-    return any(k in data for k in PREDICTION_KEYS) and not any(k in data for k in MEASUREMENT_KEYS)
+def _load(path: str | Path, side: str, want: type[V], what: str) -> V:
+    """One input file as its typed view (report/codec.py: an unknown kind, a newer schema version or a
+    malformed field is one line naming the file and the field), and of the kind this side needs."""
+    view = from_dict(load_mapping(path, field=side), str(path))
+    if isinstance(view, want):
+        return view
+    if side == "measured" and isinstance(view, PlanResult):  # `compare PLAN.json PLAN.json` reported +0.0 %
+        raise ConfigError("measured", str(path), "is a prediction (greentrain plan --json), not a measurement: "
+                                                 "give the measurement.json of greentrain track or a Tracker")
+    raise ConfigError(side, str(path), f"is a {view.KIND or type(view).__name__} result, not {what}")
 
 
-def check_kinds(predicted: dict[str, Any], measured: dict[str, Any], measured_path: str = "") -> None:
-    """A prediction is never taken as a measurement: ``compare PLAN.json PLAN.json`` reported +0.0 %."""
-    if is_prediction(measured):
-        raise ConfigError("measured", measured_path or "the second file",
-                          "is a prediction (greentrain plan --json), not a measurement: give the measurement.json "
-                          "of greentrain track or a Tracker")
+def load_inputs(predicted_path: str | Path, measured_path: str | Path) -> tuple[PlanResult, TrackResult]:
+    """The plan (``greentrain plan --json``) and the measurement (``measurement.json``) as typed views."""
+    return (_load(predicted_path, "predicted", PlanResult, "a prediction: give the JSON of greentrain plan --json"),
+            _load(measured_path, "measured", TrackResult,
+                  "a measurement: give the measurement.json of greentrain track or a Tracker"))
 
 
 SAME_RUN_RATIO = 2.0  # work per step differing by more than this: the two files describe different jobs
 
 
-def mismatch_warnings(predicted: dict[str, Any], measured: dict[str, Any]) -> list[str]:
+def mismatch_warnings(predicted: PlanResult, measured: TrackResult) -> list[str]:
     """Warnings when the plan and the measurement cannot describe the same job: model FLOPs or tokens per
     step differing by more than SAME_RUN_RATIO (their relative errors would then say nothing about the
     model's accuracy)."""
     out = []
-    tokens_m = _num(measured, "tokens", "measured")
-    steps_m = _num(measured, "num_steps", "measured")
-    per_step = {"flop_per_step": (_num(predicted, "flop_per_step", "predicted"),
-                                  _num(measured, "flop_per_step", "measured")),
+    tokens_m, steps_m = _num(measured, "tokens", "measured"), measured.num_steps
+    per_step = {"flop_per_step": (_num(predicted, "flop_per_step", "predicted"), measured.flop_per_step),
                 "tokens per step": (_num(predicted, "tokens_per_step", "predicted"),
                                     tokens_m / steps_m if tokens_m and steps_m else None)}
     for name, (p, m) in per_step.items():

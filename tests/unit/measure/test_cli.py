@@ -1,4 +1,5 @@
-"""`greentrain track` (child exit status, hooks through GREENTRAIN_AUTO) and `greentrain compare`."""
+"""`greentrain track` (child exit status, hooks through GREENTRAIN_AUTO); `greentrain compare` is tested in
+tests/unit/report/test_compare_typed.py."""
 
 from __future__ import annotations
 
@@ -76,47 +77,6 @@ def test_track_out_must_be_a_writable_directory(tmp_path: Path, capsys: pytest.C
         assert "--out" in err and rule in err and err.count("\n") == 1
 
 
-def _write(path: Path, data: object) -> str:
-    path.write_text(json.dumps(data))
-    return str(path)
-
-
-def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pred = _write(tmp_path / "p.json", {"step_time_s": 1.1, "tokens_per_s": 900.0, "mfu": 0.4,
-                                        "flop_per_step": 2e12, "memory_bytes_per_device": {"total": 8e9},
-                                        "energy_kwh": 10.0, "run_time_s": 36000.0})
-    meas = _write(tmp_path / "m.json", {"step_time_s": 1.0, "tokens_per_s": 1000.0, "flop_per_step": 2e12,
-                                        "memory_bytes": 1e10, "energy_j_per_step": 1000.0})
-    assert main(["compare", pred, meas, "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["warnings"] == []  # the same job: FLOPs per step agree
-    rows = {r["quantity"]: r for r in data["rows"]}
-    assert rows["step_time_s"]["relative_error"] == pytest.approx(0.1)
-    assert rows["memory_bytes"]["relative_error"] == pytest.approx(-0.2)
-    assert rows["flop_per_step"]["relative_error"] == pytest.approx(0.0)
-    # 10 kWh over 36000 s / 1.1 s per step = 3.6e7 J / 32727 steps = 1100 J per step
-    assert rows["energy_j_per_step"]["predicted"] == pytest.approx(1100.0)
-    assert "mfu" not in rows  # not measured
-    assert main(["compare", pred, meas]) == 0
-    assert "step_time_s" in capsys.readouterr().out
-    other = _write(tmp_path / "o.json", {"step_time_s": 0.01, "flop_per_step": 7.7e7})
-    assert main(["compare", pred, other]) == 0
-    assert "warning: flop_per_step" in capsys.readouterr().out
-
-
-def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    meas = _write(tmp_path / "m.json", {"step_time_s": 1.0})
-    assert main(["compare", str(tmp_path / "missing.json"), meas]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert main(["compare", _write(tmp_path / "p.json", {"foo": 1}), meas]) == 2
-    assert "no quantity in common" in capsys.readouterr().err
-    assert main(["compare", _write(tmp_path / "q.json", {"step_time_s": "slow"}), meas]) == 2
-    assert "must be a number" in capsys.readouterr().err
-    (tmp_path / "bad.json").write_text("{")
-    assert main(["compare", str(tmp_path / "bad.json"), meas]) == 2
-    assert "malformed JSON" in capsys.readouterr().err
-
-
 def test_two_track_runs_into_one_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 16 item 3: each `track` run into one folder is its own run (run id, one emissions.csv row) and the
     first run's records are kept."""
@@ -147,13 +107,3 @@ def test_merge_counts_only_the_steps_of_the_last_run(tmp_path: Path) -> None:
     (tmp_path / "steps.rank1.jsonl").write_text(records("A", 100, 9.0))  # a 2-rank first run
     m = merge(tmp_path, None)
     assert m.run_id == "B" and m.num_steps == 2 and m.tokens == 64 and m.duration_s == 1.0 and m.world_size == 1
-
-
-def test_compare_refuses_a_prediction_as_the_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 16 item 9: `compare PLAN.json PLAN.json` reported +0.0 % with no warning."""
-    plan = _write(tmp_path / "plan.json", {"step_time_s": 1.1, "tokens_per_s": 900.0, "mfu": 0.4,
-                                           "step_breakdown_s": {"compute": 1.0},
-                                           "memory_bytes_per_device": {"total": 8e9}})
-    assert main(["compare", plan, plan]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "is a prediction (greentrain plan --json), not a measurement" in err
