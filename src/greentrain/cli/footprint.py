@@ -14,16 +14,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from greentrain import units
 from greentrain.cli.argtypes import finite_float, nonneg_float, positive_float, positive_int
-from greentrain.config import require, split_list
+from greentrain.config import as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint.compare import compare_regions, model_card_block
-from greentrain.footprint.inputs import RunInputs, run_inputs_from_json
+from greentrain.footprint.inputs import RunFile, RunInputs, run_inputs
 from greentrain.footprint.model import DEFAULT_LIFETIME_S, Footprint, footprint
 from greentrain.footprint.prices import MARKETS, device_price_usd_per_s
 from greentrain.footprint.regions import build_site
@@ -32,6 +34,8 @@ from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
 from greentrain.report import footprint as render
+from greentrain.report.codec import SIGNATURES, from_dict
+from greentrain.report.result_kinds import PlanResult, TrackResult
 from greentrain.report.results import stamp
 
 MAX_POWER_TDP_RATIO = 1.5  # the most a measured average power per chip may exceed the chip's TDP by
@@ -80,8 +84,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON (units in the keys)")
 
 
+# A hand-written run file with these keys and no meters is a plan: its power per chip is modelled
+PLAN_KEYS = ("step_time_s", "mfu")
+
+
+def read_run_file(path: str) -> RunFile:
+    """RUN.json: a plan or track result (a ``kind``, or the keys of one kind) is read through report/codec.py
+    as its typed view (an unknown kind, a newer schema version, a malformed field: one line naming the file
+    and the field); any other mapping is a hand-written run, its keys checked one by one."""
+    data = load_mapping(path, field="run_json")
+    if "kind" in data or any(signature(data) for _, signature in SIGNATURES):
+        view = from_dict(data, path)
+        if not isinstance(view, (PlanResult, TrackResult)):
+            raise ConfigError("run_json", path, f"is a {view.KIND} result, not a run: give the JSON of "
+                                                f"greentrain plan --json or a measurement.json")
+        return _run_file(view.to_dict(), Path(path).name, predicted=isinstance(view, PlanResult))
+    return _run_file(data, Path(path).name, predicted=all(k in data for k in PLAN_KEYS) and "meters" not in data)
+
+
+def _run_file(values: Mapping[str, Any], where: str, *, predicted: bool) -> RunFile:
+    def num(key: str) -> float | None:
+        return None if values.get(key) is None else as_float(values[key], f"{where}.{key}")
+
+    chip = values.get("chip") or ""
+    if isinstance(chip, dict):
+        chip = chip.get("name", "")
+    count = values.get("num_chips")
+    return RunFile(where=where, num_chips=None if count is None else as_int(count, f"{where}.num_chips"),
+                   run_time_s=num("run_time_s"), device_hours=num("device_hours"), chip=str(chip),
+                   region=str(values.get("region") or ""), pue=num("pue"), device_energy_kwh=num("device_energy_kwh"),
+                   power_w_per_chip=num("power_w_per_chip"), utilization=num("utilization"), mfu=num("mfu"),
+                   energy_kwh=num("energy_kwh"), predicted=predicted)
+
+
 def _run_inputs(args: argparse.Namespace) -> RunInputs:
-    base = run_inputs_from_json(args.run_json) if args.run_json else None
+    base = run_inputs(read_run_file(args.run_json)) if args.run_json else None
     num_chips = args.num_chips if args.num_chips is not None else (base.num_chips if base else None)
     if num_chips is None:
         raise ConfigError("--num-chips", None, "is required (or a plan/track JSON file)")
