@@ -42,12 +42,9 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 # Modules outside report/ that still import Rich or matplotlib, each with who moves it (issue 17: only
-# report/ draws; cli/ prints Rich only through report/console.py and the report/ renderers).
-KNOWN_DRAWING: dict[str, str] = {
-    # the Tracker (measure/tracker.py) prints this summary itself: moving it to report/ needs the Tracker to be
-    # handed a printer (helper C, measure/)
-    "greentrain.measure.outputs": "the measurement table (render_table)",
-}
+# report/ draws; cli/ prints Rich only through report/console.py and the report/ renderers); none left. Nothing
+# may be added here.
+KNOWN_DRAWING: dict[str, str] = {}
 DRAWING_LIBRARIES = ("rich", "matplotlib")
 
 

@@ -22,10 +22,11 @@ from greentrain.cli.argtypes import finite_float
 from greentrain.cli.fields import SUMMARIZE_FLAGS, TRACK_FLAGS, fields_as_flags
 from greentrain.config import require
 from greentrain.measure.distributed import merge_rank_files
-from greentrain.measure.outputs import render_table, write_outputs
+from greentrain.measure.outputs import write_outputs
 from greentrain.measure.preempt import DEFAULT_GRACE_S, MAX_GRACE_S, Supervisor
 from greentrain.measure.summary import Measurement, make_site
 from greentrain.measure.track import merge, run_tracked
+from greentrain.report.track import render_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
 """What a measurement writes: JSON (unit-named keys), a CodeCarbon-compatible emissions.csv row, the
-Hugging Face model-card ``co2_eq_emissions`` block, and a Rich summary table.
+Hugging Face model-card ``co2_eq_emissions`` block, and the summary's rows (printed as plain text here, as Rich
+tables by report/track.py).
 
 CodeCarbon's emissions.csv columns (codecarbon/output_methods/emissions_data.py, EmissionsData, v2.x):
 emissions in kg CO2e, energies in kWh, powers in W, duration in s.
@@ -132,15 +133,8 @@ def _si(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
-def render_table(m: Measurement, file: Any = None) -> None:
-    """Rich summary: run figures, then per-module time, FLOPs and energy."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=file or sys.stdout)
-    t = Table(title=f"greentrain measurement ({m.status})")
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
+def summary_rows(m: Measurement) -> list[tuple[str, str]]:
+    """The summary's (quantity, value) rows: run figures, energy by meter, CO2e and cost when known."""
     lab = {x.name: "measured" if x.measured else "estimated" for x in m.meters}
     rows = [("duration", f"{m.duration_s:.2f} s"), ("steps", str(m.num_steps)),
             ("step time (steady)", f"{m.step_time_s * 1e3:.2f} ms"), ("tokens/s", f"{m.tokens_per_s:.1f}"),
@@ -156,16 +150,34 @@ def render_table(m: Measurement, file: Any = None) -> None:
                      f"{m.emissions_kg_co2e * units.G_PER_KG:.3g} g"))
     if m.cost_usd is not None:
         rows.append(("cost", f"${m.cost_usd:.4g}"))
-    for k, v in rows:
-        t.add_row(k, v)
-    console.print(t)
+    return rows
+
+
+MODULE_COLUMNS = ("module", "fwd ms", "bwd ms", "fwd FLOP", "bwd FLOP", "energy J")
+
+
+def module_rows(m: Measurement) -> list[tuple[str, ...]]:
+    """One row per tracked module, per step (MODULE_COLUMNS)."""
+    return [(x.name, f"{x.forward_s * 1e3:.2f}", f"{x.backward_s * 1e3:.2f}", _si(x.forward_flop, ""),
+             _si(x.backward_flop, ""), f"{x.energy_j:.3g}") for x in m.modules]
+
+
+def summary_title(m: Measurement) -> str:
+    return f"greentrain measurement ({m.status})"
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Columns padded to their widest cell: the first left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                             for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+
+
+def print_summary_text(m: Measurement, file: Any = None) -> None:
+    """The summary as plain text (no Rich: measure/ does not draw): what a Tracker prints unless it is handed
+    another printer; ``greentrain track`` prints the same rows as Rich tables (report/track.py)."""
+    lines = [summary_title(m), *_aligned([("quantity", "value"), *summary_rows(m)])]
     if m.modules:
-        mt = Table(title="per module, per step")
-        for c in ("module", "fwd ms", "bwd ms", "fwd FLOP", "bwd FLOP", "energy J"):
-            mt.add_column(c, justify="left" if c == "module" else "right")
-        for x in m.modules:
-            mt.add_row(x.name, f"{x.forward_s * 1e3:.2f}", f"{x.backward_s * 1e3:.2f}",
-                       _si(x.forward_flop, ""), _si(x.backward_flop, ""), f"{x.energy_j:.3g}")
-        console.print(mt)
-    for note in m.notes:
-        console.print(f"note: {note}")
+        lines += ["per module, per step", *_aligned([MODULE_COLUMNS, *module_rows(m)])]
+    lines += [f"note: {note}" for note in m.notes]
+    print("\n".join(lines), file=file or sys.stdout)

@@ -7,7 +7,9 @@
 
 Each rank appends its own JSONL record (``greentrain.jsonl``, ``greentrain.rank{r}.jsonl`` under torchrun);
 on ``stop`` rank 0 gathers the per-rank summaries through torch.distributed and writes the outputs
-(measurement.json, emissions.csv, model_card_co2.yaml, a Rich table). An exception in the ``with`` body is
+(measurement.json, emissions.csv, model_card_co2.yaml) and prints the summary: as plain text by default, or
+through the printer it is handed (``print_summary=greentrain.report.track.render_table``: the Rich tables of
+``greentrain track``; measure/ never imports Rich nor report/). An exception in the ``with`` body is
 recorded ("end" record with status "error") and re-raised; under torchrun the failing rank then skips the
 gather (the other ranks are still in their training collectives), and ``greentrain track --summarize DIR``
 merges the per-rank records after the job has stopped.
@@ -33,6 +35,12 @@ from greentrain.measure.summary import Measurement, make_site, summarize
 
 F = TypeVar("F", bound=Callable[..., Any])
 MODULES_RECORD_EVERY_S = 10.0
+
+
+def _plain_summary(m: Measurement) -> None:
+    from greentrain.measure.outputs import print_summary_text
+
+    print_summary_text(m)
 
 
 def _rank_world() -> tuple[int, int, int]:
@@ -61,7 +69,8 @@ class Tracker:
                  grid_g_per_kwh: float | None = None, pue: float | None = None,
                  out_dir: str | Path = "greentrain-out", depth: int | None = 1, count_flops: bool = True,
                  meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
-                 interval_s: float = 0.5, project_name: str = "greentrain", print_summary: bool = True,
+                 interval_s: float = 0.5, project_name: str = "greentrain",
+                 print_summary: bool | Callable[[Measurement], None] = True,
                  write_outputs: bool = True, jsonl_name: str | None = None,
                  model_parallel_size: int = 1, step_on_optimizer: bool | None = None,
                  backward_hooks: str = "graph") -> None:
@@ -82,7 +91,10 @@ class Tracker:
         self.model, self.depth, self.count_flops = model, depth, count_flops
         self.out_dir = Path(out_dir)
         self.meters_arg, self.cpu_tdp_w, self.interval_s = meters, cpu_tdp_w, interval_s
-        self.project_name, self.print_summary, self.write_outputs = project_name, print_summary, write_outputs
+        self.project_name, self.write_outputs = project_name, write_outputs
+        # True: the plain-text summary; a callable: the caller's printer (the Rich tables); False: none
+        self.print_summary: Callable[[Measurement], None] | None = (
+            _plain_summary if print_summary is True else print_summary or None)
         self.jsonl_name = jsonl_name
         self.hooks: Any = None
         self.measurement: Measurement | None = None
@@ -213,11 +225,11 @@ class Tracker:
             m = with_footprint(m, self.site)
             self.measurement = m
             if self.write_outputs:
-                from greentrain.measure.outputs import render_table, write_outputs
+                from greentrain.measure.outputs import write_outputs
 
                 paths = write_outputs(m, self.out_dir, project_name=self.project_name)
-                if self.print_summary:
-                    render_table(m)
+                if self.print_summary is not None:
+                    self.print_summary(m)
                     print(f"greentrain: wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
         return self.measurement
 
