@@ -103,8 +103,12 @@ def read_run_file(path: str) -> RunFile:
 
 
 def _run_file(values: Mapping[str, Any], where: str, *, predicted: bool) -> RunFile:
-    def num(key: str) -> float | None:
-        return None if values.get(key) is None else as_float(values[key], f"{where}.{key}")
+    def num(key: str) -> float | None:  # an integer stays one, so a range error quotes the file's value
+        value = values.get(key)
+        if value is None:
+            return None
+        number = as_float(value, f"{where}.{key}")
+        return value if isinstance(value, int) else number
 
     chip = values.get("chip") or ""
     if isinstance(chip, dict):

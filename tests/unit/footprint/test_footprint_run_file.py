@@ -70,8 +70,8 @@ def test_a_hand_written_run_is_read_key_by_key(tmp_path: Path, capsys: pytest.Ca
     path = _write(tmp_path / "run.json", {"num_chips": 4, "device_hours": 8, "chip": {"name": "h100-sxm"},
                                           "power_w_per_chip": 500})
     run = read_run_file(path)
-    assert run == RunFile(where="run.json", num_chips=4, device_hours=8.0, chip="h100-sxm", power_w_per_chip=500.0)
+    assert run == RunFile(where="run.json", num_chips=4, device_hours=8, chip="h100-sxm", power_w_per_chip=500)
     assert run_inputs(run).duration_s == 2 * 3600.0
     bad = _write(tmp_path / "bad.json", {"num_chips": 4, "run_time_s": -1, "power_w_per_chip": 500})
     assert main(["footprint", bad]) == 2
-    assert "bad.json.run_time_s=-1.0: must be >= 0.0" in capsys.readouterr().err
+    assert "bad.json.run_time_s=-1: must be >= 0.0" in capsys.readouterr().err
