@@ -16,7 +16,7 @@ setup: $(BIN)/activate
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 setup-dev: $(BIN)/activate
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,torch,plot,gpu]"
+	$(BIN)/pip install -q -e ".[dev,torch,plot,gpu,search,mlflow]"
 
 run: setup
 	$(BIN)/greentrain plan

@@ -19,9 +19,9 @@ from greentrain.offload.calibrate import cell_scenario, fit_kernel_constants, re
 from greentrain.offload.config import OffloadCaps, OffloadPolicy, ml_dataflow_profile, offload_constants
 from greentrain.offload.plan import plan_offload
 
-CAL = Path(__file__).resolve().parents[3] / "shared" / "reference" / "calibration"
+CAL = Path(__file__).resolve().parents[1] / "data" / "calibration"  # copies of shared/reference/calibration
 SWEEPS = [CAL / "dataflow-h100_8b_short.csv", CAL / "dataflow-h100_8b_medium.csv"]
-needs_data = pytest.mark.skipif(not all(p.exists() for p in SWEEPS), reason="shared calibration data not present")
+needs_data = pytest.mark.skipif(not all(p.exists() for p in SWEEPS), reason="calibration data not present")
 
 
 def test_shipped_constants_are_the_two_cell_fit() -> None:

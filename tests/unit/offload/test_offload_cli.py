@@ -12,7 +12,7 @@ from greentrain.cli.main import main
 from greentrain.offload.config import ml_dataflow_profile
 from greentrain.offload.grid import offload_grid
 
-CSV = Path(__file__).resolve().parents[4] / "shared" / "reference" / "calibration" / "dataflow-h100_8b_short.csv"
+CSV = Path(__file__).resolve().parents[2] / "data" / "calibration" / "dataflow-h100_8b_short.csv"
 
 
 def test_plan_json(capsys: pytest.CaptureFixture[str]) -> None:
