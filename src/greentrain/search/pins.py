@@ -110,6 +110,8 @@ def whole_strategy(pins: Mapping[str, Any], sc: Scenario, num_chips: int,
         kw["dp"] = num_chips // (tp * pp * cp)
     if "sp" not in kw and "tp" in kw:
         kw["sp"] = kw["tp"] > 1
+    if "vpp" in kw and "schedule" not in kw and base.schedule != "gpipe":
+        kw["schedule"] = ""  # 1f1b or interleaved follow vpp (Strategy.schedule ""); a GPipe base still conflicts
     return dataclasses.replace(base, **kw)
 
 

@@ -200,3 +200,11 @@ def test_finetune_flags_and_the_default_batch(capsys: pytest.CaptureFixture[str]
     code, _out, err = _plan(capsys, *base, "--finetune", "freeze", "--freeze", "encoder")
     assert code == 2 and "workload.freeze" in err and "encoder-decoder" in err and len(err.splitlines()) == 1
     assert "the default" in _plan(capsys, "--model", "llama3-8b", "--finetune", "lora")[1]
+
+
+def test_vpp_flag_alone_runs_the_interleaved_schedule(capsys: pytest.CaptureFixture[str]) -> None:
+    """--vpp 2 without --schedule: the default schedule follows vpp (it used to conflict with a derived 1f1b)."""
+    code, out, err = _plan(capsys, "--tp", "8", "--pp", "4", "--vpp", "2", "--zero", "1", "--recompute", "full",
+                           "--micro-batch", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["strategy"]["schedule"] == "interleaved"
