@@ -50,7 +50,11 @@ def _plan_scenario(p: PlanResult) -> str:
     x = p.extra
     params = f" ({x['num_params'] / 1e9:.2f} B params)" if isinstance(x.get("num_params"), (int, float)) else ""
     batch = (f"; {x['global_batch_size']:,} sequences of {x['seq_len']:,} tokens a step"
+             + (" (the default batch)" if x.get("global_batch_is_default") is True else "")
              if isinstance(x.get("global_batch_size"), int) and isinstance(x.get("seq_len"), int) else "")
+    training = x.get("training")
+    if isinstance(training, Mapping) and isinstance(training.get("summary"), str):
+        batch += f"; training: {training['summary']}"
     chosen = " (chosen by the planner)" if p.strategy.get("chosen_by_planner") else ""
     return (f"{p.model}{params} on {p.num_chips} x {p.chip}; {strategy_text(p.strategy)}{chosen}{batch}; "
             f"{p.num_steps:,} steps; {p.region or 'given grid'} at {p.grid_g_co2e_per_kwh:.0f} g CO2e/kWh, "

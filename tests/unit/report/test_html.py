@@ -136,3 +136,13 @@ def test_a_gantt_chart_draws_at_most_48_rows_devices_first() -> None:
     drawn, note = _drawn_rows(many)
     assert len(drawn) == MAX_GANTT_ROWS == 48 and "first 48 of 60 rows" in note
     assert _drawn_rows({"stage 0": {}, "link stage0.nic": {}}) == (["stage 0", "link stage0.nic"], "")
+
+
+def test_plan_section_says_what_trains_and_whose_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fine-tuning plan's section names its mode and trainable parameters, and a default batch says so."""
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "--model", "llama3-8b", "--chip", "a100-80gb", "--num-chips", "8", "--tokens", "1e9",
+                 "--finetune", "lora", "--json"]) == 0
+    plan.write_text(capsys.readouterr().out)
+    page = build_page([(str(plan), load_result(plan))])
+    assert "(the default batch); training: LoRA rank 16 on q,v; 6.8 M trainable parameters" in page
