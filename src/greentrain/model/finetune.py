@@ -92,8 +92,8 @@ class Finetune:
 
 FULL = Finetune()
 
-# (op-name suffix, target) pairs: which base op a target's adapter sits beside, and the adapter's
-# (d_in, d_out) from the base op's (k, n); a fused op (qkv, kv, gate+up) holds several targets.
+# Base op (its name's last part, model/ops.py) -> the targets whose adapters sit beside it: a fused op (qkv, kv,
+# gate+up) holds several; each adapter's (d_in, d_out) comes from the spec (_adapter_shapes).
 _BASE_OPS = {"qkv": ("q", "k", "v"), "q": ("q",), "kv": ("k", "v"), "out": ("o",), "up": ("gate", "up"),
              "down": ("down",)}
 
