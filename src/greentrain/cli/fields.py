@@ -23,7 +23,7 @@ def fields_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
 SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_headroom": "--memory-headroom",
                 "constraints.budget_usd": "--budget-usd", "search.objective": "--objective", "search.top_k": "--top"}
 OFFLOAD_FLAGS = {"cluster.host_link": "--host-link", "measured": "--measured"}
-TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s"}
+TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s", "track.out_dir": "--out"}
 SUMMARIZE_FLAGS = {"out_dir": "--summarize"}
 STEP_FLAGS = {"step.inter_node_slowdown": "--link-slowdown", "step.bucket_mb": "--bucket-mb",
               "step.stragglers": "--straggler"}

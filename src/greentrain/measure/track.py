@@ -58,7 +58,7 @@ def child_env(out_dir: Path, hooks: bool, depth: str, run_id: str = "") -> dict[
     return env
 
 
-def prepare_out_dir(out_dir: Path, flag: str = "--out") -> bool:
+def prepare_out_dir(out_dir: Path, flag: str = "track.out_dir") -> bool:
     """Create ``out_dir`` if needed (True when created); a one-line error when it cannot hold the outputs."""
     if out_dir.exists():
         require(out_dir.is_dir(), flag, str(out_dir), "must be a directory (it is a file)")
