@@ -88,26 +88,37 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
     return per_width * t * routed + spec.top_k * e * t * spec.hidden_size
 
 
+# An RMSNorm run as eager kernels (Hugging Face's LlamaRMSNorm: x.to(fp32), pow, mean, * rsqrt, .to(e), * weight)
+# keeps the fp32 upcast for pow's backward and the 16-bit normalised value for the weight product: 4 bytes per
+# element more than a fused kernel, which keeps its input (e) (torch saved_tensors_hooks on LlamaRMSNorm ->
+# Linear: 8.03 bytes per element in bf16 against 4, 12.03 against 8 in fp32; tests/unit/estimate).
+EAGER_RMSNORM_EXTRA_BYTES = 4.0
+
+
 def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
-                     cross_len: int = 0, fused_glu: bool = True, kind: LayerKind | None = None) -> LayerActivation:
+                     cross_len: int = 0, fused_glu: bool = True, kind: LayerKind | None = None,
+                     eager_norm: bool = False) -> LayerActivation:
     """Per-tensor activation accounting of one layer (before any parallel split), by the layer's ``kind``
     (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
     MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
-    keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu)."""
+    keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu).
+    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element."""
     h, t = spec.hidden_size, b * s
     mixer = kind.mixer if kind else "attention"
     mlp = kind.mlp if kind else ("moe" if moe else "dense")
+    norm_extra = EAGER_RMSNORM_EXTRA_BYTES * t * h if eager_norm and spec.norm == "rmsnorm" else 0.0
+    norms = 2 if spec.post_norms else 1  # per block: its input norm (and Gemma's post-norm)
     repl = split = scores = 0.0
     if mixer in ("attention", "sliding"):
         window = spec.sliding_window if mixer == "sliding" else 0
         for s_kv, cross in [(s, False)] + ([(cross_len, True)] if cross_len else []):
             r, sp_, sc_ = _attention_saved(spec, b, s, s_kv, e, flash=flash, cross=cross, window=window)
-            repl, split, scores = repl + r, split + sp_, scores + sc_
+            repl, split, scores = repl + r + norms * norm_extra, split + sp_, scores + sc_
     elif mixer in ("mamba", "mamba2"):
-        repl += e * t * h  # the norm input
+        repl += e * t * h + norm_extra  # the norm input
         split += _ssm_saved(spec, b, s, e)
     if mlp != "none":
-        repl += (2 * e + MASK_BYTES) * t * h  # norm input, first GEMM input, dropout mask
+        repl += (2 * e + MASK_BYTES) * t * h + norms * norm_extra  # norm input, first GEMM input, dropout mask
         split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu)
     return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h)
 

@@ -184,7 +184,7 @@ def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency)
         seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
         cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
         la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len,
-                              fused_glu=eff.fused_glu, kind=g.kind)
+                              fused_glu=eff.fused_glu, kind=g.kind, eager_norm="norm" in eff.eager_ops)
         params = _kind_params(g.params, g.expert_params, s) if g.params else _local_layer_params(sc, g.moe, enc, s)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
