@@ -9,18 +9,12 @@ from typing import Any
 
 from greentrain import units
 from greentrain.report import html_plots as plots
+from greentrain.report.formats import dur, energy, mass, num, pct, si, signed_pct
 from greentrain.report.html_parts import (
-    dur,
-    energy,
     figure,
     key_figures,
-    mass,
     notes,
-    num,
-    pct,
     provenance,
-    si,
-    signed_pct,
     table,
 )
 from greentrain.report.result_kinds_more import (

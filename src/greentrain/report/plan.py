@@ -7,9 +7,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from greentrain import units
 from greentrain.estimate.run import RunEstimate
 from greentrain.model.ops import trainable_params
+from greentrain.report.formats import dur, gib, mass, num
 
 
 def _training(run: RunEstimate) -> dict[str, Any]:
@@ -94,30 +94,6 @@ def _efficiency(run: RunEstimate) -> dict[str, Any]:
                                                       f"no microbenchmark data for {chip}: A100 figures used")}
 
 
-def _dur(seconds: float) -> str:
-    if seconds >= units.DAY_S:
-        return f"{seconds / units.DAY_S:.1f} days"
-    if seconds >= units.HOUR_S:
-        return f"{seconds / units.HOUR_S:.1f} h"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    return f"{seconds * 1e3:.1f} ms"
-
-
-def _gib(x: float) -> str:
-    return f"{units.bytes_to_gib(x):.2f} GiB"
-
-
-def _num(x: float) -> str:
-    """Whole numbers from 100 up (with thousands separators), three significant digits below: a short run's
-    energy or cost never reads as 0."""
-    return f"{x:,.0f}" if abs(x) >= 100 or x == 0 else f"{x:.3g}"
-
-
-def _mass(kg: float) -> str:
-    return f"{kg / 1000:,.2f} t" if abs(kg) >= 1000 else f"{_num(kg)} kg"
-
-
 def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = False) -> None:
     d = plan_to_dict(run, default_batch=default_batch)
     sc, st = run.scenario, run.step
@@ -131,15 +107,15 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
     t.add_column("share", justify="right")
     for name, value in d["step_breakdown_s"].items():
         if value > 0 or name in ("compute",):
-            t.add_row(name.replace("_", " "), _dur(value), f"{value / st.step_time_s:6.1%}")
-    t.add_row("[bold]step[/bold]", f"[bold]{_dur(st.step_time_s)}[/bold]", "100.0%")
+            t.add_row(name.replace("_", " "), dur(value), f"{value / st.step_time_s:6.1%}")
+    t.add_row("[bold]step[/bold]", f"[bold]{dur(st.step_time_s)}[/bold]", "100.0%")
     console.print(t)
     m = Table(title="memory per device", show_header=True, header_style="bold")
     m.add_column("part")
     m.add_column("size", justify="right")
     for k, v in d["memory_bytes_per_device"].items():
         if k not in ("capacity", "host_offloaded") or v:
-            m.add_row(k.replace("_", " "), _gib(v))
+            m.add_row(k.replace("_", " "), gib(v))
     console.print(m)
     r = Table(title="throughput and footprint", show_header=False)
     r.add_column("metric")
@@ -151,13 +127,13 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
                   + (" (the default: set global_batch_size)" if default_batch else "")),
         ("training", d["training"]["summary"]),
         ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
-        ("run time", _dur(run.run_time_s)),
-        ("device-hours", _num(d["device_hours"])),
+        ("run time", dur(run.run_time_s)),
+        ("device-hours", num(d["device_hours"])),
         ("power per chip (+ host)", f"{d['power_w_per_chip']:.0f} W (+ {d['host_power_w_per_chip']:.0f} W)"),
-        ("energy", f"{_num(d['energy_kwh'])} kWh (PUE {d['pue']:.2f})"),
-        ("cost", f"${_num(d['cost_usd'])} ({d['cost_basis']})"),
-        ("CO2e", f"{_mass(d['emissions_kg_co2e'])} (operational {_mass(d['operational_kg_co2e'])}, "
-                 f"embodied {_mass(d['embodied_kg_co2e'])})"),
+        ("energy", f"{num(d['energy_kwh'])} kWh (PUE {d['pue']:.2f})"),
+        ("cost", f"${num(d['cost_usd'])} ({d['cost_basis']})"),
+        ("CO2e", f"{mass(d['emissions_kg_co2e'])} (operational {mass(d['operational_kg_co2e'])}, "
+                 f"embodied {mass(d['embodied_kg_co2e'])})"),
         ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (f" ({d['region']})" if d["region"] else "")),
     ]
     if d["efficiency"]:
