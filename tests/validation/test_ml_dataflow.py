@@ -37,7 +37,7 @@ def test_recorded_sweep(path: Path) -> None:
     s = score(read_recorded(path))
     assert s.median_abs_error <= 0.10
     assert s.within_15 >= 0.80
-    assert s.feasibility_right >= 0.90
+    assert s.feasibility_right >= 0.99  # measured 2026-11-25: 100 % on both (offload/dataflow.py's buffers)
 
 
 def test_seed_example_with_the_recorded_placement() -> None:
@@ -54,3 +54,13 @@ def test_seed_example_with_the_recorded_placement() -> None:
     assert all_full.tokens_per_s == pytest.approx(33748, rel=0.10)  # prev_data/h100_1B_results.csv (July 2025)
     assert all_full.tokens_per_s < 0.9 * recorded.tokens_per_s
     assert all_full.per_layer.exposed_s > 10 * recorded.per_layer.exposed_s  # the link, not the compute, waits
+
+
+def test_seed_example_with_the_planners_own_placement() -> None:
+    """The planner's own plan for the seed example within 10 % of 41,923 tokens/s: with ml_dataflow's device
+    buffers (offload/dataflow.py) it keeps 7 slots on the device (ml_dataflow 6: it also holds a gradient
+    block per whole layer it keeps); measured +6.6 % on 2026-11-25."""
+    plan = plan_offload(cell_scenario("llama3.2-1b", "h100-sxm", 16384), OffloadCaps.from_gib(20, 80),
+                        profile=ml_dataflow_profile())
+    assert plan.tokens_per_s == pytest.approx(41923, rel=0.10)
+    assert plan.slots()["device"] in (6, 7)

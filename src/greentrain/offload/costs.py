@@ -16,6 +16,7 @@ state bytes from estimate/memory.py. Two additions live here until the estimator
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -33,6 +34,7 @@ from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, model_ops
 from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import LEVELS, FrameworkProfile
+from greentrain.offload.dataflow import chunk_activation_bytes, dataflow_chunking, host_sticky_parts, sticky_parts
 
 RMS_STAT_BYTES = 4.0  # one fp32 reciprocal RMS per token and norm (ml_dataflow keeps both norms' statistics)
 
@@ -86,8 +88,9 @@ def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, sp
         inp = t * (e * d + 2 * e * kv + 2 * RMS_STAT_BYTES)  # + Q, O output, FFN x1 and x3
         att = inp + t * (LSE_BYTES * heads + e * q)
         full = att + t * (e * q + e * d + up * e * f)
-        device = full + t * (2 * e * d + e * f)  # + both normed inputs and the FFN product, not rebuilt
-        return {"input": inp, "attention": att, "full": full, "device": device}
+        # a device slot is what ml_dataflow's recording program allocates per (layer, chunk):
+        # get_chunk_activations_size (offload/dataflow.py)
+        return {"input": inp, "attention": att, "full": full, "device": chunk_activation_bytes(spec, t, e)}
     # greentrain's executor (offload/llama.py, eager PyTorch): what autograd saves per token, op by op
     # (torch/csrc/autograd/derivatives.yaml: a product saves the operand the other's gradient needs): each
     # RMSNorm its input, x * rsqrt, the normed output and one statistic; q and k after rotary (the rotary
@@ -132,6 +135,8 @@ class ChunkCosts:
     head_logit_bytes_per_token: float  # vocabulary x (16-bit logits + fp32 gradient)
     context_bytes: float  # K and V of a whole sequence split into chunks (and their fp32 gradients)
     adam_device_s_per_param: float  # a memory-bound AdamW step on the device
+    sticky: tuple[tuple[str, float], ...] = ()  # ml_dataflow: what its program reserves first (offload/dataflow.py)
+    host_sticky: tuple[tuple[str, float], ...] = ()  # ml_dataflow: its host ends and transitions (dataflow.py)
 
     @property
     def tokens_per_round(self) -> int:
@@ -149,18 +154,19 @@ def _flop(ops: tuple[Op, ...], causal: bool) -> float:
     return sum(op.flop * (0.5 if causal and op.kind is OpKind.ATTENTION else 1.0) for op in ops)
 
 
-def _chunking(profile: FrameworkProfile, seq_len: int, micro_batch: int) -> tuple[int, int, int, float]:
-    """(sequences per chunk op list, span tokens, chunks per round, sequences per round)."""
-    c = profile.chunk_tokens
-    if c <= 0:
+def _chunking(profile: FrameworkProfile, spec: TransformerSpec, seq_len: int, micro_batch: int,
+              e: float) -> tuple[int, int, int, float]:
+    """(sequences per chunk op list, span tokens, chunks per round, sequences per round). ml_dataflow
+    (offload/dataflow.py ``dataflow_chunking``, the minimum chunk from the profile): a round has as many
+    sequence groups as make a layer's chunk activations about its weights, at least one
+    (transformer_record_throughput.c ``main``: num_seq_groups_per_round = MAX(1, round(fwd_block_size /
+    chunk_act_size / num_chunks_per_seq)), C's round: half away from zero)."""
+    if profile.chunk_tokens <= 0:
         return micro_batch, seq_len, 1, float(micro_batch)
-    if seq_len <= c:
-        if c % seq_len:
-            raise ConfigError("workload.seq_len", seq_len, f"must divide the {c}-token chunk of {profile.name}")
-        return 1, c, 1, c / seq_len
-    if seq_len % c:
-        raise ConfigError("workload.seq_len", seq_len, f"must be a multiple of the {c}-token chunk of {profile.name}")
-    return 1, c, seq_len // c, 1.0
+    chunk, per_seq, seqs_in_chunk = dataflow_chunking(seq_len, profile.chunk_tokens)
+    weights = spec.layer_params(moe=False, cross_attention=False) * e
+    groups = max(1, math.floor(weights / chunk_activation_bytes(spec, chunk, e) / per_seq + 0.5))
+    return 1, chunk, per_seq * groups, float(groups * seqs_in_chunk)
 
 
 @cache
@@ -168,8 +174,8 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
                 micro_batch: int, precision: str, optimizer: str, grad_dtype: str) -> ChunkCosts:
     if spec.arch != "decoder" or spec.is_moe:
         raise ConfigError("model", spec.name, "offload plans need a dense decoder-only layer stack")
-    nseq, span, chunks, seqs = _chunking(profile, seq_len, micro_batch)
     e = 4.0 if precision in ("fp32", "tf32") else 2.0
+    nseq, span, chunks, seqs = _chunking(profile, spec, seq_len, micro_batch, e)
     mops = model_ops(spec, nseq, span, e, flash=True)
     (group,) = mops.layers
     layer = context_attention_ops(group.ops, seq_len=seq_len, span_tokens=span)
@@ -193,6 +199,7 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
     t = nseq * span
     ctx = 2 * seq_len * spec.kv_width * (e + 4.0) if chunks > 1 else 0.0
     adam_bytes = w + g + o + w + o  # read weight, gradient, states; write weight and states
+    dataflow = profile.name == "ml_dataflow"
     return ChunkCosts(
         chunk_tokens=t, chunks_per_round=chunks, sequences_per_round=seqs, num_layers=spec.num_layers,
         fwd_s=fwd, bwd_s=bwd, recompute_s=rec_s, recompute_flop=rec_f,
@@ -204,7 +211,9 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
         ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_s(op) * op.backward_factor for op in ends),
         model_flop_per_chunk=3.0 * (spec.num_layers * _flop(layer, profile.causal) + _flop(ends, False)),
         head_logit_bytes_per_token=spec.vocab_size * (e + 4.0), context_bytes=ctx,
-        adam_device_s_per_param=adam_bytes / (bw * eff.memory))
+        adam_device_s_per_param=adam_bytes / (bw * eff.memory),
+        sticky=tuple(sticky_parts(spec, seq_len, span, chunks, max(1, span // seq_len), e).items()) if dataflow
+        else (), host_sticky=tuple(host_sticky_parts(spec, span, chunks, e).items()) if dataflow else ())
 
 
 assert LEVELS == ("input", "attention", "full")  # _recompute_fractions and _saved_bytes name these three

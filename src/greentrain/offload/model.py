@@ -35,6 +35,7 @@ class Setting:
     grads_round_trip: bool
     grad_buffers: int
     layer_major: bool  # every chunk of a round runs a layer before the next: its weights move once per round
+    min_device_slots: int = 0  # ml_dataflow keeps at least two activation slots on the device (dataflow.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +63,7 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     if on_device_opt:  # gradients accumulate on the device; the optimizer states of what stays there too
         ends_state = cc.end_params * (w + g + o)
         resident = r * p * (w + g + o)
-        ring = np.where(streamed, loaded + st.grad_buffers * p * g, 0.0)
+        ring = np.where(streamed, loaded + np.minimum(st.grad_buffers, k + 1) * p * g, 0.0)
     else:  # each gradient leaves in its post-accumulate hook: one table's and grad_buffers layers' at a time;
         # the first backward layer's gradients fill while the device activations are all live, the next ones
         # only once that layer's have been freed (the accounted executor: tests/unit/offload)
@@ -70,6 +71,12 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
         resident = r * p * w
         more = (st.grad_buffers - 1) * p * g
         ring = loaded + p * g + np.where(dev_slots >= 1, np.maximum(0.0, more - cc.saved_bytes["device"]), more)
+    activations = np.maximum(dev_slots, st.min_device_slots) * cc.saved_bytes["device"]
+    if cc.sticky:  # ml_dataflow: its program's own fixed buffers replace reserve, ends and workspace
+        zeros = np.zeros_like(r, dtype=np.float64)
+        sticky = {name: zeros + b for name, b in cc.sticky}
+        return {"reserved": sticky["reserved"], "ends": sticky["ends"], "resident_layers": resident,
+                "prefetch_ring": ring, "workspace": sticky["workspace"], "activations": activations}
     head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
     # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
     # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute
@@ -81,7 +88,7 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
         "resident_layers": resident,
         "prefetch_ring": ring,
         "workspace": np.maximum(head, working) + cc.context_bytes,
-        "activations": dev_slots * cc.saved_bytes["device"],
+        "activations": activations,
     }
 
 
@@ -97,6 +104,11 @@ def host_parts(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray,
     else:  # the host AdamW also owns the ends' master copy, gradient and states
         ends = cc.end_params * (cc.weight_bytes_per_param + cc.grad_bytes_per_param + cc.optimizer_bytes_per_param)
     sb = cc.saved_bytes
+    if cc.host_sticky:  # ml_dataflow: its program's own host buffers (offload/dataflow.py)
+        sticky = dict(cc.host_sticky)
+        return {"layer_state": state, "ends": np.zeros_like(state) + sticky["ends"],
+                "transitions": np.zeros_like(state) + sticky["transitions"],
+                "activations": n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]}
     return {"layer_state": state, "ends": np.zeros_like(state) + ends,
             "activations": n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]}
 
@@ -140,8 +152,11 @@ def _round_s(*, fill_s: FloatArray, fwd_s: FloatArray, acts_s: FloatArray, cf: f
     return fill_s + fwd_s + wait + first_bwd_s + rest_bwd_s - np.minimum(drain_s, idle)
 
 
-def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_full: FloatArray) -> Evaluated:
-    """Host memory and time of every candidate (arrays broadcast together); device memory: device_parts."""
+def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_full: FloatArray, *,
+             single: FloatArray | bool = False) -> Evaluated:
+    """Host memory and time of every candidate (arrays broadcast together); device memory: device_parts.
+    ``single``: one weight and one gradient block (ml_dataflow when no more fit): a layer's weights load only
+    once the previous layer has run, and its gradients leave while the next layer's weights come in."""
     cc, beta = st.cc, st.beta_bytes_per_s
     L, n = cc.num_layers, cc.chunks_per_round
     p, w, g = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param
@@ -156,8 +171,9 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     # streamed layers
     h2d_f, d2h_f = wt / beta, acts / beta
     h2d_b, d2h_b = (wt + acts + g_in) / beta, gt / beta
-    fwd_st = np.maximum(cf, np.maximum(h2d_f, d2h_f))
-    bwd_st = np.maximum(cb, np.maximum(h2d_b, d2h_b))
+    fwd_st = np.where(single, np.maximum(cf + h2d_f, d2h_f), np.maximum(cf, np.maximum(h2d_f, d2h_f)))
+    bwd_st = np.where(single, np.maximum(cb + np.maximum((wt + g_in) / beta, d2h_b), h2d_b),
+                      np.maximum(cb, np.maximum(h2d_b, d2h_b)))
     # resident layers: only activations move, and under a host optimizer their gradients leave too (each in its
     # post-accumulate hook: the device keeps no gradient of a resident layer, device_parts)
     g_res = gt if st.optimizer_on == "host" else 0.0

@@ -28,6 +28,7 @@ from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, offload_constants, pytorch_profile
 from greentrain.offload.costs import ChunkCosts, chunk_costs
+from greentrain.offload.dataflow import MIN_DEVICE_SLOTS
 from greentrain.offload.model import (
     FloatArray,
     Setting,
@@ -131,7 +132,8 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
                    cpu_adam_params_per_s=cpu, reserved_bytes=eff.reserved_bytes,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
-                   grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds)
+                   grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds,
+                   min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0)
 
 
 def _levels(cc: ChunkCosts, home: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -165,11 +167,12 @@ class _Candidates:
     dev: FloatArray
     u: FloatArray
     home: FloatArray
+    k: FloatArray  # prefetch depth: the ring holds k + 1 layers (0: ml_dataflow's single block, dataflow.py)
 
 
-def _score(st: Setting, cand: _Candidates, k: int, share: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _score(st: Setting, cand: _Candidates, share: float) -> tuple[FloatArray, FloatArray, FloatArray]:
     n_in, n_att, n_full = _levels(st.cc, cand.home, cand.u)
-    ev = evaluate(st, cand.r, n_in, n_att, n_full)
+    ev = evaluate(st, cand.r, n_in, n_att, n_full, single=cand.k == 0)
     return steady_tokens_per_s(st, ev, share), ev.h2d_s + ev.d2h_s, ev.host_bytes
 
 
@@ -180,22 +183,30 @@ def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share
     r = np.arange(cc.num_layers + 1, dtype=np.float64)
     if policy.resident_layers is not None:
         r = np.array([float(min(policy.resident_layers, cc.num_layers))])
-    fixed: FloatArray = np.asarray(sum(device_parts(st, r, np.float64(k) + 0 * r, 0 * r).values()))
-    dev = np.clip(np.floor((caps.device_bytes - fixed) / cc.saved_bytes["device"]), 0, slots)
+    kk = np.float64(k) + 0 * r
+    fixed: FloatArray = np.asarray(sum(device_parts(st, r, kk, 0 * r).values()))
+    if st.min_device_slots:  # ml_dataflow runs with one weight and one gradient block when no more fit (``main``:
+        # num_full_layers_on_dev == 0 -> NUM_DEV_BLOCKS = NUM_DEV_GRAD_BLOCKS = 1)
+        single: FloatArray = np.asarray(sum(device_parts(st, r, 0 * r, 0 * r).values()))
+        kk = np.where(fixed <= caps.device_bytes, kk, 0.0)
+        fixed = np.where(kk > 0, fixed, single)
+    # fixed holds the profile's minimum device slots (ml_dataflow's two); more fill what is left
+    extra = np.floor((caps.device_bytes - fixed) / cc.saved_bytes["device"])
+    dev = np.clip(extra + st.min_device_slots, 0, slots)
     home = slots - dev
     base: FloatArray = np.asarray(sum(host_parts(st, r, 0 * r, 0 * r, 0 * r).values()))
     free = caps.host_bytes - base
     ok = (fixed <= caps.device_bytes) & (home * cc.saved_bytes["input"] <= free)
     if not ok.any():
         return None
-    r, dev, home, free = r[ok], dev[ok], home[ok], free[ok]
+    r, dev, home, free, kk = r[ok], dev[ok], home[ok], free[ok], kk[ok]
     umax = _upgrade_limit(cc, home, free)
     if not policy.downgrade:
-        best = _best(st, _Candidates(r=r, dev=dev, u=umax, home=home), k, share)
+        best = _best(st, _Candidates(r=r, dev=dev, u=umax, home=home, k=kk), share)
         return best
     segments = ((0 * umax, np.minimum(umax, home)), (np.minimum(umax, home), umax))
     coarse = np.concatenate([_segment_grid(lo, hi, GRID_POINTS) for lo, hi in segments], axis=1)
-    tps = _score(st, _rows(r, dev, home, coarse), k, share)[0].reshape(coarse.shape)
+    tps = _score(st, _rows(r, dev, home, kk, coarse), share)[0].reshape(coarse.shape)
     fine = []
     for i, (lo, hi) in enumerate(segments):  # around each segment's best grid point: one grid step each way
         part = slice(i * GRID_POINTS, (i + 1) * GRID_POINTS)
@@ -204,24 +215,26 @@ def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share
         reach = int(step.max())
         window = np.arange(-reach, reach + 1)[None, :]
         fine.append(np.clip(center + np.clip(window, -step, step), lo[:, None], hi[:, None]))
-    return _best(st, _rows(r, dev, home, np.concatenate(fine, axis=1)), k, share)
+    return _best(st, _rows(r, dev, home, kk, np.concatenate(fine, axis=1)), share)
 
 
-def _rows(r: FloatArray, dev: FloatArray, home: FloatArray, u: FloatArray) -> _Candidates:
+def _rows(r: FloatArray, dev: FloatArray, home: FloatArray, k: FloatArray, u: FloatArray) -> _Candidates:
     """One candidate per (row, column) of ``u``: rows are resident-layer choices, columns upgrade counts."""
     width = u.shape[1]
-    return _Candidates(r=np.repeat(r, width), dev=np.repeat(dev, width), u=u.ravel(), home=np.repeat(home, width))
+    return _Candidates(r=np.repeat(r, width), dev=np.repeat(dev, width), u=u.ravel(), home=np.repeat(home, width),
+                       k=np.repeat(k, width))
 
 
-def _best(st: Setting, cand: _Candidates, k: int, share: float) -> _Candidates:
-    tps, moved, host = _score(st, cand, k, share)
+def _best(st: Setting, cand: _Candidates, share: float) -> _Candidates:
+    tps, moved, host = _score(st, cand, share)
     top = tps >= tps.max() * (1 - 1e-9)
     order = np.lexsort((host, moved, ~top))
     i = int(order[0])
-    return _Candidates(r=cand.r[i:i + 1], dev=cand.dev[i:i + 1], u=cand.u[i:i + 1], home=cand.home[i:i + 1])
+    return _Candidates(r=cand.r[i:i + 1], dev=cand.dev[i:i + 1], u=cand.u[i:i + 1], home=cand.home[i:i + 1],
+                       k=cand.k[i:i + 1])
 
 
-def _fixed_levels(st: Setting, policy: OffloadPolicy) -> _Candidates:
+def _fixed_levels(st: Setting, policy: OffloadPolicy, k: int) -> _Candidates:
     """The policy's own slot counts: they must cover every (layer, chunk) slot and be upgrades in order."""
     cc = st.cc
     lv = policy.activation_levels or {}
@@ -237,7 +250,7 @@ def _fixed_levels(st: Setting, policy: OffloadPolicy) -> _Candidates:
         raise ConfigError("offload.activation_levels", lv, "input and full slots together: upgrade all to "
                           "attention first")
     return _Candidates(r=np.array([r]), dev=np.array([float(lv.get("device", 0))]), u=np.array([u]),
-                       home=np.array([home]))
+                       home=np.array([home]), k=np.array([float(k)]))
 
 
 def plan_offload(sc: Scenario, caps: OffloadCaps, policy: OffloadPolicy | None = None,
@@ -256,10 +269,10 @@ def plan_offload(sc: Scenario, caps: OffloadCaps, policy: OffloadPolicy | None =
     if limit and caps.host_bytes > limit:
         raise ConfigError("offload.host_gib", round(units.bytes_to_gib(caps.host_bytes), 3),
                           f"must be <= {units.bytes_to_gib(limit):g} (cluster.host_memory_gib_per_node)")
-    best = _fixed_levels(st, policy) if policy.activation_levels else _search(st, caps, policy, k, share)
+    best = _fixed_levels(st, policy, k) if policy.activation_levels else _search(st, caps, policy, k, share)
     if best is None:
-        raise _infeasible(st, caps, policy, k, sc)
-    return _assemble(sc, st, caps, profile, best, k, share)
+        raise _infeasible(st, caps, policy, 0 if st.min_device_slots else k, sc)
+    return _assemble(sc, st, caps, profile, best, share)
 
 
 def minimum_bytes(st: Setting, caps: OffloadCaps, k: int) -> tuple[dict[str, float], dict[str, float]]:
@@ -269,7 +282,8 @@ def minimum_bytes(st: Setting, caps: OffloadCaps, k: int) -> tuple[dict[str, flo
     dev = {n: float(v[0]) for n, v in device_parts(st, z, z + k, z).items()}
     fixed = sum(dev.values())
     slots = cc.num_layers * cc.chunks_per_round
-    on_dev = max(0.0, min(slots, math.floor((caps.device_bytes - fixed) / cc.saved_bytes["device"])))
+    on_dev = max(0.0, min(slots, math.floor((caps.device_bytes - fixed) / cc.saved_bytes["device"])
+                          + st.min_device_slots))
     host = {n: float(v[0]) for n, v in host_parts(st, z, z + slots - on_dev, z, z).items()}
     return dev, host
 
@@ -295,11 +309,12 @@ def _infeasible(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, s
         f"{_size(need_h)} ({parts_h}); {knob}", shortfall_bytes=short)
 
 
-def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkProfile, best: _Candidates, k: int,
+def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkProfile, best: _Candidates,
               share: float) -> OffloadPlan:
     cc = st.cc
+    k = int(best.k[0])
     n_in, n_att, n_full = _levels(cc, best.home, best.u)
-    ev = evaluate(st, best.r, n_in, n_att, n_full)
+    ev = evaluate(st, best.r, n_in, n_att, n_full, single=best.k == 0)
     rounds = float(rounds_for(ev.round_s, ev.optimizer_s, share)[0])
     step = rounds * float(ev.round_s[0]) + float(ev.optimizer_s[0])
     peak = sc.cluster.chip.peak_flop_per_s(sc.workload.precision)
@@ -316,7 +331,7 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
     opt = float(ev.optimizer_s[0])
     busy = {"compute": float(ev.compute_s[0]), "h2d": float(ev.h2d_s[0]), "d2h": float(ev.d2h_s[0])}
     bound = "optimizer" if opt > rounds * float(ev.round_s[0]) else max(busy, key=lambda x: busy[x])
-    mins = minimum_bytes(st, caps, k)
+    mins = minimum_bytes(st, caps, 0 if st.min_device_slots else k)
     slots = (("device", int(best.dev[0])), ("input", int(n_in[0])), ("attention", int(n_att[0])),
              ("full", int(n_full[0])))
     return OffloadPlan(
