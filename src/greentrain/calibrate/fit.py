@@ -5,8 +5,8 @@ The constants (each bounded, each with a physical meaning; efficiency.yaml docum
 - kernel_efficiency: what the framework's kernels reach of the chip's microbenchmark figures;
 - host_layer_s: fixed host time per layer and micro-batch (eager Python, launches);
 - inter_node_link: the network's achieved fraction of its line rate;
-- reserved_bytes: fixed device memory outside the model (context, workspaces, allocator), fitted on the
-  median relative peak-memory error.
+- fragmentation: the caching allocator's reserved memory over the tensors' peak, fitted on the median relative
+  peak-memory error (a measured peak is the allocator's: MemoryBreakdown.allocator_bytes).
 The time constants minimise the mean |MFU error| over the runs that ran (the error of the throughput relative to
 the measurement, weighed by the run's MFU, as `greentrain validate` scores it: a run that reached 2 % MFU
 because of something greentrain does not model weighs less than one at 40 %) by coordinate descent with
@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from greentrain import units
 from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import measured_step_time_s
 from greentrain.errors import ConfigError, InfeasibleError
@@ -37,8 +36,8 @@ from greentrain.estimate.vector import estimate_steps
 from greentrain.parallel.table import StrategyTable
 
 TIME_BOUNDS = (("kernel_efficiency", 0.3, 1.0), ("host_layer_s", 0.0, 0.02), ("inter_node_link", 0.1, 1.0))
-RESERVED_BOUNDS_BYTES = (0.0, units.gib_to_bytes(16.0))
-FIT_NAMES = ("kernel_efficiency", "host_layer_s", "inter_node_link", "reserved_bytes")
+FRAGMENTATION_BOUNDS = (0.0, 0.6)
+FIT_NAMES = ("kernel_efficiency", "host_layer_s", "inter_node_link", "fragmentation")
 MIN_RUNS = 8  # runs that ran, with a measured step time, needed to fit
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
@@ -48,7 +47,7 @@ class Constants:
     kernel_efficiency: float
     host_layer_s: float
     inter_node_link: float
-    reserved_bytes: float
+    fragmentation: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +100,8 @@ class _Evaluator:
         for sc, table, rs in self.groups:
             st = estimate_steps(sc, table, check_fit=False, eff=eff)
             t, m = np.full(len(rs), np.nan), np.full(len(rs), np.nan)
-            t[st.index], m[st.index] = st.step_time_s, st.memory_bytes
+            # the allocator's peak: the device's total less what PyTorch does not allocate (context, NCCL)
+            t[st.index], m[st.index] = st.step_time_s, st.memory_bytes - eff.reserved_bytes
             times.append(t)
             mems.append(m)
         return np.concatenate(times), np.concatenate(mems)
@@ -163,23 +163,23 @@ def _loss(ev: _Evaluator, eff: Efficiency, name: str) -> Callable[[float], float
 
 
 def fit_constants(ev: _Evaluator, eff: Efficiency, names: Sequence[str] = FIT_NAMES, rounds: int = 3) -> Efficiency:
-    """Coordinate descent over the time constants in ``names``, then reserved_bytes (if named) on the median
+    """Coordinate descent over the time constants in ``names``, then fragmentation (if named) on the median
     relative peak-memory error."""
     for _ in range(rounds):
         for name, lo, hi in TIME_BOUNDS:
             if name in names:
                 eff = _with(eff, name, _golden(_loss(ev, eff, name), lo, hi))
-    if "reserved_bytes" in names and np.isfinite(ev.measured_mem).any():
+    if "fragmentation" in names and np.isfinite(ev.measured_mem).any():
         def mem_loss(x: float) -> float:
-            return ev.score(dataclasses.replace(eff, reserved_bytes=x)).memory_error_median or 0.0
+            return ev.score(dataclasses.replace(eff, fragmentation=x)).memory_error_median or 0.0
 
-        eff = dataclasses.replace(eff, reserved_bytes=_golden(mem_loss, *RESERVED_BOUNDS_BYTES))
+        eff = dataclasses.replace(eff, fragmentation=_golden(mem_loss, *FRAGMENTATION_BOUNDS))
     return eff
 
 
 def _constants(eff: Efficiency) -> Constants:
     return Constants(kernel_efficiency=eff.kernel_efficiency, host_layer_s=eff.host_layer_s,
-                     inter_node_link=eff.inter_node_link, reserved_bytes=eff.reserved_bytes)
+                     inter_node_link=eff.inter_node_link, fragmentation=eff.fragmentation)
 
 
 def split(runs: Sequence[Run], holdout: float, seed: int) -> tuple[list[Run], list[Run]]:

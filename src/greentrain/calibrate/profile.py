@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 
-from greentrain import units
 from greentrain.calibrate.fit import Calibration, Score
 from greentrain.calibrate.runs import Measured, Run
 from greentrain.config import load_mapping
@@ -37,12 +36,12 @@ def profile_dict(c: Calibration, sources: list[str], holdout: float, seed: int) 
     return {
         "kind": KIND, "chip": c.chip, "framework": c.framework,
         "constants": {"kernel_efficiency": round(f.kernel_efficiency, 4), "host_layer_s": round(f.host_layer_s, 6),
-                      "inter_node_link": round(f.inter_node_link, 4), "reserved_bytes": round(f.reserved_bytes)},
+                      "inter_node_link": round(f.inter_node_link, 4), "fragmentation": round(f.fragmentation, 4)},
         "provenance": {"fitted_on": sources, "date": _dt.date.today().isoformat(), "num_fit": c.num_fit,
                        "num_holdout": c.num_holdout, "holdout_fraction": holdout, "seed": seed,
                        "start": {"kernel_efficiency": c.start.kernel_efficiency, "host_layer_s": c.start.host_layer_s,
                                  "inter_node_link": c.start.inter_node_link,
-                                 "reserved_gib": units.bytes_to_gib(c.start.reserved_bytes)}},
+                                 "fragmentation": c.start.fragmentation}},
         "error": {"fit_before": _score(c.fit_before), "fit_after": _score(c.fit_after),
                   "holdout_before": _score(c.holdout_before), "holdout_after": _score(c.holdout_after)},
     }

@@ -8,7 +8,9 @@ Scores (the questions a user asks of a planner):
 - best pick: the configuration predicted fastest (among those predicted to fit) against the measured best of
   its group: picked exactly, and reaching >= 90 % of the best (a run that crashed reaches 0 %);
 - ran/crashed: predicted to fit versus status;
-- peak memory: |predicted - measured| / measured.
+- peak memory: |predicted - measured| / measured, the allocator's peak (MemoryBreakdown.allocator_bytes: a
+  measured peak is what PyTorch's allocator reports, as frameworks log it and `greentrain track` measures it;
+  the CUDA context and NCCL's buffers are outside it). Whether the run fits counts them (total_bytes).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Prediction:
     step_time_s: float | None
     mfu: float | None
     tokens_per_s_per_chip: float | None
-    peak_memory_bytes: float | None
+    peak_memory_bytes: float | None  # the allocator's peak (MemoryBreakdown.allocator_bytes)
+    device_memory_bytes: float | None  # everything on the device, against its capacity (total_bytes)
     measured_mfu_error: float | None  # predicted - measured MFU, points as a fraction (0.05 = 5 points)
     peak_memory_error: float | None  # (predicted - measured) / measured
 
@@ -78,8 +81,8 @@ def predict(run: Run, eff: Efficiency | None = None) -> Prediction:
         est = estimate_step(sc, run.strategy, check_fit=False, eff=eff)
     except InfeasibleError as e:
         return Prediction(run_id=run.run_id, fits=False, reason=str(e), step_time_s=None, mfu=None,
-                          tokens_per_s_per_chip=None, peak_memory_bytes=None, measured_mfu_error=None,
-                          peak_memory_error=None)
+                          tokens_per_s_per_chip=None, peak_memory_bytes=None, device_memory_bytes=None,
+                          measured_mfu_error=None, peak_memory_error=None)
     mem, cap = est.memory.total_bytes, sc.cluster.chip.memory_bytes
     fits = mem <= cap
     reason = "" if fits else (f"needs {units.bytes_to_gib(mem):.1f} GiB per device, "
@@ -90,9 +93,10 @@ def predict(run: Run, eff: Efficiency | None = None) -> Prediction:
         mfu_err = m.mfu * t_meas / est.step_time_s - m.mfu
     mem_err = None
     if m.ran and m.peak_memory_bytes:
-        mem_err = (mem - m.peak_memory_bytes) / m.peak_memory_bytes
+        mem_err = (est.memory.allocator_bytes - m.peak_memory_bytes) / m.peak_memory_bytes
     return Prediction(run_id=run.run_id, fits=fits, reason=reason, step_time_s=est.step_time_s, mfu=est.mfu,
-                      tokens_per_s_per_chip=est.tokens_per_s / sc.cluster.num_chips, peak_memory_bytes=mem,
+                      tokens_per_s_per_chip=est.tokens_per_s / sc.cluster.num_chips,
+                      peak_memory_bytes=est.memory.allocator_bytes, device_memory_bytes=mem,
                       measured_mfu_error=mfu_err, peak_memory_error=mem_err)
 
 

@@ -25,7 +25,8 @@ from greentrain.errors import ConfigError, did_you_mean
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
              "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
-FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "grad_accum_bytes_per_param", "step_overhead_s",
+FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "host_layer_s_per_tp_pp_nodes",
+                  "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
                   "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
                   "cpu_adam_params_per_s_per_node")
@@ -49,6 +50,8 @@ class Efficiency:
     # --- the framework: fixed costs, overlap and allocator ---
     kernel_efficiency: float = 1.0  # what the framework's kernels reach of the chip's microbenchmark figures
     host_layer_s: float = 0.0  # host time to issue one layer's forward + backward for one micro-batch
+    # added to host_layer_s per tensor-parallel rank when the pipeline spans nodes (step_terms.micro_batch_s)
+    host_layer_s_per_tp_pp_nodes: float = 0.0
     grad_accum_bytes_per_param: float = 0.0  # memory traffic per micro-batch accumulating gradients
     step_overhead_s: float = 0.0
     dp_bucket_bytes: float = 0.0  # 0: one bucket after the backward
@@ -73,6 +76,7 @@ class Efficiency:
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
+                  "host_layer_s_per_tp_pp_nodes",
                   "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes",
                   "fragmentation"):
             v = getattr(self, f)
@@ -85,6 +89,8 @@ class Efficiency:
         require(self.pipeline_balance in ("even", "cost"), "efficiency.pipeline_balance", self.pipeline_balance,
                 "must be even or cost")
         require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
+        require(self.host_layer_s_per_tp_pp_nodes <= 0.1, "efficiency.host_layer_s_per_tp_pp_nodes",
+                self.host_layer_s_per_tp_pp_nodes, "must be <= 0.1 s")
         require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
         require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
                 self.cpu_adam_params_per_s_per_node, "must be > 0")

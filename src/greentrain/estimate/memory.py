@@ -193,8 +193,16 @@ class MemoryBreakdown:
 
     @property
     def total_bytes(self) -> float:
+        """What the device must hold: the allocator's peak and the memory outside it (against capacity)."""
+        return self.allocator_bytes + self.reserved_bytes
+
+    @property
+    def allocator_bytes(self) -> float:
+        """The caching allocator's peak, as PyTorch reports it (torch.cuda.max_memory_reserved): the tensors with
+        fragmentation, without the CUDA context and NCCL's buffers (``reserved_bytes``), which PyTorch does not
+        allocate. What nanotron and Megatron-LM log as peak memory, and what `greentrain track` measures."""
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
-                + self.temporary_bytes + self.reserved_bytes)
+                + self.temporary_bytes)
 
 
 # The loss's buffers at the peak, per logit (the last stage): the 16-bit logits, their fp32 copy and the fp32

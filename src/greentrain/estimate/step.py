@@ -126,7 +126,8 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
                                   * w.activation_bytes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
     accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
-    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff)
+    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff,
+                        tp=s.tp, pp=s.pp, cl=cl)
     bubble = (s.pp - 1) / s.vpp * t_mb
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
     opt_s = _optimizer_s(sc, s, st.trainable, eff) + eff.step_overhead_s

@@ -76,9 +76,15 @@ def collective_time_s(kind: Collective, group: Any, per_node: Any, payload: Any,
                                    eff.intra_node_link, eff.inter_node_link)
 
 
-def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency) -> Num:
-    """One micro-batch on a stage of ``layers`` transformer layers: max(device, host)."""
-    out: Num = maximum(device_s, layers * eff.host_layer_s)
+def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Any = 1.0, pp: Any = 1.0,
+                  cl: Cluster | None = None) -> Num:
+    """One micro-batch on a stage of ``layers`` transformer layers: max(device, host). A pipeline that spans
+    nodes (pp_spans_nodes) adds host_layer_s_per_tp_pp_nodes per tensor-parallel rank to each layer's host
+    time (measured on nanotron: docs/validation.md)."""
+    host: Any = eff.host_layer_s
+    if eff.host_layer_s_per_tp_pp_nodes and cl is not None:
+        host = host + where(pp_spans_nodes(pp, cl), tp * eff.host_layer_s_per_tp_pp_nodes, 0.0 * tp)
+    out: Num = maximum(device_s, layers * host)
     return out
 
 
@@ -166,6 +172,12 @@ def pp_crosses_nodes(inner: Any, cl: Cluster) -> Any:
     """Pipeline stages sit on different nodes when the ranks of one stage (tp*cp*dp, laid out innermost) fill
     a node."""
     return (inner >= cl.node_size) & (cl.num_nodes > 1)
+
+
+def pp_spans_nodes(pp: Any, cl: Cluster) -> Any:
+    """Some adjacent pipeline stages sit on different nodes: a pipeline on a cluster of several nodes (the
+    stages are the outermost mesh axis, so a pipeline inside one node needs the whole job there)."""
+    return (pp > 1) & (cl.num_nodes > 1)
 
 
 def pp_send_s(*, pp: Num, tp: Num, inner: Num, payload_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:

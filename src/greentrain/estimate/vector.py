@@ -221,7 +221,8 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     kk = {c: a[index] for c, a in k.items()}
     comm_mb = split.tp_s[index] + split.cp_s[index] + split.ep_s[index] + _pp_mb(sc, f, eff)
     accum = grad_accum_s(f["trainable"], cl.chip.memory_bytes_per_s, eff)
-    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff)
+    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff,
+                        tp=f["tp"], pp=f["pp"], cl=cl)
     pp = f["pp"]
     bubble = (pp - 1) / f["vpp"] * t_mb
     dp_s = _dp_exposed(sc, t, f, eff)

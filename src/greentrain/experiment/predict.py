@@ -142,7 +142,7 @@ def predict(job: Job) -> Prediction:
     step = run.step
     tokens = job.train.batch_size * job.train.grad_accum * (job.data.max_source_tokens + job.data.max_target_tokens)
     base = Prediction(flop_per_step=step.model_flop_per_step, tokens_per_step=float(tokens),
-                      memory_bytes=step.memory.total_bytes - step.memory.reserved_bytes, chip="")
+                      memory_bytes=step.memory.allocator_bytes, chip="")
     if not job.site.chip:
         return base
     energy_j = run.footprint.device_energy_j + run.footprint.host_energy_j

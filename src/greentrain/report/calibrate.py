@@ -6,7 +6,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from greentrain import units
 from greentrain.calibrate.fit import Calibration, Score
 
 
@@ -27,8 +26,7 @@ def render_calibration(c: Calibration, path: str, console: Console) -> None:
     t.add_row("kernel efficiency", f"{s.kernel_efficiency:.3f}", f"{f.kernel_efficiency:.3f}")
     t.add_row("host time per layer", f"{1e3 * s.host_layer_s:.2f} ms", f"{1e3 * f.host_layer_s:.2f} ms")
     t.add_row("network efficiency", f"{s.inter_node_link:.3f}", f"{f.inter_node_link:.3f}")
-    t.add_row("reserved memory", f"{units.bytes_to_gib(s.reserved_bytes):.2f} GiB",
-              f"{units.bytes_to_gib(f.reserved_bytes):.2f} GiB")
+    t.add_row("allocator fragmentation", f"{s.fragmentation:.3f}", f"{f.fragmentation:.3f}")
     console.print(t)
     e = Table(title="error", title_justify="left")
     for col in ("runs", "MFU error, mean", "step time error, median", "peak memory error, median"):

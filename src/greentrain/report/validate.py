@@ -24,7 +24,7 @@ def row_to_dict(run: Run, p: Prediction) -> dict[str, Any]:
         "run_id": run.run_id, "model": run.scenario.model.name, "num_chips": run.scenario.cluster.num_chips,
         "strategy": run.strategy.describe(), "fits": p.fits, "reason": p.reason or None,
         "step_time_s": p.step_time_s, "mfu": p.mfu, "tokens_per_s_per_chip": p.tokens_per_s_per_chip,
-        "peak_memory_gib": _gib(p.peak_memory_bytes),
+        "peak_memory_gib": _gib(p.peak_memory_bytes), "device_memory_gib": _gib(p.device_memory_bytes),
         "measured": {"status": m.status, "step_time_s": m.step_time_s,
                      "tokens_per_s_per_chip": m.tokens_per_s_per_chip, "mfu": m.mfu,
                      "peak_memory_gib": _gib(m.peak_memory_bytes)},
@@ -78,5 +78,5 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
     t.add_row("ran / crashed right", _fmt(s.ran_crashed_accuracy, ".1f", 100, " %"),
               f"{s.crashes_missed} crashes predicted to fit, {s.runs_refused} runs that ran predicted not to")
     t.add_row("peak memory error, median", _fmt(s.peak_memory_error_median, ".1f", 100, " %"),
-              f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30, ' GiB')} (predicts reserved memory)")
+              f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30, ' GiB')} (the allocator's peak)")
     console.print(t)

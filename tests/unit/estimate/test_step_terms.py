@@ -52,3 +52,24 @@ def test_host_bound_micro_batch() -> None:
     eff = efficiency_for("h100-sxm", "nanotron")
     assert micro_batch_s(0.010, 16.0, eff) == pytest.approx(16 * eff.host_layer_s)
     assert micro_batch_s(1.0, 16.0, eff) == 1.0
+
+
+def test_pipeline_across_nodes_adds_host_time_per_tensor_parallel_rank() -> None:
+    eff = efficiency_for("h100-sxm", "nanotron")
+    per_tp = eff.host_layer_s_per_tp_pp_nodes
+    assert per_tp > 0
+    one_node = build_cluster(get_chip("h100-sxm"), 8)
+    # a pipeline inside one node, or no pipeline: the host floor alone
+    assert micro_batch_s(0.010, 8.0, eff, tp=4.0, pp=2.0, cl=one_node) == pytest.approx(8 * eff.host_layer_s)
+    assert micro_batch_s(0.010, 8.0, eff, tp=4.0, pp=1.0, cl=CL) == pytest.approx(8 * eff.host_layer_s)
+    # a pipeline across nodes: per_tp more per layer for each tensor-parallel rank
+    assert micro_batch_s(0.010, 8.0, eff, tp=4.0, pp=2.0, cl=CL) == pytest.approx(8 * (eff.host_layer_s + 4 * per_tp))
+    assert micro_batch_s(10.0, 8.0, eff, tp=4.0, pp=2.0, cl=CL) == 10.0  # device-bound: unchanged
+    # the column form is the same formula
+    tp, pp = np.array([1.0, 2, 8, 8]), np.array([1.0, 2, 1, 4])
+    cols = micro_batch_s(np.full(4, 0.001), np.full(4, 8.0), eff, tp=tp, pp=pp, cl=CL)
+    for i in range(4):
+        assert cols[i] == pytest.approx(micro_batch_s(0.001, 8.0, eff, tp=tp[i], pp=pp[i], cl=CL), rel=1e-12)
+    # frameworks without the measured cost (Megatron-LM) do not pay it
+    meg = efficiency_for("h100-sxm", "megatron")
+    assert micro_batch_s(0.001, 8.0, meg, tp=8.0, pp=4.0, cl=CL) == pytest.approx(max(0.001, 8 * meg.host_layer_s))
