@@ -49,13 +49,13 @@ def test_mfu_error(summary: Summary) -> None:
 
 
 def test_ranking_and_best_pick(summary: Summary) -> None:
-    assert summary.rank_correlation_median is not None and summary.rank_correlation_median >= 0.85  # was 0.59 (goal 0.85)
+    assert summary.rank_correlation_median is not None and summary.rank_correlation_median >= 0.85  # was 0.59 (goal)
     assert summary.best_pick_good is not None and summary.best_pick_good >= 0.78
 
 
 def test_ran_or_crashed_and_memory(summary: Summary) -> None:
     assert summary.ran_crashed_accuracy is not None and summary.ran_crashed_accuracy >= 0.90  # was 0.855
-    assert summary.peak_memory_error_median is not None and summary.peak_memory_error_median <= 0.10  # was 0.21 (goal 0.10)
+    assert summary.peak_memory_error_median is not None and summary.peak_memory_error_median <= 0.10  # was 0.21 (goal)
 
 
 def test_llama3_405b_plans_as_published() -> None:
