@@ -71,6 +71,13 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
         resident = r * p * w
         more = (st.grad_buffers - 1) * p * g
         ring = loaded + p * g + np.where(dev_slots >= 1, np.maximum(0.0, more - cc.saved_bytes["device"]), more)
+        # every activation on the device: the executor peaks at the start of the backward (the head's backward,
+        # every slot live), when the ring holds only the streamed layers it prefetches ahead of the resident
+        # ones (k - r of them) and one gradient buffer (tests/unit/offload/test_offload_budget.py,
+        # benchmarks/bench_offload.py peaks)
+        every = dev_slots >= cc.num_layers * cc.chunks_per_round
+        ahead = np.clip(k - r, 0, cc.num_layers - r) * p * w
+        ring = np.where(every & streamed, ahead + p * g, ring)
     activations = np.maximum(dev_slots, st.min_device_slots) * cc.saved_bytes["device"]
     if cc.sticky:  # ml_dataflow: its program's own fixed buffers replace reserve, ends and workspace
         zeros = np.zeros_like(r, dtype=np.float64)

@@ -1,7 +1,8 @@
 """The executor under the planner's own plans at random caps (issue 14, executor goals on CPU): every plan the
 planner returns runs without crossing its device cap (offload/testing.py DeviceBytes raises at once), its
 losses and weights are bitwise those of the plain loop, and the accounted peak is near the planner's device
-bytes. Measured over 120 random plans (docs/offload.md): peak / planner 0.75-1.14, never over the cap."""
+bytes. Measured over 120 random plans (docs/offload.md, 2026-11-25): peak / planner 0.90-1.14, never over the cap
+(0.75-1.14 before the planner priced the all-on-device backward start)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_planned_runs_fit_their_cap_and_match_the_plain_loop(seq: int, device_mi
                           loss_chunk_tokens=CHUNK)
     stats = tr.step(batch)
     assert stats.device_peak_bytes <= caps.device_bytes
-    assert 0.70 * plan.device.total_bytes <= stats.device_peak_bytes <= 1.15 * plan.device.total_bytes
+    assert 0.85 * plan.device.total_bytes <= stats.device_peak_bytes <= 1.15 * plan.device.total_bytes
     loss, weights = plain_step(batch)
     assert stats.loss == loss
     assert all(torch.equal(h, w) for (_, h), w in zip(tr._pairs, weights, strict=True))
@@ -88,3 +89,18 @@ def test_a_batch_the_plan_was_not_made_for() -> None:
     tr = StreamingTrainer(stack_of(build_llama(SPEC, seed=1)), plan, lr=LR, loss_chunk_tokens=CHUNK)
     with pytest.raises(ConfigError, match=r"plan\.micro_batch=1: .*2 sequences"):
         tr.step(synthetic_batch(SPEC.vocab_size, 1, 2, 64, seed=0))
+
+
+@pytest.mark.parametrize("seq,resident,depth", [(32, 0, 1), (32, 1, 2), (32, 3, 2), (64, 2, 1)])
+def test_every_activation_on_the_device(seq: int, resident: int, depth: int) -> None:
+    """Streamed layers with every activation on the device: the executor peaks at the head's backward, with
+    only the k - r layers prefetched ahead of the resident ones loaded (0.75-0.84 of the planner before the
+    planner priced that phase; now 0.90-0.95, the planner above the peak)."""
+    caps = OffloadCaps(device_bytes=24 * 2**20, host_bytes=2**30)
+    plan = plan_offload(scenario(seq), caps, OffloadPolicy(loss_chunk_tokens=CHUNK, prefetch_depth=depth,
+                                                           resident_layers=resident), eff=EFF)
+    assert plan.slots()["device"] == SPEC.num_layers and plan.resident_layers < SPEC.num_layers
+    tr = StreamingTrainer(stack_of(build_llama(SPEC, seed=1)), plan, lr=LR, accountant=DeviceBytes(caps.device_bytes),
+                          loss_chunk_tokens=CHUNK)
+    peak = tr.step(synthetic_batch(SPEC.vocab_size, 2, 1, seq, seed=seq)).device_peak_bytes
+    assert 0.85 * plan.device.total_bytes <= peak <= plan.device.total_bytes
