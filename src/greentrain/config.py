@@ -165,6 +165,8 @@ def load_mapping(path: str | Path, field: str = "path") -> dict[str, Any]:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or "syntax error"
+        if "nesting depth" in str(problem):  # newer PyYAML bounds nesting itself, before _expanded_size
+            raise ConfigError(field, str(path), f"nests lists/mappings more than {MAX_NESTING} levels deep") from None
         raise ConfigError(field, str(path), f"malformed YAML{where}: {problem}") from None
     if data is None:
         data = {}

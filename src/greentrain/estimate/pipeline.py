@@ -1,8 +1,10 @@
 """How the layers are placed on pipeline stages, and which stage sets the pace; over ``float | ndarray``.
 
 Frameworks place layers two ways (efficiency.pipeline_balance):
-- "even": as evenly as the count allows, the remainder on the middle stages (Megatron-LM; uneven first and
-  last stages as Llama 3 405B used them, Dubey et al. 2024 §3.3.2, are "cost" placements of a heavy end);
+- "even": as evenly as the count allows, the ends taking the smaller share and the remainder spread over the
+  middle stages (Megatron-LM; with the interleaved schedule each stage's layers are then cut into vpp chunks
+  as evenly as they allow: Llama 3 405B's 126 layers on pp 16 put 7 on the first and last stage and 8 on the
+  others, one layer fewer where the embedding and the head sit, Dubey et al. 2024 §3.3.2);
 - "cost": the split that minimises the slowest stage, the embedding on the first stage and the LM head on the
   last counted as what nanotron's static cost table says they cost (models/llama.py get_block_compute_costs:
   a decoder layer 4*heads*d_qkv*h + 3*d_ff*h, the LM head vocab*h, the embedding nothing; block_costs_units);
@@ -12,7 +14,7 @@ With costs in units of one layer's time (the embedding ``e`` and the head ``h``)
 floor(T - e) layers on the first stage, floor(T - h) on the last and floor(T) on each of the pp - 2 others;
 the balanced split is the smallest T whose stages hold all L layers. With T0 = (L + e + h) / pp, the answer
 lies in [T0, T0 + 1] (or at max(e, h) when an end alone outweighs a stage), so three candidates decide it.
-The interleaved schedule (vpp > 1) keeps the even placement of whole chunks.
+The interleaved schedule (vpp > 1) keeps the even placement.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str,
     framework's static costs of the two ends, block_cost_units; default: e and h). Floats in, floats out; or
     columns (ndarray)."""
     L, p, v = layers, pp, vpp
-    even_mid = ceil(L / (p * v)) * v
-    even_end = floor(L / (p * v)) * v  # the ends take the smaller share of an uneven count
+    even_end = floor(L / p + _EPS)  # the ends take the smaller share of an uneven count
+    even_mid = ceil((L - 2 * even_end) / maximum(p - 2, 1.0) - _EPS)  # the rest, spread over the middle
     first, mid, last = even_end, even_mid, even_end
     if balance == "cost":
         be, bh = balance_units if balance_units is not None else (e, h)

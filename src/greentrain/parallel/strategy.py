@@ -63,8 +63,11 @@ class Strategy:
                     f"must give the layers of each of the pp = {self.pp} stages")
             require(all(isinstance(n, int) and n >= 0 for n in self.stage_layers), "strategy.stage_layers",
                     list(self.stage_layers), "must be whole numbers >= 0")
-            require(self.vpp == 1, "strategy.stage_layers", list(self.stage_layers),
-                    "applies to vpp = 1 (the interleaved schedule cuts stages into equal chunks)")
+            ends = [1 if i in (0, len(self.stage_layers) - 1) else 0 for i in range(len(self.stage_layers))]
+            require(all(n + e >= self.vpp for n, e in zip(self.stage_layers, ends, strict=True)),
+                    "strategy.stage_layers", list(self.stage_layers),
+                    f"every stage needs a layer in each of its vpp = {self.vpp} model chunks (the embedding and "
+                    "the loss count as one on the first and last stage)")
         require(self.etp >= 0, "strategy.etp", self.etp, "must be >= 0 (0: as tp)")
         ranks = self.dp * self.cp * self.tp
         if ranks % (self.ep * self.expert_tp):
@@ -144,14 +147,16 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
 
     need(s.num_chips == num_chips, f"dp*tp*pp*cp = {s.dp}*{s.tp}*{s.pp}*{s.cp} = {s.num_chips} "
          f"!= num_chips = {num_chips}")
-    # Any split of the layers over pp stages (estimate/pipeline.py places them); the interleaved schedule
-    # cuts every stage into vpp equal chunks (Narayanan et al. 2021 §2.2.2)
-    need(m.total_layers >= s.pp, f"layers ({m.total_layers}) < pp ({s.pp}): every stage needs a layer")
+    # Any split of the layers over pp stages (estimate/pipeline.py places them), and of each stage over its vpp
+    # model chunks (Narayanan et al. 2021 §2.2.2; chunks need not be equal: Megatron Core's
+    # decoder_first/last_pipeline_num_layers and account_for_embedding/loss_in_pipeline_split, which Llama 3
+    # 405B's 126 layers on pp 16 used, Dubey et al. 2024 §3.3.2)
+    need(m.total_layers >= s.pp and m.total_layers + 2 >= s.pp * s.vpp,
+         f"layers ({m.total_layers}) < pp ({s.pp})" if m.total_layers < s.pp else
+         f"layers + 2 ({m.total_layers + 2}) < pp*vpp ({s.pp * s.vpp}): every model chunk needs a layer (the "
+         "embedding and the loss count as one each)")
     need(not s.stage_layers or sum(s.stage_layers) == m.total_layers,
          f"stage_layers sum to {sum(s.stage_layers)}, the model has {m.total_layers} layers")
-    need(s.vpp == 1 or m.total_layers % (s.pp * s.vpp) == 0,
-         f"layers ({m.total_layers}) % (pp*vpp = {s.pp * s.vpp}) = {m.total_layers % (s.pp * s.vpp)}: the "
-         "interleaved schedule needs equal chunks")
     need(m.num_heads % s.tp == 0, f"num_heads ({m.num_heads}) % tp ({s.tp}) = {m.num_heads % s.tp}")
     need(m.num_kv_heads % s.tp == 0 or s.tp % m.num_kv_heads == 0,
          f"num_kv_heads ({m.num_kv_heads}) and tp ({s.tp}): neither divides the other")

@@ -70,6 +70,17 @@ def divisors(n: int) -> list[int]:
     return sorted({*small, *(n // d for d in small)})
 
 
+def _chunks_per_stage(layers: int, pp: int) -> int:
+    """Layer slots per stage that the interleaved schedule may cut into vpp chunks (the search's vpp are their
+    divisors): layers / pp when pp divides them, else (layers + 2) / pp with the embedding and the loss each
+    counted as a layer (Megatron Core account_for_embedding/loss_in_pipeline_split: Llama 3 405B's 126
+    layers on pp 16), else 1 (no interleaving)."""
+    for n in (layers, layers + 2):
+        if n % pp == 0:
+            return n // pp
+    return 1
+
+
 def _etps(space: SearchSpace, tp: int, moe: bool) -> tuple[int, ...]:
     """Expert tensor-parallel degrees to enumerate: 0 (as tp) and 1 for MoE models with tp > 1; a pinned
     etp keeps only itself (etp = tp is the same layout as 0); a dense model has no experts to split."""
@@ -101,7 +112,7 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
                 layouts = [(ep, etp) for etp in _etps(space, tp, m.is_moe)
                            for ep in pick(space.ep, [e for e in divisors(dp * cp * tp // (etp or tp))
                                                      if m.num_experts % e == 0] if m.is_moe else [1])]
-                chunks = m.total_layers // pp if m.total_layers % pp == 0 else 1  # interleaving: equal chunks
+                chunks = _chunks_per_stage(m.total_layers, pp)
                 vpps = pick(space.vpp, divisors(chunks) if (pp > 1 and (space.interleave or space.vpp)) else [1])
                 sps = [x for x in ((False, True) if tp > 1 else (False,)) if space.sp is None or x == space.sp]
                 for (ep, etp), vpp, sp in itertools.product(layouts, vpps, sps):

@@ -90,3 +90,33 @@ def test_a_pinned_layout_is_what_is_estimated() -> None:
         Strategy(pp=16, stage_layers=(7, 8))
     with pytest.raises(InfeasibleError, match="sum to 128"):
         estimate_step(sc, Strategy(dp=8, tp=8, pp=16, stage_layers=(8,) * 16), check_fit=False)
+
+
+def test_interleaved_uneven_chunks_llama3_405b() -> None:
+    """Llama 3 405B's 126 layers on pp 16 with the interleaved schedule (Dubey et al. 2024 §3.3.2; Megatron
+    Core's account_for_embedding/loss_in_pipeline_split): 7 layers on the first and last stage, 8 on the
+    others, cut into vpp chunks; more chunks shrink the bubble, the search enumerates vpp 1, 2, 4, 8."""
+    from greentrain.errors import ConfigError, InfeasibleError
+    from greentrain.estimate.step import estimate_step
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+    from greentrain.search.space import SearchSpace, strategies
+
+    pl = placement(126, 16, 4, 0.1, 1.0, "even")
+    assert (pl.first, pl.middle, pl.last) == (7, 8, 7)
+    sc = scenario_from_dict({"model": "llama3-405b", "cluster": {"chip": "h100-sxm", "num_chips": 8192},
+                             "workload": {"global_batch_size": 2048, "seq_len": 8192, "num_steps": 1}})
+    est = {v: estimate_step(sc, Strategy(dp=64, tp=8, pp=16, vpp=v, sp=True, zero=1, micro_batch_size=1,
+                                         recompute="full"), check_fit=False) for v in (1, 2, 4, 8)}
+    bubble = [est[v].bubble_time_s for v in (1, 2, 4, 8)]
+    assert bubble == sorted(bubble, reverse=True) and bubble[-1] < bubble[0] / 4
+    vpps = {s.vpp for s in strategies(sc, SearchSpace(tp=8, pp=16, cp=1, sp=True))}
+    assert vpps == {1, 2, 4, 8}
+    with pytest.raises(InfeasibleError, match="every model chunk needs a layer"):
+        estimate_step(sc, Strategy(dp=64, tp=8, pp=16, vpp=16, micro_batch_size=1), check_fit=False)
+    with pytest.raises(ConfigError, match="each of its vpp = 4 model chunks"):
+        Strategy(pp=4, vpp=4, stage_layers=(3, 3, 4, 3))
+    # a pinned layout with interleaving: 126 = 7 + 14 x 8 + 7 cut into 2 chunks per stage
+    pinned = Strategy(dp=64, tp=8, pp=16, vpp=2, sp=True, zero=1, micro_batch_size=1, recompute="full",
+                      stage_layers=(7, *([8] * 14), 7))
+    assert estimate_step(sc, pinned, check_fit=False).step_time_s == pytest.approx(est[2].step_time_s, rel=1e-6)
