@@ -15,6 +15,10 @@ and the time is  steps x latency + bytes_sent / bandwidth  (alpha-beta model, Ho
 Sanders et al. 2009) sends 2 x B per rank in 2 log2(g) latency steps.
 Hierarchical (two-level) all-reduce over n nodes of k chips: reduce-scatter inside the node, all-reduce of
 B/k across nodes, all-gather inside the node (Goyal et al. 2017 / NCCL collnet-style decomposition).
+All-gather and reduce-scatter across nodes are one ring over every rank in NCCL (no two-level variant): its
+channels spread the bytes over the node's NICs as the two-level split does, but each of the g - 1 steps waits
+for its slowest edge, a network hop (NCCL src/graph/tuning.cc: a ring's latency is nsteps x the network's
+hwLat once it spans nodes), so the latency is (g - 1) network hops.
 """
 
 from __future__ import annotations
@@ -132,7 +136,8 @@ def hierarchical_time(kind: Collective, group_size: int, ranks_per_node: int, pa
     if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         inner = collective_time(kind, k, payload_bytes / nodes, intra, efficiency=intra_efficiency).time_s
         outer = collective_time(kind, nodes, payload_bytes / k, inter, efficiency=inter_efficiency).time_s
-        return inner + outer
+        two_level_lat = (k - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
+        return inner + outer - two_level_lat + (g - 1) * inter.latency_s  # one ring: g - 1 network steps
     # all-to-all and point-to-point across nodes are bound by the inter-node link
     return collective_time(kind, g, payload_bytes, inter, efficiency=inter_efficiency).time_s
 
@@ -172,8 +177,11 @@ def hierarchical_time_array(kind: Collective, group_size: FloatArray, ranks_per_
                   + _ring_time_array(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency)
                   - np.where(nodes > 1, ring_lat - np.minimum(ring_lat, tree_lat), 0.0))
     elif kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        two_level_lat = np.where(k > 1, (k - 1) * intra.latency_s, 0.0) + np.where(nodes > 1, (nodes - 1)
+                                                                                    * inter.latency_s, 0.0)
         across = (_ring_time_array(kind, k, b / nodes, intra, intra_efficiency)
-                  + _ring_time_array(kind, nodes, b / k, inter, inter_efficiency))
+                  + _ring_time_array(kind, nodes, b / k, inter, inter_efficiency)
+                  - two_level_lat + (g - 1) * inter.latency_s)  # one ring: g - 1 network steps
     else:
         across = _ring_time_array(kind, g, b, inter, inter_efficiency)
     t = np.where(g <= k, inside, across)
