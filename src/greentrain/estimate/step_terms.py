@@ -76,13 +76,12 @@ def collective_time_s(kind: Collective, group: Any, per_node: Any, payload: Any,
                                    eff.intra_node_link, eff.inter_node_link)
 
 
-def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Any = 1.0, pp: Any = 1.0,
-                  cl: Cluster | None = None) -> Num:
+def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Any, pp: Any, cl: Cluster) -> Num:
     """One micro-batch on a stage of ``layers`` transformer layers: max(device, host). A pipeline that spans
     nodes (pp_spans_nodes) adds host_layer_s_per_tp_pp_nodes per tensor-parallel rank to each layer's host
     time (measured on nanotron: docs/validation.md)."""
     host: Any = eff.host_layer_s
-    if eff.host_layer_s_per_tp_pp_nodes and cl is not None:
+    if eff.host_layer_s_per_tp_pp_nodes:
         host = host + where(pp_spans_nodes(pp, cl), tp * eff.host_layer_s_per_tp_pp_nodes, 0.0 * tp)
     out: Num = maximum(device_s, layers * host)
     return out

@@ -50,8 +50,8 @@ def test_zero1_all_gathers_the_weights_after_the_step() -> None:
 
 def test_host_bound_micro_batch() -> None:
     eff = efficiency_for("h100-sxm", "nanotron")
-    assert micro_batch_s(0.010, 16.0, eff) == pytest.approx(16 * eff.host_layer_s)
-    assert micro_batch_s(1.0, 16.0, eff) == 1.0
+    assert micro_batch_s(0.010, 16.0, eff, tp=1.0, pp=1.0, cl=CL) == pytest.approx(16 * eff.host_layer_s)
+    assert micro_batch_s(1.0, 16.0, eff, tp=1.0, pp=1.0, cl=CL) == 1.0
 
 
 def test_pipeline_across_nodes_adds_host_time_per_tensor_parallel_rank() -> None:
