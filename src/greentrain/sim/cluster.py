@@ -95,13 +95,14 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
     st = stage_costs(sc, s, ops, eff)
     in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
     fwd_share = 1 / 3 if s.recompute == "full" else 1 / 2
+    host_wait, accum = est.host_wait_time_s / m, est.grad_accum_time_s / m  # a host-bound micro-batch's wait
     lay = axis_layout(s, sc.cluster)
     zero3 = s.zero == 3
     dp_reduce = 0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
     return StepCosts(
         pp=s.pp, vpp=s.vpp, num_micro_batches=m, schedule=s.schedule,
-        forward_s=(est.micro_batch_forward_s + fwd_share * in_layer) / s.vpp,
-        backward_s=(est.micro_batch_backward_s + (1 - fwd_share) * in_layer) / s.vpp,
+        forward_s=(est.micro_batch_forward_s + fwd_share * (in_layer + host_wait)) / s.vpp,
+        backward_s=(est.micro_batch_backward_s + accum + (1 - fwd_share) * (in_layer + host_wait)) / s.vpp,
         send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
         pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
         dp_crosses_nodes=lay.dp < s.dp * s.cp, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,

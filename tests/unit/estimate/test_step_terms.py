@@ -73,3 +73,26 @@ def test_pipeline_across_nodes_adds_host_time_per_tensor_parallel_rank() -> None
     # frameworks without the measured cost (Megatron-LM) do not pay it
     meg = efficiency_for("h100-sxm", "megatron")
     assert micro_batch_s(0.001, 8.0, meg, tp=8.0, pp=4.0, cl=CL) == pytest.approx(max(0.001, 8 * meg.host_layer_s))
+
+
+def test_step_breakdown_sums_to_the_step_when_host_bound() -> None:
+    """A host-bound nanotron step (1B, tp 8 and pp 4 over four nodes, micro-batch 1): its parts, the device waiting
+    for the host included, add up to the step; the simulator runs the same micro-batches."""
+    import dataclasses
+
+    from greentrain.estimate.step import estimate_step
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+    from greentrain.sim.cluster import simulate_step
+
+    eff = efficiency_for("h100-sxm", "nanotron")
+    sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 32},
+                             "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
+    s = Strategy(dp=1, tp=8, pp=4, sp=True, micro_batch_size=1)
+    e = estimate_step(sc, s, check_fit=False, eff=eff)
+    parts = (e.compute_time_s + e.tp_comm_time_s + e.cp_comm_time_s + e.ep_comm_time_s + e.pp_comm_time_s
+             + e.dp_comm_time_s + e.grad_accum_time_s + e.host_wait_time_s + e.bubble_time_s + e.optimizer_time_s)
+    assert e.host_wait_time_s > 0.5 * e.step_time_s  # host-bound: 4.4 ms + 8 x 2.3 ms a layer
+    assert parts == pytest.approx(e.step_time_s, rel=1e-9)
+    sim = simulate_step(dataclasses.replace(sc, strategy=s), eff=eff)
+    assert sim.step_time_s == pytest.approx(e.step_time_s, rel=0.02)
