@@ -11,10 +11,16 @@ rank's queries attend to all keys: ring attention, Liu et al. 2023) and expert p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.step_terms import maximum, where
 from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, Shard
+
+Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,7 +32,22 @@ class Peaks:
     ends: float  # embedding and LM head
 
 
+_PEAKS: dict[tuple[int, str], tuple[Chip, Peaks]] = {}
+
+
 def compute_peaks(chip: Chip, precision: str) -> Peaks:
+    """_compute_peaks, once per chip and precision (keyed by identity, the chip kept alive: every estimate asks)."""
+    hit = _PEAKS.get((id(chip), precision))
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    peaks = _compute_peaks(chip, precision)
+    if len(_PEAKS) > 1024:
+        _PEAKS.clear()
+    _PEAKS[(id(chip), precision)] = (chip, peaks)
+    return peaks
+
+
+def _compute_peaks(chip: Chip, precision: str) -> Peaks:
     """fp8 training runs only the transformer layers' linear GEMMs in fp8: NVIDIA Transformer Engine's
     ``fp8_autocast`` covers te.Linear / LayerNormLinear / LayerNormMLP, while DotProductAttention computes in
     bf16 unless ``fp8_dpa`` is set (TE user guide, "Using FP8 with Transformer Engine"; FP8 attention is
@@ -40,13 +61,21 @@ def compute_peaks(chip: Chip, precision: str) -> Peaks:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sharding:
-    """The strategy's degrees that change an op's local shape."""
+    """The strategy's degrees that change an op's local shape: one strategy's, or a column per strategy
+    (estimate/vector.py; the micro-batch is then the same for all)."""
 
-    tp: int = 1
-    cp: int = 1
-    ep: int = 1
-    etp: int = 0  # experts' tensor parallelism (0: tp)
-    sp: bool = False
+    tp: Num = 1
+    cp: Num = 1
+    ep: Num = 1
+    etp: Num = 0  # experts' tensor parallelism (0: tp)
+    sp: Num = False  # sequence parallelism in effect
+
+
+def expert_tp(sh: Sharding) -> Num:
+    """The experts' tensor-parallel degree (etp, or tp where it is 0)."""
+    if isinstance(sh.etp, np.ndarray):
+        return np.where(sh.etp > 0, sh.etp, sh.tp)
+    return sh.etp or sh.tp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,16 +87,17 @@ class LocalOp:
     n: float
 
 
-def _local(op: Op, sh: Sharding) -> tuple[float, float, float, float, float]:
+def _local(op: Op, sh: Sharding) -> tuple[Num, Num, Num, Num, Num]:
     """(flop, bytes, m, k, n) of the part of ``op`` one device computes (forward)."""
     t, m, k, n, count = sh.tp, op.m / sh.cp, op.k, op.n, op.count
     if op.expert:
-        t = sh.etp or sh.tp  # an expert's matrices are split over the expert-tensor-parallel ranks
-        if sh.ep > 1:  # fewer experts per rank, each with the tokens of ep ranks
-            count, m = count / sh.ep, m * sh.ep
+        t = expert_tp(sh)  # an expert's matrices are split over the expert-tensor-parallel ranks
+        count, m = count / sh.ep, m * sh.ep  # fewer experts per rank, each with the tokens of ep ranks
     if op.kind is OpKind.ELEMENTWISE:
-        split = t if (op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB)
-                      or (op.shard is Shard.TOKENS and sh.sp)) else 1
+        if op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB):
+            split = t
+        else:  # a token-wise op is split with sequence parallelism only
+            split = where(sh.sp, t, 1) if op.shard is Shard.TOKENS else 1
         return 0.0, op.bytes / split / sh.cp, 0.0, 0.0, 0.0
     if op.shard in (Shard.COLUMN, Shard.VOCAB):
         n = n / t
@@ -103,17 +133,18 @@ def causal_fraction(op: Op) -> float:
     return 0.5
 
 
-def _roofline(flop: float, nbytes: float, m: float, k: float, n: float, peak_flop_per_s: float,
-              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float) -> float:
-    """``causal``: the fraction of the counted FLOPs a causal kernel executes (0: not causal)."""
+def _roofline(flop: Num, nbytes: Num, m: Num, k: Num, n: Num, peak_flop_per_s: float,
+              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float) -> Num:
+    """``causal``: the fraction of the counted FLOPs a causal kernel executes (0: not causal). Over columns
+    (``flop`` an ndarray) every op has FLOPs; an attention kernel's k and n are the same for all."""
     ke = eff.kernel_efficiency
     mem_s = nbytes / (memory_bytes_per_s * eff.memory * ke)
-    if flop <= 0:
+    if not isinstance(flop, np.ndarray) and flop <= 0:
         return mem_s
     if fused_attention:  # local op: m = queries, k = head dim, n = keys
         executed = flop * (causal or 1.0)
-        return max(executed / (peak_flop_per_s * eff.attention(k, n, causal > 0) * ke), mem_s)
-    return max(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
+        return maximum(executed / (peak_flop_per_s * eff.attention(k, n, causal > 0) * ke), mem_s)
+    return maximum(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
 
 
 def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency,
@@ -127,18 +158,21 @@ def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, ef
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpsTime:
-    """Forward time of a list of ops, split by what recomputation needs to know."""
+    """Forward time of a list of ops, split by what recomputation needs to know (floats, or columns)."""
 
-    forward_s: float
-    attention_core_s: float  # the part selective recomputation recomputes
-    backward_s: float  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
+    forward_s: Num
+    attention_core_s: Num  # the part selective recomputation recomputes
+    backward_s: Num  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
              eff: Efficiency, attention_peak_flop_per_s: float = 0.0) -> OpsTime:
     """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks). An element-wise
-    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py)."""
-    fwd = core = bwd = 0.0
+    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py). ``sh``
+    may hold columns (estimate/vector.py): the times are then columns too."""
+    fwd: Num = 0.0
+    core: Num = 0.0
+    bwd: Num = 0.0
     for op in ops:
         attention = op.kind is OpKind.ATTENTION
         peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s

@@ -20,12 +20,17 @@ Volumes (per device, per micro-batch unless said otherwise), e = activation byte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from greentrain.estimate.comm import Collective, hierarchical_time
+import numpy as np
+
+from greentrain.estimate.comm import Collective, hierarchical_time, hierarchical_time_array
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step_terms import pp_crosses_nodes
 from greentrain.hardware.cluster import Cluster
 from greentrain.parallel.strategy import Strategy
+
+Num = Any  # an int or float, or a column of them (ndarray) when estimate/vector.py costs many strategies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,30 +44,43 @@ class AxisLinks:
     pp_crosses_nodes: bool
 
 
+def ranks_per_node(inner: Num, degree: Num, node: int) -> Num:
+    """Ranks of an axis's group of ``degree`` that share a node, ``inner`` ranks of the axes inside it apart."""
+    if isinstance(inner, np.ndarray) or isinstance(degree, np.ndarray):
+        return np.where(inner <= node, np.maximum(1, np.minimum(degree, np.floor_divide(node, inner))), 1)
+    return max(1, min(degree, node // inner)) if inner <= node else 1
+
+
 def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
     node = cluster.node_size
-
-    def per_node(inner: int, degree: int) -> int:
-        return max(1, min(degree, node // inner)) if inner <= node else 1
-
-    return AxisLinks(tp=per_node(1, s.tp), cp=per_node(s.tp, s.cp), dp=per_node(s.tp * s.cp, s.dp),
-                     ep=per_node(s.tp, s.ep), pp_crosses_nodes=bool(pp_crosses_nodes(s.tp * s.cp * s.dp, cluster)))
+    return AxisLinks(tp=ranks_per_node(1, s.tp, node), cp=ranks_per_node(s.tp, s.cp, node),
+                     dp=ranks_per_node(s.tp * s.cp, s.dp, node), ep=ranks_per_node(s.tp, s.ep, node),
+                     pp_crosses_nodes=bool(pp_crosses_nodes(s.tp * s.cp * s.dp, cluster)))
 
 
-def collective_s(kind: Collective, group: int, per_node: int, payload_bytes: float, cluster: Cluster,
-                 eff: Efficiency) -> float:
+def collective_s(kind: Collective, group: Num, per_node: Num, payload_bytes: Num, cluster: Cluster,
+                 eff: Efficiency) -> Num:
+    """comm.hierarchical_time; comm.hierarchical_time_array when an argument is a column."""
+    if isinstance(group, np.ndarray) or isinstance(per_node, np.ndarray) or isinstance(payload_bytes, np.ndarray):
+        g, k, b = np.broadcast_arrays(np.asarray(group, dtype=np.float64), per_node, payload_bytes)
+        return hierarchical_time_array(kind, g, k, b, cluster.intra_node, cluster.inter_node, eff.intra_node_link,
+                                       eff.inter_node_link)
     return hierarchical_time(kind, group, per_node, payload_bytes, cluster.intra_node, cluster.inter_node,
                              eff.intra_node_link, eff.inter_node_link)
 
 
-def tp_layer_s(s: Strategy, cluster: Cluster, eff: Efficiency, payload_bytes: float, per_node: int,
-               collectives_per_pass: int) -> float:
-    """TP communication of one layer, forward or backward (one pass)."""
-    if s.tp == 1:
+def tp_layer_s(tp: Num, sp: Num, cluster: Cluster, eff: Efficiency, payload_bytes: Num, per_node: Num,
+               collectives_per_pass: int) -> Num:
+    """TP communication of one layer, forward or backward (one pass); ``sp``: sequence parallelism in effect.
+    Over columns, a group of one costs nothing (comm.hierarchical_time_array)."""
+    if isinstance(sp, np.ndarray):
+        return np.where(sp, tp_layer_s(tp, True, cluster, eff, payload_bytes, per_node, collectives_per_pass),
+                        tp_layer_s(tp, False, cluster, eff, payload_bytes, per_node, collectives_per_pass))
+    if not isinstance(tp, np.ndarray) and tp == 1:
         return 0.0
-    if s.sequence_parallel:
-        one = (collective_s(Collective.REDUCE_SCATTER, s.tp, per_node, payload_bytes, cluster, eff)
-               + collective_s(Collective.ALL_GATHER, s.tp, per_node, payload_bytes, cluster, eff))
+    if sp:
+        one = (collective_s(Collective.REDUCE_SCATTER, tp, per_node, payload_bytes, cluster, eff)
+               + collective_s(Collective.ALL_GATHER, tp, per_node, payload_bytes, cluster, eff))
     else:
-        one = collective_s(Collective.ALL_REDUCE, s.tp, per_node, payload_bytes, cluster, eff)
+        one = collective_s(Collective.ALL_REDUCE, tp, per_node, payload_bytes, cluster, eff)
     return collectives_per_pass * one

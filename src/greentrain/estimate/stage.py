@@ -10,17 +10,18 @@ flight) the activations.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from greentrain.estimate.comm import Collective
-from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_time
+from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
-from greentrain.estimate.parallel_costs import axis_layout, collective_s, tp_layer_s
+from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
-from greentrain.estimate.step_terms import maximum, where
+from greentrain.estimate.step_terms import ceil, maximum, minimum, where
 from greentrain.model.ops import ModelOps
 from greentrain.model.spec import LayerKind
 from greentrain.parallel.strategy import Strategy
@@ -77,8 +78,16 @@ class EndCosts:
     trainable: Num  # parameters with gradients and optimizer state
 
 
+def sharding(s: Strategy) -> Sharding:
+    """The degrees of ``s`` that change an op's local shape."""
+    return Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
+
+
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
-    lt, (emb, head_1, head_n) = layer_totals(sc, s, ops, eff), end_parts(sc, s, ops, eff)
+    sh = sharding(s)
+    lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, s.flash_attention), recompute=s.recompute,
+                          flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
+    emb, head_1, head_n = end_parts(sc, sh, ops, eff)
     st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
                       balance=eff.pipeline_balance, stage_layers=s.stage_layers, balance_units=balance_units(sc))
     return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
@@ -146,82 +155,112 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupCost:
-    """One layer of a layer group for one micro-batch on one device, whatever the recomputation."""
+    """One layer of a layer group for one micro-batch on one device, whatever the recomputation (floats, or
+    columns when the sharding holds columns)."""
 
     count: int
     time: OpsTime
-    tp_pass_s: float  # TP communication of one pass (forward or backward)
-    cp_fwd_s: float  # exposed context-parallel K/V exchange of the forward
-    ep_pass_s: float  # expert-parallel all-to-alls of one pass
-    params: float
-    trainable: float  # the share of ``params`` with gradients (fine-tuning)
+    tp_pass_s: Num  # TP communication of one pass (forward or backward)
+    cp_fwd_s: Num  # exposed context-parallel K/V exchange of the forward
+    ep_pass_s: Num  # expert-parallel all-to-alls of one pass
+    params: Num
+    trainable: Num  # the share of ``params`` with gradients (fine-tuning)
     activation: LayerActivation
+    backward: bool  # the layer runs a backward (it is above a trainable parameter)
 
 
-def layer_group_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[GroupCost, ...]:
-    """Costs of each layer group that do not depend on s.recompute (the vectorised search reuses them)."""
+def _is_column(x: Any) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _any_above_one(x: Num) -> bool:
+    return bool(np.any(x > 1)) if _is_column(x) else bool(x > 1)
+
+
+def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency,
+                      flash: bool) -> tuple[GroupCost, ...]:
+    """Costs of each layer group that do not depend on the recomputation (the vectorised search reuses them),
+    for ops.micro_batch sequences; ``sh`` may hold a column per strategy (estimate/vector.py)."""
     model, w, cl = sc.model, sc.workload, sc.cluster
     peaks = compute_peaks(cl.chip, w.precision)
-    bw = cl.chip.memory_bytes_per_s
-    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
-    lay = axis_layout(s, cl)
-    e, b = w.activation_bytes, s.micro_batch_size
-    tokens_dec = b * ops.target_seq_len / s.cp if model.arch == "encoder-decoder" else b * ops.seq_len / s.cp
+    bw, node = cl.chip.memory_bytes_per_s, cl.node_size
+    tp_node, cp_node = ranks_per_node(1, sh.tp, node), ranks_per_node(sh.tp, sh.cp, node)
+    e, b = w.activation_bytes, ops.micro_batch
+    tokens_dec = b * ops.target_seq_len / sh.cp if model.arch == "encoder-decoder" else b * ops.seq_len / sh.cp
     out = []
     for g in ops.layers:
         if g.name == MTP_GROUP:  # on the last stage with the head (end_parts)
             continue
         t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention)
         enc = g.name == "encoder"
-        n_tok = b * ops.seq_len / s.cp if enc else tokens_dec
+        n_tok = b * ops.seq_len / sh.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e
         per_pass = (1 if model.parallel_block else 2) + (1 if model.arch == "encoder-decoder" and not enc else 0)
-        cp_fwd = _cp_forward_s(sc, s, g.kind, n_tok, ops.seq_len, t.attention_core_s, lay.cp, eff)
-        ep_pass = 0.0
-        if g.moe and s.ep > 1:
+        cp_fwd = _cp_forward_s(sc, sh, b, g.kind, n_tok, ops.seq_len, t.attention_core_s, cp_node, eff)
+        ep_pass: Num = 0.0
+        if g.moe and _any_above_one(sh.ep):
             a2a = n_tok * model.top_k * model.hidden_size * e
-            ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, s.ep, lay.ep, a2a, cl, eff)
-        seq_local = int((ops.seq_len if enc or model.arch == "decoder" else ops.target_seq_len) / s.cp)
-        cross_len = int(ops.seq_len / s.cp) if (model.arch == "encoder-decoder" and not enc) else 0
-        la = layer_activation(model, b, seq_local, e, moe=g.moe, flash=s.flash_attention, cross_len=cross_len,
-                              fused_glu=eff.fused_glu, kind=g.kind, eager_norm="norm" in eff.eager_ops)
-        params = _kind_params(g.params, g.expert_params, s) if g.params else _local_layer_params(sc, g.moe, enc, s)
+            ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, sh.ep, ranks_per_node(sh.tp, sh.ep, node), a2a, cl,
+                                       eff)
+        la = _activation(sc, ops, sh.cp, enc, g.moe, g.kind, flash, eff)
+        params = _kind_params(g.params, g.expert_params, sh) if g.params else _local_layer_params(sc, g.moe, enc, sh)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
-        out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(s, cl, eff, payload, lay.tp, per_pass),
-                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la))
+        backward = t.backward_s > 0
+        out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
+                                                                          per_pass),
+                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la,
+                             backward=bool(backward.all()) if _is_column(backward) else backward))
     return tuple(out)
 
 
-def _cp_forward_s(sc: Scenario, s: Strategy, kind: LayerKind | None, n_tok: float, seq_len: int,
-                  attention_core_s: float, cp_per_node: int, eff: Efficiency) -> float:
+def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, kind: LayerKind | None, flash: bool,
+                eff: Efficiency) -> LayerActivation:
+    """memory.layer_activation of one layer of a group, its sequence split over ``cp`` ranks (a column: once per
+    distinct cp, gathered)."""
+    if _is_column(cp):
+        values, inverse = np.unique(cp, return_inverse=True)
+        parts = [_activation(sc, ops, int(v), encoder, moe, kind, flash, eff) for v in values]
+        cols: dict[str, Any] = {f.name: np.array([getattr(p, f.name) for p in parts])[inverse]
+                                for f in fields(LayerActivation)}
+        return LayerActivation(**cols)
+    model = sc.model
+    seq_local = int((ops.seq_len if encoder or model.arch == "decoder" else ops.target_seq_len) / cp)
+    cross_len = int(ops.seq_len / cp) if (model.arch == "encoder-decoder" and not encoder) else 0
+    return layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
+                            cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind,
+                            eager_norm="norm" in eff.eager_ops)
+
+
+def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_tok: Num, seq_len: int,
+                  attention_core_s: Num, cp_per_node: Num, eff: Efficiency) -> Num:
     """Exposed context-parallel exchange of one layer's forward. Ring attention (Liu et al. 2023) passes the
     local K and V cp-1 hops, overlapped with the attention core; MLA passes the decompressed K and V
     (DeepSeek-V2 §2.1); a sliding window needs only the hops its window reaches; a state-space layer passes its
     recurrent and convolution states from rank to rank, serially (nothing to overlap)."""
     m, e, cl = sc.model, sc.workload.activation_bytes, sc.cluster
     mixer = kind.mixer if kind else "attention"
-    if s.cp == 1 or mixer == "none":
+    if mixer == "none" or (not _is_column(sh.cp) and sh.cp == 1):  # a column's cp 1 rows come out 0 below
         return 0.0
     if mixer in ("mamba", "mamba2"):
-        b, n, inner = s.micro_batch_size, m.ssm_state_size, m.ssm_inner
+        n, inner = m.ssm_state_size, m.ssm_inner
         channels = inner + (2 * m.ssm_num_groups * n if mixer == "mamba2" else 0)
         state = 4.0 * b * inner * n + (m.ssm_conv_kernel - 1) * channels * b * e  # fp32 state, conv tail
-        return (s.cp - 1) * collective_s(Collective.SEND_RECV, 2, cp_per_node, state / s.tp, cl, eff)
+        return (sh.cp - 1) * collective_s(Collective.SEND_RECV, 2, cp_per_node, state / sh.tp, cl, eff)
     width = m.num_heads * (m.head_dim + m.v_head_dim) if m.kv_lora_rank else 2 * m.kv_width
-    hops = s.cp - 1
+    hops = sh.cp - 1
     if mixer == "sliding" and m.sliding_window:
-        hops = min(hops, math.ceil(m.sliding_window * s.cp / seq_len))
-    hop = collective_s(Collective.SEND_RECV, 2, cp_per_node, n_tok * width * e / s.tp, cl, eff)
-    return max(0.0, hops * hop - attention_core_s)
+        hops = minimum(hops, ceil(m.sliding_window * sh.cp / seq_len))
+    hop = collective_s(Collective.SEND_RECV, 2, cp_per_node, n_tok * width * e / sh.tp, cl, eff)
+    return maximum(0.0, hops * hop - attention_core_s)
 
 
-def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bool, tp: int,
-                     sp: bool) -> LayerTotals:
+def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bool, tp: Num,
+                     sp: Num) -> LayerTotals:
     """Every layer's costs under a recomputation choice; ``sp``: sequence parallelism in effect. A layer with
     no backward (below every trainable parameter) is neither recomputed nor keeps activations."""
     fwd = bwd = rec = tps = cps = eps = params = trainable = act = 0.0
     for g in groups:
-        t, n, backward = g.time, g.count, g.time.backward_s > 0
+        t, n, backward = g.time, g.count, g.backward
         recomputed = t.forward_s if recompute == "full" else (
             t.attention_core_s if recompute == "selective" and not flash else 0.0)
         # full recomputation repeats the forward's communication; no backward, no backward communication
@@ -235,32 +274,34 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         params += n * g.params
         trainable += n * g.trainable
         if backward:
-            act += n * layer_activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute)
+            act += n * _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute)
     return LayerTotals(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, tp_s=tps, cp_s=cps, ep_s=eps, params=params,
                        activation_bytes=act, trainable=trainable)
 
 
-def layer_totals(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> LayerTotals:
-    return sum_layer_totals(layer_group_costs(sc, s, ops, eff), recompute=s.recompute, flash=s.flash_attention,
-                            tp=s.tp, sp=s.sequence_parallel)
+def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str) -> Num:
+    """memory.layer_activation_bytes; over a column of ``sp`` once with and once without."""
+    if _is_column(sp):
+        return np.where(sp, layer_activation_bytes(act, tp=tp, sp=True, recompute=recompute),
+                        layer_activation_bytes(act, tp=tp, sp=False, recompute=recompute))
+    return layer_activation_bytes(act, tp=tp, sp=sp, recompute=recompute)
 
 
-def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts, EndCosts]:
+def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts, EndCosts]:
     """The embedding (first stage), and the LM head with its loss (last stage) with pp = 1 and with pp > 1
     (a tied head holds its own copy of the table when it is not on the embedding's stage)."""
     cl, w = sc.cluster, sc.workload
     peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
-    sh = Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
-    emb_p, head_1, head_n = _local_end_params(sc, s.tp)
+    emb_p, head_1, head_n = _local_end_params(sc, sh.tp)
     # multi-token prediction modules (DeepSeek-V3 §2.2) follow the main head on the last stage
     mtp_fwd = mtp_bwd = mtp_p = mtp_t = 0.0
     for g in ops.layers:
         if g.name == MTP_GROUP:
             t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision).matmul, bw, eff, peak)
             mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
-            p = g.count * _kind_params(g.params, g.expert_params, s)
+            p = g.count * _kind_params(g.params, g.expert_params, sh)
             mtp_p, mtp_t = mtp_p + p, mtp_t + p * (1.0 - g.frozen_params / g.params)
     emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p,
                    trainable=emb_p if ops.embedding_trains else 0.0)
@@ -271,29 +312,29 @@ def end_parts(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> tupl
             EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_n + mtp_p, trainable=head_tn + mtp_t))
 
 
-def _kind_params(params: int, expert_params: int, s: Strategy) -> float:
+def _kind_params(params: int, expert_params: int, sh: Sharding) -> Num:
     """One layer's parameters on one device from its exact count (model/ops.LayerGroup.params, any mixer):
     tensor parallelism splits the matrices (norms and routers are a rounding error), expert parallelism
     and expert tensor parallelism spread the routed experts."""
-    return (params - expert_params) / s.tp + expert_params / (s.ep * s.expert_tp)
+    return (params - expert_params) / sh.tp + expert_params / (sh.ep * expert_tp(sh))
 
 
-def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, s: Strategy) -> float:
+def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, sh: Sharding) -> Num:
     """Parameters of one layer held by one device (TP splits matrices, EP splits experts)."""
     m = sc.model
     cross = m.arch == "encoder-decoder" and not encoder
-    attn = m.attention_params() * (2 if cross else 1) / s.tp
+    attn = m.attention_params() * (2 if cross else 1) / sh.tp
     norms = m.norm_params() * (3 if cross else 2)
     if moe:
-        experts = m.num_experts / s.ep * m.mlp_params(m.expert_ffn_hidden_size) / s.expert_tp
-        shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / s.tp
+        experts = m.num_experts / sh.ep * m.mlp_params(m.expert_ffn_hidden_size) / expert_tp(sh)
+        shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / sh.tp
         mlp = experts + shared + m.hidden_size * m.num_experts
     else:
-        mlp = m.mlp_params() / s.tp
+        mlp = m.mlp_params() / sh.tp
     return attn + mlp + norms
 
 
-def _local_end_params(sc: Scenario, tp: int) -> tuple[float, float, float]:
+def _local_end_params(sc: Scenario, tp: Num) -> tuple[Num, Num, Num]:
     """Parameters of the embedding, and of the LM head with pp = 1 and pp > 1, vocabulary-parallel over tp."""
     m = sc.model
     table = m.vocab_size * m.hidden_size / tp

@@ -1,8 +1,9 @@
 """The analytical step estimate of estimate/step.py over a whole StrategyTable at once (numpy).
 
 One source of truth: the per-layer costs (compute roofline, TP/CP/EP communication, parameters,
-activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_parts themselves,
-evaluated once per distinct (tp, cp, ep, etp, sp, micro-batch) key and summed under each recomputation choice;
+activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_parts themselves, evaluated
+over the columns of the distinct (tp, cp, ep, etp, sp) keys of each micro-batch size and summed under each
+recomputation choice;
 model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading (pipeline
 split, bubble, PP sends, DP gradient reduction, optimizer step, memory) calls the functions estimate_step
 calls (stage.split_stages, estimate/step_terms.py, estimate/memory.py) with columns instead of floats.
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from greentrain.estimate.compute import Sharding
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     grad_bytes_per_param,
@@ -27,6 +29,7 @@ from greentrain.estimate.memory import (
     workload_master_bytes,
     workload_optimizer_bytes,
 )
+from greentrain.estimate.parallel_costs import ranks_per_node
 from greentrain.estimate.stage import (
     EndCosts,
     LayerTotals,
@@ -40,7 +43,7 @@ from greentrain.estimate.stage import (
 from greentrain.estimate.step import step_flops
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import model_ops
-from greentrain.parallel.strategy import RECOMPUTE, Strategy
+from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
@@ -66,50 +69,73 @@ class StepArrays:
     dp_comm_time_s: FloatArray
 
 
+def _dense_codes(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    """Codes 0 .. n-1 of the n distinct values of an integer column, in increasing order of value (np.unique's
+    inverse, without sorting when the values span a small range)."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64), 0
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo > 1 << 22:
+        values, inverse = np.unique(a, return_inverse=True)
+        return inverse.reshape(-1), len(values)
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[a - lo] = True
+    rank = np.cumsum(seen) - 1
+    return rank[a - lo], int(rank[-1]) + 1
+
+
 def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Distinct (tp, cp, ep, sp, micro-batch) keys: the first row of each and every row's key."""
-    code = np.zeros(len(t), dtype=np.int64)
+    """Distinct (tp, cp, ep, etp, micro-batch, sp) keys: a row of each, and every row's key."""
+    code, n = np.zeros(len(t), dtype=np.int64), 1
     for a in [getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)]:
-        _, inv = np.unique(a, return_inverse=True)
-        code = code * (int(inv.max()) + 1) + inv
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        inv, distinct = _dense_codes(a)
+        code, n = code * distinct + inv, n * distinct
+    inverse, distinct = _dense_codes(code)
+    first = np.zeros(distinct, dtype=np.int64)
+    first[inverse] = np.arange(len(t))  # any row of a key will do: they share its costs
     return first, inverse
 
 
-def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> dict[str, FloatArray]:
-    """stage.layer_group_costs (once per key) summed under each recomputation, and stage.end_parts, gathered
-    per row."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyCosts:
+    """The per-key costs: column c of ``table`` holds, at key x len(RECOMPUTE) + recompute, the _REC_COLUMNS
+    and _END_COLUMNS of that key and recomputation; ``code`` is every row's index into it."""
+
+    table: dict[str, FloatArray]
+    code: npt.NDArray[np.int64]
+
+    def at(self, rows: npt.NDArray[np.int64]) -> dict[str, FloatArray]:
+        """The columns at table rows ``rows``."""
+        where = self.code[rows]
+        return {c: a[where] for c, a in self.table.items()}
+
+
+def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
+    """stage.layer_group_costs over the keys of each micro-batch size at once, summed under each
+    recomputation, and stage.end_parts."""
     first, inverse = _key_codes(t)
-    w = sc.workload
-    by_rec = np.empty((len(first), len(RECOMPUTE), len(_REC_COLUMNS)))
-    ends = np.empty((len(first), len(_END_COLUMNS)))
-    flops: dict[int, tuple[float, dict[str, float]]] = {}  # step_flops depends on the micro-batch only
-    for j, i in enumerate(first):
-        s = Strategy(dp=int(t.ep[i]), tp=int(t.tp[i]), cp=int(t.cp[i]), ep=int(t.ep[i]), etp=int(t.etp[i]),
-                     sp=bool(t.sp[i]),
-                     micro_batch_size=int(t.micro_batch_size[i]), flash_attention=t.flash_attention)
-        ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                        s.flash_attention, w.finetune)
-        groups = layer_group_costs(sc, s, ops, eff)
-        if s.micro_batch_size not in flops:
-            flops[s.micro_batch_size] = step_flops(sc, ops, s.flash_attention)
-        model_flop, extras = flops[s.micro_batch_size]
+    w, n_rec = sc.workload, len(RECOMPUTE)
+    key = {f: getattr(t, f)[first] for f in KEY_FIELDS}
+    sp = t.sequence_parallel[first]
+    out = np.empty((len(_REC_COLUMNS) + len(_END_COLUMNS), len(first), n_rec))
+    for mbs in np.unique(key["micro_batch_size"]):
+        j = np.flatnonzero(key["micro_batch_size"] == mbs)
+        sh = Sharding(tp=key["tp"][j], cp=key["cp"][j], ep=key["ep"][j], etp=key["etp"][j], sp=sp[j])
+        ops = model_ops(sc.model, int(mbs), w.seq_len, w.activation_bytes, w.target_seq_len, t.flash_attention,
+                        w.finetune)
+        groups = layer_group_costs(sc, sh, ops, eff, t.flash_attention)
+        model_flop, extras = step_flops(sc, ops, t.flash_attention)
         for r, rec in enumerate(RECOMPUTE):
-            lt = sum_layer_totals(groups, recompute=rec, flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
-            by_rec[j, r] = (lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
-                            lt.activation_bytes, lt.trainable, extras[rec])
-        emb, h1, hn = end_parts(sc, s, ops, eff)
-        ends[j] = (emb.fwd_s, emb.bwd_s, emb.params, emb.trainable, h1.fwd_s, h1.bwd_s, h1.params, hn.params,
-                   h1.trainable, hn.trainable, model_flop)
-    out = {c: by_rec[inverse, t.recompute, k] for k, c in enumerate(_REC_COLUMNS)}
-    out.update({c: ends[inverse, k] for k, c in enumerate(_END_COLUMNS)})
-    out["code"] = (inverse * len(RECOMPUTE) + t.recompute).astype(np.float64)  # one code per (key, recompute)
-    return out
-
-
-def _per_node(inner: FloatArray, degree: FloatArray, node: int) -> FloatArray:
-    """parallel_costs.axis_layout's per_node over arrays."""
-    return np.where(inner <= node, np.maximum(1.0, np.minimum(degree, np.floor_divide(node, inner))), 1.0)
+            lt = sum_layer_totals(groups, recompute=rec, flash=t.flash_attention, tp=sh.tp, sp=sh.sp)
+            for c, v in enumerate((lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
+                                   lt.activation_bytes, lt.trainable, extras[rec])):
+                out[c, j, r] = v
+        emb, h1, hn = end_parts(sc, sh, ops, eff)
+        for c, v in enumerate((emb.fwd_s, emb.bwd_s, emb.params, emb.trainable, h1.fwd_s, h1.bwd_s, h1.params,
+                               hn.params, h1.trainable, hn.trainable, model_flop), len(_REC_COLUMNS)):
+            out[c, j, :] = np.asarray(v)[..., None]
+    names = _REC_COLUMNS + _END_COLUMNS
+    return KeyCosts(table={c: out[k].reshape(-1) for k, c in enumerate(names)}, code=inverse * n_rec + t.recompute)
 
 
 def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: StageSplit,
@@ -138,11 +164,13 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Sta
     return total
 
 
-def _split(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
+def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
     """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp), gathered per row."""
-    code = (k["code"] * (f["pp"].max() + 1) + f["pp"]) * (f["vpp"].max() + 1) + f["vpp"]
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    one = _split_rows(sc, {c: a[first] for c, a in k.items()}, {c: a[first] for c, a in f.items()}, eff)
+    code = (k.code * (int(t.pp.max()) + 1) + t.pp) * (int(t.vpp.max()) + 1) + t.vpp
+    inverse, distinct = _dense_codes(code)
+    first = np.zeros(distinct, dtype=np.int64)
+    first[inverse] = np.arange(len(code))  # any row of a (key, recompute, pp, vpp) will do
+    one = _split_rows(sc, k.at(first), {c: a[first] for c, a in f.items()}, eff)
     def gather(x: Any) -> Any:
         return tuple(np.asarray(v)[inverse] for v in x) if isinstance(x, tuple) else np.asarray(x)[inverse]
 
@@ -168,7 +196,7 @@ def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: E
     params, wb = f["params"], weight_bytes_per_param(w.precision)
     out: FloatArray = dp_sync_s(
         zero=t.zero.astype(np.float64), dp_group=f["dp"] * f["cp"],
-        dp_per_node=_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
+        dp_per_node=ranks_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
         grad_bytes=f["trainable"] * grad_bytes_per_param(w.grad_dtype, w.precision),
         weight_bytes=params * wb, updated_weight_bytes=f["trainable"] * wb, layers=f["layers"],
         backward_s=f["bwd"] + f["rec"], micro_batch_s=f["fwd"] + f["bwd"] + f["rec"], num_micro=f["num_micro"],
@@ -208,7 +236,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f: dict[str, FloatArray] = {n: getattr(table, n).astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
     f["mbs"] = table.micro_batch_size.astype(np.float64)
     f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
-    split = _split(sc, k, f, eff)
+    split = _split(sc, table, k, f, eff)
     f.update(fwd=split.fwd_s, bwd=split.bwd_s, rec=split.recompute_s, params=split.params,
              act=split.activation_bytes, layers=split.layers, trainable=split.trainable)
     mem = _memory(sc, table, f, split, eff)
@@ -218,7 +246,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     index = np.flatnonzero(ok)
     t = table.take(index)
     f = {n: a[index] for n, a in f.items()}
-    kk = {c: a[index] for c, a in k.items()}
+    kk = k.at(index)
     comm_mb = split.tp_s[index] + split.cp_s[index] + split.ep_s[index] + _pp_mb(sc, f, eff)
     accum = grad_accum_s(f["trainable"], cl.chip.memory_bytes_per_s, eff)
     t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff,

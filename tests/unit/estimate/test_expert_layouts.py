@@ -48,7 +48,7 @@ def test_multi_token_prediction_sits_on_the_last_stage() -> None:
     import dataclasses
 
     from greentrain.estimate.efficiency import efficiency_for
-    from greentrain.estimate.stage import end_parts, layer_group_costs
+    from greentrain.estimate.stage import end_parts, layer_group_costs, sharding
     from greentrain.model.ops import model_ops
 
     sc = _sc()
@@ -57,29 +57,29 @@ def test_multi_token_prediction_sits_on_the_last_stage() -> None:
     ops = model_ops(sc.model, 1, 4096, 2.0, 0, True)
     eff = efficiency_for("h100-sxm")
     plain = dataclasses.replace(sc, model=dataclasses.replace(sc.model, num_mtp_layers=0))
-    _, _, head = end_parts(sc, s, ops, eff)
-    _, _, head0 = end_parts(plain, s, model_ops(plain.model, 1, 4096, 2.0, 0, True), eff)
+    _, _, head = end_parts(sc, sharding(s), ops, eff)
+    _, _, head0 = end_parts(plain, sharding(s), model_ops(plain.model, 1, 4096, 2.0, 0, True), eff)
     assert head.fwd_s > head0.fwd_s and head.params > head0.params
-    assert sum(g.count for g in layer_group_costs(sc, s, ops, eff)) == sc.model.total_layers
+    assert sum(g.count for g in layer_group_costs(sc, sharding(s), ops, eff, True)) == sc.model.total_layers
 
 
 def test_context_parallel_exchange_by_mixer() -> None:
     """Ring attention passes K/V cp-1 hops; a 1,024-token window over 131,072 tokens on cp 8 reaches one
     neighbour; a Mamba layer passes its state serially (nothing overlaps it)."""
     from greentrain.estimate.efficiency import efficiency_for
-    from greentrain.estimate.stage import _cp_forward_s
+    from greentrain.estimate.stage import _cp_forward_s, sharding
     from greentrain.model.spec import LayerKind
 
     sc = scenario_from_dict({"model": "jamba-1.5-large", "cluster": {"chip": "h100-sxm", "num_chips": 64},
                              "workload": {"global_batch_size": 8, "seq_len": 131072, "num_steps": 1}})
-    s, eff = Strategy(dp=1, tp=8, cp=8, zero=1), efficiency_for("h100-sxm")
+    s, eff = sharding(Strategy(dp=1, tp=8, cp=8, zero=1)), efficiency_for("h100-sxm")
     n_tok = 131072 / 8
-    full = _cp_forward_s(sc, s, LayerKind(mixer="attention", mlp="moe"), n_tok, 131072, 0.0, 1, eff)
-    ssm = _cp_forward_s(sc, s, LayerKind(mixer="mamba", mlp="moe"), n_tok, 131072, 1e9, 1, eff)
+    full = _cp_forward_s(sc, s, 1, LayerKind(mixer="attention", mlp="moe"), n_tok, 131072, 0.0, 1, eff)
+    ssm = _cp_forward_s(sc, s, 1, LayerKind(mixer="mamba", mlp="moe"), n_tok, 131072, 1e9, 1, eff)
     assert full > 0 and ssm > 0  # the state's hops are exposed however long the attention core
-    assert _cp_forward_s(sc, s, LayerKind(mixer="none", mlp="dense"), n_tok, 131072, 0.0, 1, eff) == 0.0
+    assert _cp_forward_s(sc, s, 1, LayerKind(mixer="none", mlp="dense"), n_tok, 131072, 0.0, 1, eff) == 0.0
     gemma = scenario_from_dict({"model": "gemma3-27b", "cluster": {"chip": "h100-sxm", "num_chips": 64},
                                 "workload": {"global_batch_size": 8, "seq_len": 131072, "num_steps": 1}})
-    sliding = _cp_forward_s(gemma, s, LayerKind(mixer="sliding", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
-    every = _cp_forward_s(gemma, s, LayerKind(mixer="attention", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
+    sliding = _cp_forward_s(gemma, s, 1, LayerKind(mixer="sliding", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
+    every = _cp_forward_s(gemma, s, 1, LayerKind(mixer="attention", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
     assert sliding == pytest.approx(every / 7, rel=1e-9)  # 1 hop of the 7
