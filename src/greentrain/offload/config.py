@@ -99,6 +99,8 @@ class FrameworkProfile:
     efficiency_framework: str  # the estimator's framework entry for fixed costs (estimate/efficiency.yaml)
     causal: bool = True  # attention scores over the causal half only (FlashAttention's causal mask)
     grad_buffers: int = 2  # device gradient buffers of streamed layers (2: one draining while one fills)
+    lookahead: bool = False  # True: a link runs ahead of the compute as far as its buffers allow (pipeline.py);
+    # False: each layer at max(compute, transfers each way), as ml_dataflow's congested July build measured
 
 
 @cache
@@ -138,7 +140,7 @@ def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkPr
         name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host",
         master_weights=False if bf16 else None, state_dtype_bytes=2.0 if bf16 else 0.0, grads_round_trip=False,
         ends_host_copy=False, matmul_scale=1.0,
-        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2)
+        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2, lookahead=True)
 
 
 PROFILES = ("pytorch", "ml_dataflow")

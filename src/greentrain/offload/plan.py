@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 
 import numpy as np
@@ -30,6 +30,7 @@ from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPoli
 from greentrain.offload.costs import ChunkCosts, chunk_costs
 from greentrain.offload.dataflow import MIN_DEVICE_SLOTS
 from greentrain.offload.model import (
+    Evaluated,
     FloatArray,
     Setting,
     device_parts,
@@ -133,7 +134,7 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
                    grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds,
-                   min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0)
+                   min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0, lookahead=profile.lookahead)
 
 
 def _levels(cc: ChunkCosts, home: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -168,12 +169,13 @@ class _Candidates:
     u: FloatArray
     home: FloatArray
     k: FloatArray  # prefetch depth: the ring holds k + 1 layers (0: ml_dataflow's single block, dataflow.py)
+    ev: Evaluated | None = None  # its evaluation, when the search has it already
 
 
-def _score(st: Setting, cand: _Candidates, share: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _score(st: Setting, cand: _Candidates, share: float) -> tuple[FloatArray, FloatArray, FloatArray, Evaluated]:
     n_in, n_att, n_full = _levels(st.cc, cand.home, cand.u)
-    ev = evaluate(st, cand.r, n_in, n_att, n_full, single=cand.k == 0)
-    return steady_tokens_per_s(st, ev, share), ev.h2d_s + ev.d2h_s, ev.host_bytes
+    ev = evaluate(st, cand.r, n_in, n_att, n_full, single=cand.k == 0, k=cand.k)
+    return steady_tokens_per_s(st, ev, share), ev.h2d_s + ev.d2h_s, ev.host_bytes, ev
 
 
 def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share: float) -> _Candidates | None:
@@ -226,12 +228,13 @@ def _rows(r: FloatArray, dev: FloatArray, home: FloatArray, k: FloatArray, u: Fl
 
 
 def _best(st: Setting, cand: _Candidates, share: float) -> _Candidates:
-    tps, moved, host = _score(st, cand, share)
+    tps, moved, host, ev = _score(st, cand, share)
     top = tps >= tps.max() * (1 - 1e-9)
     order = np.lexsort((host, moved, ~top))
     i = int(order[0])
+    row = Evaluated(**{f.name: getattr(ev, f.name)[i:i + 1] for f in fields(Evaluated)})
     return _Candidates(r=cand.r[i:i + 1], dev=cand.dev[i:i + 1], u=cand.u[i:i + 1], home=cand.home[i:i + 1],
-                       k=cand.k[i:i + 1])
+                       k=cand.k[i:i + 1], ev=row)
 
 
 def _fixed_levels(st: Setting, policy: OffloadPolicy, k: int) -> _Candidates:
@@ -314,7 +317,7 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
     cc = st.cc
     k = int(best.k[0])
     n_in, n_att, n_full = _levels(cc, best.home, best.u)
-    ev = evaluate(st, best.r, n_in, n_att, n_full, single=best.k == 0)
+    ev = best.ev or evaluate(st, best.r, n_in, n_att, n_full, single=best.k == 0, k=best.k)
     rounds = float(rounds_for(ev.round_s, ev.optimizer_s, share)[0])
     step = rounds * float(ev.round_s[0]) + float(ev.optimizer_s[0])
     peak = sc.cluster.chip.peak_flop_per_s(sc.workload.precision)

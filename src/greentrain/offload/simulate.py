@@ -5,7 +5,9 @@ weight fill per pass. Here the same plan runs as tasks on greentrain's discrete-
 one compute ``Stream``, one host-to-device and one device-to-host ``Link`` at the planner's pinned bandwidth,
 with the buffers a plan pays for in device memory as dependencies:
 - weights: a ring of ``prefetch_depth + 1`` layer buffers; a streamed layer's load waits for the layer
-  ``prefetch_depth + 1`` places earlier in the pass to finish (its buffer is free then);
+  ``prefetch_depth + 1`` places earlier in the pass to finish (its buffer is free then). A profile without
+  look-ahead (``FrameworkProfile.lookahead``: ml_dataflow, whose link-congested July build shows no gain from
+  a deeper ring) runs with at most two buffers: its link at most one layer ahead, as its planner prices it;
 - forward activations: a layer's home activations leave after its forward; a layer does not start before the
   activations of the layer two places back have left (double buffering);
 - backward inputs: weights, home activations (and, layer-major, the accumulated gradients) of a layer come back
@@ -13,6 +15,7 @@ with the buffers a plan pays for in device memory as dependencies:
 - gradients: ``grad_buffers`` (two) layer buffers, a layer's leave while the next layer's backward runs;
 - optimizer: host AdamW layer by layer as gradients reach the host (a CPU ``Stream``), then the resident weights
   and the ends go back up; or device AdamW with each streamed layer's states in and out through the ring.
+The pytorch profile's planner runs the same dependencies as a recurrence (offload/pipeline.py).
 Per-layer bytes and compute are the planner's (``offload/model.py`` ``Setting``): home activation slots spread
 evenly over the layers, as the planner assumes; resident layers are the last ones (as the executor keeps them).
 Rounds follow each other on the same resources, so one round's last transfers overlap the next one's start.
@@ -224,8 +227,9 @@ def _run(st: Setting, plan: OffloadPlan, layers: list[_Layer], rounds: int) -> t
     """``rounds`` rounds and the optimizer on a fresh engine: (resources, engine, step end, rounds end)."""
     eng = Engine()
     beta = st.beta_bytes_per_s
+    ring = plan.prefetch_depth + 1 if st.lookahead else min(plan.prefetch_depth + 1, 2)  # no look-ahead: <= 2
     run = _Run(dag=_Dag(eng), compute=Stream(eng, "compute"), h2d=Link(eng, "h2d", beta), d2h=Link(eng, "d2h", beta),
-               cpu=Stream(eng, "cpu"), ring=plan.prefetch_depth + 1)
+               cpu=Stream(eng, "cpu"), ring=ring)
     rnd = _round(run, st, layers, None)
     for _ in range(rounds - 1):
         rnd = _round(run, st, layers, rnd.last)

@@ -40,7 +40,8 @@ plans = st.fixed_dictionaries({
 
 
 def _both(case: dict) -> tuple[float, float, int] | None:
-    """(planner step, simulated step, link-bound layers) of one random plan; None when the caps do not fit."""
+    """(planner step, simulated step, link-bound layers) of one random plan; None when the caps do not fit. The
+    ml_dataflow profile has no look-ahead: the engine runs it with the link at most one layer ahead."""
     sc = _sc(*case["cell"], case["chip"])
     profile = _profile(case["profile"])
     policy = OffloadPolicy(prefetch_depth=case["depth"], resident_layers=case["resident"],
@@ -57,20 +58,24 @@ def _both(case: dict) -> tuple[float, float, int] | None:
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(plans)
 def test_event_simulation_bounds_the_planner(case: dict) -> None:
-    """Measured over 555 random plans (docs/offload.md): the planner is never more than 2.6 % faster than the
-    event schedule, and never more than 8.3 % slower (link-bound plans: the engine's double buffers let a
-    link-bound pass's compute run ahead, which the planner leaves out; model.py ``_round_s``)."""
+    """Measured over 521 random plans (docs/offload.md, 2026-11-25): the planner is never more than 0.42 % faster
+    than the event schedule, and never more than 6.3 % slower (ml_dataflow's link-bound plans: the engine's
+    double-buffered activations let a link-bound pass's compute end ahead of its link, which the ml_dataflow
+    profile leaves out; model.py ``_round_s``). The pytorch profile's pipeline is within 0.13 % either way."""
     both = _both(case)
     if both is None:
         return
     planned, simulated, _ = both
-    assert planned * 0.90 <= simulated <= planned * 1.03
+    bound = 0.005 if case["profile"] != "ml_dataflow" else 0.07
+    assert planned * (1 - bound) <= simulated <= planned * 1.005
 
 
 def test_event_simulation_agrees_within_one_percent_on_most_plans() -> None:
-    """Goal P7 (within 1 %) holds on plans whose layers are not link-bound; on link-bound ones the planner is
-    pessimistic (measured over 555 plans, docs/offload.md: 99.6 % and 60 % within 1 %)."""
+    """Goal P7 (within 1 %): measured over 521 plans (docs/offload.md, 2026-11-25), 100 % of those without a
+    link-bound layer and 96.6 % of the link-bound ones, 98.3 % of all; every pytorch plan within 0.13 %. This
+    sample: 55 of 55, 62 of 65 link-bound (three ml_dataflow plans, -1.5 to -6.6 %), 90 of 90 pytorch."""
     errors: dict[bool, list[float]] = {True: [], False: []}
+    pytorch: list[float] = []
     rng = random.Random(14)
     while sum(len(v) for v in errors.values()) < 120:
         case = {"cell": rng.choice(CELLS), "chip": rng.choice(["h100-sxm", "a100-80gb"]),
@@ -81,10 +86,13 @@ def test_event_simulation_agrees_within_one_percent_on_most_plans() -> None:
         both = _both(case)
         if both is not None:
             errors[both[2] > 0].append(abs(both[1] / both[0] - 1))
+            if case["profile"] != "ml_dataflow":
+                pytorch.append(abs(both[1] / both[0] - 1))
     compute_bound = errors[False]
-    assert sum(e <= 0.01 for e in compute_bound) >= 0.95 * len(compute_bound)
+    assert all(e <= 0.01 for e in compute_bound)
     everything = compute_bound + errors[True]
-    assert sum(e <= 0.01 for e in everything) >= 0.70 * len(everything)
+    assert sum(e <= 0.01 for e in everything) >= 0.95 * len(everything)
+    assert len(pytorch) >= 60 and all(e <= 0.002 for e in pytorch)
     assert sorted(everything)[len(everything) // 2] <= 0.001  # median
 
 
