@@ -75,21 +75,25 @@ def _dense_codes(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
     if not len(a):
         return np.zeros(0, dtype=np.int64), 0
     lo, hi = int(a.min()), int(a.max())
-    if hi - lo > 1 << 22:
+    if lo == hi:
+        return np.zeros(len(a), dtype=np.int64), 1
+    if lo < 0 or hi > 1 << 22:
         values, inverse = np.unique(a, return_inverse=True)
         return inverse.reshape(-1), len(values)
-    seen = np.zeros(hi - lo + 1, dtype=bool)
-    seen[a - lo] = True
+    seen = np.zeros(hi + 1, dtype=bool)
+    seen[a] = True
     rank = np.cumsum(seen) - 1
-    return rank[a - lo], int(rank[-1]) + 1
+    return rank[a], int(rank[-1]) + 1
 
 
 def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct (tp, cp, ep, etp, micro-batch, sp) keys: a row of each, and every row's key."""
-    code, n = np.zeros(len(t), dtype=np.int64), 1
+    code = np.zeros(len(t), dtype=np.int64)
     for a in [getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)]:
         inv, distinct = _dense_codes(a)
-        code, n = code * distinct + inv, n * distinct
+        if distinct > 1:
+            code *= distinct
+            code += inv
     inverse, distinct = _dense_codes(code)
     first = np.zeros(distinct, dtype=np.int64)
     first[inverse] = np.arange(len(t))  # any row of a key will do: they share its costs
@@ -108,6 +112,22 @@ class KeyCosts:
         """The columns at table rows ``rows``."""
         where = self.code[rows]
         return {c: a[where] for c, a in self.table.items()}
+
+    def col(self, name: str, rows: npt.NDArray[np.int64]) -> FloatArray:
+        return self.table[name][self.code[rows]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Splits:
+    """stage.split_stages once per distinct (key, recompute, pp, vpp), and each table row's index into it."""
+
+    one: StageSplit
+    row: npt.NDArray[np.int64]
+
+    def at(self, name: str, rows: npt.NDArray[np.int64] | None = None) -> Any:
+        """Field ``name`` (a column, or a tuple of them) at table rows ``rows`` (None: every row)."""
+        x, where = getattr(self.one, name), self.row if rows is None else self.row[rows]
+        return tuple(np.asarray(v)[where] for v in x) if isinstance(x, tuple) else np.asarray(x)[where]
 
 
 def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
@@ -138,7 +158,7 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     return KeyCosts(table={c: out[k].reshape(-1) for k, c in enumerate(names)}, code=inverse * n_rec + t.recompute)
 
 
-def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: StageSplit,
+def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Splits,
             eff: Efficiency) -> FloatArray:
     """step._memory over columns (memory.state_bytes_per_param once, memory.transient_bytes per stage: the
     same terms device_memory adds): the largest total bytes per device of the first, a middle, the last
@@ -151,10 +171,11 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Sta
         unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
     tokens = f["mbs"] * w.seq_len / f["cp"]
     total = np.zeros(len(pp))
+    params, trainable = split.at("stage_params"), split.at("stage_trainable")
+    activations = split.at("stage_activation_bytes")
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
         a = stage_memory_args(stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False,
-                              params=split.stage_params, trainable=split.stage_trainable,
-                              activations=split.stage_activation_bytes)
+                              params=params, trainable=trainable, activations=activations)
         acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
                                      tokens=tokens, tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
                                      embedding=a["embedding"], head=a["head"])
@@ -164,17 +185,13 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Sta
     return total
 
 
-def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
-    """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp), gathered per row."""
+def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, f: dict[str, FloatArray], eff: Efficiency) -> Splits:
+    """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp)."""
     code = (k.code * (int(t.pp.max()) + 1) + t.pp) * (int(t.vpp.max()) + 1) + t.vpp
     inverse, distinct = _dense_codes(code)
     first = np.zeros(distinct, dtype=np.int64)
     first[inverse] = np.arange(len(code))  # any row of a (key, recompute, pp, vpp) will do
-    one = _split_rows(sc, k.at(first), {c: a[first] for c, a in f.items()}, eff)
-    def gather(x: Any) -> Any:
-        return tuple(np.asarray(v)[inverse] for v in x) if isinstance(x, tuple) else np.asarray(x)[inverse]
-
-    return StageSplit(**{name: gather(getattr(one, name)) for name in StageSplit.__dataclass_fields__})
+    return Splits(one=_split_rows(sc, k.at(first), {c: a[first] for c, a in f.items()}, eff), row=inverse)
 
 
 def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
@@ -190,12 +207,12 @@ def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray]
                         balance=eff.pipeline_balance, balance_units=balance_units(sc))
 
 
-def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+def _dp_exposed(sc: Scenario, zero: FloatArray, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
     """step.dp_exposed_s (step_terms.dp_sync_s over columns)."""
     w, cl = sc.workload, sc.cluster
     params, wb = f["params"], weight_bytes_per_param(w.precision)
     out: FloatArray = dp_sync_s(
-        zero=t.zero.astype(np.float64), dp_group=f["dp"] * f["cp"],
+        zero=zero, dp_group=f["dp"] * f["cp"],
         dp_per_node=ranks_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
         grad_bytes=f["trainable"] * grad_bytes_per_param(w.grad_dtype, w.precision),
         weight_bytes=params * wb, updated_weight_bytes=f["trainable"] * wb, layers=f["layers"],
@@ -204,11 +221,12 @@ def _dp_exposed(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: E
     return out
 
 
-def _optimizer(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
+def _optimizer(sc: Scenario, zero: FloatArray, offload: npt.NDArray[np.bool_], f: dict[str, FloatArray],
+               eff: Efficiency) -> FloatArray:
     """step._optimizer_s (step_terms.optimizer_s over columns)."""
     w = sc.workload
     out: FloatArray = optimizer_s(
-        params=f["trainable"], zero=t.zero.astype(np.float64), shard=f["dp"] * f["cp"], offload=t.offload_optimizer,
+        params=f["trainable"], zero=zero, shard=f["dp"] * f["cp"], offload=offload,
         wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
         ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
     return out
@@ -237,28 +255,29 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     f["mbs"] = table.micro_batch_size.astype(np.float64)
     f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
     split = _split(sc, table, k, f, eff)
-    f.update(fwd=split.fwd_s, bwd=split.bwd_s, rec=split.recompute_s, params=split.params,
-             act=split.activation_bytes, layers=split.layers, trainable=split.trainable)
     mem = _memory(sc, table, f, split, eff)
     ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
     if check_fit:
         ok &= mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
     index = np.flatnonzero(ok)
-    t = table.take(index)
     f = {n: a[index] for n, a in f.items()}
-    kk = k.at(index)
-    comm_mb = split.tp_s[index] + split.cp_s[index] + split.ep_s[index] + _pp_mb(sc, f, eff)
+    f.update({n: split.at(field, index) for n, field in (("fwd", "fwd_s"), ("bwd", "bwd_s"), ("rec", "recompute_s"),
+                                                           ("params", "params"), ("layers", "layers"),
+                                                           ("trainable", "trainable"))})
+    zero, offload = table.zero[index].astype(np.float64), table.offload_optimizer[index]
+    comm_mb = split.at("tp_s", index) + split.at("cp_s", index) + split.at("ep_s", index) + _pp_mb(sc, f, eff)
     accum = grad_accum_s(f["trainable"], cl.chip.memory_bytes_per_s, eff)
     t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff,
                         tp=f["tp"], pp=f["pp"], cl=cl)
     pp = f["pp"]
     bubble = (pp - 1) / f["vpp"] * t_mb
-    dp_s = _dp_exposed(sc, t, f, eff)
-    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, t, f, eff) + eff.step_overhead_s
+    dp_s = _dp_exposed(sc, zero, f, eff)
+    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, zero, offload, f, eff) + eff.step_overhead_s
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
-    hw_flop = kk["model_flop"] + kk["extra_flop"] * w.global_batch_size
+    model_flop = k.col("model_flop", index)
+    hw_flop = model_flop + k.col("extra_flop", index) * w.global_batch_size
     return StepArrays(index=index, step_time_s=step, memory_bytes=mem[index], utilization=1.0 - bubble / step,
-                      mfu=kk["model_flop"] / peak_total, hfu=hw_flop / peak_total,
+                      mfu=model_flop / peak_total, hfu=hw_flop / peak_total,
                       tokens_per_s=w.tokens_per_step / step, bubble_time_s=bubble, dp_comm_time_s=dp_s)
 
 

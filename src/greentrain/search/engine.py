@@ -134,16 +134,36 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
     return len(t) * max(1, len(sites)), blocks
 
 
+def first_in_order(rows: npt.NDArray[np.int64], keys: Sequence[npt.NDArray[np.float64]],
+                   k: int) -> npt.NDArray[np.int64]:
+    """The first ``k`` of ``rows`` sorted as np.lexsort sorts ``keys`` (the last the primary key; ties keep the
+    rows' order). Only the rows whose primary key is at most the k-th smallest can be among them: only
+    those are sorted."""
+    primary = keys[-1][rows]
+    if len(rows) > k:
+        kth = np.partition(primary, k - 1)[k - 1]
+        if not np.isnan(kth):
+            rows = rows[primary <= kth]
+    return rows[np.lexsort([key[rows] for key in keys])[:k]]
+
+
 def pareto_mask(points: npt.NDArray[np.float64],
                 tiebreak: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.bool_]:
     """Rows of ``points`` (n x d, lower is better) that no other row beats on every column while strictly
     beating on one. In lexicographic order the first remaining row is never dominated (a row that dominates
     it sorts before it); it joins the front and removes every row it dominates or equals (dominance is
     transitive), so the loop runs once per front member on a shrinking set. Of equal rows the one with the
-    smallest ``tiebreak`` stays."""
+    smallest ``tiebreak`` stays. The rows that the best row of some column strictly dominates are dropped
+    before sorting: they are never on the front, and they sort after the row that dominates them."""
     front = np.zeros(len(points), dtype=bool)
-    keys = list(points.T[::-1])
-    idx = np.lexsort(keys if tiebreak is None else [tiebreak, *keys])
+    if not len(points):
+        return front
+    rows = np.arange(len(points))
+    for best in {int(np.argmin(points[:, j])) for j in range(points.shape[1])}:
+        p, q = points[rows], points[best]
+        rows = rows[~(np.all(q <= p, axis=1) & np.any(q < p, axis=1))]
+    keys = list(points[rows].T[::-1])
+    idx = rows[np.lexsort(keys if tiebreak is None else [tiebreak[rows], *keys])]
     while idx.size:
         i, idx = idx[0], idx[1:]
         front[i] = True
@@ -191,8 +211,8 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     value = cols[{"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}[
         objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
-    order = np.lexsort((cols["memory_bytes"], cols["run_time_s"], value))
-    best = (order if objective != "cost" else order[comparable[order]])[:top_k]
+    best = first_in_order(np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value)),
+                          (cols["memory_bytes"], cols["run_time_s"], value), top_k)
     points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
     rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like
     front = rows[pareto_mask(points[rows], cols["memory_bytes"][rows])]
