@@ -86,18 +86,23 @@ def _dense_codes(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
     return rank[a], int(rank[-1]) + 1
 
 
-def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Distinct (tp, cp, ep, etp, micro-batch, sp) keys: a row of each, and every row's key."""
-    code = np.zeros(len(t), dtype=np.int64)
-    for a in [getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)]:
+def _groups(columns: list[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct rows of integer columns: a row of each (any will do), and every row's group."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for a in columns:
         inv, distinct = _dense_codes(a)
         if distinct > 1:
             code *= distinct
             code += inv
     inverse, distinct = _dense_codes(code)
     first = np.zeros(distinct, dtype=np.int64)
-    first[inverse] = np.arange(len(t))  # any row of a key will do: they share its costs
+    first[inverse] = np.arange(len(code))
     return first, inverse
+
+
+def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct (tp, cp, ep, etp, micro-batch, sp) keys: a row of each, and every row's key."""
+    return _groups([getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,26 +163,27 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     return KeyCosts(table={c: out[k].reshape(-1) for k, c in enumerate(names)}, code=inverse * n_rec + t.recompute)
 
 
-def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Splits,
+def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], f: dict[str, FloatArray], split: Splits,
             eff: Efficiency) -> FloatArray:
     """step._memory over columns (memory.state_bytes_per_param once, memory.transient_bytes per stage: the
     same terms device_memory adds): the largest total bytes per device of the first, a middle, the last
-    stage."""
+    stage, for the table's ``rows`` (``f`` holds their columns)."""
     w = sc.workload
     pp = f["pp"]
     c = state_bytes_per_param(
-        shard=f["dp"] * f["cp"], zero=t.zero, offload=t.offload_optimizer, wb=weight_bytes_per_param(w.precision),
+        shard=f["dp"] * f["cp"], zero=t.zero[rows], offload=t.offload_optimizer[rows],
+        wb=weight_bytes_per_param(w.precision),
         gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
         unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
     tokens = f["mbs"] * w.seq_len / f["cp"]
     total = np.zeros(len(pp))
-    params, trainable = split.at("stage_params"), split.at("stage_trainable")
-    activations = split.at("stage_activation_bytes")
+    params, trainable = split.at("stage_params", rows), split.at("stage_trainable", rows)
+    activations = split.at("stage_activation_bytes", rows)
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
         a = stage_memory_args(stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False,
                               params=params, trainable=trainable, activations=activations)
         acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
-                                     tokens=tokens, tp=f["tp"], sp=t.sequence_parallel, e=w.activation_bytes,
+                                     tokens=tokens, tp=f["tp"], sp=t.sequence_parallel[rows], e=w.activation_bytes,
                                      embedding=a["embedding"], head=a["head"])
         state = a["params"] * c.weights + a["trainable"] * (c.gradients + c.optimizer)
         stage_total = (state + acts + temp) * (1.0 + eff.fragmentation) + eff.reserved_bytes
@@ -185,13 +191,11 @@ def _memory(sc: Scenario, t: StrategyTable, f: dict[str, FloatArray], split: Spl
     return total
 
 
-def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, f: dict[str, FloatArray], eff: Efficiency) -> Splits:
+def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Splits:
     """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp)."""
-    code = (k.code * (int(t.pp.max()) + 1) + t.pp) * (int(t.vpp.max()) + 1) + t.vpp
-    inverse, distinct = _dense_codes(code)
-    first = np.zeros(distinct, dtype=np.int64)
-    first[inverse] = np.arange(len(code))  # any row of a (key, recompute, pp, vpp) will do
-    return Splits(one=_split_rows(sc, k.at(first), {c: a[first] for c, a in f.items()}, eff), row=inverse)
+    first, inverse = _groups([k.code, t.pp, t.vpp])
+    f = {"pp": t.pp[first].astype(np.float64), "vpp": t.vpp[first].astype(np.float64)}
+    return Splits(one=_split_rows(sc, k.at(first), f, eff), row=inverse)
 
 
 def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
@@ -251,16 +255,17 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     if len(table) == 0:
         return _empty()
     k = _per_key(sc, table, eff)
-    f: dict[str, FloatArray] = {n: getattr(table, n).astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
-    f["mbs"] = table.micro_batch_size.astype(np.float64)
-    f["num_micro"] = (w.global_batch_size // (table.dp * table.micro_batch_size)).astype(np.float64)
-    split = _split(sc, table, k, f, eff)
-    mem = _memory(sc, table, f, split, eff)
-    ok = (table.vpp == 1) | (f["num_micro"] % f["pp"] == 0)
+    split = _split(sc, table, k, eff)
+    num_micro = w.global_batch_size // (table.dp * table.micro_batch_size)
+    rows = np.flatnonzero((table.vpp == 1) | (num_micro % table.pp == 0))  # the interleaving rule
+    f: dict[str, FloatArray] = {n: getattr(table, n)[rows].astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
+    f["mbs"] = table.micro_batch_size[rows].astype(np.float64)
+    f["num_micro"] = num_micro[rows].astype(np.float64)
+    mem = _memory(sc, table, rows, f, split, eff)
     if check_fit:
-        ok &= mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
-    index = np.flatnonzero(ok)
-    f = {n: a[index] for n, a in f.items()}
+        fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
+        rows, mem, f = rows[fits], mem[fits], {n: a[fits] for n, a in f.items()}
+    index = rows
     f.update({n: split.at(field, index) for n, field in (("fwd", "fwd_s"), ("bwd", "bwd_s"), ("rec", "recompute_s"),
                                                            ("params", "params"), ("layers", "layers"),
                                                            ("trainable", "trainable"))})
@@ -276,7 +281,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
     model_flop = k.col("model_flop", index)
     hw_flop = model_flop + k.col("extra_flop", index) * w.global_batch_size
-    return StepArrays(index=index, step_time_s=step, memory_bytes=mem[index], utilization=1.0 - bubble / step,
+    return StepArrays(index=index, step_time_s=step, memory_bytes=mem, utilization=1.0 - bubble / step,
                       mfu=model_flop / peak_total, hfu=hw_flop / peak_total,
                       tokens_per_s=w.tokens_per_step / step, bubble_time_s=bubble, dp_comm_time_s=dp_s)
 
