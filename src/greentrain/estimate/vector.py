@@ -245,6 +245,27 @@ def _pp_mb(sc: Scenario, f: dict[str, FloatArray], eff: Efficiency) -> FloatArra
     return out
 
 
+def _pipeline_times(sc: Scenario, t: StrategyTable, split: Splits, f: dict[str, FloatArray],
+                    rows: npt.NDArray[np.int64], eff: Efficiency) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """step's micro-batch time (step_terms.micro_batch_s: compute and exposed TP/CP/EP/PP communication), bubble
+    and exposed DP communication of the table's ``rows`` (``f``: their columns), once per distinct (pipeline
+    split, dp, ZeRO stage): what they depend on."""
+    cl = sc.cluster
+    first, inverse = _groups([split.row[rows], t.dp[rows], t.zero[rows]])
+    g = {n: a[first] for n, a in f.items()}
+    at = rows[first]
+    g.update({n: split.at(field, at) for n, field in (("fwd", "fwd_s"), ("bwd", "bwd_s"), ("rec", "recompute_s"),
+                                                       ("params", "params"), ("layers", "layers"),
+                                                       ("trainable", "trainable"))})
+    comm_mb = split.at("tp_s", at) + split.at("cp_s", at) + split.at("ep_s", at) + _pp_mb(sc, g, eff)
+    accum = grad_accum_s(g["trainable"], cl.chip.memory_bytes_per_s, eff)
+    t_mb = micro_batch_s(g["fwd"] + g["bwd"] + g["rec"] + accum + comm_mb, g["layers"], eff,
+                         tp=g["tp"], pp=g["pp"], cl=cl)
+    bubble = (g["pp"] - 1) / g["vpp"] * t_mb
+    dp_s = _dp_exposed(sc, t.zero[at].astype(np.float64), g, eff)
+    return t_mb[inverse], bubble[inverse], dp_s[inverse]
+
+
 def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,
                    eff: Efficiency | None = None) -> StepArrays:
     """estimate_step for every row of ``table`` (which must divide the model: search/space.py builds such
@@ -266,18 +287,11 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
         fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
         rows, mem, f = rows[fits], mem[fits], {n: a[fits] for n, a in f.items()}
     index = rows
-    f.update({n: split.at(field, index) for n, field in (("fwd", "fwd_s"), ("bwd", "bwd_s"), ("rec", "recompute_s"),
-                                                           ("params", "params"), ("layers", "layers"),
-                                                           ("trainable", "trainable"))})
     zero, offload = table.zero[index].astype(np.float64), table.offload_optimizer[index]
-    comm_mb = split.at("tp_s", index) + split.at("cp_s", index) + split.at("ep_s", index) + _pp_mb(sc, f, eff)
-    accum = grad_accum_s(f["trainable"], cl.chip.memory_bytes_per_s, eff)
-    t_mb = micro_batch_s(f["fwd"] + f["bwd"] + f["rec"] + accum + comm_mb, f["layers"], eff,
-                        tp=f["tp"], pp=f["pp"], cl=cl)
-    pp = f["pp"]
-    bubble = (pp - 1) / f["vpp"] * t_mb
-    dp_s = _dp_exposed(sc, zero, f, eff)
-    step = f["num_micro"] * t_mb + bubble + dp_s + _optimizer(sc, zero, offload, f, eff) + eff.step_overhead_s
+    t_mb, bubble, dp_s = _pipeline_times(sc, table, split, f, index, eff)
+    opt = _optimizer(sc, zero, offload, {"trainable": split.at("trainable", index), "dp": f["dp"], "cp": f["cp"]},
+                     eff)
+    step = f["num_micro"] * t_mb + bubble + dp_s + opt + eff.step_overhead_s
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
     model_flop = k.col("model_flop", index)
     hw_flop = model_flop + k.col("extra_flop", index) * w.global_batch_size

@@ -150,14 +150,12 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
         choice_parts.append(block)
     if not mesh_list:
         return StrategyTable.empty(space.flash_attention)
-    rep = np.repeat(np.arange(len(mesh_list)), mesh_rows)
-    def col(f: str) -> np.ndarray:
-        return np.asarray([getattr(m, f) for m in mesh_list], dtype=np.int64)[rep]
+    def col(f: str, dtype: type = np.int64) -> np.ndarray:
+        return np.repeat(np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype), mesh_rows)
 
     mb, zero, rec, off = (np.concatenate([p[j] for p in choice_parts]) for j in range(4))
     return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
-                         etp=col("etp"),
-                         sp=np.asarray([m.sp for m in mesh_list], dtype=bool)[rep], zero=zero, recompute=rec,
+                         etp=col("etp"), sp=col("sp", bool), zero=zero, recompute=rec,
                          micro_batch_size=mb, offload_optimizer=off.astype(bool),
                          flash_attention=space.flash_attention)
 
