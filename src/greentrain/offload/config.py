@@ -20,6 +20,7 @@ import yaml
 from greentrain import units
 from greentrain.config import require
 from greentrain.errors import ConfigError
+from greentrain.offload.eager import EXECUTOR_EAGER_OPS
 
 # Host save levels of one layer's activations, cheapest in host memory first (ml_dataflow transformer_demo.c):
 # input: the layer input with K, V and the RMS statistics, the layer is recomputed; attention: + attention output
@@ -101,6 +102,9 @@ class FrameworkProfile:
     grad_buffers: int = 2  # device gradient buffers of streamed layers (2: one draining while one fills)
     lookahead: bool = False  # True: a link runs ahead of the compute as far as its buffers allow (pipeline.py);
     # False: each layer at max(compute, transfers each way), as ml_dataflow's congested July build measured
+    # element-wise ops (model/ops.py eager kinds) run as chains of eager kernels, at the executor's counted bytes
+    # (offload/eager.py); (): each one fused kernel, as ml_dataflow's C kernels
+    eager_ops: tuple[str, ...] = ()
 
 
 @cache
@@ -140,7 +144,8 @@ def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkPr
         name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host",
         master_weights=False if bf16 else None, state_dtype_bytes=2.0 if bf16 else 0.0, grads_round_trip=False,
         ends_host_copy=False, matmul_scale=1.0,
-        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2, lookahead=True)
+        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2, lookahead=True,
+        eager_ops=EXECUTOR_EAGER_OPS)  # offload/llama.py's RMSNorm, rotary and SwiGLU product
 
 
 PROFILES = ("pytorch", "ml_dataflow")

@@ -3,7 +3,8 @@ backward, recomputation per save level), saved bytes per level, state bytes, and
 
 Everything is built on the estimator: ops from model/ops.py ``model_ops``, per-op roofline time from
 estimate/compute.py ``local_op``/``op_time_s``, activation bytes from estimate/memory.py ``layer_activation``,
-state bytes from estimate/memory.py. Two additions live here until the estimator takes them
+state bytes from estimate/memory.py; the ``pytorch`` profile's eager element-wise ops move the bytes counted for
+the executor's own modules (offload/eager.py). Two additions live here until the estimator takes them
 (design/offload.md section 4.2, "Estimator changes"):
 - ``context_attention_ops``: the attention core of a chunk that packs several short sequences, or that is one
   chunk of a long sequence (its queries also see the earlier chunks' keys); the estimator's ops see one
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -35,6 +37,7 @@ from greentrain.model.ops import Op, OpKind, model_ops
 from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import LEVELS, FrameworkProfile
 from greentrain.offload.dataflow import chunk_activation_bytes, dataflow_chunking, host_sticky_parts, sticky_parts
+from greentrain.offload.eager import executor_eager_bytes
 
 RMS_STAT_BYTES = 4.0  # one fp32 reciprocal RMS per token and norm (ml_dataflow keeps both norms' statistics)
 
@@ -169,6 +172,25 @@ def _chunking(profile: FrameworkProfile, spec: TransformerSpec, seq_len: int, mi
     return 1, chunk, per_seq * groups, float(groups * seqs_in_chunk)
 
 
+def _op_timers(chip: Chip, eff: Efficiency, profile: FrameworkProfile, precision: str,
+               e: float) -> tuple[Callable[[Op], float], Callable[[Op], float]]:
+    """(forward, backward) roofline time of one op on one chip (estimate/compute.py ``op_time_s``). An op of
+    ``profile.eager_ops`` moves the executor's counted eager bytes (offload/eager.py), forward and backward; every
+    other op's backward is its forward x ``backward_factor``, as in the estimator."""
+    peak, bw = chip.peak_flop_per_s(precision), chip.memory_bytes_per_s
+
+    def time_s(op: Op, backward: bool) -> float:
+        fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
+        local = local_op(op, Sharding())
+        eager = op.eager_kind in profile.eager_ops
+        if eager:
+            local = dataclasses.replace(local, bytes=local.bytes * executor_eager_bytes(op, e)[backward] / op.bytes)
+        t = op_time_s(local, peak, bw, eff, fused, fused and profile.causal)
+        return t * op.backward_factor if backward and not eager else t
+
+    return (lambda op: time_s(op, False)), (lambda op: time_s(op, True))
+
+
 @cache
 def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: FrameworkProfile, seq_len: int,
                 micro_batch: int, precision: str, optimizer: str, grad_dtype: str) -> ChunkCosts:
@@ -179,15 +201,9 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
     mops = model_ops(spec, nseq, span, e, flash=True)
     (group,) = mops.layers
     layer = context_attention_ops(group.ops, seq_len=seq_len, span_tokens=span)
-    peak, bw = chip.peak_flop_per_s(precision), chip.memory_bytes_per_s
-    eff = scaled_efficiency(eff, profile)
-
-    def op_s(op: Op) -> float:
-        fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
-        return op_time_s(local_op(op, Sharding()), peak, bw, eff, fused, fused and profile.causal)
-
+    op_s, op_bwd_s = _op_timers(chip, scaled_efficiency(eff, profile), profile, precision, e)
     fwd = sum(op_s(op) for op in layer)
-    bwd = sum(op_s(op) * op.backward_factor for op in layer)
+    bwd = sum(op_bwd_s(op) for op in layer)
     rec_s: dict[str, float] = {}
     rec_f: dict[str, float] = {}
     for level, fractions in _recompute_fractions(spec, profile).items():
@@ -208,10 +224,10 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
         weight_bytes_per_param=w, grad_bytes_per_param=g, optimizer_bytes_per_param=o,
         end_params=float(spec.embedding_params() + spec.output_params()),
         table_params=float(spec.vocab_size * spec.hidden_size),
-        ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_s(op) * op.backward_factor for op in ends),
+        ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_bwd_s(op) for op in ends),
         model_flop_per_chunk=3.0 * (spec.num_layers * _flop(layer, profile.causal) + _flop(ends, False)),
         head_logit_bytes_per_token=spec.vocab_size * (e + 4.0), context_bytes=ctx,
-        adam_device_s_per_param=adam_bytes / (bw * eff.memory),
+        adam_device_s_per_param=adam_bytes / (chip.memory_bytes_per_s * eff.memory),
         sticky=tuple(sticky_parts(spec, seq_len, span, chunks, max(1, span // seq_len), e).items()) if dataflow
         else (), host_sticky=tuple(host_sticky_parts(spec, span, chunks, e).items()) if dataflow else ())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -92,11 +93,14 @@ def test_every_plan_fits_its_caps(name: str, model: str, seq: int, dev: float, h
 
 def test_no_offload_caps_reproduce_estimate_step() -> None:
     """Everything resident and on the device, optimizer on the device: the planner's tokens/s is estimate_step's
-    within 1 % (the same ops, roofline and efficiency; the optimizer is at most 1 % of the step)."""
+    within 1 % (the same ops, roofline and efficiency; the optimizer is at most 1 % of the step), once the
+    profile's eager element-wise ops (the executor's counted bytes, offload/eager.py) are fused as the default
+    framework's; with them the executor is slower."""
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
     eff = efficiency_for("h100-sxm")  # what estimate_step uses
-    plan = plan_offload(sc, OffloadCaps.from_gib(80, 500), OffloadPolicy(optimizer_on="device-streamed"),
-                        pytorch_profile(), eff=eff)
+    caps, policy = OffloadCaps.from_gib(80, 500), OffloadPolicy(optimizer_on="device-streamed")
+    plan = plan_offload(sc, caps, policy, dataclasses.replace(pytorch_profile(), eager_ops=()), eff=eff)
+    assert plan_offload(sc, caps, policy, pytorch_profile(), eff=eff).tokens_per_s < 0.95 * plan.tokens_per_s
     assert plan.resident_layers == 16 and plan.slots()["device"] == 16
     w = sc.workload.to_dict() | {"global_batch_size": plan.num_rounds}
     sc2 = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1}, "workload": w})

@@ -95,12 +95,18 @@ def test_a_faster_link_never_predicts_fewer_tokens(cell: tuple[str, int], dev: f
     assert tps(base * gain) >= tps(base) * (1 - 1e-9)
 
 
+def _fused_pytorch() -> FrameworkProfile:
+    """The pytorch profile with its element-wise ops fused as estimate_step's default framework prices them (the
+    executor's eager bytes, offload/eager.py, are checked in test_offload_eager.py)."""
+    return dataclasses.replace(pytorch_profile(), eager_ops=())
+
+
 @cache
 def _no_offload(seq: int) -> tuple[float, float, float]:
     """(device bytes, host bytes, estimate_step tokens/s) of llama3.2-1b at ``seq`` with nothing offloaded."""
     sc = _sc("llama3.2-1b", seq)
     plan = plan_offload(sc, OffloadCaps.from_gib(80, 1000), OffloadPolicy(optimizer_on="device-streamed"),
-                        pytorch_profile(), eff=efficiency_for("h100-sxm"))
+                        _fused_pytorch(), eff=efficiency_for("h100-sxm"))
     w = sc.workload.to_dict() | {"global_batch_size": plan.num_rounds}
     sc2 = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1}, "workload": w})
     est = estimate_step(sc2, Strategy(recompute="none", flash_attention=True), check_fit=False,
@@ -112,11 +118,11 @@ def _no_offload(seq: int) -> tuple[float, float, float]:
 @given(st.sampled_from([1024, 2048, 4096, 8192]), st.floats(0, 1), st.floats(1.0, 4.0))
 def test_caps_above_the_no_offload_need_reproduce_estimate_step(seq: int, dev_share: float, host_x: float) -> None:
     """Goal: caps at or above the no-offload need give estimate_step's tokens/s within 1 % (same ops, roofline
-    and efficiency; everything resident and on the device, the optimizer on the device)."""
+    and efficiency, element-wise ops fused; everything resident and on the device, the optimizer on the device)."""
     need_dev, need_host, est = _no_offload(seq)
     cap_dev = need_dev + dev_share * (units.gib_to_bytes(80) - need_dev)
     plan = plan_offload(_sc("llama3.2-1b", seq), OffloadCaps(device_bytes=cap_dev, host_bytes=need_host * host_x),
-                        OffloadPolicy(optimizer_on="device-streamed"), pytorch_profile(),
+                        OffloadPolicy(optimizer_on="device-streamed"), _fused_pytorch(),
                         eff=efficiency_for("h100-sxm"))
     assert plan.resident_layers == 16 and plan.slots()["device"] == 16
     assert plan.tokens_per_s == pytest.approx(est, rel=0.01)
