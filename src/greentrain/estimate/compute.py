@@ -89,16 +89,16 @@ class LocalOp:
 
 def _local(op: Op, sh: Sharding) -> tuple[Num, Num, Num, Num, Num]:
     """(flop, bytes, m, k, n) of the part of ``op`` one device computes (forward)."""
-    t, m, k, n, count = sh.tp, op.m / sh.cp, op.k, op.n, op.count
-    if op.expert:
-        t = expert_tp(sh)  # an expert's matrices are split over the expert-tensor-parallel ranks
-        count, m = count / sh.ep, m * sh.ep  # fewer experts per rank, each with the tokens of ep ranks
+    t = expert_tp(sh) if op.expert else sh.tp  # an expert's matrices: over the expert-tensor-parallel ranks
     if op.kind is OpKind.ELEMENTWISE:
         if op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB):
             split = t
         else:  # a token-wise op is split with sequence parallelism only
             split = where(sh.sp, t, 1) if op.shard is Shard.TOKENS else 1
         return 0.0, op.bytes / split / sh.cp, 0.0, 0.0, 0.0
+    m, k, n, count = op.m / sh.cp, op.k, op.n, op.count
+    if op.expert:  # fewer experts per rank, each with the tokens of ep ranks
+        count, m = count / sh.ep, m * sh.ep
     if op.shard in (Shard.COLUMN, Shard.VOCAB):
         n = n / t
     elif op.shard is Shard.ROW:

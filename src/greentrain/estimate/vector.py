@@ -7,7 +7,10 @@ recomputation choice;
 model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading (pipeline
 split, bubble, PP sends, DP gradient reduction, optimizer step, memory) calls the functions estimate_step
 calls (stage.split_stages, estimate/step_terms.py, estimate/memory.py) with columns instead of floats.
-tests/unit/search/test_vector.py checks this path against estimate_step on random strategies.
+Each term is evaluated once per distinct value of what it depends on (the split per key, recomputation, pp
+and vpp; the micro-batch time, bubble and DP communication per split, dp and ZeRO stage) and gathered.
+tests/unit/search/test_vector.py checks this path against estimate_step on random strategies,
+tests/unit/estimate/test_column_costs.py the stage functions over columns against one strategy at a time.
 """
 
 from __future__ import annotations
@@ -88,12 +91,15 @@ def _dense_codes(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
 
 def _groups(columns: list[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The distinct rows of integer columns: a row of each (any will do), and every row's group."""
-    code = np.zeros(len(columns[0]), dtype=np.int64)
+    code, n = np.zeros(len(columns[0]), dtype=np.int64), 1
     for a in columns:
         inv, distinct = _dense_codes(a)
         if distinct > 1:
+            if n * distinct >= 1 << 62:  # renumber the groups so far before the code overflows
+                code, n = _dense_codes(code)
             code *= distinct
             code += inv
+            n *= distinct
     inverse, distinct = _dense_codes(code)
     first = np.zeros(distinct, dtype=np.int64)
     first[inverse] = np.arange(len(code))

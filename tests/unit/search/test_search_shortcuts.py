@@ -47,3 +47,19 @@ def test_first_in_order_equals_a_full_lexsort(seed: int) -> None:
         order = np.lexsort(keys)
         want = order[np.isin(order, rows)][:k]
         assert first_in_order(rows, keys, k).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 100_000])
+def test_groups_are_the_distinct_rows(distinct: int) -> None:
+    """estimate/vector.py groups rows by dense codes (no sort; four columns of 100,000 values overflow a plain
+    mixed-radix code and are renumbered): the groups are np.unique's, in its order."""
+    from greentrain.estimate.vector import _groups
+
+    rng = np.random.default_rng(distinct)
+    cols = [rng.integers(0, distinct, 100_000) for _ in range(4)]
+    cols[1] = cols[1] * 2 + 5  # sparse values
+    first, inverse = _groups(cols)
+    _, want = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    assert inverse.tolist() == want.reshape(-1).tolist()
+    for c in cols:
+        assert (c[first][inverse] == c).all()
