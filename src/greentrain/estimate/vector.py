@@ -173,7 +173,8 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], f: dict
             eff: Efficiency) -> FloatArray:
     """step._memory over columns (memory.state_bytes_per_param once, memory.transient_bytes per stage: the
     same terms device_memory adds): the largest total bytes per device of the first, a middle, the last
-    stage, for the table's ``rows`` (``f`` holds their columns)."""
+    stage, for the table's ``rows`` (``f`` holds their columns). The stages' parameters, micro-batches in
+    flight and transient bytes are evaluated once per distinct (pipeline split, dp): what they depend on."""
     w = sc.workload
     pp = f["pp"]
     c = state_bytes_per_param(
@@ -181,18 +182,20 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], f: dict
         wb=weight_bytes_per_param(w.precision),
         gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
         unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
-    tokens = f["mbs"] * w.seq_len / f["cp"]
+    first, inverse = _groups([split.row[rows], t.dp[rows]])
+    g, at = {n: f[n][first] for n in ("pp", "vpp", "num_micro", "mbs", "cp", "tp")}, rows[first]
+    tokens = g["mbs"] * w.seq_len / g["cp"]
     total = np.zeros(len(pp))
-    params, trainable = split.at("stage_params", rows), split.at("stage_trainable", rows)
-    activations = split.at("stage_activation_bytes", rows)
+    params, trainable = split.at("stage_params", at), split.at("stage_trainable", at)
+    activations = split.at("stage_activation_bytes", at)
     for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
-        a = stage_memory_args(stage, pp=pp, vpp=f["vpp"], num_micro=f["num_micro"], gpipe=False,
+        a = stage_memory_args(stage, pp=g["pp"], vpp=g["vpp"], num_micro=g["num_micro"], gpipe=False,
                               params=params, trainable=trainable, activations=activations)
         acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
-                                     tokens=tokens, tp=f["tp"], sp=t.sequence_parallel[rows], e=w.activation_bytes,
+                                     tokens=tokens, tp=g["tp"], sp=t.sequence_parallel[at], e=w.activation_bytes,
                                      embedding=a["embedding"], head=a["head"])
-        state = a["params"] * c.weights + a["trainable"] * (c.gradients + c.optimizer)
-        stage_total = (state + acts + temp) * (1.0 + eff.fragmentation) + eff.reserved_bytes
+        state = a["params"][inverse] * c.weights + a["trainable"][inverse] * (c.gradients + c.optimizer)
+        stage_total = (state + acts[inverse] + temp[inverse]) * (1.0 + eff.fragmentation) + eff.reserved_bytes
         total = np.where(present, np.maximum(total, stage_total), total)
     return total
 
