@@ -72,9 +72,11 @@ def placement(layers: Any, pp: Any, vpp: Any, e: Any, h: Any, balance: str,
     framework's static costs of the two ends, block_cost_units; default: e and h). Floats in, floats out; or
     columns (ndarray)."""
     L, p, v = layers, pp, vpp
-    even_end = floor(L / p + _EPS)  # the ends take the smaller share of an uneven count
-    even_mid = ceil((L - 2 * even_end) / maximum(p - 2, 1.0) - _EPS)  # the rest, spread over the middle
-    first, mid, last = even_end, even_mid, even_end
+    # floor(L / p) each and the r = L mod p extra layers on the middle stages first (the largest holds one more),
+    # then on the first stage (r = p - 1); the last, with the head, keeps floor(L / p)
+    base = floor(L / p + _EPS)
+    r = L - p * base
+    first, mid, last = base + where(r > p - 2 + _EPS, 1.0, 0.0), base + where(r > _EPS, 1.0, 0.0), base
     if balance == "cost":
         be, bh = balance_units if balance_units is not None else (e, h)
         t = _balanced_t(L, maximum(p, 2.0), be, bh)

@@ -128,8 +128,8 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
                                   * w.activation_bytes)
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
     accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
-    t_mb = micro_batch_s(st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb, st.layers, eff,
-                        tp=s.tp, pp=s.pp, cl=cl)
+    device_mb = st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb
+    t_mb = micro_batch_s(device_mb, st.layers, eff, tp=s.tp, pp=s.pp, cl=cl)
     bubble = (s.pp - 1) / s.vpp * t_mb
     dp_s = dp_exposed_s(sc, s, st, eff, num_micro)
     opt_s = _optimizer_s(sc, s, st.trainable, eff) + eff.step_overhead_s
@@ -141,8 +141,8 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"strategy {s.describe()} does not fit: needs {units.bytes_to_gib(mem.total_bytes):.1f} GiB per "
             f"device, {cl.chip.name} has {units.bytes_to_gib(cl.chip.memory_bytes):.1f} GiB "
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
-    timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, grad_accum_s=accum, micro_batch_comm_s=comm_mb,
-                        pp_send_s=pp_mb,
+    timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, device_s=device_mb, grad_accum_s=accum,
+                        micro_batch_comm_s=comm_mb, pp_send_s=pp_mb,
                         bubble_s=bubble, dp_s=dp_s, optimizer_s=opt_s, step_s=step)
     return _assemble(sc, s, ops, st, timing, mem, first_stage)
 
@@ -187,6 +187,7 @@ class StepTiming:
 
     num_micro: int
     micro_batch_s: float  # one micro-batch on the slowest stage: max(device, host), communication included
+    device_s: float  # its device time (compute, accumulation, exposed communication): micro_batch_s's first term
     grad_accum_s: float  # its gradient accumulation outside the GEMMs
     micro_batch_comm_s: float  # its exposed TP/CP/EP/PP communication
     pp_send_s: float  # its pipeline sends (both passes, every virtual stage)
@@ -204,11 +205,10 @@ def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, t: StepT
     model_flop, extra = step_flops(sc, ops, s.flash_attention)
     hw_flop = model_flop + extra[s.recompute] * w.global_batch_size
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
-    device_mb = st.fwd_s + st.bwd_s + st.recompute_s + t.grad_accum_s + comm_mb
     return StepEstimate(
         step_time_s=step, compute_time_s=num_micro * (st.fwd_s + st.bwd_s + st.recompute_s),
         grad_accum_time_s=num_micro * t.grad_accum_s,
-        host_wait_time_s=num_micro * max(0.0, t.micro_batch_s - device_mb),
+        host_wait_time_s=num_micro * max(0.0, t.micro_batch_s - t.device_s),
         recompute_time_s=num_micro * st.recompute_s, tp_comm_time_s=num_micro * st.tp_s,
         cp_comm_time_s=num_micro * st.cp_s, ep_comm_time_s=num_micro * st.ep_s,
         pp_comm_time_s=num_micro * pp_mb, dp_comm_time_s=dp_s, bubble_time_s=bubble, optimizer_time_s=opt_s,

@@ -169,13 +169,16 @@ def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Any, wb: float, 
 
 def pp_crosses_nodes(inner: Any, cl: Cluster) -> Any:
     """Pipeline stages sit on different nodes when the ranks of one stage (tp*cp*dp, laid out innermost) fill
-    a node."""
+    a node: then every boundary crosses, and a send's cost is the network's (pp_send_s; pp_spans_nodes asks
+    whether any boundary does)."""
     return (inner >= cl.node_size) & (cl.num_nodes > 1)
 
 
 def pp_spans_nodes(pp: Any, cl: Cluster) -> Any:
     """Some adjacent pipeline stages sit on different nodes: a pipeline on a cluster of several nodes (the
-    stages are the outermost mesh axis, so a pipeline inside one node needs the whole job there)."""
+    stages are the outermost mesh axis, so a pipeline inside one node needs the whole job there). Unlike
+    pp_crosses_nodes (every stage boundary crosses, what a send costs), one crossing boundary is enough: the
+    host floor it sets (micro_batch_s) paces every stage of the schedule."""
     return (pp > 1) & (cl.num_nodes > 1)
 
 

@@ -120,3 +120,22 @@ def test_interleaved_uneven_chunks_llama3_405b() -> None:
     pinned = Strategy(dp=64, tp=8, pp=16, vpp=2, sp=True, zero=1, micro_batch_size=1, recompute="full",
                       stage_layers=(7, *([8] * 14), 7))
     assert estimate_step(sc, pinned, check_fit=False).step_time_s == pytest.approx(est[2].step_time_s, rel=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(layers=st.integers(2, 130), pp=st.integers(2, 40), vpp=st.sampled_from([1, 2, 4]))
+def test_even_placement_is_as_even_as_the_count_allows(layers: int, pp: int, vpp: int) -> None:
+    """The even split: every layer placed, the largest stage ceil(L / pp), the ends never above the middle."""
+    if layers < pp:
+        return
+    pl = placement(float(layers), float(pp), float(vpp), 0.0, 0.0, "even")
+    base, r = divmod(layers, pp)
+    if pp == 2:
+        assert (pl.first, pl.last) == (layers - base, base)
+        return
+    assert max(pl.first, pl.middle, pl.last) == -(-layers // pp)
+    assert pl.last == base and pl.first <= pl.middle
+    # the middle stages hold base or base + 1: r - (first's extra) of them the extra one
+    extra_first = int(pl.first - base)
+    assert 0 <= r - extra_first <= pp - 2
+    assert pl.first + pl.last + (pp - 2) * base + (r - extra_first) == layers
