@@ -78,7 +78,9 @@ def read_track_run(path: str | Path, scenario: str = "") -> Run:
     step = m.get("step_time_s")
     if not isinstance(step, (int, float)) or step <= 0:
         raise ConfigError(f"{d.name}/measurement.json step_time_s", step, "must be a number > 0")
-    mem = m.get("peak_cuda_bytes") or 0.0
+    # the caching allocator's reserved peak is what greentrain predicts (MemoryBreakdown.allocator_bytes);
+    # records from before it was kept have the allocated peak only, read as it
+    mem = m.get("peak_cuda_reserved_bytes") or m.get("peak_cuda_bytes") or 0.0
     status = "ok" if str(m.get("status", "ok")) in ("ok", "complete", "completed") else "failed"
     return Run(run_id=d.name, source=f"greentrain track {d}", framework="", scenario=sc,
                measured=Measured(status=status, step_time_s=float(step),

@@ -200,7 +200,8 @@ class MemoryBreakdown:
     def allocator_bytes(self) -> float:
         """The caching allocator's peak, as PyTorch reports it (torch.cuda.max_memory_reserved): the tensors with
         fragmentation, without the CUDA context and NCCL's buffers (``reserved_bytes``), which PyTorch does not
-        allocate. What nanotron and Megatron-LM log as peak memory, and what `greentrain track` measures."""
+        allocate. What frameworks log as peak memory (nanotron: max_memory_allocated and _reserved), and what
+        `greentrain track` records as peak_cuda_reserved_bytes (its peak_cuda_bytes is the allocated peak)."""
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
                 + self.temporary_bytes)
 

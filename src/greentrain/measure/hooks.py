@@ -384,6 +384,7 @@ class ModuleHooks:
         out = {"forward_s": root[0], "backward_s": root[1], "flop": self.step_flop}
         if self.cuda:
             out["peak_cuda_bytes"] = float(torch.cuda.max_memory_allocated())
+            out["peak_cuda_reserved_bytes"] = float(torch.cuda.max_memory_reserved())  # with fragmentation
             torch.cuda.reset_peak_memory_stats()
         self._reset_step()
         return out

@@ -74,7 +74,7 @@ class Measurement:
     flop_per_s: float
     memory_bytes: float  # peak per device: CUDA allocator peak when on GPU, else peak process RSS
     peak_rss_bytes: float
-    peak_cuda_bytes: float
+    peak_cuda_bytes: float  # torch.cuda.max_memory_allocated: the tensors' peak
     gpu_energy_j: float
     cpu_energy_j: float
     ram_energy_j: float
@@ -94,6 +94,9 @@ class Measurement:
     modules: tuple[ModuleStats, ...] = ()
     ranks: tuple[RankStats, ...] = ()  # per-rank figures, filled by measure.distributed.aggregate
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # torch.cuda.max_memory_reserved: the caching allocator's peak, fragmentation included (0 without CUDA, and
+    # in records written before it was kept)
+    peak_cuda_reserved_bytes: float = 0.0
 
     @property
     def energy_kwh(self) -> float:
@@ -152,6 +155,8 @@ def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
         "flop": sum(float(s.get("flop", 0.0)) for s in steps),
         "steps_s": sum(times),
         "peak_cuda_bytes": max((float(s.get("peak_cuda_bytes", 0.0)) for s in steps), default=0.0),
+        "peak_cuda_reserved_bytes": max((float(s.get("peak_cuda_reserved_bytes", 0.0)) for s in steps),
+                                        default=0.0),
         "peak_rss_bytes": max((float(s.get("rss_bytes", 0.0)) for s in steps), default=0.0),
     }
 
@@ -239,6 +244,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
         flop_per_s=s["flop"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
         memory_bytes=s["peak_cuda_bytes"] if s["peak_cuda_bytes"] > 0 else peak_rss,
         peak_rss_bytes=peak_rss, peak_cuda_bytes=s["peak_cuda_bytes"],
+        peak_cuda_reserved_bytes=s["peak_cuda_reserved_bytes"],
         gpu_energy_j=parts["gpu"], cpu_energy_j=parts["cpu"], ram_energy_j=parts["ram"],
         it_energy_j=it_energy_j, energy_j=energy_j,
         energy_j_per_step=energy_j * s["steps_s"] / duration_s / n if n and duration_s > 0 else 0.0,

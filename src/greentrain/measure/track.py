@@ -182,6 +182,7 @@ def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measure
                 backward_s=steps.backward_s, tokens=steps.tokens, tokens_per_s=steps.tokens_per_s,
                 samples_per_s=steps.samples_per_s, flop=steps.flop, flop_per_step=steps.flop_per_step,
                 flop_per_s=steps.flop_per_s, peak_cuda_bytes=steps.peak_cuda_bytes,
+                peak_cuda_reserved_bytes=steps.peak_cuda_reserved_bytes,
                 memory_bytes=steps.peak_cuda_bytes if steps.peak_cuda_bytes > 0 else parent.peak_rss_bytes,
                 energy_j_per_step=per_s * steps_s / n if n else 0.0, modules=modules,
                 notes=tuple(x for x in parent.notes if not x.startswith("no step markers")))

@@ -150,3 +150,21 @@ def test_track_directories_are_runs(tmp_path: Path, capsys: pytest.CaptureFixtur
     capsys.readouterr()
     assert main(["calibrate", str(empty), "-o", str(tmp_path / "q.yaml")]) == 2
     assert "scenario" in capsys.readouterr().err
+
+
+def test_track_run_reads_the_reserved_peak(tmp_path: Path) -> None:
+    """A track directory's peak memory is the caching allocator's reserved peak when it was recorded (what
+    MemoryBreakdown.allocator_bytes predicts); older records with the allocated peak only are read as it."""
+    from greentrain.calibrate.profile import read_track_run
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "scenario.yaml").write_text(yaml.safe_dump({
+        "model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+        "workload": {"global_batch_size": 64, "seq_len": 2048, "num_steps": 10},
+        "strategy": {"dp": 8, "micro_batch_size": 1}}))
+    m = {"status": "ok", "step_time_s": 1.0, "peak_cuda_bytes": 3e10, "peak_cuda_reserved_bytes": 3.6e10}
+    (d / "measurement.json").write_text(json.dumps(m))
+    assert read_track_run(d).measured.peak_memory_bytes == 3.6e10
+    (d / "measurement.json").write_text(json.dumps({k: v for k, v in m.items() if "reserved" not in k}))
+    assert read_track_run(d).measured.peak_memory_bytes == 3e10
