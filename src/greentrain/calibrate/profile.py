@@ -22,6 +22,9 @@ from greentrain.errors import ConfigError
 from greentrain.scenario import Scenario, load_scenario
 
 KIND = "greentrain-calibration"
+# 2: the memory constant fitted is the allocator's fragmentation (1, unversioned: reserved bytes fitted against
+# the device total; estimate.efficiency.with_calibration refuses those)
+PROFILE_SCHEMA = 2
 
 
 def _score(s: Score | None) -> dict[str, Any] | None:
@@ -34,7 +37,7 @@ def _score(s: Score | None) -> dict[str, Any] | None:
 def profile_dict(c: Calibration, sources: list[str], holdout: float, seed: int) -> dict[str, Any]:
     f = c.fitted
     return {
-        "kind": KIND, "chip": c.chip, "framework": c.framework,
+        "kind": KIND, "schema_version": PROFILE_SCHEMA, "chip": c.chip, "framework": c.framework,
         "constants": {"kernel_efficiency": round(f.kernel_efficiency, 4), "host_layer_s": round(f.host_layer_s, 6),
                       "inter_node_link": round(f.inter_node_link, 4), "fragmentation": round(f.fragmentation, 4)},
         "provenance": {"fitted_on": sources, "date": _dt.date.today().isoformat(), "num_fit": c.num_fit,

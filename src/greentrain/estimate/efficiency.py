@@ -194,13 +194,20 @@ class Profile:
 def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     """``eff`` with the constants of a calibration profile (`greentrain calibrate -o PROFILE.yaml`) replaced."""
     data = load_mapping(Path(path), field="calibration")
-    allowed = ("kind", "chip", "framework", "constants", "provenance", "error")
+    allowed = ("kind", "schema_version", "chip", "framework", "constants", "provenance", "error")
     check_keys(data, allowed, "calibration")
     if data.get("kind") != "greentrain-calibration":
         raise ConfigError("calibration.kind", data.get("kind"), "must be 'greentrain-calibration'")
     constants = data.get("constants")
     if not isinstance(constants, dict) or not constants:
         raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")
+    version = data.get("schema_version", 1)
+    if version not in (1, 2):
+        raise ConfigError("calibration.schema_version", version, "must be 1 or 2 (this greentrain's newest)")
+    if version == 1 and data.get("provenance") and "reserved_bytes" in constants:
+        raise ConfigError("calibration.constants.reserved_bytes", constants["reserved_bytes"],
+                          "was fitted against the device total before peak memory was compared as the "
+                          "allocator's: refit with greentrain calibrate")
     names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in ("chip_source", "chip_has_data",
                                                                                 "framework", "framework_source")]
     check_keys(constants, names, "calibration.constants")

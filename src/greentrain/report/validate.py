@@ -51,7 +51,9 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
 
 def validation_to_dict(runs: Sequence[Run], preds: Sequence[Prediction], s: Summary,
                        settings: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "greentrain-validation", "schema_version": 1, "settings": settings,
+    # schema 2: a row's peak_memory_gib is the allocator's peak (1: everything on the device, now
+    # device_memory_gib)
+    return {"kind": "greentrain-validation", "schema_version": 2, "settings": settings,
             "rows": [row_to_dict(r, p) for r, p in zip(runs, preds, strict=True)], "summary": summary_to_dict(s)}
 
 

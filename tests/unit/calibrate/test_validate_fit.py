@@ -117,6 +117,14 @@ def test_profile_round_trip_and_bad_profiles(tmp_path: Path, capsys: pytest.Capt
     with pytest.raises(ConfigError, match="did you mean"):
         with_calibration(efficiency_for("h100-sxm"), str(bad))
     assert main(["plan", "--calibration", str(bad)]) == 2
+    assert data["schema_version"] == 2
+    # a profile written before schema 2 fitted reserved bytes against the device total: refused, one line
+    bad.write_text("kind: greentrain-calibration\nconstants: {reserved_bytes: 3.0e9}\nprovenance: {num_fit: 9}\n")
+    with pytest.raises(ConfigError, match=r"calibration\.constants\.reserved_bytes.*refit"):
+        with_calibration(efficiency_for("h100-sxm"), str(bad))
+    bad.write_text("kind: greentrain-calibration\nschema_version: 3\nconstants: {kernel_efficiency: 0.7}\n")
+    with pytest.raises(ConfigError, match="schema_version"):
+        with_calibration(efficiency_for("h100-sxm"), str(bad))
 
 
 def test_too_few_runs_to_fit(tmp_path: Path) -> None:
