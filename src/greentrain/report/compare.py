@@ -2,7 +2,8 @@
 relative errors as a Rich table or JSON.
 
 Both files are read through report/codec.py as typed views (PlanResult, TrackResult). Predicted: step_time_s,
-tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device ({"total": ...}), energy_kwh and
+tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device ({"total": ..., "reserved": ...}:
+the allocator's part, total less reserved, against the measured CUDA peak), energy_kwh and
 run_time_s. Measured: the Measurement JSON. Energy is compared per
 step (a plan covers the whole run, a measurement only the steps it saw): predicted energy_kwh /
 (run_time_s / step_time_s) against the measured energy_j_per_step.
@@ -46,7 +47,10 @@ def _num(view: ResultView, key: str, side: str) -> float | None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(f"{side}.{key}", value, "must be a number")
     if isinstance(value, dict):  # memory_bytes_per_device: {"total": ..., breakdown}
-        value = value.get("total")
+        # the allocator's peak, as the measurement's CUDA peak counts it: without the CUDA context and NCCL's
+        # buffers ("reserved"), which PyTorch does not allocate (estimate/memory.py allocator_bytes)
+        total, outside = value.get("total"), value.get("reserved") or 0.0
+        value = None if total is None else float(total) - float(outside)
     return None if value is None else float(value)
 
 
