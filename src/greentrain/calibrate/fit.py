@@ -4,6 +4,7 @@ held back from the fit.
 The constants (each bounded, each with a physical meaning; efficiency.yaml documents them):
 - kernel_efficiency: what the framework's kernels reach of the chip's microbenchmark figures;
 - host_layer_s: fixed host time per layer and micro-batch (eager Python, launches);
+- host_layer_s_per_tp_pp_nodes: what a pipeline spanning nodes adds to it per tensor-parallel rank;
 - inter_node_link: the network's achieved fraction of its line rate;
 - fragmentation: the caching allocator's reserved memory over the tensors' peak, fitted on the median relative
   peak-memory error (a measured peak is the allocator's: MemoryBreakdown.allocator_bytes).
@@ -35,9 +36,10 @@ from greentrain.estimate.step import estimate_step
 from greentrain.estimate.vector import estimate_steps
 from greentrain.parallel.table import StrategyTable
 
-TIME_BOUNDS = (("kernel_efficiency", 0.3, 1.0), ("host_layer_s", 0.0, 0.02), ("inter_node_link", 0.1, 1.0))
+TIME_BOUNDS = (("kernel_efficiency", 0.3, 1.0), ("host_layer_s", 0.0, 0.02),
+               ("host_layer_s_per_tp_pp_nodes", 0.0, 0.01), ("inter_node_link", 0.1, 1.0))
 FRAGMENTATION_BOUNDS = (0.0, 0.6)
-FIT_NAMES = ("kernel_efficiency", "host_layer_s", "inter_node_link", "fragmentation")
+FIT_NAMES = ("kernel_efficiency", "host_layer_s", "host_layer_s_per_tp_pp_nodes", "inter_node_link", "fragmentation")
 MIN_RUNS = 8  # runs that ran, with a measured step time, needed to fit
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
@@ -46,6 +48,7 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 class Constants:
     kernel_efficiency: float
     host_layer_s: float
+    host_layer_s_per_tp_pp_nodes: float
     inter_node_link: float
     fragmentation: float
 
@@ -162,13 +165,19 @@ def _loss(ev: _Evaluator, eff: Efficiency, name: str) -> Callable[[float], float
     return f
 
 
-def fit_constants(ev: _Evaluator, eff: Efficiency, names: Sequence[str] = FIT_NAMES, rounds: int = 3) -> Efficiency:
-    """Coordinate descent over the time constants in ``names``, then fragmentation (if named) on the median
-    relative peak-memory error."""
+def fit_constants(ev: _Evaluator, eff: Efficiency, names: Sequence[str] = FIT_NAMES, rounds: int = 10) -> Efficiency:
+    """Coordinate descent over the time constants in ``names`` (up to ``rounds`` sweeps, until a sweep moves no
+    constant by more than 0.1 % of its range: coupled constants such as the host floor and its cross-node part
+    need several), then fragmentation (if named) on the median relative peak-memory error."""
     for _ in range(rounds):
+        moved = 0.0
         for name, lo, hi in TIME_BOUNDS:
             if name in names:
+                before = float(getattr(eff, name))
                 eff = _with(eff, name, _golden(_loss(ev, eff, name), lo, hi))
+                moved = max(moved, abs(float(getattr(eff, name)) - before) / (hi - lo))
+        if moved < 1e-3:
+            break
     if "fragmentation" in names and np.isfinite(ev.measured_mem).any():
         def mem_loss(x: float) -> float:
             return ev.score(dataclasses.replace(eff, fragmentation=x)).memory_error_median or 0.0
@@ -179,6 +188,7 @@ def fit_constants(ev: _Evaluator, eff: Efficiency, names: Sequence[str] = FIT_NA
 
 def _constants(eff: Efficiency) -> Constants:
     return Constants(kernel_efficiency=eff.kernel_efficiency, host_layer_s=eff.host_layer_s,
+                     host_layer_s_per_tp_pp_nodes=eff.host_layer_s_per_tp_pp_nodes,
                      inter_node_link=eff.inter_node_link, fragmentation=eff.fragmentation)
 
 

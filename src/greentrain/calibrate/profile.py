@@ -39,10 +39,12 @@ def profile_dict(c: Calibration, sources: list[str], holdout: float, seed: int) 
     return {
         "kind": KIND, "schema_version": PROFILE_SCHEMA, "chip": c.chip, "framework": c.framework,
         "constants": {"kernel_efficiency": round(f.kernel_efficiency, 4), "host_layer_s": round(f.host_layer_s, 6),
+                      "host_layer_s_per_tp_pp_nodes": round(f.host_layer_s_per_tp_pp_nodes, 6),
                       "inter_node_link": round(f.inter_node_link, 4), "fragmentation": round(f.fragmentation, 4)},
         "provenance": {"fitted_on": sources, "date": _dt.date.today().isoformat(), "num_fit": c.num_fit,
                        "num_holdout": c.num_holdout, "holdout_fraction": holdout, "seed": seed,
                        "start": {"kernel_efficiency": c.start.kernel_efficiency, "host_layer_s": c.start.host_layer_s,
+                                 "host_layer_s_per_tp_pp_nodes": c.start.host_layer_s_per_tp_pp_nodes,
                                  "inter_node_link": c.start.inter_node_link,
                                  "fragmentation": c.start.fragmentation}},
         "error": {"fit_before": _score(c.fit_before), "fit_after": _score(c.fit_after),

@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="", help="scenario YAML (with its strategy) of track directories that "
                    "have no scenario.yaml")
     p.add_argument("--fit", default="kernel_efficiency,host_layer_s,fragmentation",
-                   help="constants to fit (of kernel_efficiency, host_layer_s, inter_node_link, fragmentation)")
+                   help="constants to fit (of kernel_efficiency, host_layer_s, host_layer_s_per_tp_pp_nodes, "
+                   "inter_node_link, fragmentation)")
     p.add_argument("--holdout", type=float, default=0.25, help="fraction of the runs held back to score the fit")
     p.add_argument("--seed", type=int, default=0, help="seed of the hold-out draw")
     p.add_argument("--intra-node-link", default="", help="the runs' intra-node link if not the chip's")

@@ -25,6 +25,8 @@ def render_calibration(c: Calibration, path: str, console: Console) -> None:
     s, f = c.start, c.fitted
     t.add_row("kernel efficiency", f"{s.kernel_efficiency:.3f}", f"{f.kernel_efficiency:.3f}")
     t.add_row("host time per layer", f"{1e3 * s.host_layer_s:.2f} ms", f"{1e3 * f.host_layer_s:.2f} ms")
+    t.add_row("  + per TP rank, pipeline across nodes", f"{1e3 * s.host_layer_s_per_tp_pp_nodes:.2f} ms",
+              f"{1e3 * f.host_layer_s_per_tp_pp_nodes:.2f} ms")
     t.add_row("network efficiency", f"{s.inter_node_link:.3f}", f"{f.inter_node_link:.3f}")
     t.add_row("allocator fragmentation", f"{s.fragmentation:.3f}", f"{f.fragmentation:.3f}")
     console.print(t)

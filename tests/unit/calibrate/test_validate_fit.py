@@ -176,3 +176,20 @@ def test_track_run_reads_the_reserved_peak(tmp_path: Path) -> None:
     assert read_track_run(d).measured.peak_memory_bytes == 3.6e10
     (d / "measurement.json").write_text(json.dumps({k: v for k, v in m.items() if "reserved" not in k}))
     assert read_track_run(d).measured.peak_memory_bytes == 3e10
+
+
+def test_calibration_recovers_the_cross_node_pipeline_floor(tmp_path: Path) -> None:
+    """Runs on 4 nodes with pipelines across them, measured as greentrain's own with a per-TP-rank host floor
+    of 2 ms (and 3 ms of host time per layer): the fit finds both."""
+    start = efficiency_for("h100-sxm", "megatron")
+    truth = dataclasses.replace(start, host_layer_s=0.003, host_layer_s_per_tp_pp_nodes=0.002)
+    rows = [f"{dp}-{tp}-{pp}-{mb},,llama3.2-1b,h100-sxm,32,2048,64,{mb},{dp},{tp},{pp},0,ok,1,0.5,"
+            for dp, tp, pp in [(32, 1, 1), (16, 2, 1), (8, 4, 1), (8, 1, 4), (4, 2, 4), (2, 4, 4), (1, 8, 4),
+                               (4, 8, 1), (2, 8, 2), (16, 1, 2), (8, 2, 2), (4, 4, 2)] for mb in (1, 2)]
+    p = tmp_path / "runs.csv"
+    p.write_text("\n".join([HEADER, *rows]) + "\n")
+    runs = [dataclasses.replace(r, measured=Measured(status="ok", mfu=0.5, step_time_s=estimate_step(
+        r.scenario, r.strategy, check_fit=False, eff=truth).step_time_s)) for r in read_runs(p)]
+    c = calibrate(runs, start, holdout=0.2, seed=0, names=("host_layer_s", "host_layer_s_per_tp_pp_nodes"))
+    assert c.fitted.host_layer_s == pytest.approx(0.003, rel=0.1)
+    assert c.fitted.host_layer_s_per_tp_pp_nodes == pytest.approx(0.002, rel=0.1)
