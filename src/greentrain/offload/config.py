@@ -118,7 +118,9 @@ def offload_constants() -> dict[str, Any]:
 def ml_dataflow_profile(matmul_scale: float | None = None, attention_scale: float | None = None) -> \
         FrameworkProfile:
     """als244/ml_dataflow at d6f941d0 (bench/transformer_demo.c): all state bf16, 2 + 2 + 2 + 2 bytes per
-    parameter, no fp32 master; device AdamW with m and v streamed per layer; gradients accumulated on the host."""
+    parameter, no fp32 master; device AdamW with m and v streamed per layer; gradients accumulated on the host.
+    What its recording program reserves, and its chunk rule, follow the build of the recorded sweeps
+    (transformer_record_throughput.c at b5d6b6e3: offload/dataflow.py)."""
     k = offload_constants()["ml_dataflow"]
     return FrameworkProfile(
         name="ml_dataflow", layer_major_rounds=True, chunk_tokens=16384, optimizer_on="device-streamed",
