@@ -149,6 +149,11 @@ def fit_saturating(seqs: list[float], fractions: list[float]) -> tuple[float, fl
     return best[1], best[2]
 
 
+def sig(x: float, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant figures: a CPU's fraction of a GPU peak (1e-5) must not round to 0."""
+    return float(f"{x:.{digits}g}")
+
+
 def chip_entry(mm: list[dict[str, float]], att: list[dict[str, Any]], triad: dict[str, float],
                source: str) -> dict[str, Any]:
     """efficiency.yaml's keys for one chip from the measured figures (links are not measured here)."""
@@ -156,12 +161,12 @@ def chip_entry(mm: list[dict[str, float]], att: list[dict[str, Any]], triad: dic
     fits = {(d, c): fit_saturating([p["seq"] for p in att if p["head_dim"] == d and p["causal"] == c],
                                    [p["fraction"] for p in att if p["head_dim"] == d and p["causal"] == c])
             for d in (64, 128) for c in (False, True)}
-    entry = {"source": source, "matmul_max": round(top, 4), "matmul_half_dim": round(fit_half_dim(mm, top), 1)}
+    entry = {"source": source, "matmul_max": sig(top), "matmul_half_dim": sig(fit_half_dim(mm, top))}
     for d in (64, 128):  # the head dim's top is shared by both masks in efficiency.attention
-        entry[f"attention_max_d{d}"] = round((fits[(d, False)][0] + fits[(d, True)][0]) / 2, 4)
-    entry["attention_half_seq_causal"] = round((fits[(64, True)][1] + fits[(128, True)][1]) / 2, 1)
-    entry["attention_half_seq"] = round((fits[(64, False)][1] + fits[(128, False)][1]) / 2, 1)
-    entry["memory"] = round(triad["fraction"], 4)
+        entry[f"attention_max_d{d}"] = sig((fits[(d, False)][0] + fits[(d, True)][0]) / 2)
+    entry["attention_half_seq_causal"] = sig((fits[(64, True)][1] + fits[(128, True)][1]) / 2)
+    entry["attention_half_seq"] = sig((fits[(64, False)][1] + fits[(128, False)][1]) / 2)
+    entry["memory"] = sig(triad["fraction"])
     return entry
 
 
