@@ -83,7 +83,7 @@ def test_a_child_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Pat
     t0 = time.monotonic()
     track.send_signal(signal.SIGTERM)
     assert track.wait(timeout=20) == 143
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 15  # grace 0.5 s; a hang guard with room for a loaded machine
     _wait_gone(pids, 1.0)
     status = json.loads((out / "measurement.json").read_text())["status"]
     assert status == "incomplete (SIGTERM, killed after the grace period)"

@@ -41,7 +41,7 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str], text: 
     elapsed = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 400 and text in err, err[:500]
-    assert elapsed < 2.0, f"{elapsed:.2f} s"
+    assert elapsed < 20.0, f"{elapsed:.2f} s"  # a hang guard (an unguarded bomb takes minutes), not a speed test
     return err
 
 
