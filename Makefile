@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 TORCH  := torch==2.13.0
 
-.PHONY: run test setup setup-dev lint bench clean
+.PHONY: run test test-fast setup setup-dev lint bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ run: setup
 
 test: setup-dev
 	$(BIN)/python -m pytest
+
+# the edit loop: deselects the tests marked slow (multi-process, whole studies, long fuzz runs); CI runs them all
+test-fast: setup-dev
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks
