@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,72 @@ MAX_SHAPE = 10**9  # any layer count, width, degree or batch given as a plain in
 MIN_LINK_BYTES_PER_S = 1e3  # 8 kbit/s: slower than any network a training run has used
 MAX_LINK_BYTES_PER_S = 1e15  # 8 Pbit/s: above any single link (NVLink 5: 1.8e12 B/s)
 MAX_DEVICE_FLOP_PER_S = 1e19  # 10 EFLOP/s per device: ~5,000x a B200 at fp8 dense
+MAX_NAME_CHARS = 255  # a name (model, run, chip) may become a file name: NAME_MAX of Linux file systems
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The range of one kind of input, in SI or the unit its name says, with the reason for its ends.
+
+    Ends are physical or published extremes with a wide margin: a value a real user could run is never
+    refused; a slip (1e9 for a PUE, 1e12 layers) is, in one line naming the field, the value and the range.
+    """
+
+    lo: float
+    hi: float
+    unit: str
+    reason: str
+    lo_open: bool = False  # (lo, hi] instead of [lo, hi]
+
+    def rule(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        return f"must be in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]{unit}: {self.reason}"
+
+    def ok(self, x: float) -> bool:
+        return math.isfinite(x) and (x > self.lo if self.lo_open else x >= self.lo) and x <= self.hi
+
+    def check(self, value: Any, field: str) -> float:
+        """``value`` as a finite float inside the range, else a ConfigError naming ``field``."""
+        x = as_float(value, field)
+        require(self.ok(x), field, value, self.rule())
+        return x
+
+    def check_int(self, value: Any, field: str) -> int:
+        n = as_int(value, field)
+        require(self.ok(n), field, value, self.rule())
+        return n
+
+
+# The one table of input ranges (docs/bad-input.md): flags (cli/argtypes.bounded) and files (Bound.check) use it.
+BOUNDS: dict[str, Bound] = {
+    # site
+    "pue": Bound(1.0, 3.0, "", "facility / IT energy: surveyed data centres average 1.56, the least efficient "
+                 "report ~2.5 (Uptime Institute 2024)"),
+    "grid_g_co2e_per_kwh": Bound(0.0, 2000.0, "g CO2e/kWh", "lignite plants emit ~1,100-1,200 g/kWh and no "
+                                 "national grid exceeds ~1,000 (IPCC AR5 WG3 Annex III; Ember 2024)"),
+    "electricity_usd_per_kwh": Bound(0.0, 10.0, "USD/kWh", "retail prices peaked near 1 USD/kWh (EU, 2022)"),
+    # run length and power
+    "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
+    "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),
+    "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW"),
+    "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)",
+                             lo_open=True),
+    "chip_memory_gb": Bound(0.0, 1e5, "GB", "the largest accelerator memories are 288 GB HBM (B300, MI355X)",
+                            lo_open=True),
+    # factors
+    "slowdown": Bound(1e-3, 1e4, "x", "a device 10,000x slower than its peers has failed; measured stragglers "
+                      "are 1.1-10x (MegaScale, arXiv 2402.15627)"),
+    # counts (model shapes: published extremes x 10 or more)
+    "num_layers": Bound(1, 1e4, "layers", "DeepNet trained 1,000 layers (arXiv 2203.00555)"),
+    "width": Bound(1, 1e6, "", "the widest published models have hidden sizes ~2e4 and FFNs ~1e5"),
+    "vocab_size": Bound(1, 1e7, "tokens", "the largest vocabularies have ~2.6e5 entries (Gemma 3)"),
+    "num_heads": Bound(1, 1e5, "heads", "published models use <= 128 attention heads"),
+    "num_experts": Bound(1, 1e6, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
+    "num_chips": Bound(1, 1e7, "chips", "the largest clusters have ~2e5 accelerators (2025)"),
+    "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
+    "train_examples": Bound(1, 1e8, "examples", "fine-tuning sets have 1e3-1e7 examples; each is held in memory"),
+    "batch_tokens": Bound(1, 1e9, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
+}
 
 
 def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") -> str:

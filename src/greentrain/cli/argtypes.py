@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 
 def finite_float(text: str) -> float:
@@ -66,3 +67,35 @@ def nonneg_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
     return v
+
+
+def bounded(kind: str, *, integer: bool = False) -> Callable[[str], float]:
+    """A converter for a number in ``greentrain.config.BOUNDS[kind]`` (the one table of input ranges, each with
+    its unit and reason): ``--pue 1e9`` is ``argument --pue: '1e9' must be in [1, 3]: facility / IT ...``."""
+    from greentrain.config import BOUNDS
+
+    bound = BOUNDS[kind]
+
+    def convert(text: str) -> float:
+        x: float = whole(text) if integer else finite_float(text)
+        if not bound.ok(x):
+            raise argparse.ArgumentTypeError(f"{text!r} {bound.rule()}")
+        return x
+
+    convert.__name__ = kind  # argparse names the type in its "invalid <name> value" message
+    return convert
+
+
+def name_text(text: str) -> str:
+    """A name (chip, region, model, run): not empty, no line break, at most MAX_NAME_CHARS characters (it may
+    become a file name, and Linux refuses longer ones)."""
+    from greentrain.config import MAX_NAME_CHARS
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} must not be empty")
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}... ({len(text):,} chars) must be at most {MAX_NAME_CHARS} "
+                                         "characters (a name or file path component)")
+    if "\n" in text or "\r" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} must not hold a line break or NUL")
+    return text

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from greentrain.cli.argtypes import finite_float, positive_float
+from greentrain.cli.argtypes import bounded, name_text, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
@@ -32,10 +32,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens in "
                    "us-east-1; a file's missing parts take these defaults too)")
     g = p.add_argument_group("model and cluster")
-    g.add_argument("--model", help="preset name, model YAML or Hugging Face config.json")
-    g.add_argument("--chip", help="chip name from `greentrain catalog chips`, or a chip YAML")
-    g.add_argument("--num-chips", type=_positive)
-    g.add_argument("--chips-per-node", type=_positive)
+    g.add_argument("--model", type=name_text, help="preset name, model YAML or Hugging Face config.json")
+    g.add_argument("--chip", type=name_text, help="chip name from `greentrain catalog chips`, or a chip YAML")
+    g.add_argument("--num-chips", type=bounded("num_chips", integer=True))
+    g.add_argument("--chips-per-node", type=bounded("chips_per_node", integer=True))
     g = p.add_argument_group("workload")
     g.add_argument("--global-batch", type=_positive, help="sequences per optimizer step")
     g.add_argument("--seq-len", type=_positive)
@@ -52,10 +52,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--lora-targets", metavar="NAME,...",
                    help="with --finetune lora: q, k, v, o, gate, up, down (default q,v as peft)")
     g = p.add_argument_group("site")
-    g.add_argument("--region", help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
-    g.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
-    g.add_argument("--pue", type=finite_float, help="data-centre power usage effectiveness (>= 1)")
-    g.add_argument("--electricity-usd-per-kwh", type=finite_float)
+    g.add_argument("--region", type=name_text, help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
+    g.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"), help="grid carbon intensity, g CO2e per kWh")
+    g.add_argument("--pue", type=bounded("pue"), help="data-centre power usage effectiveness (>= 1)")
+    g.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"))
     g = p.add_argument_group("prediction")
     g.add_argument("--framework", default="megatron",
                    help="training framework profile: megatron (default), megatron-overlap, nanotron, deepspeed, "
