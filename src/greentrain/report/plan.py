@@ -134,7 +134,9 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
         ("cost", f"${num(d['cost_usd'])} ({d['cost_basis']})"),
         ("CO2e", f"{mass(d['emissions_kg_co2e'])} (operational {mass(d['operational_kg_co2e'])}, "
                  f"embodied {mass(d['embodied_kg_co2e'])})"),
-        ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (f" ({d['region']})" if d["region"] else "")),
+        ("grid", f"{d['grid_g_co2e_per_kwh']:.0f} g CO2e/kWh" + (  # a given intensity is not the region's own
+            f" (custom intensity, not {d['region']}'s grid)" if d["region"] and run.scenario.site.source ==
+            "given" else f" ({d['region']})" if d["region"] else " (custom intensity)")),
     ]
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
