@@ -1,0 +1,81 @@
+"""fp8 training as it runs (data: estimate/fp8.yaml): what fp8 GEMMs reach on a chip, and the memory-bound
+quantization kernels an fp8 recipe adds around every GEMM, so that fp8 costs what it costs rather than half
+the bf16 time.
+
+- ``gemm_ratio(chip)``: the fp8 GEMM's maximum achievable fraction of the fp8 peak over the bf16 one, both from
+  the same microbenchmark table (MAMF, ml-engineering; AMD MAF for MI300X). estimate/compute.py runs fp8 GEMMs
+  on the bf16 efficiency curve times the fp8 peak times this ratio (H100 0.88, B200 0.98).
+- ``Recipe``: the bytes a recipe's quantization moves per element of the forward GEMM's activation input and
+  of the backward's output gradient (tensorwise current scaling, delayed, rowwise, MXFP8); the GEMMs that
+  stay bf16 (attention core, LM head, router) have none (compute.compute_peaks decides which run in fp8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from greentrain.errors import ConfigError, did_you_mean
+
+DEFAULT_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("greentrain.estimate").joinpath("fp8.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+@cache
+def gemm_ratio(chip: str) -> float:
+    """fp8 GEMM efficiency over the bf16 one on ``chip`` (a catalog name); 1 where no figure is published."""
+    entry = _data()["chips"].get(chip)
+    if not entry:
+        return 1.0
+    return float(entry["fp8_matmul_max"]) / float(entry["bf16_matmul_max"])
+
+
+def chip_source(chip: str) -> str:
+    entry = _data()["chips"].get(chip)
+    return str(entry["source"]) if entry else ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recipe:
+    """Quantization traffic of an fp8 recipe: per element, ``e_reads`` reads of the high-precision tensor (of
+    ``e`` bytes each) and ``writes`` bytes written (fp8 copies and scales)."""
+
+    name: str
+    e_reads: float
+    writes: float
+    source: str = ""
+
+    def bytes_per_element(self, e: float) -> float:
+        return self.e_reads * e + self.writes
+
+
+def recipe_names() -> tuple[str, ...]:
+    return tuple(_data()["recipes"])
+
+
+@cache
+def recipe(name: str = DEFAULT_RECIPE) -> Recipe:
+    """An fp8 recipe by name (tensorwise, delayed, rowwise, mxfp8)."""
+    key = name.strip().lower()
+    table = _data()["recipes"]
+    if key not in table:
+        raise ConfigError("fp8_recipe", name, f"is not a known fp8 recipe{did_you_mean(key, list(table))}")
+    r = table[key]
+    return Recipe(name=key, e_reads=float(r["e_reads"]), writes=float(r["writes"]), source=str(r.get("source", "")))
+
+
+def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE) -> float:
+    """Bytes the recipe's quantization moves per element of a quantized GEMM operand (0 unless fp8)."""
+    if precision.lower() != "fp8":
+        return 0.0
+    return recipe(name).bytes_per_element(e)
