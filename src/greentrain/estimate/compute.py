@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from greentrain.estimate import fp8
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step_terms import maximum, where
 from greentrain.hardware.chip import Chip
@@ -30,6 +31,9 @@ class Peaks:
     matmul: float  # the transformer layers' weight GEMMs
     attention: float  # activation x activation batched matmuls (scores, attention over values)
     ends: float  # embedding and LM head
+    # bytes an fp8 recipe's quantization moves per element of each fp8 GEMM's input (forward) and output
+    # gradient (backward): estimate/fp8.py; 0 unless fp8
+    cast_bytes_per_elt: float = 0.0
 
 
 _PEAKS: dict[tuple[int, str], tuple[Chip, Peaks]] = {}
@@ -56,7 +60,9 @@ def _compute_peaks(chip: Chip, precision: str) -> Peaks:
     if precision.lower() != "fp8":
         return Peaks(matmul=peak, attention=peak, ends=peak)
     half = chip.peak_flop_per_s("bf16")
-    return Peaks(matmul=peak, attention=half, ends=half)
+    # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16)
+    return Peaks(matmul=peak * fp8.gemm_ratio(chip.name), attention=half, ends=half,
+                 cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +172,7 @@ class OpsTime:
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
-             eff: Efficiency, attention_peak_flop_per_s: float = 0.0) -> OpsTime:
+             eff: Efficiency, attention_peak_flop_per_s: float = 0.0, cast_bytes_per_elt: float = 0.0) -> OpsTime:
     """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks). An element-wise
     op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py). ``sh``
     may hold columns (estimate/vector.py): the times are then columns too."""
@@ -184,6 +190,12 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
                       causal_fraction(op) if fused else 0.0)
         fwd += t
         bwd += t * op.backward_factor * op.backward_share
+        if cast_bytes_per_elt and op.kind is OpKind.MATMUL and not op.name.endswith(".router"):
+            # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
+            # backward, memory bound (estimate/fp8.py)
+            per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory * eff.kernel_efficiency)
+            fwd += per_elt * flop / n
+            bwd += per_elt * flop / k * (op.backward_share > 0)
         if op.attention_core:
             core += t
     return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd)
