@@ -1,0 +1,127 @@
+"""Mixture-of-experts layers as they run (data: estimate/moe.yaml).
+
+- ``ep_pass_s``: the dispatch and combine all-to-alls of one pass of one MoE layer. Each rank dispatches the
+  tokens it holds (its sequence-parallel shard, T / tp, when sequence parallelism splits them: Megatron Core
+  MoE requires it with tp > 1), top_k copies of each (Lepikhin et al. 2020, GShard). Of the (g - 1) / g of its
+  buffer that leaves the rank, the share for peers on its node goes over NVLink and the rest over the network,
+  both at once (NCCL runs an all-to-all as one group of concurrent sends and receives, nccl-tests
+  src/alltoall.cu), so the time is the slower of the two; each rank drives its own NIC share. The expert
+  group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (moe.yaml)
+  only the part above the layer's compute is exposed.
+- ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
+  run-ahead: one GEMM per local expert and linear (grouped GEMMs are loops of GEMMs), fp8 quantize kernels, and
+  the router/permute kernels; per pass (kernel counts in moe.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+
+from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.step_terms import maximum, minimum, where
+from greentrain.hardware.cluster import Cluster
+
+Num = Any  # a float, or a column of floats (estimate/vector.py)
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("greentrain.estimate").joinpath("moe.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeProfile:
+    """How a framework runs MoE layers (moe.yaml ``frameworks``)."""
+
+    overlap: str = "none"  # none | compute
+    dispatch_fp8: bool = False
+    host_sync: bool = True
+    kernel_host_s: float = 0.0
+    kernels_forward: tuple[float, float, float] = (2.0, 2.0, 10.0)  # per expert, fp8 per expert, fixed
+    kernels_backward: tuple[float, float, float] = (4.0, 2.0, 10.0)
+
+
+@cache
+def moe_profile(framework: str) -> MoeProfile:
+    """The MoE profile of ``framework`` (moe.yaml; a framework not listed runs the default)."""
+    d = _data()
+    fw = {**d["frameworks"]["default"], **d["frameworks"].get(framework, {})}
+    return MoeProfile(overlap=str(fw["overlap"]), dispatch_fp8=bool(fw["dispatch_fp8"]),
+                      host_sync=bool(fw["host_sync"]), kernel_host_s=float(d["kernel_host_s"]),
+                      kernels_forward=(float(d["kernels_per_expert_forward"]),
+                                       float(d["fp8_kernels_per_expert_forward"]),
+                                       float(d["fixed_kernels_per_pass"])),
+                      kernels_backward=(float(d["kernels_per_expert_backward"]),
+                                        float(d["fp8_kernels_per_expert_backward"]),
+                                        float(d["fixed_kernels_per_pass"])))
+
+
+def _ranks_on_node(stride: Num, group: Num, node: int) -> Num:
+    """Ranks of a group of ``group`` laid ``stride`` apart that share one node of ``node`` ranks."""
+    if isinstance(stride, np.ndarray) or isinstance(group, np.ndarray):
+        s = np.asarray(stride, dtype=np.float64)
+        return np.where(s <= node, np.maximum(1.0, np.minimum(group, np.floor_divide(node, s))), 1.0)
+    return float(max(1, min(group, node // stride))) if stride <= node else 1.0
+
+
+def all_to_all_s(group: Num, per_node: Num, buffer_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
+    """One all-to-all of ``buffer_bytes`` per rank over ``group`` ranks, ``per_node`` of them on each node: the
+    NVLink share and the network share of the buffer at once, the slower sets the time."""
+    g = group
+    k = minimum(per_node, g)
+    intra_bytes = buffer_bytes * (k - 1) / g
+    inter_bytes = buffer_bytes * (g - k) / g
+    intra = where(k > 1, cl.intra_node.latency_s + intra_bytes / (cl.intra_node.bytes_per_s * eff.intra_node_link),
+                  0.0 * g)
+    inter = where(g > k, cl.inter_node.latency_s + inter_bytes / (cl.inter_node.bytes_per_s * eff.inter_node_link),
+                  0.0 * g)
+    return where(g > 1, maximum(intra, inter), 0.0 * g)
+
+
+def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Num, ep: Num, etp: Num,
+              compute_s: Num, cl: Cluster, eff: Efficiency, profile: MoeProfile) -> Num:
+    """Exposed dispatch + combine all-to-alls of one pass of one MoE layer (``tokens`` of the micro-batch on the
+    rank's tensor-parallel group; ``compute_s`` that pass's compute, what overlap can hide behind)."""
+    held = tokens / where(sp, tp, 1.0)
+    combine = held * top_k * hidden * e
+    dispatch = held * top_k * hidden * (1.0 + 1.0 / 128.0) if profile.dispatch_fp8 else combine
+    per_node = _ranks_on_node(etp, ep, cl.node_size)
+    a2a = all_to_all_s(ep, per_node, dispatch, cl, eff) + all_to_all_s(ep, per_node, combine, cl, eff)
+    if profile.overlap == "compute":
+        return maximum(0.0, a2a - compute_s)
+    return a2a
+
+
+def expert_kernels_s(*, local_experts: Num, fp8: bool, profile: MoeProfile) -> tuple[Num, Num]:
+    """(forward, backward) host time the MoE block's kernels expose per micro-batch once the dispatcher's host
+    sync has drained the run-ahead (0 without a host sync)."""
+    if not profile.host_sync or profile.kernel_host_s <= 0:
+        return 0.0, 0.0
+    out = []
+    for per_expert, per_expert_fp8, fixed in (profile.kernels_forward, profile.kernels_backward):
+        kernels = local_experts * (per_expert + (per_expert_fp8 if fp8 else 0.0)) + fixed
+        out.append(kernels * profile.kernel_host_s)
+    return out[0], out[1]
+
+
+def layer_costs(sc: Any, sh: Any, t: Any, tokens: Num, eff: Efficiency) -> tuple[Num, Any]:
+    """(exposed all-to-alls of one pass, the layer's OpsTime with the expert kernels' exposed host time added)
+    for one MoE layer of scenario ``sc`` under sharding ``sh`` (estimate/stage.py layer_group_costs)."""
+    m, w = sc.model, sc.workload
+    profile = moe_profile(eff.framework)
+    etp = np.where(sh.etp > 0, sh.etp, sh.tp) if isinstance(sh.etp, np.ndarray) else (sh.etp or sh.tp)
+    ep_pass = ep_pass_s(tokens=tokens, top_k=m.top_k, hidden=m.hidden_size, e=w.activation_bytes, tp=sh.tp,
+                        sp=sh.sp, ep=sh.ep, etp=etp, compute_s=t.forward_s, cl=sc.cluster, eff=eff,
+                        profile=profile)
+    fwd, bwd = expert_kernels_s(local_experts=m.num_experts / sh.ep, fp8=w.precision.lower() == "fp8",
+                                profile=profile)
+    has_backward = t.backward_s > 0
+    return ep_pass, replace(t, forward_s=t.forward_s + fwd, backward_s=t.backward_s + bwd * has_backward)
