@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from greentrain.estimate import moe
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
@@ -191,17 +192,15 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
     for g in ops.layers:
         if g.name == MTP_GROUP:  # on the last stage with the head (end_parts)
             continue
-        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention)
+        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention, peaks.cast_bytes_per_elt)
         enc = g.name == "encoder"
         n_tok = b * ops.seq_len / sh.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e
         per_pass = (1 if model.parallel_block else 2) + (1 if model.arch == "encoder-decoder" and not enc else 0)
         cp_fwd = _cp_forward_s(sc, sh, b, g.kind, n_tok, ops.seq_len, t.attention_core_s, cp_node, eff)
         ep_pass: Num = 0.0
-        if g.moe and _any_above_one(sh.ep):
-            a2a = n_tok * model.top_k * model.hidden_size * e
-            ep_pass = 2 * collective_s(Collective.ALL_TO_ALL, sh.ep, ranks_per_node(sh.tp, sh.ep, node), a2a, cl,
-                                       eff)
+        if g.moe:  # estimate/moe.py: all-to-alls split over NVLink and network, expert kernels after the sync
+            ep_pass, t = moe.layer_costs(sc, sh, t, n_tok, eff)
         la = _activation(sc, ops, sh.cp, enc, g.moe, g.kind, flash, eff)
         params = _kind_params(g.params, g.expert_params, sh) if g.params else _local_layer_params(sc, g.moe, enc, sh)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
