@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +81,12 @@ BOUNDS: dict[str, Bound] = {
     "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
     "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),
     "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW"),
-    "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)",
-                             lo_open=True),
-    "chip_memory_gb": Bound(0.0, 1e5, "GB", "the largest accelerator memories are 288 GB HBM (B300, MI355X)",
-                            lo_open=True),
+    "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)"),
+    "chip_memory_bytes": Bound(0.0, 1e14, "bytes", "the largest accelerator memories are 2.9e11 bytes (288 GB "
+                               "HBM3e: B300, MI355X)", lo_open=True),
+    "chip_memory_bytes_per_s": Bound(0.0, 1e17, "bytes/s", "HBM3e gives 8e12; a Cerebras WSE-3's SRAM 2.1e16",
+                                     lo_open=True),
+    "chip_flop_per_s": Bound(0.0, MAX_DEVICE_FLOP_PER_S, "FLOP/s", "a Cerebras WSE-3 peaks at 1.25e17"),
     # factors
     "slowdown": Bound(1e-3, 1e4, "x", "a device 10,000x slower than its peers has failed; measured stragglers "
                       "are 1.1-10x (MegaScale, arXiv 2402.15627)"),
@@ -94,7 +96,7 @@ BOUNDS: dict[str, Bound] = {
     "vocab_size": Bound(1, 1e7, "tokens", "the largest vocabularies have ~2.6e5 entries (Gemma 3)"),
     "num_heads": Bound(1, 1e5, "heads", "published models use <= 128 attention heads"),
     "num_experts": Bound(1, 1e6, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
-    "num_chips": Bound(1, 1e7, "chips", "the largest clusters have ~2e5 accelerators (2025)"),
+    "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
     "train_examples": Bound(1, 1e8, "examples", "fine-tuning sets have 1e3-1e7 examples; each is held in memory"),
     "batch_tokens": Bound(1, 1e9, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),

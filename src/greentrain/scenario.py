@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.config import as_float, as_int, check_keys, load_mapping
+from greentrain.config import BOUNDS, as_float, as_int, check_keys, load_mapping
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip, get_link
@@ -137,12 +137,12 @@ def site_from_dict(data: dict[str, Any]) -> Site:
         data = {**data, **DEFAULT_SCENARIO["site"]}
     from greentrain.footprint.regions import build_site
 
-    def num(key: str, minimum: float) -> float | None:
-        return as_float(data[key], f"site.{key}", minimum=minimum) if key in data else None
+    def num(key: str) -> float | None:  # ranges and reasons: config.BOUNDS
+        return BOUNDS[key].check(data[key], f"site.{key}") if key in data else None
 
     site = build_site(region=str(data["region"]) if "region" in data else None,
-                      grid_g_co2e_per_kwh=num("grid_g_co2e_per_kwh", 0.0), pue=num("pue", 1.0),
-                      electricity_usd_per_kwh=num("electricity_usd_per_kwh", 0.0))
+                      grid_g_co2e_per_kwh=num("grid_g_co2e_per_kwh"), pue=num("pue"),
+                      electricity_usd_per_kwh=num("electricity_usd_per_kwh"))
     assert site is not None  # a region or an intensity is always given here
     return site
 

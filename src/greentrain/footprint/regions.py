@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.footprint.site import DEFAULT_PUE, Site
 
@@ -236,14 +235,15 @@ def build_site(*, region: str | None = None, grid_g_co2e_per_kwh: float | None =
     - ``electricity_usd_per_kwh`` replaces the region's price.
     """
     if pue is not None:
-        require(math.isfinite(pue) and pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+        BOUNDS["pue"].check(pue, "pue")
     if grid_g_co2e_per_kwh is not None:
-        require(math.isfinite(grid_g_co2e_per_kwh) and grid_g_co2e_per_kwh >= 0, "grid_g_co2e_per_kwh",
-                grid_g_co2e_per_kwh, "must be a finite number >= 0")
+        BOUNDS["grid_g_co2e_per_kwh"].check(grid_g_co2e_per_kwh, "grid_g_co2e_per_kwh")
         site = Site.from_intensity(grid_g_co2e_per_kwh, pue=DEFAULT_PUE if pue is None else pue,
                                    region=region or "", source="given")
     elif region:
         site = get_region(region).site(pue=pue, market_based=market_based)
+    elif region is not None:  # "" (a scenario's "no region" label) only beside a given intensity
+        raise ConfigError("region", region, "must be a region code (greentrain catalog regions), not empty")
     else:
         return None
     if electricity_usd_per_kwh is not None:
@@ -254,10 +254,10 @@ def build_site(*, region: str | None = None, grid_g_co2e_per_kwh: float | None =
 def site_for_region(code: str, pue: float | None = None) -> Site:
     """The Site of a region code; ``pue`` None: the provider's PUE, else DEFAULT_PUE (unknown operator)."""
     if pue is not None:
-        require(pue >= 1.0, "pue", pue, "must be >= 1 (facility energy / IT energy)")
+        BOUNDS["pue"].check(pue, "pue")
     return get_region(code).site(pue=pue)
 
 
 def with_electricity_price(site: Site, usd_per_kwh: float) -> Site:
-    require(usd_per_kwh >= 0, "electricity_usd_per_kwh", usd_per_kwh, "must be >= 0")
+    BOUNDS["electricity_usd_per_kwh"].check(usd_per_kwh, "electricity_usd_per_kwh")
     return dataclasses.replace(site, electricity_usd_per_j=units.usd_per_kwh_to_usd_per_j(usd_per_kwh))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -61,7 +61,13 @@ class Chip:
             require(getattr(self, f) >= 0, f"{w}.{f}", getattr(self, f), "must be >= 0")
         require(self.idle_w <= self.tdp_w or self.tdp_w == 0, f"{w}.idle_w", self.idle_w,
                 f"must be <= tdp_w={self.tdp_w}")
-        require(self.chips_per_node >= 1, f"{w}.chips_per_node", self.chips_per_node, "must be >= 1")
+        BOUNDS["chips_per_node"].check_int(self.chips_per_node, f"{w}.chips_per_node")  # ranges: config.BOUNDS
+        BOUNDS["chip_memory_bytes"].check(self.memory_bytes, f"{w}.memory_bytes")
+        BOUNDS["chip_memory_bytes_per_s"].check(self.memory_bytes_per_s, f"{w}.memory_bytes_per_s")
+        BOUNDS["chip_power_w"].check(self.tdp_w, f"{w}.tdp_w")
+        for f in ("peak_bf16_flop_per_s", "peak_fp32_flop_per_s", "peak_tf32_flop_per_s", "peak_fp16_flop_per_s",
+                  "peak_fp8_flop_per_s"):
+            BOUNDS["chip_flop_per_s"].check(getattr(self, f), f"{w}.{f}")
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense peak for a precision; fp16 falls back to bf16 and back (same tensor-core rate)."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from greentrain.config import require
+from greentrain import units
+from greentrain.config import BOUNDS, require
 from greentrain.hardware.chip import Chip, Link
 
-MAX_CHIPS = 1 << 24  # 16.8 M: far above any cluster built (the largest have a few hundred thousand GPUs)
+MAX_CHIPS = int(BOUNDS["num_chips"].hi)  # 2^24 = 16.8 M: far above any cluster built
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,9 +22,10 @@ class Cluster:
     host_memory_bytes_per_node: float = 0.0  # 0: unknown
 
     def __post_init__(self) -> None:
-        require(1 <= self.num_chips <= MAX_CHIPS, "cluster.num_chips", self.num_chips,
-                f"must be between 1 and {MAX_CHIPS:,} (2^24)")
-        require(self.chips_per_node >= 1, "cluster.chips_per_node", self.chips_per_node, "must be >= 1")
+        BOUNDS["num_chips"].check_int(self.num_chips, "cluster.num_chips")  # ranges and reasons: config.BOUNDS
+        BOUNDS["chips_per_node"].check_int(self.chips_per_node, "cluster.chips_per_node")
+        BOUNDS["host_memory_gib"].check(units.bytes_to_gib(self.host_memory_bytes_per_node),
+                                       "cluster.host_memory_gib_per_node")
         if self.num_chips > self.chips_per_node:
             require(self.num_chips % self.chips_per_node == 0, "cluster.num_chips", self.num_chips,
                     f"must be a multiple of chips_per_node={self.chips_per_node}")
