@@ -34,7 +34,9 @@ def test_expert_groups_share_a_stages_ranks() -> None:
                for ep, etp in ((2, 0), (4, 4), (8, 1)))
     assert b.memory.weights_bytes == pytest.approx(a.memory.weights_bytes, rel=1e-9)
     assert c.memory.weights_bytes > 1.5 * a.memory.weights_bytes
-    assert a.ep_comm_time_s < b.ep_comm_time_s  # the all-to-all spans 2, then 4 ranks
+    # the all-to-all spans 2, then 4 ranks: the same half of each buffer leaves the node (estimate/moe.py), the
+    # rest goes over NVLink at the same time
+    assert a.ep_comm_time_s == pytest.approx(b.ep_comm_time_s, rel=1e-9)
 
 
 def test_the_search_enumerates_both_layouts() -> None:

@@ -1,0 +1,102 @@
+"""MoE layers as they run (estimate/moe.py) and fp8 recipes (estimate/fp8.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from greentrain.errors import ConfigError
+from greentrain.estimate import fp8, moe
+from greentrain.estimate.compute import compute_peaks
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.estimate.step import estimate_step
+from greentrain.hardware.catalog import get_chip
+from greentrain.parallel.strategy import Strategy
+from greentrain.scenario import scenario_from_dict
+
+
+def _cluster(num_chips: int = 32):  # type: ignore[no-untyped-def]
+    return scenario_from_dict({"model": "mixtral-8x7b", "cluster": {"chip": "h100-sxm", "num_chips": num_chips},
+                               "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}}).cluster
+
+
+def test_an_all_to_all_sends_its_node_share_over_nvlink_and_the_rest_over_the_network() -> None:
+    cl, eff = _cluster(), efficiency_for("h100-sxm")
+    buf = 1e9
+    inside = moe.all_to_all_s(8, 8, buf, cl, eff)
+    nv = cl.intra_node.latency_s + buf * 7 / 8 / (cl.intra_node.bytes_per_s * eff.intra_node_link)
+    assert inside == pytest.approx(nv)
+    across = moe.all_to_all_s(32, 8, buf, cl, eff)  # 24 of 32 peers on other nodes
+    net = cl.inter_node.latency_s + buf * 24 / 32 / (cl.inter_node.bytes_per_s * eff.inter_node_link)
+    assert across == pytest.approx(net)
+    # fewer peers on the node: more of the buffer crosses the network
+    assert moe.all_to_all_s(32, 4, buf, cl, eff) > across
+    cols = moe.all_to_all_s(np.array([8.0, 32.0, 1.0]), np.array([8.0, 8.0, 1.0]), buf, cl, eff)
+    assert cols == pytest.approx([inside, across, 0.0])
+
+
+def test_sequence_parallel_ranks_dispatch_their_shard_and_overlap_hides_the_rest() -> None:
+    cl, eff = _cluster(), efficiency_for("h100-sxm")
+    kw = dict(tokens=8192.0, top_k=2, hidden=4096, e=2.0, ep=8, etp=1, compute_s=1e-3, cl=cl, eff=eff)
+    none = moe.MoeProfile()
+    full = moe.ep_pass_s(tp=2, sp=False, profile=none, **kw)
+    shard = moe.ep_pass_s(tp=2, sp=True, profile=none, **kw)
+    assert shard < 0.6 * full
+    hidden = moe.ep_pass_s(tp=2, sp=True, profile=moe.MoeProfile(overlap="compute"), **kw)
+    assert hidden == pytest.approx(max(0.0, shard - 1e-3))
+
+
+def test_expert_kernels_cost_per_local_expert_after_the_host_sync() -> None:
+    p = moe.moe_profile("megatron")
+    f16, b16 = moe.expert_kernels_s(local_experts=16, fp8=False, profile=p)
+    f32, _ = moe.expert_kernels_s(local_experts=32, fp8=False, profile=p)
+    f8, b8 = moe.expert_kernels_s(local_experts=16, fp8=True, profile=p)
+    assert f32 - f16 == pytest.approx(16 * 2 * p.kernel_host_s)
+    assert b16 > f16 and f8 > f16 and b8 > b16
+    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=moe.moe_profile("deepep")) == (0.0, 0.0)
+
+
+def test_a_moe_step_pays_its_expert_kernels() -> None:
+    sc = scenario_from_dict({"model": "mixtral-8x7b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
+    s = Strategy(dp=8, ep=8, zero=1, micro_batch_size=1)
+    eff = efficiency_for("h100-sxm")
+    base = estimate_step(sc, s, check_fit=False, eff=eff)
+    moe.moe_profile.cache_clear()
+    try:
+        data = moe._data()
+        saved = data["kernel_host_s"]
+        data["kernel_host_s"] = 0.0
+        free = estimate_step(sc, s, check_fit=False, eff=eff)
+    finally:
+        data["kernel_host_s"] = saved
+        moe.moe_profile.cache_clear()
+    layers = sc.model.num_layers * base.num_micro_batches
+    kernels = 1 * (2 + 4) + 2 * 10  # one local expert, bf16; fixed kernels both passes
+    assert base.compute_time_s - free.compute_time_s == pytest.approx(layers * kernels * saved, rel=1e-6)
+
+
+def test_fp8_gemms_run_at_the_chips_fp8_fraction_and_pay_their_casts() -> None:
+    h100 = get_chip("h100-sxm")
+    peaks = compute_peaks(h100, "fp8")
+    assert peaks.matmul == pytest.approx(h100.peak_fp8_flop_per_s * 0.709 / 0.803)
+    assert peaks.attention == h100.peak_bf16_flop_per_s  # the attention core stays bf16
+    assert peaks.cast_bytes_per_elt == pytest.approx(6.0)  # tensorwise: read 2 x 2 B, write 2 x 1 B
+    assert compute_peaks(h100, "bf16").cast_bytes_per_elt == 0.0
+    assert fp8.gemm_ratio("no-such-chip") == 1.0
+    assert fp8.recipe("mxfp8").bytes_per_element(2.0) == pytest.approx(4.0625)
+    with pytest.raises(ConfigError, match=r"not a known fp8 recipe.*tensorwise"):
+        fp8.recipe("tensorwize")
+
+
+def test_an_fp8_step_is_not_twice_as_fast_as_bf16() -> None:
+    d = {"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+         "workload": {"global_batch_size": 64, "seq_len": 8192, "num_steps": 1}}
+    bf16 = scenario_from_dict(d)
+    f8 = dataclasses.replace(bf16, workload=dataclasses.replace(bf16.workload, precision="fp8"))
+    s = Strategy(dp=8, zero=1, micro_batch_size=1)
+    t16 = estimate_step(bf16, s, check_fit=False).step_time_s
+    t8 = estimate_step(f8, s, check_fit=False).step_time_s
+    assert 0.55 * t16 < t8 < 0.9 * t16
