@@ -15,20 +15,24 @@ from pathlib import Path
 
 from greentrain import units
 from greentrain.config import read_text
-from greentrain.errors import ConfigError, GreentrainError
+from greentrain.errors import ConfigError, GreentrainError, did_you_mean
+from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
+from greentrain.estimate.recompute import check_selective_mode
 from greentrain.hardware.catalog import get_chip
+from greentrain.model.finetune import FULL
 from greentrain.model.load import load_model
 from greentrain.model.spec import TransformerSpec
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.scenario import Scenario, build_cluster
-from greentrain.workload import Workload
+from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
+WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype")  # optional (docs/validation.md)
 STRATEGY = ("dp", "tp", "pp", "vpp", "cp", "ep", "zero", "sp", "recompute", "flash_attention")
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
-COLUMNS = IDENTITY + SCENARIO + STRATEGY + MEASURED
+COLUMNS = IDENTITY + SCENARIO + WORKLOAD + STRATEGY + MEASURED
 REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
 STATUSES = ("ok", "failed")
 MAX_ROWS = 1_000_000
@@ -59,6 +63,7 @@ class Run:
     framework: str  # "" when not given
     scenario: Scenario
     measured: Measured
+    selective_recompute: str = ""  # what its selective recomputation saves ("": the framework's)
 
     @property
     def strategy(self) -> Strategy:
@@ -123,8 +128,6 @@ class _Row:
 def _check_header(header: list[str], path: Path) -> None:
     unknown = [c for c in header if c not in COLUMNS]
     if unknown:
-        from greentrain.errors import did_you_mean
-
         raise ConfigError(f"{path.name} column", unknown[0],
                           f"is not a runs column{did_you_mean(unknown[0], COLUMNS)} (schema: "
                           "shared/reference/calibration/README.md)")
@@ -133,7 +136,20 @@ def _check_header(header: list[str], path: Path) -> None:
         raise ConfigError(f"{path.name} column", missing[0], f"is missing: a runs CSV needs {', '.join(REQUIRED)}")
 
 
-def _strategy(r: _Row, num_chips: int) -> Strategy:
+def _recompute(r: _Row, default: str) -> tuple[str, str]:
+    """(strategy recompute, selective mode) of the recompute cell: none, selective, full, or a selective mode
+    (attention, op, layer-N: estimate/recompute.py); empty: the framework's default_recompute."""
+    raw = r.text("recompute").lower() or default
+    if raw in RECOMPUTE:
+        return raw, ""
+    try:
+        return "selective", check_selective_mode(raw)
+    except ConfigError:
+        raise r._fail("recompute", raw, f"must be one of {', '.join(RECOMPUTE)}, or a selective mode: attention, "
+                      "op, layer-N (N >= 1)") from None
+
+
+def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:
     tp, pp, cp = r.integer("tp", 1), r.integer("pp", 1), r.integer("cp", 1)
     inner = tp * pp * cp
     dp_given = r.number("dp")
@@ -145,7 +161,7 @@ def _strategy(r: _Row, num_chips: int) -> Strategy:
     try:
         return Strategy(dp=dp, tp=tp, pp=pp, vpp=r.integer("vpp", 1), cp=cp, ep=r.integer("ep", 1),
                         sp=r.boolean("sp", False), zero=r.integer("zero", 0, minimum=0),
-                        recompute=r.choice("recompute", RECOMPUTE, "none"),
+                        recompute=recompute,
                         micro_batch_size=r.integer("micro_batch", 1),
                         flash_attention=r.boolean("flash_attention", True))
     except ConfigError as e:
@@ -182,7 +198,35 @@ class _Models:
         return self.cache[name]
 
 
-def _run(r: _Row, models: _Models, links: tuple[str, str]) -> Run:
+def _framework(r: _Row, known: tuple[str, ...]) -> Efficiency | None:
+    """The efficiency profile of the row's framework (None when the cell is empty)."""
+    name = r.text("framework").lower()
+    if not name:
+        return None
+    if known and name not in known:
+        raise r._fail("framework", name, "is not a framework greentrain has a profile for"
+                      f"{did_you_mean(name, known)} (or give one framework for every run)")
+    return efficiency_for("", name) if name in framework_names() else None
+
+
+def _workload(r: _Row, fw: Efficiency | None) -> Workload:
+    """The row's workload: one step of its batch; the fine-tuning and precision-recipe cells. optimizer_dtype bf16
+    is pure bf16 training (bf16 weights, gradients and Adam moments, no fp32 master: 8 bytes per parameter);
+    empty: the framework's precision_recipe."""
+    pure = fw is not None and fw.precision_recipe == "pure-bf16"
+    opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "bf16" if pure else "fp32")
+    cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets") if r.text(k)}
+    try:
+        ft = finetune_from_dict(cells, "workload") if cells else FULL
+    except ConfigError as e:
+        raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
+    return Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
+                    precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
+                    optimizer_dtype=opt_dtype, master_weights=opt_dtype == "fp32",
+                    grad_dtype="fp32" if opt_dtype == "fp32" else "bf16", finetune=ft)
+
+
+def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...] = ()) -> Run:
     for col in REQUIRED:
         if not r.text(col):
             raise r._fail(col, "", "is required")
@@ -192,18 +236,26 @@ def _run(r: _Row, models: _Models, links: tuple[str, str]) -> Run:
         raise r._fail("chip", r.text("chip"), e.rule) from None
     num_chips = r.integer("num_chips")
     cpn = r.integer("chips_per_node", min(chip.chips_per_node, num_chips))
+    fw = _framework(r, known)
     try:
         cluster = build_cluster(chip, num_chips, cpn, intra_node_link=links[0], inter_node_link=links[1])
-        workload = Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
-                            precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"))
+        workload = _workload(r, fw)
     except ConfigError as e:
+        if e.field.startswith("runs["):
+            raise
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
     from greentrain.footprint.site import Site
 
-    sc = Scenario(model=models.get(r), cluster=cluster, workload=workload,
-                  site=Site.from_intensity(0.0, 1.0, "", 0.0), strategy=_strategy(r, num_chips))
+    recompute, mode = _recompute(r, fw.default_recompute if fw else "none")
+    model = models.get(r)
+    try:
+        workload.finetune.check(model)
+    except ConfigError as e:
+        raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
+    sc = Scenario(model=model, cluster=cluster, workload=workload,
+                  site=Site.from_intensity(0.0, 1.0, "", 0.0), strategy=_strategy(r, num_chips, recompute))
     return Run(run_id=r.run_id, source=r.text("source"), framework=r.text("framework").lower(), scenario=sc,
-               measured=_measured(r))
+               measured=_measured(r), selective_recompute=mode)
 
 
 def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: str = "",
@@ -225,14 +277,7 @@ def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: s
         if run_id in seen:
             raise ConfigError(f"runs[{run_id}].run_id", run_id, "must be unique")
         seen.add(run_id)
-        run = _run(_Row(cells, run_id), models, (intra_node_link, inter_node_link))
-        if frameworks and run.framework and run.framework not in frameworks:
-            from greentrain.errors import did_you_mean
-
-            raise ConfigError(f"runs[{run_id}].framework", run.framework, "is not a framework greentrain has a "
-                              f"profile for{did_you_mean(run.framework, frameworks)} (or give one framework "
-                              "for every run)")
-        runs.append(run)
+        runs.append(_run(_Row(cells, run_id), models, (intra_node_link, inter_node_link), frameworks))
     if not runs:
         raise ConfigError("runs", str(p), "has no rows")
     return tuple(runs)

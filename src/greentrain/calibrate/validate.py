@@ -175,8 +175,10 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
 
 def run_efficiency(run: Run, framework: str = "", calibration: str = "") -> Efficiency:
     """The efficiency a run is predicted with: its chip's, under ``framework`` if given, else the run's own
-    framework column, else the default framework; with a calibration profile's constants if given."""
-    eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK)
+    framework column, else the default framework, with the row's selective-recomputation mode if it names one;
+    with a calibration profile's constants if given."""
+    eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK, "",
+                         run.selective_recompute)
     return with_calibration(eff, calibration) if calibration else eff
 
 

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from greentrain.cli.argtypes import bounded, name_text, positive_float
+from greentrain.cli.argtypes import bounded, name_text, path_text, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
@@ -22,7 +22,14 @@ from greentrain.scenario import (
     site_from_dict,
 )
 from greentrain.search.pins import apply_pins, resolve_strategy
-from greentrain.workload import FINETUNE_FIELDS, OPTIMIZERS, Workload, finetune_from_dict
+from greentrain.workload import (
+    FINETUNE_FIELDS,
+    GRAD_DTYPES,
+    OPTIMIZER_DTYPES,
+    OPTIMIZERS,
+    Workload,
+    finetune_from_dict,
+)
 
 STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
                   "schedule", "flash_attention", "stage_layers")
@@ -32,7 +39,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens in "
                    "us-east-1; a file's missing parts take these defaults too)")
     g = p.add_argument_group("model and cluster")
-    g.add_argument("--model", type=name_text, help="preset name, model YAML or Hugging Face config.json")
+    g.add_argument("--model", type=path_text, help="preset name, model YAML or Hugging Face config.json")
     g.add_argument("--chip", type=name_text, help="chip name from `greentrain catalog chips`, or a chip YAML")
     g.add_argument("--num-chips", type=bounded("num_chips", integer=True))
     g.add_argument("--chips-per-node", type=bounded("chips_per_node", integer=True))
@@ -44,6 +51,11 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--steps", type=_positive, help="optimizer steps of the whole run (instead of --tokens)")
     g.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"))
     g.add_argument("--optimizer", choices=OPTIMIZERS)
+    g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
+                   help="the optimizer's moments: fp32 (default) or bf16 (pure bf16: with --no-master-weights)")
+    g.add_argument("--master-weights", action=argparse.BooleanOptionalAction, default=None,
+                   help="an fp32 master copy of the weights (default: yes; --no-master-weights: pure bf16)")
+    g.add_argument("--grad-dtype", choices=GRAD_DTYPES, help="gradient accumulation buffer (default fp32)")
     g.add_argument("--finetune", choices=FINETUNE_MODES,
                    help="which parameters train: full (default), freeze (the --freeze parts keep their weights) or "
                    "lora (rank --lora-rank adapters on --lora-targets; every base weight frozen)")
@@ -52,16 +64,25 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--lora-targets", metavar="NAME,...",
                    help="with --finetune lora: q, k, v, o, gate, up, down (default q,v as peft)")
     g = p.add_argument_group("site")
-    g.add_argument("--region", type=name_text, help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
-    g.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"), help="grid carbon intensity, g CO2e per kWh")
+    g.add_argument("--region", type=name_text,
+                   help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
+    g.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"),
+                   help="grid carbon intensity, g CO2e per kWh")
     g.add_argument("--pue", type=bounded("pue"), help="data-centre power usage effectiveness (>= 1)")
     g.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"))
     g = p.add_argument_group("prediction")
     g.add_argument("--framework", default="megatron",
-                   help="training framework profile: megatron (default), megatron-overlap, nanotron, deepspeed, "
-                   "fsdp2, torchtitan, ddp (what overlaps, fixed costs; estimate/efficiency.yaml)")
+                   help="training framework profile: megatron (default), megatron-overlap, nemo, megatron-bridge, "
+                   "nanotron, deepspeed, fsdp2, torchtitan, llm-foundry, torchtune, nemo-automodel, ddp "
+                   "(`greentrain catalog frameworks`)")
     g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
                    help="constants fitted by `greentrain calibrate` on your own runs")
+    g.add_argument("--attention-kernel", default="", metavar="KERNEL",
+                   help="attention kernel instead of the framework's: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, "
+                   "sdpa-math (`greentrain catalog frameworks`)")
+    g.add_argument("--selective-recompute", default="", metavar="MODE",
+                   help="what --recompute selective saves instead of the framework's: attention (Megatron), op "
+                   "(torchtitan op-SAC), layer-N (every N-th block fully checkpointed)")
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
         for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
@@ -110,7 +131,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     changes: dict[str, Any] = {}
     for flag, field in (("global_batch", "global_batch_size"), ("seq_len", "seq_len"),
                         ("target_seq_len", "target_seq_len"), ("precision", "precision"),
-                        ("optimizer", "optimizer")):
+                        ("optimizer", "optimizer"), ("optimizer_dtype", "optimizer_dtype"),
+                        ("master_weights", "master_weights"), ("grad_dtype", "grad_dtype")):
         if getattr(args, flag) is not None:
             changes[field] = getattr(args, flag)
     if args.tokens is not None and args.steps is not None:
@@ -205,7 +227,9 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     from greentrain.estimate.efficiency import Profile
 
     return Profile(framework=getattr(args, "framework", "megatron") or "megatron",
-                   calibration=getattr(args, "calibration", "") or "")
+                   calibration=getattr(args, "calibration", "") or "",
+                   attention_kernel=getattr(args, "attention_kernel", "") or "",
+                   selective_recompute=getattr(args, "selective_recompute", "") or "")
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:

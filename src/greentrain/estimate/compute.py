@@ -169,6 +169,7 @@ class OpsTime:
     forward_s: Num
     attention_core_s: Num  # the part selective recomputation recomputes
     backward_s: Num  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
+    op_sac_s: Num = 0.0  # the part torchtitan's op-level selective checkpointing recomputes (Op.sac_recompute)
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
@@ -179,6 +180,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
     fwd: Num = 0.0
     core: Num = 0.0
     bwd: Num = 0.0
+    sac: Num = 0.0
     for op in ops:
         attention = op.kind is OpKind.ATTENTION
         peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
@@ -188,14 +190,15 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
             nbytes *= op.eager_bytes / op.bytes
         t = _roofline(flop, nbytes, m, k, n, peak, memory_bytes_per_s, eff, fused,
                       causal_fraction(op) if fused else 0.0)
-        fwd += t
-        bwd += t * op.backward_factor * op.backward_share
         if cast_bytes_per_elt and op.kind is OpKind.MATMUL and not op.name.endswith(".router"):
             # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
             # backward, memory bound (estimate/fp8.py)
             per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory * eff.kernel_efficiency)
             fwd += per_elt * flop / n
             bwd += per_elt * flop / k * (op.backward_share > 0)
+        fwd += t
+        bwd += t * op.backward_factor * op.backward_share
+        sac += t * op.sac_recompute
         if op.attention_core:
             core += t
-    return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd)
+    return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd, op_sac_s=sac)

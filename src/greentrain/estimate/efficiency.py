@@ -21,6 +21,8 @@ import yaml
 from greentrain import units
 from greentrain.config import as_bool, check_keys, load_mapping, require
 from greentrain.errors import ConfigError, did_you_mean
+from greentrain.estimate.kernels import attention_kernel_fields
+from greentrain.estimate.recompute import check_selective_mode
 
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
@@ -29,8 +31,11 @@ FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "host_layer_s_p
                   "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
                   "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
-                  "cpu_adam_params_per_s_per_node")
-EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
+                  "cpu_adam_params_per_s_per_node", "attention_kernel", "loss_kernel", "selective_recompute",
+                  "precision_recipe", "default_recompute")
+EAGER_OPS = ("norm", "rope", "glu")
+LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.LOSS_BYTES_PER_LOGIT
+PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 
@@ -70,6 +75,14 @@ class Efficiency:
     chip_has_data: bool = True  # False: the chip has no microbenchmark entry and takes the default's figures
     framework: str = DEFAULT_FRAMEWORK
     framework_source: str = ""
+    # --- the kernels the framework runs (estimate/kernels.py, estimate/recompute.py) ---
+    attention_kernel: str = "fa2"  # whose curve the attention_* figures above are (kernels.ATTENTION_KERNELS)
+    attention_fused: bool = True  # False: the kernel materialises the scores (SDPA math)
+    attention_source: str = ""
+    loss_kernel: str = "fp32"  # LOSS_KERNELS: what the cross-entropy keeps per logit
+    selective_recompute: str = "attention"  # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
+    precision_recipe: str = "mixed"  # the framework's default precision recipe (PRECISION_RECIPES)
+    default_recompute: str = "none"  # what it recomputes when a run does not say (none, full or a selective mode)
 
     def __post_init__(self) -> None:
         for f in _FRACTIONS:
@@ -91,6 +104,13 @@ class Efficiency:
         require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
         require(self.host_layer_s_per_tp_pp_nodes <= 0.1, "efficiency.host_layer_s_per_tp_pp_nodes",
                 self.host_layer_s_per_tp_pp_nodes, "must be <= 0.1 s")
+        require(self.loss_kernel in LOSS_KERNELS, "efficiency.loss_kernel", self.loss_kernel,
+                f"must be one of {', '.join(LOSS_KERNELS)}")
+        require(self.precision_recipe in PRECISION_RECIPES, "efficiency.precision_recipe", self.precision_recipe,
+                f"must be one of {', '.join(PRECISION_RECIPES)}")
+        check_selective_mode(self.selective_recompute)
+        if self.default_recompute not in ("none", "full"):
+            check_selective_mode(self.default_recompute)
         require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
         require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
                 self.cpu_adam_params_per_s_per_node, "must be > 0")
@@ -133,7 +153,8 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
             kw[k] = as_bool(v, f"efficiency.{k}")
         elif k == "reserved_gib":
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
-        elif k == "pipeline_balance":
+        elif k in ("pipeline_balance", "attention_kernel", "loss_kernel", "selective_recompute", "precision_recipe",
+                   "default_recompute"):
             kw[k] = str(v)
         elif k == "zero_stages":
             kw[k] = tuple(int(z) for z in v)
@@ -145,8 +166,11 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Efficiency:
-    """The efficiency of ``chip`` (a catalog name; "" or unknown: the default) under ``framework``."""
+def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK, attention_kernel: str = "",
+                   selective_recompute: str = "") -> Efficiency:
+    """The efficiency of ``chip`` (a catalog name; "" or unknown: the default) under ``framework``, with the
+    framework's attention kernel and selective-recomputation mode unless ``attention_kernel`` /
+    ``selective_recompute`` override them."""
     data = _data()
     frameworks = data["frameworks"]
     if framework not in frameworks or framework == "default":
@@ -161,9 +185,13 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK) -> Effici
     check_keys(merged_fw, FRAMEWORK_KEYS, f"efficiency.frameworks.{framework}")
     source = str(merged_chip.get("source", "")) if chip_entry else (
         f"{chip or 'chip'}: {base_chip['source']}")
+    kw = _fields(merged_chip, merged_fw)
+    if selective_recompute:
+        kw["selective_recompute"] = check_selective_mode(selective_recompute)
+    kw.update(attention_kernel_fields(data.get("attention_kernels", {}), attention_kernel or kw.get(
+        "attention_kernel", "fa2"), chip, kw))
     return Efficiency(chip_source=source, chip_has_data=chip_entry is not None, framework=framework,
-                      framework_source=str(merged_fw.get("source", "")),
-                      **_fields(merged_chip, merged_fw))
+                      framework_source=str(merged_fw.get("source", "")), **kw)
 
 
 def default_efficiency() -> Efficiency:
@@ -177,16 +205,20 @@ class Profile:
 
     framework: str = DEFAULT_FRAMEWORK
     calibration: str = ""  # a `greentrain calibrate` output file, "" for none
+    attention_kernel: str = ""  # "" : the framework's (--attention-kernel)
+    selective_recompute: str = ""  # "" : the framework's (--selective-recompute)
 
     def __post_init__(self) -> None:
         if self.framework not in framework_names():
             raise ConfigError("framework", self.framework,
                               f"is not a known framework{did_you_mean(self.framework, framework_names())}")
+        if self.attention_kernel or self.selective_recompute:  # fail early on an unknown name
+            efficiency_for("", self.framework, self.attention_kernel, self.selective_recompute)
         if self.calibration:
             with_calibration(efficiency_for("", self.framework), self.calibration)  # fail early on a bad file
 
     def for_chip(self, chip: str) -> Efficiency:
-        eff = efficiency_for(chip, self.framework)
+        eff = efficiency_for(chip, self.framework, self.attention_kernel, self.selective_recompute)
         return with_calibration(eff, self.calibration) if self.calibration else eff
 
 
@@ -208,8 +240,9 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
         raise ConfigError("calibration.constants.reserved_bytes", constants["reserved_bytes"],
                           "was fitted against the device total before peak memory was compared as the "
                           "allocator's: refit with greentrain calibrate")
-    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in ("chip_source", "chip_has_data",
-                                                                                "framework", "framework_source")]
+    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in (
+        "chip_source", "chip_has_data", "framework", "framework_source", "attention_kernel", "attention_fused",
+        "attention_source", "loss_kernel", "selective_recompute", "precision_recipe", "default_recompute")]
     check_keys(constants, names, "calibration.constants")
     kw: dict[str, Any] = {}
     for k, v in constants.items():

@@ -41,6 +41,10 @@ class LayerActivation:
     split_bytes: float  # split by tp (Q, K, V, MLP hidden, ...) excluding the attention scores
     scores_bytes: float  # b*heads*s*s_kv terms (split by tp), dropped by selective recomputation
     input_bytes: float  # the layer input, all that full recomputation keeps
+    # what torchtitan's op-level selective checkpointing keeps (estimate/recompute.py): the layer input, the
+    # outputs of every other matmul and of the attention kernel; replicated (h wide) and split by tp
+    op_sac_replicated_bytes: float = 0.0
+    op_sac_split_bytes: float = 0.0
 
 
 def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, *, flash: bool, cross: bool,
@@ -120,14 +124,46 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     if mlp != "none":
         repl += (2 * e + MASK_BYTES) * t * h + norms * norm_extra  # norm input, first GEMM input, dropout mask
         split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu)
-    return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h)
+    sac_repl, sac_split = _op_sac_saved(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
+    if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps
+        sac_repl, sac_split = repl, split + scores
+    return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h,
+                           op_sac_replicated_bytes=sac_repl, op_sac_split_bytes=sac_split)
 
 
-def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute: str) -> float:
-    """Korthikanti et al. 2022 Table 2, generalised: bytes one device keeps for one layer."""
+def _op_sac_saved(spec: TransformerSpec, t: float, e: float, mixer: str, mlp: str,
+                  flash_lse: float) -> tuple[float, float]:
+    """(replicated, split) bytes op-level SAC keeps (model/ops.py op_sac): the block input; of the matmuls wq,
+    wk, wv, wo, w1, w3, w2 (or up, down) the odd ones' outputs: wq, wv, w1 and w2 (GLU) or wq, wv, up; the
+    attention kernel's output and log-sum-exp. MoE: per routed (top_k) and shared expert."""
+    h = spec.hidden_size
+    repl = e * t * h
+    split = e * t * (spec.q_width + spec.kv_width + spec.attn_out_width) + flash_lse
+    if mlp == "none":
+        return repl, split
+    f = spec.ffn_hidden_size
+    if mlp == "moe":
+        f = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * (
+            spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
+    split += e * t * f
+    if spec.glu:
+        repl += e * t * h  # w2's output
+    return repl, split
+
+
+def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute: str,
+                           mode: str = "attention") -> float:
+    """Korthikanti et al. 2022 Table 2, generalised: bytes one device keeps for one layer; ``mode``: what
+    selective recomputation saves (estimate/recompute.py): Megatron's attention core drops the scores; op-SAC
+    keeps its own list; layer-N keeps a full checkpoint's input on one layer in N and everything on the rest."""
     if recompute == "full":
         return act.input_bytes / (tp if sp else 1)
     repl = act.replicated_bytes / (tp if sp else 1)
+    if recompute == "selective" and mode == "op":
+        return act.op_sac_replicated_bytes / (tp if sp else 1) + act.op_sac_split_bytes / tp
+    if recompute == "selective" and mode.startswith("layer-"):
+        n = int(mode[6:])
+        return (act.input_bytes / (tp if sp else 1) + (n - 1) * (repl + (act.split_bytes + act.scores_bytes) / tp)) / n
     scores = 0.0 if recompute == "selective" else act.scores_bytes
     return repl + (act.split_bytes + scores) / tp
 
@@ -213,6 +249,18 @@ class MemoryBreakdown:
 LOSS_FP32_BYTES_PER_LOGIT = 8.0
 
 
+def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
+    """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
+    (efficiency.LOSS_KERNELS):
+    - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
+    - fused: a fused cross-entropy kernel (flash-attn's ``CrossEntropyLoss`` in ops/triton/cross_entropy.py,
+      Liger's, Megatron's ``cross_entropy_loss_fusion``) reads the 16-bit logits and writes their gradient in
+      place: the logits alone (e);
+    - chunked: the head and loss run per chunk of tokens (torchtune ``CEWithChunkedOutputLoss``, Liger's
+      fused linear cross-entropy), a chunk's logits at a time: none at the scale of the step."""
+    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "chunked": 0.0}[loss_kernel]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateBytes:
     """Bytes per parameter of the model's state on one device (float | ndarray): ZeRO shards them."""
@@ -240,23 +288,26 @@ def state_bytes_per_param(*, shard: Any, zero: Any, offload: Any, wb: float, gb:
 
 
 def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes: Any, tokens: Any, tp: Any,
-                    sp: Any, e: float, embedding: Any = True, head: Any = True) -> tuple[Any, Any]:
+                    sp: Any, e: float, embedding: Any = True, head: Any = True,
+                    loss_bytes: float | None = None) -> tuple[Any, Any]:
     """(activations, temporary buffers) of one stage: ``held`` micro-batches of its layers' activations, the
     ends it holds (Korthikanti et al. §4.3, Megatron: input ids 8*s*b and the embedding output s*b*h per
     in-flight micro-batch on the first stage; output norm and projection input on the last) and, on the last,
-    the loss's logits buffers."""
+    the loss's logits buffers (``loss_bytes`` per logit: loss_bytes_per_logit; None: the fp32 loss's)."""
     h, v = spec.hidden_size, spec.vocab_size
     first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
     last = 2 * tokens * h * e / tp
     acts = held * stage_activation_bytes + where(embedding, first, 0.0 * first) + where(head, last, 0.0 * last)
-    temporary = where(head, tokens * v / tp * (e + LOSS_FP32_BYTES_PER_LOGIT), 0.0 * tokens)
+    per_logit = e + LOSS_FP32_BYTES_PER_LOGIT if loss_bytes is None else loss_bytes
+    temporary = where(head, tokens * v / tp * per_logit, 0.0 * tokens)
     return acts, temporary
 
 
 def device_memory(*, spec: TransformerSpec, params: Any, trainable: Any, shard: Any, zero: Any, offload: Any, held: Any,
                   stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, e: float, wb: float,
                   gb: float, ob: float, reserved_bytes: float, fragmentation: float,
-                  unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True) -> MemoryBreakdown:
+                  unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True,
+                  loss_bytes_per_logit: float | None = None) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     its state (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and transient tensors (transient_bytes); the allocator's
@@ -264,7 +315,8 @@ def device_memory(*, spec: TransformerSpec, params: Any, trainable: Any, shard: 
     c = state_bytes_per_param(shard=shard, zero=zero, offload=offload, wb=wb, gb=gb, ob=ob,
                               unsharded_master_bytes=unsharded_master_bytes)
     acts, temporary = transient_bytes(spec=spec, held=held, stage_activation_bytes=stage_activation_bytes,
-                                      tokens=tokens, tp=tp, sp=sp, e=e, embedding=embedding, head=head)
+                                      tokens=tokens, tp=tp, sp=sp, e=e, embedding=embedding, head=head,
+                                      loss_bytes=loss_bytes_per_logit)
     k = 1.0 + fragmentation
     return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=trainable * c.gradients * k,
                            optimizer_bytes=trainable * c.optimizer * k, activations_bytes=acts * k,

@@ -22,6 +22,7 @@ from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
+from greentrain.estimate.recompute import layer_every, recomputed_s
 from greentrain.estimate.step_terms import ceil, maximum, minimum, where
 from greentrain.model.ops import ModelOps
 from greentrain.model.spec import LayerKind
@@ -86,8 +87,9 @@ def sharding(s: Strategy) -> Sharding:
 
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
     sh = sharding(s)
-    lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, s.flash_attention), recompute=s.recompute,
-                          flash=s.flash_attention, tp=s.tp, sp=s.sequence_parallel)
+    flash = s.flash_attention and eff.attention_fused
+    lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, flash), recompute=s.recompute,
+                          flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute)
     emb, head_1, head_n = end_parts(sc, sh, ops, eff)
     st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
                       balance=eff.pipeline_balance, stage_layers=s.stage_layers, balance_units=balance_units(sc))
@@ -254,16 +256,19 @@ def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_
 
 
 def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bool, tp: Num,
-                     sp: Num) -> LayerTotals:
-    """Every layer's costs under a recomputation choice; ``sp``: sequence parallelism in effect. A layer with
-    no backward (below every trainable parameter) is neither recomputed nor keeps activations."""
+                     sp: Num, mode: str = "attention") -> LayerTotals:
+    """Every layer's costs under a recomputation choice (``mode``: what selective saves, estimate/recompute.py);
+    ``sp``: sequence parallelism in effect. A layer with no backward (below every trainable parameter) is
+    neither recomputed nor keeps activations."""
     fwd = bwd = rec = tps = cps = eps = params = trainable = act = 0.0
     for g in groups:
         t, n, backward = g.time, g.count, g.backward
-        recomputed = t.forward_s if recompute == "full" else (
-            t.attention_core_s if recompute == "selective" and not flash else 0.0)
-        # full recomputation repeats the forward's communication; no backward, no backward communication
-        passes = (3 if recompute == "full" else 2) if backward else 1
+        recomputed = recomputed_s(recompute, mode, forward_s=t.forward_s, attention_core_s=t.attention_core_s,
+                                  op_sac_s=t.op_sac_s, flash=flash)
+        # full recomputation repeats the forward's communication (layer-N: on 1 layer in N); no backward, no
+        # backward communication
+        every = layer_every(mode) if recompute == "selective" else 0
+        passes = (3 if recompute == "full" else 2 + (1 / every if every else 0)) if backward else 1
         fwd += n * t.forward_s
         bwd += n * t.backward_s
         rec += n * recomputed * backward
@@ -273,17 +278,17 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         params += n * g.params
         trainable += n * g.trainable
         if backward:
-            act += n * _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute)
+            act += n * _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute, mode=mode)
     return LayerTotals(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, tp_s=tps, cp_s=cps, ep_s=eps, params=params,
                        activation_bytes=act, trainable=trainable)
 
 
-def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str) -> Num:
+def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str, mode: str) -> Num:
     """memory.layer_activation_bytes; over a column of ``sp`` once with and once without."""
     if _is_column(sp):
-        return np.where(sp, layer_activation_bytes(act, tp=tp, sp=True, recompute=recompute),
-                        layer_activation_bytes(act, tp=tp, sp=False, recompute=recompute))
-    return layer_activation_bytes(act, tp=tp, sp=sp, recompute=recompute)
+        return np.where(sp, layer_activation_bytes(act, tp=tp, sp=True, recompute=recompute, mode=mode),
+                        layer_activation_bytes(act, tp=tp, sp=False, recompute=recompute, mode=mode))
+    return layer_activation_bytes(act, tp=tp, sp=sp, recompute=recompute, mode=mode)
 
 
 def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tuple[EndCosts, EndCosts, EndCosts]:

@@ -21,12 +21,14 @@ from greentrain.estimate.memory import (
     MemoryBreakdown,
     device_memory,
     grad_bytes_per_param,
+    loss_bytes_per_logit,
     stage_memory_args,
     weight_bytes_per_param,
     workload_master_bytes,
     workload_optimizer_bytes,
 )
 from greentrain.estimate.parallel_costs import axis_layout
+from greentrain.estimate.recompute import recomputed_flop
 from greentrain.estimate.stage import StageCosts, stage_costs
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps, model_ops
@@ -101,7 +103,7 @@ def _memory_args(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> d
                 tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel, e=w.activation_bytes,
                 wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
                 ob=workload_optimizer_bytes(w), reserved_bytes=eff.reserved_bytes,
-                fragmentation=eff.fragmentation,
+                fragmentation=eff.fragmentation, loss_bytes_per_logit=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes),
                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
 
 
@@ -120,7 +122,7 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
         raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework runs ZeRO stages "
                               f"{', '.join(map(str, eff.zero_stages))}, not {s.zero}")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                    s.flash_attention, w.finetune)
+                    s.flash_attention and eff.attention_fused, w.finetune)
     num_micro = w.global_batch_size // (s.dp * s.micro_batch_size)
     st = stage_costs(sc, s, ops, eff)
     pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.tp * s.cp * s.dp, cl=cl, eff=eff,
@@ -144,10 +146,10 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
     timing = StepTiming(num_micro=num_micro, micro_batch_s=t_mb, device_s=device_mb, grad_accum_s=accum,
                         micro_batch_comm_s=comm_mb, pp_send_s=pp_mb,
                         bubble_s=bubble, dp_s=dp_s, optimizer_s=opt_s, step_s=step)
-    return _assemble(sc, s, ops, st, timing, mem, first_stage)
+    return _assemble(sc, s, ops, st, timing, mem, first_stage, eff)
 
 
-def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[str, float]]:
+def step_flops(sc: Scenario, ops: ModelOps, flash: bool, mode: str = "attention") -> tuple[float, dict[str, float]]:
     """Model FLOPs of one step, and per recomputation choice the extra hardware FLOPs per sequence.
 
     Model FLOPs: forward + the backward that runs (3 x forward when every weight trains; ModelOps.train_flop).
@@ -155,18 +157,19 @@ def step_flops(sc: Scenario, ops: ModelOps, flash: bool) -> tuple[float, dict[st
     layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
     attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
     forward runs again (the time model recomputes the forward only). Layers with no backward (below every
-    trainable parameter) are not recomputed."""
-    train, layer_fwd, core_fwd = _flop_parts(ops)
+    trainable parameter) are not recomputed. ``mode``: what selective recomputes (estimate/recompute.py)."""
+    train, layer_fwd, core_fwd, sac_fwd = _flop_parts(ops)
     model_flop = train / ops.micro_batch * sc.workload.global_batch_size
-    return model_flop, {"none": 0.0, "full": layer_fwd, "selective": 0.0 if flash else 3.0 * core_fwd}
+    return model_flop, {r: recomputed_flop(r, mode, layer_fwd=layer_fwd, core_fwd=core_fwd, op_sac_fwd=sac_fwd,
+                                           flash=flash) for r in ("none", "selective", "full")}
 
 
-_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float]]] = {}
+_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float, float]]] = {}
 
 
-def _flop_parts(ops: ModelOps) -> tuple[float, float, float]:
-    """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores) per
-    sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed by identity with
+def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
+    """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores, their op-SAC
+    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed by identity with
     the object kept alive)."""
     hit = _FLOP_PARTS.get(id(ops))
     if hit is not None and hit[0] is ops:
@@ -174,7 +177,8 @@ def _flop_parts(ops: ModelOps) -> tuple[float, float, float]:
     trained = [g for g in ops.layers if any(op.backward_share for op in g.ops)]
     layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
     core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
-    parts = (ops.train_flop(), layer_fwd, core_fwd)
+    sac_fwd = sum(g.count * sum(op.flop * op.sac_recompute for op in g.ops) for g in trained) / ops.micro_batch
+    parts = (ops.train_flop(), layer_fwd, core_fwd, sac_fwd)
     if len(_FLOP_PARTS) > 4096:
         _FLOP_PARTS.clear()
     _FLOP_PARTS[id(ops)] = (ops, parts)
@@ -198,11 +202,11 @@ class StepTiming:
 
 
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageCosts, t: StepTiming,
-              mem: MemoryBreakdown, first_stage: MemoryBreakdown) -> StepEstimate:
+              mem: MemoryBreakdown, first_stage: MemoryBreakdown, eff: Efficiency) -> StepEstimate:
     w, cl = sc.workload, sc.cluster
     num_micro, comm_mb, pp_mb, bubble, dp_s, opt_s, step = (t.num_micro, t.micro_batch_comm_s, t.pp_send_s,
                                                             t.bubble_s, t.dp_s, t.optimizer_s, t.step_s)
-    model_flop, extra = step_flops(sc, ops, s.flash_attention)
+    model_flop, extra = step_flops(sc, ops, s.flash_attention and eff.attention_fused, eff.selective_recompute)
     hw_flop = model_flop + extra[s.recompute] * w.global_batch_size
     peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
     return StepEstimate(

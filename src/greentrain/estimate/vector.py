@@ -25,6 +25,7 @@ from greentrain.estimate.compute import Sharding
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import (
     grad_bytes_per_param,
+    loss_bytes_per_logit,
     stage_memory_args,
     state_bytes_per_param,
     transient_bytes,
@@ -149,15 +150,15 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     key = {f: getattr(t, f)[first] for f in KEY_FIELDS}
     sp = t.sequence_parallel[first]
     out = np.empty((len(_REC_COLUMNS) + len(_END_COLUMNS), len(first), n_rec))
+    flash = bool(t.flash_attention) and eff.attention_fused
     for mbs in np.unique(key["micro_batch_size"]):
         j = np.flatnonzero(key["micro_batch_size"] == mbs)
         sh = Sharding(tp=key["tp"][j], cp=key["cp"][j], ep=key["ep"][j], etp=key["etp"][j], sp=sp[j])
-        ops = model_ops(sc.model, int(mbs), w.seq_len, w.activation_bytes, w.target_seq_len, t.flash_attention,
-                        w.finetune)
-        groups = layer_group_costs(sc, sh, ops, eff, t.flash_attention)
-        model_flop, extras = step_flops(sc, ops, t.flash_attention)
+        ops = model_ops(sc.model, int(mbs), w.seq_len, w.activation_bytes, w.target_seq_len, flash, w.finetune)
+        groups = layer_group_costs(sc, sh, ops, eff, flash)
+        model_flop, extras = step_flops(sc, ops, flash, eff.selective_recompute)
         for r, rec in enumerate(RECOMPUTE):
-            lt = sum_layer_totals(groups, recompute=rec, flash=t.flash_attention, tp=sh.tp, sp=sh.sp)
+            lt = sum_layer_totals(groups, recompute=rec, flash=flash, tp=sh.tp, sp=sh.sp, mode=eff.selective_recompute)
             for c, v in enumerate((lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
                                    lt.activation_bytes, lt.trainable, extras[rec])):
                 out[c, j, r] = v
@@ -193,7 +194,8 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], f: dict
                               params=params, trainable=trainable, activations=activations)
         acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
                                      tokens=tokens, tp=g["tp"], sp=t.sequence_parallel[at], e=w.activation_bytes,
-                                     embedding=a["embedding"], head=a["head"])
+                                     embedding=a["embedding"], head=a["head"],
+                                     loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
         state = a["params"][inverse] * c.weights + a["trainable"][inverse] * (c.gradients + c.optimizer)
         stage_total = (state + acts[inverse] + temp[inverse]) * (1.0 + eff.fragmentation) + eff.reserved_bytes
         total = np.where(present, np.maximum(total, stage_total), total)

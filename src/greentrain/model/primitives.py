@@ -51,6 +51,9 @@ class Op:
     # attention cores of a sliding-window layer: keys per query (n = min(s_kv, window)); 0: no window. A causal
     # kernel executes s*n - n*(n-1)/2 of the s*n products counted, not half of them as for full attention.
     window: int = 0
+    # the share of the op's forward that torchtitan's op-level selective checkpointing recomputes (it saves the
+    # output of every other matmul and of the attention kernel, and recomputes the rest: model/ops.py op_sac)
+    sac_recompute: float = 1.0
 
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,

@@ -1,0 +1,68 @@
+"""Recomputation modes: what `recompute: selective` saves, by framework (efficiency.yaml ``selective_recompute``).
+
+A strategy's ``recompute`` is none, selective or full (parallel/strategy.py); what *selective* means differs:
+- ``attention``: Megatron-LM's selective recomputation (Korthikanti et al. 2022 §5): the attention core (scores,
+  softmax, dropout, attention over values) is recomputed, everything else saved; with a flash kernel nothing
+  is left to recompute (the kernel already recomputes its scores);
+- ``op``: torchtitan's op-level selective activation checkpointing (model/ops.py op_sac): every other matmul
+  and every element-wise op recomputed, the attention kernel's output and the other matmuls' outputs saved;
+- ``layer-N``: torchtitan's layer-level mode (``selective_ac_option`` an integer N): every N-th block is fully
+  checkpointed, the others keep everything (pytorch/torchtitan @157a12c5 parallelize_llama.py
+  ``checkpoint_wrapper``: ``if not ac_freq or ptd_checkpoint_wrapper._count % ac_freq == 0``).
+Time, FLOPs and memory of each follow from the op list (compute.OpsTime, memory.layer_activation_bytes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greentrain.errors import ConfigError
+
+SELECTIVE_MODES = ("attention", "op", "layer-N")  # layer-N: N a whole number >= 1 (layer-1 is full)
+
+
+def layer_every(mode: str) -> int:
+    """N of a ``layer-N`` mode (0 for the other modes)."""
+    return int(mode[6:]) if mode.startswith("layer-") else 0
+
+
+def check_selective_mode(mode: str) -> str:
+    """``mode`` if it is a selective-recomputation mode, else a ConfigError naming the known ones."""
+    if mode in ("attention", "op"):
+        return mode
+    if mode.startswith("layer-") and mode[6:].isdigit() and 1 <= int(mode[6:]) <= 1000:
+        return mode
+    raise ConfigError("selective_recompute", mode,
+                      "is not a recomputation mode: attention (Megatron), op (torchtitan op-SAC) or layer-N "
+                      "(torchtitan: every N-th block fully checkpointed, N >= 1)")
+
+
+def recomputed_s(recompute: str, mode: str, *, forward_s: Any, attention_core_s: Any, op_sac_s: Any,
+                 flash: bool) -> Any:
+    """Forward time a layer runs again in its backward under ``recompute`` and, for selective, ``mode``."""
+    if recompute == "full":
+        return forward_s
+    if recompute != "selective":
+        return 0.0
+    if mode == "op":
+        return op_sac_s
+    n = layer_every(mode)
+    if n:
+        return forward_s / n
+    return 0.0 if flash else attention_core_s
+
+
+def recomputed_flop(recompute: str, mode: str, *, layer_fwd: float, core_fwd: float, op_sac_fwd: float,
+                    flash: bool) -> float:
+    """Extra hardware FLOPs per sequence (step.step_flops): a full layer forward, the op-SAC share, 1/N of the
+    layers, or Megatron's attention core counted forward and backward (Korthikanti et al. §6)."""
+    if recompute == "full":
+        return layer_fwd
+    if recompute != "selective":
+        return 0.0
+    if mode == "op":
+        return op_sac_fwd
+    n = layer_every(mode)
+    if n:
+        return layer_fwd / n
+    return 0.0 if flash else 3.0 * core_fwd
