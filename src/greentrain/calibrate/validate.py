@@ -43,6 +43,8 @@ class Prediction:
     peak_memory_bytes: float | None  # the allocator's peak (MemoryBreakdown.allocator_bytes)
     device_memory_bytes: float | None  # everything on the device, against its capacity (total_bytes)
     measured_mfu_error: float | None  # predicted - measured MFU, points as a fraction (0.05 = 5 points)
+    # predicted / measured throughput - 1 (measured step time / predicted - 1): > 0 predicts a faster run
+    throughput_error: float | None = None
     peak_memory_error: float | None  # (predicted - measured) / measured
 
 
@@ -54,6 +56,8 @@ class Summary:
     num_scored: int  # runs that ran, with a prediction and a measured MFU and step time
     mfu_error_mean: float | None  # mean |error| in MFU fraction over runs that ran and are predicted
     mfu_error_bias: float | None  # mean signed error
+    throughput_error_mean: float | None  # mean |predicted / measured tokens per second - 1| over runs that ran
+    throughput_error_bias: float | None  # its mean signed value (> 0: optimistic)
     rank_correlation_median: float | None  # over groups with >= 3 runs that ran
     num_groups: int
     best_pick_exact: float | None  # fraction of groups
@@ -88,16 +92,18 @@ def predict(run: Run, eff: Efficiency | None = None) -> Prediction:
     reason = "" if fits else (f"needs {units.bytes_to_gib(mem):.1f} GiB per device, "
                               f"{sc.cluster.chip.name} has {units.bytes_to_gib(cap):.1f} GiB")
     m, t_meas = run.measured, measured_step_time_s(run)
-    mfu_err = None
+    mfu_err = tput_err = None
     if m.ran and m.mfu is not None and t_meas:
         mfu_err = m.mfu * t_meas / est.step_time_s - m.mfu
+    if m.ran and t_meas:
+        tput_err = t_meas / est.step_time_s - 1.0
     mem_err = None
     if m.ran and m.peak_memory_bytes:
         mem_err = (est.memory.allocator_bytes - m.peak_memory_bytes) / m.peak_memory_bytes
     return Prediction(run_id=run.run_id, fits=fits, reason=reason, step_time_s=est.step_time_s, mfu=est.mfu,
                       tokens_per_s_per_chip=est.tokens_per_s / sc.cluster.num_chips,
                       peak_memory_bytes=est.memory.allocator_bytes, device_memory_bytes=mem,
-                      measured_mfu_error=mfu_err, peak_memory_error=mem_err)
+                      measured_mfu_error=mfu_err, peak_memory_error=mem_err, throughput_error=tput_err)
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
@@ -150,6 +156,7 @@ def _mean(xs: list[float]) -> float | None:
 def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
     pairs = list(zip(runs, preds, strict=True))
     errs = [p.measured_mfu_error for p in preds if p.measured_mfu_error is not None]
+    tput = [p.throughput_error for p in preds if p.throughput_error is not None]
     groups: dict[tuple[str, int], list[tuple[Run, Prediction]]] = defaultdict(list)
     for r, p in pairs:
         groups[r.group].append((r, p))
@@ -163,6 +170,7 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
         num_runs=len(runs), num_ran=sum(1 for r in runs if r.measured.ran),
         num_predicted=sum(1 for p in preds if p.step_time_s is not None), num_scored=len(errs),
         mfu_error_mean=_mean([abs(e) for e in errs]), mfu_error_bias=_mean(errs),
+        throughput_error_mean=_mean([abs(e) for e in tput]), throughput_error_bias=_mean(tput),
         rank_correlation_median=float(np.median(rhos)) if rhos else None, num_groups=len(groups),
         best_pick_exact=_mean([float(bool(s.exact)) for s in picks]),
         best_pick_good=_mean([float(bool(s.good)) for s in picks]),

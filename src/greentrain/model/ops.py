@@ -26,7 +26,7 @@ from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
 
-__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "attention_ops", "elementwise", "layer_groups",
+__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "active_params_without_input_embedding", "attention_ops", "elementwise", "layer_groups",
            "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops", "trainable_params"]
 
 
@@ -381,6 +381,16 @@ def trainable_params(spec: TransformerSpec, finetune: Finetune = FULL) -> int:
     head = 0 if spec.tied_embeddings else spec.vocab_size * spec.hidden_size
     return (layers + (spec.embedding_params() if mo.embedding_trains else 0)
             + (head + spec.norm_params() if mo.head_trains else 0))
+
+
+def active_params_without_input_embedding(spec: TransformerSpec) -> int:
+    """The active parameters as model cards count them (OpenAI's gpt-oss card: 5.1 B active for gpt-oss-120b):
+    without the input embedding table, a lookup that does no arithmetic (nor learned position tables). A tied
+    table stays counted once: it is the LM head's weight. greentrain's own count (TransformerSpec.num_active_params)
+    includes the table."""
+    table = 0 if spec.tied_embeddings else spec.vocab_size * spec.hidden_size
+    positions = spec.embedding_params() - spec.vocab_size * spec.hidden_size
+    return spec.num_active_params() - table - positions
 
 
 def model_flop_per_sequence(spec: TransformerSpec, seq_len: int, target_seq_len: int = 0) -> float:

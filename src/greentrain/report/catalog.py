@@ -18,6 +18,7 @@ from greentrain import units
 from greentrain.hardware.catalog import chips, links
 from greentrain.hardware.chip import Chip, Link
 from greentrain.model.load import load_preset, preset_names
+from greentrain.model.ops import active_params_without_input_embedding
 from greentrain.model.spec import TransformerSpec
 
 
@@ -68,14 +69,16 @@ def _model_record(spec: TransformerSpec) -> dict[str, Any]:
     fields = ("name", "family", "arch", "num_layers", "num_encoder_layers", "hidden_size", "num_heads",
               "num_kv_heads", "ffn_hidden_size", "vocab_size", "num_experts", "top_k")
     record: dict[str, Any] = {f: getattr(spec, f) for f in fields}
-    record.update(num_params=spec.num_params(), num_active_params=spec.num_active_params())
+    record.update(num_params=spec.num_params(), num_active_params=spec.num_active_params(),
+                  num_active_params_without_input_embedding=active_params_without_input_embedding(spec))
     return record
 
 
 def _models() -> tuple[list[dict[str, Any]], Table]:
-    table = _table("Model presets (model/presets/*.yaml; parameters from TransformerSpec.num_params)",
+    table = _table("Model presets (model/presets/*.yaml; parameters from TransformerSpec.num_params; active: "
+                   "greentrain's count, with the input embedding; card: without it, as model cards count)",
                    ("name", "family", "arch", "layers", "hidden", "heads/kv", "experts", "params B",
-                    "active B"),
+                    "active B", "active B (card)"),
                    left=("name", "family", "arch"))
     records = []
     for name in preset_names():
@@ -86,7 +89,31 @@ def _models() -> tuple[list[dict[str, Any]], Table]:
         experts = f"{spec.num_experts} top-{spec.top_k}" if spec.is_moe else "-"
         table.add_row(spec.name, spec.family, spec.arch, layers, str(spec.hidden_size),
                       f"{spec.num_heads}/{spec.num_kv_heads}", experts, f"{spec.num_params() / 1e9:,.2f}",
-                      f"{spec.num_active_params() / 1e9:,.2f}")
+                      f"{spec.num_active_params() / 1e9:,.2f}",
+                      f"{active_params_without_input_embedding(spec) / 1e9:,.2f}")
+    return records, table
+
+
+# ---- frameworks -----------------------------------------------------------------------------------------
+def _frameworks() -> tuple[list[dict[str, Any]], Table]:
+    from greentrain.estimate.efficiency import efficiency_for, framework_names
+
+    table = _table("Framework profiles (estimate/efficiency.yaml; kernel efficiency: fitted where the source says "
+                   "so)", ("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "kernel eff.",
+                           "precision", "source"),
+                   left=("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "precision", "source"))
+    records = []
+    for name in framework_names():
+        e = efficiency_for("", name)
+        records.append({"name": name, "attention_kernel": e.attention_kernel, "loss_kernel": e.loss_kernel,
+                        "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
+                        "zero_stages": list(e.zero_stages), "dp_overlap": e.dp_overlap,
+                        "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
+                        "precision_recipe": e.precision_recipe, "source": e.framework_source,
+                        "attention_source": e.attention_source})
+        table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,
+                      ",".join(map(str, e.zero_stages)), "yes" if e.dp_overlap else "no",
+                      f"{e.kernel_efficiency:.2f}", e.precision_recipe, e.framework_source)
     return records, table
 
 
@@ -120,7 +147,7 @@ def _regions() -> tuple[list[dict[str, Any]], Table]:
 
 
 _LISTERS: dict[str, Callable[[], tuple[list[dict[str, Any]], Table]]] = {
-    "chips": _chips, "models": _models, "regions": _regions, "links": _links,
+    "chips": _chips, "models": _models, "regions": _regions, "links": _links, "frameworks": _frameworks,
 }
 KINDS = tuple(_LISTERS)
 

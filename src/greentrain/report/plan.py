@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain.estimate.run import RunEstimate
-from greentrain.model.ops import trainable_params
+from greentrain.model.ops import active_params_without_input_embedding, trainable_params
 from greentrain.report.formats import dur, gib, mass, num
 
 
@@ -34,6 +34,8 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
     return {
         "model": sc.model.name,
         "num_params": sc.model.num_params(),
+        "num_active_params": sc.model.num_active_params(),  # greentrain's count: the input embedding included
+        "num_active_params_without_input_embedding": active_params_without_input_embedding(sc.model),  # cards'
         "chip": sc.cluster.chip.name,
         "num_chips": sc.cluster.num_chips,
         "chips_per_node": sc.cluster.chips_per_node,
@@ -97,7 +99,10 @@ def _efficiency(run: RunEstimate) -> dict[str, Any]:
 def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = False) -> None:
     d = plan_to_dict(run, default_batch=default_batch)
     sc, st = run.scenario, run.step
-    title = (f"{sc.model.name} ({sc.model.num_params() / 1e9:.2f} B params) on {sc.cluster.num_chips} x "
+    active = (f", {sc.model.num_active_params() / 1e9:.2f} B active with the input embedding, "
+              f"{active_params_without_input_embedding(sc.model) / 1e9:.2f} B without (model cards' count)"
+              if sc.model.is_moe else "")
+    title = (f"{sc.model.name} ({sc.model.num_params() / 1e9:.2f} B params{active}) on {sc.cluster.num_chips} x "
              f"{sc.cluster.chip.name}; {run.strategy.describe()}"
              + (" (chosen by the planner)" if run.strategy_chosen else ""))
     console.print(f"[bold]{title}[/bold]")

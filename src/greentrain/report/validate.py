@@ -41,6 +41,7 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
         "num_runs": s.num_runs, "num_ran": s.num_ran, "num_predicted": s.num_predicted,
         "num_scored": s.num_scored,
         "mfu_error_mean_points": pts(s.mfu_error_mean), "mfu_error_bias_points": pts(s.mfu_error_bias),
+        "throughput_error_mean": s.throughput_error_mean, "throughput_error_bias": s.throughput_error_bias,
         "rank_correlation_median": s.rank_correlation_median, "num_groups": s.num_groups,
         "best_pick_exact_fraction": s.best_pick_exact, "best_pick_within_10_percent_fraction": s.best_pick_good,
         "ran_crashed_accuracy": s.ran_crashed_accuracy, "crashes_missed": s.crashes_missed,
@@ -71,6 +72,8 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
     t.add_row("MFU error, mean", _fmt(s.mfu_error_mean, ".1f", 100, " pt"),
               f"|predicted - measured| over {s.num_scored:,} runs that ran, on each run's own FLOP count")
     t.add_row("MFU error, bias", _fmt(s.mfu_error_bias, "+.1f", 100, " pt"), "> 0: optimistic")
+    t.add_row("throughput error, mean", _fmt(s.throughput_error_mean, ".1f", 100, " %"),
+              f"|predicted / measured tokens per second - 1|, bias {_fmt(s.throughput_error_bias, '+.1f', 100, ' %')}")
     t.add_row("rank correlation, median", _fmt(s.rank_correlation_median, ".2f"),
               "Spearman, predicted vs measured throughput inside each group")
     t.add_row("best pick exact", _fmt(s.best_pick_exact, ".0f", 100, " %"),
