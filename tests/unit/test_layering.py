@@ -23,10 +23,11 @@ PACKAGE = SRC / "greentrain"
 # Layers from the bottom up. A unit is a subpackage or a root module of greentrain; "greentrain" is the
 # package face (__init__.py) and "auto" the face kept for `import greentrain.auto`: both sit on top and
 # nothing inside the package may import them. Root modules are placed by what they describe: units, errors,
-# the version and the YAML/JSON reader are leaves; Workload is part of the data model; Scenario joins
+# the version, the YAML/JSON reader and the
+# output-file writer are leaves; Workload is part of the data model; Scenario joins
 # Model + Cluster + Strategy + Workload + Site.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"units", "errors", "_version", "config"}),
+    frozenset({"units", "errors", "_version", "config", "files"}),
     frozenset({"model", "hardware", "parallel", "footprint", "workload"}),
     frozenset({"scenario"}),
     frozenset({"estimate", "search", "sim", "emulate", "measure", "offload"}),

@@ -152,7 +152,7 @@ def test_unwritable_folder_is_refused_before_work(monkeypatch: pytest.MonkeyPatc
     def denied(*_: object, **__: object) -> tuple[int, str]:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("greentrain.report.files.tempfile.mkstemp", denied)
+    monkeypatch.setattr("greentrain.files.tempfile.mkstemp", denied)
     with pytest.raises(ConfigError, match=r"cannot write in .*Permission denied"):
         check_output_path(tmp_path / "x.png", "--plot")
     with pytest.raises(ConfigError, match="cannot be written: Permission denied"):

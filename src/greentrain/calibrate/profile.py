@@ -8,8 +8,6 @@ simulate and validate): its ``constants`` replace those of the chip and framewor
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from greentrain.calibrate.fit import Calibration, Score
 from greentrain.calibrate.runs import Measured, Run
 from greentrain.config import load_mapping
 from greentrain.errors import ConfigError
+from greentrain.files import write_text_atomic
 from greentrain.scenario import Scenario, load_scenario
 
 KIND = "greentrain-calibration"
@@ -57,14 +56,7 @@ def write_profile(data: dict[str, Any], path: str | Path) -> None:
     p = Path(path)
     text = "# greentrain calibration profile: `--calibration " + p.name + "` on plan, search, simulate, validate\n"
     text += yaml.safe_dump(data, sort_keys=False)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(p, text, "-o")
 
 
 def read_track_run(path: str | Path, scenario: str = "") -> Run:

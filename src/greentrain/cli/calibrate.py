@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="RUNS.csv|TRACK_DIR",
-                   help="runs CSVs (shared/reference/calibration/README.md schema) and `greentrain track` directories")
+                   help="runs CSVs (columns: docs/runs-csv.md) and `greentrain track` directories")
     p.add_argument("-o", "--out", required=True, metavar="PROFILE.yaml", help="where to write the profile")
     p.add_argument("--framework", default="", help="framework the runs used (default: the runs' framework column, "
                    "else megatron)")
@@ -54,10 +54,9 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.calibrate.profile import profile_dict, write_profile
     from greentrain.errors import ConfigError
     from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Profile
+    from greentrain.files import check_output_path
 
-    out = Path(args.out)
-    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise ConfigError("out", args.out, "must be a file in an existing directory")
+    out = check_output_path(args.out, "out")  # before the fit: folder exists and takes a new file
     names = tuple(n.strip() for n in args.fit.split(",") if n.strip())
     runs = _runs(args)
     frameworks = sorted({r.framework for r in runs if r.framework})

@@ -1,16 +1,27 @@
 """`greentrain SUBCOMMAND ...`: dispatch to one thin module per subcommand.
 
 Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``. Only the chosen module is
-imported, so `greentrain plan --json` starts fast. Errors the user can fix (GreentrainError) are printed as
-one line on stderr with exit status 2, never a traceback.
+imported, so `greentrain plan --json` starts fast. Whatever stops a command is one line on stderr, never a
+traceback, with the exit status saying what kind of stop it was:
+
+  2    input the user can fix (GreentrainError: a field, its value, the rule), an output path that cannot be
+       written, or an optional library that is not installed (the line names the extra to install);
+  1    the machine failed the command while it worked (an OSError: disk full, I/O error, permission lost),
+       or a command's own failure (experiment variants that failed);
+  130  interrupted by Ctrl-C (SIGINT), 143 terminated by SIGTERM (128 + the signal, as a shell reports it).
+       Outputs are written whole or not at all (greentrain.files), so an interrupted command leaves no half
+       file; `experiment run` and `track` resume or start clean on the next run.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from greentrain._version import __version__
 from greentrain.errors import GreentrainError
@@ -33,6 +44,59 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "offload": ("greentrain.cli.offload", "train under host/device memory caps: plan, heatmap, train (seed 002)"),
     "report": ("greentrain.cli.report", "result JSON files (plan, search, simulate, track, ...) as one HTML page"),
 }
+
+
+# optional library (top-level module) -> the extra that installs it (pyproject.toml's optional-dependencies)
+EXTRAS: dict[str, str] = {
+    "torch": "torch", "matplotlib": "plot", "pynvml": "gpu", "transformers": "experiment",
+    "accelerate": "experiment", "tokenizers": "experiment", "rouge_score": "experiment", "optuna": "search",
+    "mlflow": "mlflow", "sqlalchemy": "mlflow", "alembic": "mlflow", "lightning": "torch",
+}
+# what an interrupted subcommand leaves, said after "no output was left half-written"
+RESUME: dict[str, str] = {
+    "experiment": "; `experiment run` again resumes: finished variants are kept, the interrupted one reruns",
+    "track": "; the records so far are kept: `greentrain track --summarize DIR` writes their outputs",
+}
+SIGINT_STATUS = 128 + signal.SIGINT  # 130
+SIGTERM_STATUS = 128 + signal.SIGTERM  # 143
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt so that ``finally`` blocks (temporary files,
+    locks) run before the exit. A BaseException: ``except Exception`` does not swallow it."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated while the command runs (a command with its own handler, `track`'s
+    supervisor, replaces it for its run and puts it back)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (main() called from a thread): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def missing_extra(exc: ImportError) -> str:
+    """The one-line rule for a missing optional library, or "" when ``exc`` is not about one."""
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        return ""
+    return f"needs {top}, which is not installed: pip install \"greentrain[{EXTRAS[top]}]\""
+
+
+def _os_error_line(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    reason = exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    return f"{reason}{where}"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,11 +128,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"greentrain: error: unknown subcommand {name!r}{did_you_mean(name, SUBCOMMANDS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    parser = _Parser(prog=f"greentrain {name}", description=SUBCOMMANDS[name][1])
-    module.add_arguments(parser)
     try:
-        ns = parser.parse_args(args[1:])
+        with _sigterm_raises():
+            return _run(name, args[1:])
+    except KeyboardInterrupt:
+        print(f"greentrain {name}: interrupted (Ctrl-C); no output was left half-written{RESUME.get(name, '')}",
+              file=sys.stderr)
+        return SIGINT_STATUS
+    except Terminated:
+        print(f"greentrain {name}: terminated (SIGTERM); no output was left half-written{RESUME.get(name, '')}",
+              file=sys.stderr)
+        return SIGTERM_STATUS
+
+
+def _run(name: str, argv: list[str]) -> int:
+    try:
+        module = importlib.import_module(SUBCOMMANDS[name][0])
+        parser = _Parser(prog=f"greentrain {name}", description=SUBCOMMANDS[name][1])
+        module.add_arguments(parser)
+        ns = parser.parse_args(argv)
         return int(module.run(ns))
     except GreentrainError as e:
         print(f"greentrain {name}: error: {e}", file=sys.stderr)
@@ -77,7 +155,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else 2
     except BrokenPipeError:
         return 0
-
+    except ImportError as e:
+        rule = missing_extra(e)
+        if not rule:
+            raise
+        print(f"greentrain {name}: error: {rule}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"greentrain {name}: error: {_os_error_line(e)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"greentrain {name}: error: out of memory (the machine could not give the memory asked for)",
+              file=sys.stderr)
+        return 1
 
 if __name__ == "__main__":
     raise SystemExit(main())

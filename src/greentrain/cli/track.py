@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from greentrain import files
 from greentrain.cli.argtypes import finite_float
 from greentrain.cli.fields import SUMMARIZE_FLAGS, TRACK_FLAGS, fields_as_flags
 from greentrain.config import require
+from greentrain.errors import ConfigError
+from greentrain.footprint.site import Site
 from greentrain.measure.distributed import merge_rank_files
 from greentrain.measure.outputs import write_outputs
 from greentrain.measure.preempt import DEFAULT_GRACE_S, MAX_GRACE_S, Supervisor
 from greentrain.measure.summary import Measurement, make_site
-from greentrain.measure.track import merge, run_tracked
+from greentrain.measure.track import check_inputs, merge, run_tracked
 from greentrain.report.track import render_table
 
 
@@ -60,18 +64,45 @@ def run(args: argparse.Namespace) -> int:
             "must be a positive integer or 'leaf'")
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)  # bad input fails before anything runs
     require(0 <= args.grace_s <= MAX_GRACE_S, "--grace-s", args.grace_s, f"must be in [0, {MAX_GRACE_S:g}] s")
-    # run_tracked checks the command, --cpu-tdp-w, --interval-s and --out before the command starts
+    # the command, --cpu-tdp-w, --interval-s and --out are checked before anything is created
     out = Path(args.out)
+    with fields_as_flags(TRACK_FLAGS):
+        check_inputs(command, args.cpu_tdp_w, args.interval_s)
+    files.check_output_dir(out, "--out")
+    created = not out.exists()
+    try:  # one run per folder at a time (as `experiment run`): two runs would merge into one run's figures
+        with files.folder_lock(out, "--out", "greentrain track run"):
+            return _run_locked(command, out, site, args)
+    except ConfigError:
+        if created and not (out / "track.jsonl").exists():  # nothing ran: leave no empty folder behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run_locked(command: list[str], out: Path, site: Site | None, args: argparse.Namespace) -> int:
     # the supervisor spans the outputs too: a signal during the writing sets the exit status only
     with Supervisor(args.grace_s) as sup, fields_as_flags(TRACK_FLAGS):  # measure/ names fields (track.interval_s)
-        code = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
+        done = run_tracked(command, out, hooks=not args.no_hooks, depth=args.depth, cpu_tdp_w=args.cpu_tdp_w,
                            interval_s=args.interval_s, stdout_to_stderr=args.json, supervisor=sup)
-        m = merge(out, site, pue=args.pue)
+        lost = (f"{done.write_error} while writing {out / 'track.jsonl'} at {done.write_error_at_s:.1f} s into "
+                "the run" if done.write_error else "")
+        try:
+            m = merge(out, site, pue=args.pue)
+        except ConfigError as e:
+            if not lost:
+                raise
+            raise ConfigError("--out", str(out), f"{lost}; no record could be read back ({e.rule})") from None
         if sup.signum is not None:
             m = replace(m, notes=(*m.notes, f"{m.status}: the figures cover the {m.num_steps} steps recorded "
                                             "before the signal"))
-        _report(m, out, args)
-    return sup.exit_code(code) if sup.signum is not None else code
+        if lost:
+            m = replace(m, notes=(*m.notes, f"{lost}: the figures cover the records written before it"))
+        _report(m, out, args, lost)
+    if lost:
+        print(f"greentrain track: error: {lost}; the command ran to its end (exit {done.code}); the "
+              f"measurement covers the records written before it", file=sys.stderr)
+        return 1
+    return done.code
 
 
 def _summarize(args: argparse.Namespace) -> int:
@@ -79,14 +110,19 @@ def _summarize(args: argparse.Namespace) -> int:
     out = Path(args.summarize)
     # track.jsonl: an earlier `greentrain track -- CMD`; else greentrain.Tracker's (per-rank) files
     by_track = (out / "track.jsonl").is_file()
-    with fields_as_flags(SUMMARIZE_FLAGS):  # measure/distributed.py names the directory out_dir
+    with fields_as_flags(SUMMARIZE_FLAGS), files.folder_lock(out, "--summarize", "greentrain track run"):
         m = merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue)
-    _report(m, out, args)
+        _report(m, out, args)
     return 0
 
 
-def _report(m: Measurement, out: Path, args: argparse.Namespace) -> None:
-    paths = write_outputs(m, out, project_name=args.project_name)
+def _report(m: Measurement, out: Path, args: argparse.Namespace, lost: str = "") -> None:
+    try:
+        paths = write_outputs(m, out, project_name=args.project_name)
+    except ConfigError as e:  # a full disk at the end: the records stay, a later --summarize writes the outputs
+        kept = f" (and {lost})" if lost else ""
+        raise ConfigError(e.field, e.value, f"{e.rule}{kept}; the run's records are kept in {out}: "
+                          f"`greentrain track --summarize {out}` writes the outputs once there is room") from None
     try:
         if args.json:
             print(json.dumps(m.to_json(), indent=2))

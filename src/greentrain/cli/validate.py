@@ -8,7 +8,7 @@ import json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", help="runs CSV (schema: shared/reference/calibration/README.md)")
+    p.add_argument("runs", help="runs CSV (columns: docs/runs-csv.md)")
     p.add_argument("--framework", default="",
                    help="predict every run as this framework (default: each run's framework column, else megatron)")
     p.add_argument("--calibration", default="", metavar="PROFILE.yaml",

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greentrain import files
 from greentrain.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -183,18 +182,9 @@ def quality_of(results: Sequence[VariantResult]) -> Quality:
 
 
 def write_text_atomic(path: Path, text: str, field: str = "out") -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it, renamed into place (a kill leaves the old file
-    or the new one, never half of it). The file gets the mode ``open`` would give it (0o666 less the umask); an
-    OSError is a ConfigError naming ``field`` and the path."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(field, str(path), f"cannot be written: {e.strerror or type(e).__name__}") from None
+    """Write ``text`` to ``path`` whole or not at all (greentrain.files.write_text_atomic: a temporary file
+    beside it, flushed, the umask's mode, renamed into place); an OSError is a ConfigError naming ``field``."""
+    files.write_text_atomic(path, text, field)
 
 
 def write_result(path: Path, result: VariantResult) -> None:

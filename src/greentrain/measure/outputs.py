@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
 import os
 import platform
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from greentrain import units
+from greentrain import files, units
 from greentrain._version import __version__
 from greentrain.errors import ConfigError
 from greentrain.footprint.regions import codecarbon_location
@@ -99,30 +100,35 @@ def model_card_block(m: Measurement, training_type: str = "pre-training", hardwa
     }}
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Never a half-written file: write beside it, then rename over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _emissions_text(path: Path, row: dict[str, Any]) -> str:
+    """emissions.csv as it will be: the rows already there (header once) and this run's row appended."""
+    try:
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except OSError as exc:
+        raise ConfigError("emissions.csv", str(path), f"cannot be read: {files.os_reason(exc)}") from None
+    if old and not old.endswith("\n"):
+        old += "\n"  # a torn last row (a killed writer before outputs were atomic) stays on its own line
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CODECARBON_COLUMNS)
+    if not old:
+        w.writeheader()
+    w.writerow(row)
+    return old + buf.getvalue()
 
 
 def write_outputs(m: Measurement, out_dir: str | Path, *, project_name: str = "greentrain",
                   run_id: str | None = None) -> list[Path]:
-    """measurement.json, emissions.csv (appended, header once) and, with CO2e, model_card_co2.yaml."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """measurement.json, emissions.csv (this run's row appended, header once) and, with CO2e,
+    model_card_co2.yaml: all of them or none (greentrain.files.AtomicBatch: each is written whole to a
+    temporary file first, then all are renamed), so a full disk or a kill never leaves half of one."""
+    out = files.make_output_dir(out_dir, "out")
     paths = [out / "measurement.json", out / "emissions.csv"]
-    _write_atomic(paths[0], json.dumps(m.to_json(), indent=2) + "\n")
-    new = not paths[1].exists()
-    with paths[1].open("a", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=CODECARBON_COLUMNS)
-        if new:
-            w.writeheader()
-        w.writerow(codecarbon_row(m, project_name, run_id))
-    if m.emissions_kg_co2e is not None:
-        card = out / "model_card_co2.yaml"
-        _write_atomic(card, yaml.safe_dump(model_card_block(m), sort_keys=False))
-        paths.append(card)
+    with files.AtomicBatch() as batch:
+        batch.add_text(paths[0], "measurement.json", json.dumps(m.to_json(), indent=2) + "\n")
+        batch.add_text(paths[1], "emissions.csv", _emissions_text(paths[1], codecarbon_row(m, project_name, run_id)))
+        if m.emissions_kg_co2e is not None:
+            paths.append(out / "model_card_co2.yaml")
+            batch.add_text(paths[2], "model_card_co2.yaml", yaml.safe_dump(model_card_block(m), sort_keys=False))
     return paths
 
 
@@ -133,11 +139,17 @@ def _si(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def _tokens_per_s(m: Measurement) -> str:
+    """n/a when no step counted tokens (not a language model, or the script never said): 0.0 would read as a
+    measured zero throughput."""
+    return f"{m.tokens_per_s:.1f}" if m.tokens > 0 else "n/a (no tokens counted)"
+
+
 def summary_rows(m: Measurement) -> list[tuple[str, str]]:
     """The summary's (quantity, value) rows: run figures, energy by meter, CO2e and cost when known."""
     lab = {x.name: "measured" if x.measured else "estimated" for x in m.meters}
     rows = [("duration", f"{m.duration_s:.2f} s"), ("steps", str(m.num_steps)),
-            ("step time (steady)", f"{m.step_time_s * 1e3:.2f} ms"), ("tokens/s", f"{m.tokens_per_s:.1f}"),
+            ("step time (steady)", f"{m.step_time_s * 1e3:.2f} ms"), ("tokens/s", _tokens_per_s(m)),
             ("FLOP per step", _si(m.flop_per_step, "FLOP")), ("FLOP/s", _si(m.flop_per_s, "FLOP/s")),
             ("peak memory", f"{units.bytes_to_gib(m.memory_bytes):.3f} GiB"),
             ("GPU energy", f"{m.gpu_energy_j:.1f} J ({lab.get('gpu', 'none')})"),

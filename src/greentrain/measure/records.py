@@ -16,6 +16,7 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -31,7 +32,11 @@ FLUSH_INTERVAL_S = 0.5
 
 
 class JsonlWriter:
-    """Thread-safe append-only JSONL file; ``append`` buffers, ``flush`` pushes to the OS."""
+    """Thread-safe append-only JSONL file; ``append`` buffers, ``flush`` pushes to the OS.
+
+    A write that fails (full disk, I/O error) never reaches the caller: the training goes on, the records
+    already on disk stay whole (a torn last line is skipped by ``read_jsonl``), later records are dropped and
+    ``error`` says what happened ("No space left on device") and ``error_t`` when (monotonic seconds)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -39,15 +44,27 @@ class JsonlWriter:
         self._f: IO[str] | None = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._last_flush = time.monotonic()
+        self.error = ""
+        self.error_t = 0.0
+
+    def _failed(self, exc: OSError) -> None:
+        self.error, self.error_t = exc.strerror or type(exc).__name__, time.monotonic()
+        f, self._f = self._f, None
+        if f is not None:
+            with contextlib.suppress(OSError):  # closing flushes the buffer, which fails again
+                f.close()
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
             if self._f is None:
                 return
-            self._f.write(line)
-            if time.monotonic() - self._last_flush > FLUSH_INTERVAL_S:
-                self._flush_locked()
+            try:
+                self._f.write(line)
+                if time.monotonic() - self._last_flush > FLUSH_INTERVAL_S:
+                    self._flush_locked()
+            except OSError as exc:
+                self._failed(exc)
 
     def _flush_locked(self) -> None:
         if self._f is not None:
@@ -56,14 +73,20 @@ class JsonlWriter:
 
     def flush(self) -> None:
         with self._lock:
-            self._flush_locked()
+            try:
+                self._flush_locked()
+            except OSError as exc:
+                self._failed(exc)
 
     def close(self) -> None:
         with self._lock:
             if self._f is not None:
-                self._f.flush()
-                self._f.close()
-                self._f = None
+                try:
+                    self._f.flush()
+                    self._f.close()
+                    self._f = None
+                except OSError as exc:
+                    self._failed(exc)
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,19 +71,34 @@ def prepare_out_dir(out_dir: Path, flag: str = "track.out_dir") -> bool:
     return True
 
 
-def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, depth: str = "1",
-                cpu_tdp_w: float | None = None, interval_s: float = 0.5, stdout_to_stderr: bool = False,
-                supervisor: Supervisor | None = None, run_id: str | None = None) -> int:
-    """Run ``command``, sampling it into out_dir/track.jsonl; returns the exit status (128+N for signal N,
-    the tracker's own when it was signalled: measure/preempt.py).
-    Every input is checked before the command starts; ``stdout_to_stderr`` keeps this process's stdout for
-    its own output (``--json``). Records of earlier runs in ``out_dir`` are kept; this run's carry
-    ``run_id`` (a new UUID by default), which ``merge`` selects."""
+@dataclass(frozen=True, slots=True)
+class TrackedRun:
+    """What ``run_tracked`` saw: the exit status (128+N for signal N, the tracker's own when it was signalled:
+    measure/preempt.py) and, when writing track.jsonl failed during the run (a full disk), the OS's reason
+    and the run time it happened at (the records before it are kept whole; the command ran to its end)."""
+
+    code: int
+    write_error: str = ""
+    write_error_at_s: float = 0.0
+
+
+def check_inputs(command: Sequence[str], cpu_tdp_w: float | None, interval_s: float) -> None:
+    """The command exists, the CPU TDP and the interval are positive: checked before anything is created."""
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
     require(cpu_tdp_w is None or cpu_tdp_w > 0, "track.cpu_tdp_w", cpu_tdp_w, "must be > 0")
     require(interval_s > 0, "track.interval_s", interval_s, "must be > 0")
     require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
+
+
+def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, depth: str = "1",
+                cpu_tdp_w: float | None = None, interval_s: float = 0.5, stdout_to_stderr: bool = False,
+                supervisor: Supervisor | None = None, run_id: str | None = None) -> TrackedRun:
+    """Run ``command``, sampling it into out_dir/track.jsonl; returns its exit status and any write error.
+    Every input is checked before the command starts; ``stdout_to_stderr`` keeps this process's stdout for
+    its own output (``--json``). Records of earlier runs in ``out_dir`` are kept; this run's carry
+    ``run_id`` (a new UUID by default), which ``merge`` selects."""
+    check_inputs(command, cpu_tdp_w, interval_s)
     created = prepare_out_dir(out_dir)
     run_id = run_id or str(uuid.uuid4())
     sup = supervisor or Supervisor()
@@ -102,14 +117,16 @@ def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, de
                 shutil.rmtree(out_dir, ignore_errors=True)
             raise ConfigError("command", command[0], f"cannot start: {e.strerror}") from None
         watchdog.watch(child.pid)
-        code = _sample_while_running(child, out_dir, sup, t0, cpu0, command, run_id,
-                                     cpu_tdp_w=cpu_tdp_w, interval_s=interval_s)
-    return sup.exit_code(code)
+        code, writer = _sample_while_running(child, out_dir, sup, t0, cpu0, command, run_id,
+                                             cpu_tdp_w=cpu_tdp_w, interval_s=interval_s)
+    t0_monotonic = time.monotonic() - (time.perf_counter() - t0)  # the writer stamps its error on this clock
+    at_s = writer.error_t - t0_monotonic if writer.error else 0.0
+    return TrackedRun(sup.exit_code(code), writer.error, max(at_s, 0.0))
 
 
 def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Supervisor, t0: float,
                           cpu0: float, command: Sequence[str], run_id: str, *, cpu_tdp_w: float | None,
-                          interval_s: float) -> int:
+                          interval_s: float) -> tuple[int, JsonlWriter]:
     writer = JsonlWriter(out_dir / "track.jsonl")
     meters = default_meters(child.pid, cpu_tdp_w=cpu_tdp_w)
     sampler = Sampler(writer, meters, t0, lambda: tree_rss_bytes(process_tree(child.pid)), interval_s)
@@ -129,7 +146,7 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
     status = sup.status or ("ok" if code == 0 else f"exit {code if code > 0 else 128 - code}")
     writer.append({"type": "end", "t_s": time.perf_counter() - t0, "status": status, "error": ""})
     writer.close()
-    return code
+    return code, writer
 
 
 def _cut_at_last_step(records: list[dict[str, Any]],
