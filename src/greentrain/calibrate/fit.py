@@ -40,7 +40,10 @@ TIME_BOUNDS = (("kernel_efficiency", 0.3, 1.0), ("host_layer_s", 0.0, 0.02),
                ("host_layer_s_per_tp_pp_nodes", 0.0, 0.01), ("inter_node_link", 0.1, 1.0))
 FRAGMENTATION_BOUNDS = (0.0, 0.6)
 FIT_NAMES = ("kernel_efficiency", "host_layer_s", "host_layer_s_per_tp_pp_nodes", "inter_node_link", "fragmentation")
-MIN_RUNS = 8  # runs that ran, with a measured step time, needed to fit
+MIN_RUNS = 8  # runs that ran, with a measured step time, needed to fit every constant
+# With fewer (one or two runs of the user's own job), only kernel_efficiency is fitted: one number per run
+# constrains one constant, and the kernel efficiency is the one that scales every step alike.
+FEW_RUNS_FIT = ("kernel_efficiency",)
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
@@ -75,6 +78,8 @@ class Calibration:
     fit_after: Score
     holdout_before: Score | None
     holdout_after: Score | None
+    fitted_names: tuple[str, ...] = FIT_NAMES  # the constants fitted
+    note: str = ""  # what the fit could not do with the runs given ("" : nothing to say)
 
 
 class _Evaluator:
@@ -211,14 +216,23 @@ def calibrate(runs: Sequence[Run], eff: Efficiency, *, holdout: float = 0.25, se
         raise ConfigError("runs.chip", ", ".join(chips), "a calibration fits one chip: give runs of one chip")
     if not 0.0 <= holdout < 1.0:
         raise ConfigError("holdout", holdout, "must be in [0, 1)")
-    fit_runs, hold_runs = split(runs, holdout, seed)
-    ev_fit = _Evaluator(fit_runs, eff)
-    if len(ev_fit.runs) < MIN_RUNS:
-        raise ConfigError("runs", len(ev_fit.runs), f"too few runs to fit: need >= {MIN_RUNS} that ran, with a "
-                          "measured step time and a strategy that divides the model (after the hold-out)")
     unknown = [n for n in names if n not in FIT_NAMES]
     if unknown or not names:
         raise ConfigError("fit", ",".join(unknown) or "", f"must name some of {', '.join(FIT_NAMES)}")
+    note = ""
+    fit_runs, hold_runs = split(runs, holdout, seed)
+    ev_fit = _Evaluator(fit_runs, eff)
+    if len(ev_fit.runs) < MIN_RUNS:  # few runs: all of them fit the one constant they support
+        fit_runs, hold_runs = split(runs, 0.0, seed)
+        ev_fit = _Evaluator(fit_runs, eff)
+        if not ev_fit.runs:
+            raise ConfigError("runs", 0, "no run to fit: need one that ran, with a measured step time and a "
+                              "strategy that divides the model")
+        if len(ev_fit.runs) < MIN_RUNS:
+            others = ", ".join(n for n in names if n not in FEW_RUNS_FIT) or "the others"
+            note = (f"{len(ev_fit.runs)} run(s) support one constant: only kernel_efficiency was fitted, on every "
+                    f"run (none held back); {MIN_RUNS} or more runs fit {others} too")
+            names = FEW_RUNS_FIT
     fitted = fit_constants(ev_fit, eff, names)
     ev_hold = _Evaluator(hold_runs, eff) if hold_runs else None
     has_hold = ev_hold is not None and len(ev_hold.runs) > 0
@@ -227,4 +241,4 @@ def calibrate(runs: Sequence[Run], eff: Efficiency, *, holdout: float = 0.25, se
         num_fit=len(ev_fit.runs), num_holdout=len(ev_hold.runs) if ev_hold else 0,
         fit_before=ev_fit.score(eff), fit_after=ev_fit.score(fitted),
         holdout_before=ev_hold.score(eff) if ev_hold and has_hold else None,
-        holdout_after=ev_hold.score(fitted) if ev_hold and has_hold else None)
+        holdout_after=ev_hold.score(fitted) if ev_hold and has_hold else None, fitted_names=tuple(names), note=note)

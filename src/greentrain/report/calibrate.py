@@ -37,4 +37,6 @@ def render_calibration(c: Calibration, path: str, console: Console) -> None:
                         ("held back, before", c.holdout_before), ("held back, after", c.holdout_after)):
         e.add_row(*_row(name, score))
     console.print(e)
+    if c.note:
+        console.print(c.note)
     console.print(f"wrote {path}")
