@@ -1,7 +1,7 @@
 """The package's layering (DESIGN.md, "Layout"), checked on the source without importing it.
 
 Dependencies point downward: ``cli -> report -> (experiment | calibrate) -> (estimate | search | sim | emulate |
-measure | offload) -> (model, hardware, parallel, footprint) -> units``. Every import is read with ``ast``
+measure | offload) -> (model, hardware, parallel, footprint) -> results -> units``. Every import is read with ``ast``
 (lazy imports inside functions included), so a module that is never imported by a test is checked too.
 A module may import its own layer or any layer below; never one above; no import cycle except through
 ``if TYPE_CHECKING:`` blocks; only report/ imports Rich or matplotlib.
@@ -23,11 +23,12 @@ PACKAGE = SRC / "greentrain"
 # Layers from the bottom up. A unit is a subpackage or a root module of greentrain; "greentrain" is the
 # package face (__init__.py) and "auto" the face kept for `import greentrain.auto`: both sit on top and
 # nothing inside the package may import them. Root modules are placed by what they describe: units, errors,
-# the version, the YAML/JSON reader and the
-# output-file writer are leaves; Workload is part of the data model; Scenario joins
-# Model + Cluster + Strategy + Workload + Site.
+# the version, the YAML/JSON reader and the output-file writer are leaves; results/ (every result kind's typed view, its schema version
+# and codec) sits just above them so that every producer and reader can use it; Workload is part of the data
+# model; Scenario joins Model + Cluster + Strategy + Workload + Site.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "errors", "_version", "config", "files"}),
+    frozenset({"results"}),
     frozenset({"model", "hardware", "parallel", "footprint", "workload"}),
     frozenset({"scenario"}),
     frozenset({"estimate", "search", "sim", "emulate", "measure", "offload"}),

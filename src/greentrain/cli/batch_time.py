@@ -13,7 +13,7 @@ import json
 from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import MAX_LINK_BYTES_PER_S, MIN_LINK_BYTES_PER_S, require
 from greentrain.errors import ConfigError
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 
 
 def _flag(parser: argparse.ArgumentParser, *names: str, **kwargs: object) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from greentrain.report.compare import compare, comparison_to_dict, load_inputs, mismatch_warnings, render_comparison
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # config.load_mapping reads each file (a directory, a binary file, a key given twice: one line naming the
-    # argument), report/codec.py types it (an unknown kind, a newer schema, a malformed field: one line naming
+    # argument), results/codec.py types it (an unknown kind, a newer schema, a malformed field: one line naming
     # the file and the field); a plan given as the measurement is refused
     predicted, measured = load_inputs(args.predicted, args.measured)
     rows, warnings = compare(predicted, measured), mismatch_warnings(predicted, measured)

@@ -34,9 +34,9 @@ from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.hardware.chip import Chip
 from greentrain.report import footprint as render
-from greentrain.report.codec import SIGNATURES, from_dict
-from greentrain.report.result_kinds import PlanResult, TrackResult
-from greentrain.report.results import stamp
+from greentrain.results.codec import SIGNATURES, from_dict
+from greentrain.results.kinds import PlanResult, TrackResult
+from greentrain.results.view import stamp
 
 MAX_POWER_TDP_RATIO = 1.5  # the most a measured average power per chip may exceed the chip's TDP by
 
@@ -89,7 +89,7 @@ PLAN_KEYS = ("step_time_s", "mfu")
 
 
 def read_run_file(path: str) -> RunFile:
-    """RUN.json: a plan or track result (a ``kind``, or the keys of one kind) is read through report/codec.py
+    """RUN.json: a plan or track result (a ``kind``, or the keys of one kind) is read through results/codec.py
     as its typed view (an unknown kind, a newer schema version, a malformed field: one line naming the file
     and the field); any other mapping is a hand-written run, its keys checked one by one."""
     data = load_mapping(path, field="run_json")

@@ -207,7 +207,7 @@ def _heatmap(args: argparse.Namespace) -> int:
             print(f"wrote {path} ({len(cells)} cells, {sum(c.fits for c in cells)} fit)")
     doc = {"metric": args.metric, "framework": args.framework, "cells": [c.to_dict() for c in cells]}
     if args.json:
-        from greentrain.report.results import stamp
+        from greentrain.results.view import stamp
 
         json.dump(stamp("offload_heatmap", doc), sys.stdout, indent=1)
         print()

@@ -12,7 +12,7 @@ from greentrain.cli.scenario_args import (
     scenario_from_args,
     with_resolved_strategy,
 )
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from greentrain import units
 from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 from greentrain.scenario import Scenario
 from greentrain.search.engine import OBJECTIVES, Constraints
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from greentrain.cli.argtypes import nonneg_int, positive_float, positive_int
 from greentrain.errors import ConfigError
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 
 PROGRESS_MIN_TASKS = 200_000  # show a progress bar when a run has at least this many tasks
 

@@ -16,7 +16,7 @@ from greentrain.cli.argtypes import finite_float, positive_float
 from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
-from greentrain.report.results import stamp
+from greentrain.results.view import stamp
 
 DEFAULT_UTILIZATION = 0.5  # the seed README's assumption: 50% of peak (A100 bf16 312e12 -> 156e12)
 

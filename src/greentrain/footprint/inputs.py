@@ -1,6 +1,6 @@
 """A run from a `greentrain plan --json`, `track` or hand-written JSON file, checked.
 
-cli/footprint.py reads the file (a plan or track result through report/codec.py) and hands over a RunFile.
+cli/footprint.py reads the file (a plan or track result through results/codec.py) and hands over a RunFile.
 Keys used (others are ignored): ``num_chips``; ``run_time_s`` (or ``device_hours`` / num_chips); ``chip``;
 ``region``; and the device power, the first present of: ``device_energy_kwh`` (measured energy of all chips),
 ``power_w_per_chip`` (measured or planned), ``utilization``, ``mfu`` (used as the utilization: it understates
@@ -34,7 +34,7 @@ class RunInputs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFile:
     """The keys of a run file footprint reads, typed by the reader (cli/footprint.py reads the file, through
-    report/codec.py when it is a plan or track result); None: the key is absent. ``where`` (the file's name)
+    results/codec.py when it is a plan or track result); None: the key is absent. ``where`` (the file's name)
     starts every error."""
 
     where: str = "run"

@@ -107,7 +107,7 @@ class Measurement:
         return bool(self.meters) and all(m.measured for m in self.meters)
 
     def to_json(self) -> dict[str, Any]:
-        """measurement.json: ``kind`` and ``schema_version`` first (report/results.py's rules; literals here, as
+        """measurement.json: ``kind`` and ``schema_version`` first (results/view.py's rules; literals here, as
         measure/ does not import report/), then the fields."""
         d: dict[str, Any] = {"kind": "track", "schema_version": 1}
         d |= {f: getattr(self, f) for f in self.__dataclass_fields__

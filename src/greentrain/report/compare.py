@@ -1,7 +1,7 @@
 """`greentrain compare`: predicted (``greentrain plan --json``) against measured (``measurement.json``), the
 relative errors as a Rich table or JSON.
 
-Both files are read through report/codec.py as typed views (PlanResult, TrackResult). Predicted: step_time_s,
+Both files are read through results/codec.py as typed views (PlanResult, TrackResult). Predicted: step_time_s,
 tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device ({"total": ..., "reserved": ...}:
 the allocator's part, total less reserved, against the measured CUDA peak), energy_kwh and
 run_time_s. Measured: the Measurement JSON. Energy is compared per
@@ -21,9 +21,9 @@ from rich.table import Table
 from greentrain import units
 from greentrain.config import load_mapping
 from greentrain.errors import ConfigError
-from greentrain.report.codec import from_dict
-from greentrain.report.result_kinds import PlanResult, TrackResult
-from greentrain.report.results import ResultView
+from greentrain.results.codec import from_dict
+from greentrain.results.kinds import PlanResult, TrackResult
+from greentrain.results.view import ResultView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +81,7 @@ V = TypeVar("V", PlanResult, TrackResult)
 
 
 def _load(path: str | Path, side: str, want: type[V], what: str) -> V:
-    """One input file as its typed view (report/codec.py: an unknown kind, a newer schema version or a
+    """One input file as its typed view (results/codec.py: an unknown kind, a newer schema version or a
     malformed field is one line naming the file and the field), and of the kind this side needs."""
     view = from_dict(load_mapping(path, field=side), str(path))
     if isinstance(view, want):

@@ -17,10 +17,10 @@ from typing import Any
 from greentrain._version import __version__
 from greentrain.errors import ConfigError
 from greentrain.report import html_plots as plots
-from greentrain.report.codec import load_result
 from greentrain.report.html_parts import esc, figure, key_figures, provenance, section
-from greentrain.report.result_kinds import TraceView
-from greentrain.report.results import ResultView
+from greentrain.results.codec import load_result
+from greentrain.results.kinds import TraceView
+from greentrain.results.view import ResultView
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 MAX_GANTT_ROWS = 48  # more rows than this: links left out, then the first rows drawn (Perfetto shows all)
@@ -175,7 +175,7 @@ def write_command_page(out: str | Path, parts: Sequence[tuple[str, str, Mapping[
     on stderr says what was written (stdout stays the command's own output, JSON included)."""
     import sys
 
-    from greentrain.report.codec import from_dict, stamp
+    from greentrain.results.codec import from_dict, stamp
 
     done = write_page([(source, from_dict(stamp(kind, data), source)) for source, kind, data in parts], out, flag)
     print(f"greentrain: wrote {done.path} ({done.size_bytes / 1e3:,.0f} kB)", file=sys.stderr)

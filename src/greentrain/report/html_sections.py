@@ -16,7 +16,7 @@ from greentrain.report.html_parts import (
     provenance,
     table,
 )
-from greentrain.report.result_kinds import (
+from greentrain.results.kinds import (
     CompareResult,
     FootprintResult,
     PlanResult,
@@ -26,7 +26,7 @@ from greentrain.report.result_kinds import (
     SimSwarmView,
     TrackResult,
 )
-from greentrain.report.results import ResultView
+from greentrain.results.view import ResultView
 
 STRATEGY_KEYS = (("dp", 1), ("tp", 1), ("pp", 1), ("vpp", 1), ("cp", 1), ("ep", 1), ("zero", None),
                  ("recompute", None), ("micro_batch_size", None))  # (key, value left out when equal)

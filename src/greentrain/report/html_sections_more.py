@@ -17,13 +17,13 @@ from greentrain.report.html_parts import (
     provenance,
     table,
 )
-from greentrain.report.result_kinds_more import (
+from greentrain.results.analyses import (
     BatchTimeResult,
     ExperimentResult,
     OffloadHeatmapResult,
     TrafficResult,
 )
-from greentrain.report.results import ResultView
+from greentrain.results.view import ResultView
 
 MAX_HEATMAPS = 6  # panels (model x chip x sequence length) drawn; the table lists every cell
 

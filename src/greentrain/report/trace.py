@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.report.files import check_output_path, write_atomic
-from greentrain.report.results import SCHEMA_VERSION
+from greentrain.results.view import SCHEMA_VERSION
 from greentrain.sim.trace import Trace
 
 US_PER_S = 1e6  # the trace format counts microseconds

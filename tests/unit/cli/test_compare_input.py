@@ -1,4 +1,4 @@
-"""`greentrain compare`: the files it reads go through config.load_mapping, then report/codec.py (one-line
+"""`greentrain compare`: the files it reads go through config.load_mapping, then results/codec.py (one-line
 errors, exit 2)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`greentrain footprint RUN.json`: a plan or track result is read through report/codec.py as its typed view
+"""`greentrain footprint RUN.json`: a plan or track result is read through results/codec.py as its typed view
 (an unknown kind, a newer schema version, a malformed field or a result that is not a run: one line naming the
 file and the field, exit 2); a hand-written run file is read key by key as before."""
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.report.codec import load_result
 from greentrain.report.html import CSP, build_page
+from greentrain.results.codec import load_result
 
 README_SET = ("plan", "search", "simulate", "trace", "track")
 CELL_W, CELL_H, COLS = 560, 420, 2

@@ -1,4 +1,4 @@
-"""`greentrain compare` reads its two files through report/codec.py as typed views (PlanResult, TrackResult):
+"""`greentrain compare` reads its two files through results/codec.py as typed views (PlanResult, TrackResult):
 the relative errors and the same-job warnings from the views; an unknown kind, a newer schema version, a
 malformed field or a file of the wrong kind is one line naming the file and the field, exit status 2."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from greentrain.cli.main import main
-from greentrain.report.codec import from_dict
 from greentrain.report.compare import mismatch_warnings
-from greentrain.report.result_kinds import PlanResult, TrackResult
+from greentrain.results.codec import from_dict
+from greentrain.results.kinds import PlanResult, TrackResult
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import pytest
 from report_inputs import BATCH_TIME, TRAFFIC
 
 from greentrain.cli.main import main
-from greentrain.report.codec import load_result
 from greentrain.report.html import build_page, write_report
 from greentrain.report.html_plots import binned_phases
+from greentrain.results.codec import load_result
 
 README_SET = ("plan", "search", "simulate", "trace", "track")  # the README's plan, search, simulate, track
 MAX_PAGE_BYTES = 2_000_000

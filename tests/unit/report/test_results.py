@@ -10,9 +10,9 @@ import pytest
 
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
-from greentrain.report.codec import from_dict, kind_of, load_result, stamp
-from greentrain.report.result_kinds import PlanResult, SearchResultView, TrackResult
-from greentrain.report.results import SCHEMA_VERSION
+from greentrain.results.codec import from_dict, kind_of, load_result, stamp
+from greentrain.results.kinds import PlanResult, SearchResultView, TrackResult
+from greentrain.results.view import SCHEMA_VERSION
 
 KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "footprint_best", "regions",
          "traffic", "batch_time", "offload_heatmap", "experiment")

@@ -1,4 +1,4 @@
-"""The result kinds: one frozen view per JSON a command writes (see report/results.py for the rules).
+"""The result kinds: one frozen view per JSON a command writes (see results/view.py for the rules).
 
 The typed fields are the ones the HTML report, ``compare`` and ``footprint RUN.json`` read; every other key
 the writer puts in the file is kept in ``extra`` and written back unchanged.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from greentrain.report.results import ResultView, typed
+from greentrain.results.view import ResultView, typed
 
 _view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 

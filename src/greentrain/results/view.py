@@ -9,7 +9,7 @@ report and ``compare`` read are typed and checked, every other key is kept in ``
 ``from_dict(d).to_dict()`` gives back ``d`` (with ``kind`` and ``schema_version``).
 
 This module holds the machinery (typed fields, their checks, ``to_dict`` / ``from_dict``); the views are in
-report/result_kinds.py and report/result_kinds_more.py; report/codec.py registers them by kind and reads a
+results/kinds.py and results/analyses.py; results/codec.py registers them by kind and reads a
 file as its view.
 """
 

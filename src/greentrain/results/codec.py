@@ -1,4 +1,4 @@
-"""Result files in: the registry of result kinds (report/result_kinds.py, report/result_kinds_more.py) and
+"""Result files in: the registry of result kinds (results/kinds.py, results/analyses.py) and
 ``load_result``, which reads any result file as its typed view.
 
 A file's ``kind`` and ``schema_version`` are checked here; a file written before the commands stamped a kind
@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
-from greentrain.report.result_kinds import (
+from greentrain.results.analyses import (
+    BatchTimeResult,
+    ExperimentResult,
+    OffloadHeatmapResult,
+    TrafficResult,
+)
+from greentrain.results.kinds import (
     CompareResult,
     FootprintResult,
     PlanResult,
@@ -24,13 +30,7 @@ from greentrain.report.result_kinds import (
     TraceView,
     TrackResult,
 )
-from greentrain.report.result_kinds_more import (
-    BatchTimeResult,
-    ExperimentResult,
-    OffloadHeatmapResult,
-    TrafficResult,
-)
-from greentrain.report.results import SCHEMA_VERSION, ResultView, at_field, stamp
+from greentrain.results.view import SCHEMA_VERSION, ResultView, at_field, stamp
 
 __all__ = ["REGISTRY", "from_dict", "kind_of", "load_result", "register", "stamp"]
 

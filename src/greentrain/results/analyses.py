@@ -1,12 +1,12 @@
 """The result kinds of seed 001 (traffic, batch-time), the offload heatmap and the experiment report (see
-report/results.py for the rules; registered by report/result_kinds.py)."""
+results/view.py for the rules; registered by results/kinds.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
-from greentrain.report.results import ResultView, typed
+from greentrain.results.view import ResultView, typed
 
 _view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 
