@@ -220,11 +220,11 @@ class AtomicBatch:
             self.abort()
 
 
-def confined(root: str | Path, name: str, field: str) -> Path:
-    """``root / name`` for a ``name`` read from a file, refused unless it is one plain folder or file name:
-    no separator, not ``.``/``..``, not absolute, no NUL or control character, at most MAX_NAME_CHARS."""
+def check_plain_name(name: object, field: str) -> str:
+    """``name`` if it is one plain folder or file name (it names something inside an output folder): a
+    non-empty string with no separator, not ``.``/``..``, no control character, at most MAX_NAME_CHARS."""
     rule = ""
-    if not name or name.strip() != name:
+    if not isinstance(name, str) or not name or name.strip() != name:
         rule = "must be a non-empty name without leading or trailing spaces"
     elif len(name) > MAX_NAME_CHARS:
         rule = f"must be at most {MAX_NAME_CHARS} characters"
@@ -233,10 +233,17 @@ def confined(root: str | Path, name: str, field: str) -> Path:
                "inside the output folder and may not leave it"
     if rule:
         raise ConfigError(field, name, rule)
+    assert isinstance(name, str)
+    return name
+
+
+def confined(root: str | Path, name: str, field: str) -> Path:
+    """``root / name`` for a ``name`` read from a file, refused unless it is one plain name
+    (``check_plain_name``) and the result, symlinks followed, is still directly inside ``root``."""
     base = Path(root)
-    out = base / name
-    if out.resolve().parent != base.resolve():  # belt and braces: a symlinked name is still refused below
-        raise ConfigError(field, name, f"must stay inside {base}")
+    out = base / check_plain_name(name, field)
+    if out.resolve().parent != base.resolve():  # a symlink named like the experiment, pointing elsewhere
+        raise ConfigError(field, name, f"must stay inside {base} ({out} is a link that leaves it)")
     return out
 
 

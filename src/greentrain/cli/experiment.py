@@ -83,7 +83,14 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.experiment.spec import load_experiment
 
         exp = load_experiment(args.experiment)
-        out = Path(args.out or Path("experiments") / exp.name)
+        from greentrain.files import check_output_dir, confined
+
+        # the name comes from the file: it may only name a folder inside experiments/
+        out = Path(args.out) if args.out else confined("experiments", exp.name, "name")
+        check_output_dir(out, "--out")
+        if args.fresh and out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
+            raise ConfigError("--fresh", str(out), "is not an experiment's results folder (no experiment.json): "
+                              "nothing is deleted; give an --out of its own")
         opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
                           isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
         plot_dir = None if args.no_plot else out

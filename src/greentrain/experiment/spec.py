@@ -31,6 +31,7 @@ from greentrain.config import check_keys, load_mapping, require
 from greentrain.errors import ConfigError
 from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job, set_path
 from greentrain.experiment.search_spec import SearchSpec, parse_search
+from greentrain.files import check_plain_name
 
 COMBINES = ("one-at-a-time", "grid", "list")
 TOP_KEYS = ("name", "seed", "repeats", "combine", "axes", "search", "description", *JOB_SECTIONS)
@@ -147,6 +148,7 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     check_keys(data, TOP_KEYS, "")
     name = data.get("name")
     require(isinstance(name, str) and bool(name), "name", name, "is required: a non-empty string")
+    check_plain_name(name, "name")  # it names the results folder (experiments/NAME): it may not leave it
     combine = str(data.get("combine", "one-at-a-time"))
     require(combine in COMBINES, "combine", combine, f"must be one of {', '.join(COMBINES)}")
     seed = data.get("seed", 0)
