@@ -34,6 +34,7 @@ MIN_LINK_BYTES_PER_S = 1e3  # 8 kbit/s: slower than any network a training run h
 MAX_LINK_BYTES_PER_S = 1e15  # 8 Pbit/s: above any single link (NVLink 5: 1.8e12 B/s)
 MAX_DEVICE_FLOP_PER_S = 1e19  # 10 EFLOP/s per device: ~5,000x a B200 at fp8 dense
 MAX_NAME_CHARS = 255  # a name (model, run, chip) may become a file name: NAME_MAX of Linux file systems
+MAX_PATH_CHARS = 4096  # a path a user names: PATH_MAX of Linux
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,7 @@ BOUNDS: dict[str, Bound] = {
     "width": Bound(1, 1e6, "", "the widest published models have hidden sizes ~2e4 and FFNs ~1e5"),
     "vocab_size": Bound(1, 1e7, "tokens", "the largest vocabularies have ~2.6e5 entries (Gemma 3)"),
     "num_heads": Bound(1, 1e5, "heads", "published models use <= 128 attention heads"),
+    "seq_len": Bound(1, MAX_SEQ_LEN, "tokens", "published long-context models reach 1e7 tokens"),
     "num_experts": Bound(1, 1e6, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),

@@ -95,7 +95,24 @@ def name_text(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} must not be empty")
     if len(text) > MAX_NAME_CHARS:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}... ({len(text):,} chars) must be at most {MAX_NAME_CHARS} "
-                                         "characters (a name or file path component)")
+                                         "characters (a name may become a file name: Linux NAME_MAX)")
     if "\n" in text or "\r" in text or "\0" in text:
         raise argparse.ArgumentTypeError(f"{text!r} must not hold a line break or NUL")
+    return text
+
+
+def path_text(text: str) -> str:
+    """A preset name or a file path: not empty, at most MAX_PATH_CHARS characters, each part at most
+    MAX_NAME_CHARS (Linux PATH_MAX and NAME_MAX; a longer one was an OSError traceback)."""
+    from pathlib import Path
+
+    from greentrain.config import MAX_NAME_CHARS, MAX_PATH_CHARS
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} must not be empty")
+    if len(text) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in Path(text).parts):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}... ({len(text):,} chars) is not a name or a path: a path is "
+                                         f"at most {MAX_PATH_CHARS} characters, each part {MAX_NAME_CHARS}")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} must not hold a NUL character")
     return text

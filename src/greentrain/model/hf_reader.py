@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from greentrain.config import as_bool, as_int
+from greentrain.config import MAX_SHAPE, as_int
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.model.spec import ACTIVATIONS
 
@@ -35,9 +35,18 @@ class _Reader:
         return keys[0], default
 
     def get_int(self, *keys: str, default: Any = _MISSING, minimum: int = 1) -> int:
-        """The first of ``keys`` that is present and not null, as an integer >= ``minimum``."""
+        """The first of ``keys`` that is present and not null, as an integer >= ``minimum`` and at most
+        MAX_SHAPE (a 1e12-layer config is refused here, before anything iterates over its layers; the model's
+        own ranges are config.BOUNDS, checked by TransformerSpec)."""
         key, value = self._raw(keys, default)
-        return as_int(value, f"{_WHERE}.{key}", minimum=minimum)
+        n = as_int(value, f"{_WHERE}.{key}", minimum=minimum)
+        if n > MAX_SHAPE:
+            raise ConfigError(f"{_WHERE}.{key}", value, f"must be <= {MAX_SHAPE:.0e} (no model dimension is larger)")
+        return n
+
+    def get_optional_dim(self, key: str) -> int:
+        """A size where absent or null means "derive it" (0 for TransformerSpec); a given value is >= 1."""
+        return self.get_int(key) if self.config.get(key) is not None else 0
 
     def get_window(self, key: str = "sliding_window", *, default: int | None = None) -> int:
         """A sliding-window length where null means "no window" (0) and an absent key means the config class's
@@ -49,8 +58,12 @@ class _Reader:
         return as_int(self.config[key], f"{_WHERE}.{key}", minimum=1)
 
     def get_bool(self, *keys: str, default: Any = _MISSING) -> bool:
+        """JSON true or false: transformers keeps a string ("yes", "false") as given, and a non-empty string
+        is truthy in Python, so "false" would tie the embeddings: refused."""
         key, value = self._raw(keys, default)
-        return as_bool(value, f"{_WHERE}.{key}")
+        if not isinstance(value, bool):
+            raise ConfigError(f"{_WHERE}.{key}", value, "must be JSON true or false")
+        return value
 
     def get_str(self, *keys: str, default: Any = _MISSING) -> str:
         key, value = self._raw(keys, default)
@@ -121,7 +134,7 @@ def llama_fields(r: _Reader, *, tied_default: bool = False, bias_keys: tuple[str
         hidden_size=r.get_int("hidden_size"),
         num_heads=heads,
         num_kv_heads=r.get_int("num_key_value_heads", default=heads),  # absent: MHA (LlamaConfig)
-        head_dim=r.get_int("head_dim", default=0, minimum=0),  # absent or null: hidden_size // heads
+        head_dim=r.get_optional_dim("head_dim"),  # absent or null: hidden_size // heads
         ffn_hidden_size=r.get_int("intermediate_size"),
         vocab_size=r.get_int("vocab_size"),
         glu=True,  # gate_proj, up_proj, down_proj (LlamaMLP)

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from greentrain.config import load_mapping
+from greentrain.config import MAX_NAME_CHARS, MAX_PATH_CHARS, load_mapping
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.model.spec import TransformerSpec
 
@@ -41,6 +41,9 @@ def load_model(arg: str | dict[str, Any] | TransformerSpec) -> TransformerSpec:
         return TransformerSpec.from_dict(dict(arg))
     if not isinstance(arg, str) or not arg.strip():
         raise ConfigError("model", arg, "must be a preset name, a model YAML or config.json path, or a mapping")
+    if len(arg) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in Path(arg).parts):
+        raise ConfigError("model", arg, f"is not a preset name or a path: a name is at most {MAX_NAME_CHARS} "
+                          f"characters, a path {MAX_PATH_CHARS} (Linux NAME_MAX, PATH_MAX)")
     path = Path(arg)
     if path.suffix in (".yaml", ".yml", ".json") or path.is_file() or path.is_dir():
         if path.is_dir():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 
 if TYPE_CHECKING:
     from greentrain.model.spec import TransformerSpec
@@ -15,8 +15,21 @@ if TYPE_CHECKING:
 PATTERN_CHARS = ("M", "*", "-", "E")
 
 
+# each size field's upper end (ranges and reasons: config.BOUNDS; the lower ends are TransformerSpec's)
+_MAX = {"num_layers": "num_layers", "num_encoder_layers": "num_layers", "num_dense_layers": "num_layers",
+        "num_mtp_layers": "num_layers", "hidden_size": "width", "ffn_hidden_size": "width",
+        "expert_ffn_hidden_size": "width", "shared_expert_ffn_hidden_size": "width", "head_dim": "width",
+        "v_head_dim": "width", "kv_lora_rank": "width", "q_lora_rank": "width", "ssm_state_size": "width",
+        "ssm_head_dim": "width", "vocab_size": "vocab_size", "num_heads": "num_heads", "num_kv_heads": "num_heads",
+        "ssm_num_heads": "num_heads", "num_experts": "num_experts", "top_k": "num_experts",
+        "num_shared_experts": "num_experts", "max_position_embeddings": "seq_len", "sliding_window": "seq_len"}
+
+
 def check_shapes(spec: TransformerSpec, w: str) -> None:
     """Rules between fields (``w`` names the model in errors: ``model(<name>)``)."""
+    for f, kind in _MAX.items():  # before anything iterates over layers: 1e12 layers hung the estimator
+        v = getattr(spec, f)
+        require(v <= BOUNDS[kind].hi, f"{w}.{f}", v, f"must be <= {BOUNDS[kind].hi:g}: {BOUNDS[kind].reason}")
     require(spec.num_heads % spec.num_kv_heads == 0, f"{w}.num_kv_heads", spec.num_kv_heads,
             f"must divide num_heads={spec.num_heads}")
     require(isinstance(spec.capacity_factor, float | int) and spec.capacity_factor >= 0, f"{w}.capacity_factor",
