@@ -216,6 +216,8 @@ def _workload(r: _Row, fw: Efficiency | None) -> Workload:
     pure = fw is not None and fw.precision_recipe == "pure-bf16"
     opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "bf16" if pure else "fp32")
     cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets") if r.text(k)}
+    if "lora_targets" in cells:  # "q,v" quoted, or "q;v" / "q v" (no comma to quote)
+        cells["lora_targets"] = ",".join(cells["lora_targets"].replace(";", " ").replace(",", " ").split())
     try:
         ft = finetune_from_dict(cells, "workload") if cells else FULL
     except ConfigError as e:

@@ -33,9 +33,9 @@ FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "host_layer_s_p
                   "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
                   "cpu_adam_params_per_s_per_node", "attention_kernel", "loss_kernel", "selective_recompute",
                   "precision_recipe", "default_recompute")
-EAGER_OPS = ("norm", "rope", "glu")
-LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.LOSS_BYTES_PER_LOGIT
-PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
+EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
+LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.loss_bytes_per_logit
+PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 

@@ -27,8 +27,9 @@ def attention_kernel_fields(section: dict[str, Any], name: str, chip: str, kw: d
     """The Efficiency fields of attention kernel ``name`` on ``chip``, from the chip's FlashAttention-2 figures in
     ``kw`` (already merged over the default chip). Raises ConfigError naming the known kernels."""
     if name not in section:
-        raise ConfigError("attention_kernel", name,
-                          f"is not a known attention kernel{did_you_mean(name, attention_kernel_names(section))}")
+        known = attention_kernel_names(section)
+        raise ConfigError("attention_kernel", name, f"is not a known attention kernel{did_you_mean(name, known)} "
+                          f"(one of {', '.join(known)})")
     entry = section[name]
     out: dict[str, Any] = {"attention_kernel": name, "attention_fused": bool(entry.get("fused", True))}
     speeds = entry.get("speed_vs_fa2") or {}

@@ -103,7 +103,8 @@ def _memory_args(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> d
                 tokens=s.micro_batch_size * ops.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel, e=w.activation_bytes,
                 wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
                 ob=workload_optimizer_bytes(w), reserved_bytes=eff.reserved_bytes,
-                fragmentation=eff.fragmentation, loss_bytes_per_logit=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes),
+                fragmentation=eff.fragmentation,
+                loss_bytes_per_logit=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes),
                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
 
 
@@ -169,8 +170,8 @@ _FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float, float]]] = {}
 
 def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
     """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores, their op-SAC
-    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed by identity with
-    the object kept alive)."""
+    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed
+    by identity with the object kept alive)."""
     hit = _FLOP_PARTS.get(id(ops))
     if hit is not None and hit[0] is ops:
         return hit[1]

@@ -26,8 +26,9 @@ from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
 
-__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "active_params_without_input_embedding", "attention_ops", "elementwise", "layer_groups",
-           "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops", "trainable_params"]
+__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "active_params_without_input_embedding", "attention_ops",
+           "elementwise", "layer_groups", "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops",
+           "trainable_params"]
 
 
 def eager_bytes_per_elt(kind: str, e: float) -> float:

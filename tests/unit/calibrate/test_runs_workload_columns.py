@@ -1,0 +1,71 @@
+"""The runs CSV's optional workload columns (finetune, lora_rank, lora_targets, optimizer_dtype), selective
+recomputation modes in the recompute cell, and the framework's defaults for empty cells; every bad cell names the
+run, the column, the value and the rule, and the CLI exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from greentrain.calibrate.runs import read_runs
+from greentrain.calibrate.validate import run_efficiency
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError
+from greentrain.estimate.efficiency import framework_names
+
+HEADER = "run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,zero,recompute," \
+         "optimizer_dtype,finetune,lora_rank,lora_targets,status,measured_step_time_s"
+
+
+def _csv(tmp_path: Path, *rows: str) -> Path:
+    p = tmp_path / "runs.csv"
+    p.write_text("\n".join([HEADER, *rows]) + "\n")
+    return p
+
+
+def test_pure_bf16_and_lora_cells(tmp_path: Path) -> None:
+    (run,) = read_runs(_csv(tmp_path, "r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,full,bf16,lora,32,q;v,ok,2"
+                            .replace(";", " ")), frameworks=framework_names())
+    w = run.scenario.workload
+    assert (w.optimizer_dtype, w.master_weights, w.grad_dtype) == ("bf16", False, "bf16")
+    assert w.finetune.mode == "lora" and w.finetune.lora_rank == 32
+
+
+def test_framework_defaults_fill_empty_cells(tmp_path: Path) -> None:
+    """torchtune's recipes train in pure bf16 with full checkpointing; torchtitan's JobConfig default is
+    selective layer-2; an op cell is torchtitan's op-SAC under any framework."""
+    rows = ("r1,torchtune,llama3-8b,h100-sxm,8,2048,64,1,3,,,,,,ok,2",
+            "r2,torchtitan,llama3-8b,h100-sxm,8,2048,64,1,3,,,,,,ok,2",
+            "r3,megatron,llama3-8b,h100-sxm,8,2048,64,1,1,op,,,,,ok,2")
+    r1, r2, r3 = read_runs(_csv(tmp_path, *rows), frameworks=framework_names())
+    assert r1.scenario.workload.optimizer_dtype == "bf16" and r1.strategy.recompute == "full"
+    assert r2.strategy.recompute == "selective" and run_efficiency(r2).selective_recompute == "layer-2"
+    assert r3.strategy.recompute == "selective" and run_efficiency(r3).selective_recompute == "op"
+
+
+@pytest.mark.parametrize(("row", "needle"), [
+    ("r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,,fp16,,,,ok,2",
+     "runs[r1].optimizer_dtype='fp16': must be one of fp32, bf16"),
+    ("r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,sometimes,,,,,ok,2", "runs[r1].recompute='sometimes'"),
+    ("r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,,,full,8,,ok,2", "runs[r1].lora_rank='8'"),
+    ("r1,torchtitn,llama3-8b,h100-sxm,8,2048,64,1,3,,,,,,ok,2", "did you mean torchtitan"),
+])
+def test_bad_cells(tmp_path: Path, row: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=None) as e:
+        read_runs(_csv(tmp_path, row), frameworks=framework_names())
+    assert needle in str(e.value)
+
+
+def test_cli_exit_2_on_bad_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _csv(tmp_path, "r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,,fp16,,,,ok,2")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "runs[r1].optimizer_dtype='fp16'" in err and "Traceback" not in err
+
+
+def test_cli_unknown_attention_kernel_names_the_known(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "llama3-8b", "--chip", "h100-sxm", "--num-chips", "8", "--global-batch", "64",
+                 "--seq-len", "2048", "--attention-kernel", "fa4"]) == 2
+    err = capsys.readouterr().err
+    assert "fa4" in err and "fa3" in err
