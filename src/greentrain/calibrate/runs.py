@@ -29,12 +29,16 @@ from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
 WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype")  # optional (docs/validation.md)
-STRATEGY = ("dp", "tp", "pp", "vpp", "cp", "ep", "zero", "sp", "recompute", "flash_attention")
+STRATEGY = ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "sp", "recompute", "flash_attention")
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
 COLUMNS = IDENTITY + SCENARIO + WORKLOAD + STRATEGY + MEASURED
 REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
 STATUSES = ("ok", "failed")
+# Frameworks whose MoE recipes fold tensor parallelism into expert parallelism (expert tensor parallelism 1)
+# when a row gives no etp: Megatron-Bridge's MoE presets set expert_tensor_parallel_size=1
+# (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025).
+MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge")
 MAX_ROWS = 1_000_000
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 
@@ -158,8 +162,12 @@ def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:
     if dp * inner != num_chips:
         raise r._fail("dp" if dp_given is not None else "num_chips", dp if dp_given is not None else num_chips,
                       f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * inner} must equal num_chips = {num_chips}")
+    ep = r.integer("ep", 1)
+    etp = r.integer("etp", 0, minimum=0)  # 0: as tp (Megatron Core's default)
+    if not r.text("etp") and ep > 1 and r.text("framework").lower() in MOE_ETP1_FRAMEWORKS:
+        etp = 1
     try:
-        return Strategy(dp=dp, tp=tp, pp=pp, vpp=r.integer("vpp", 1), cp=cp, ep=r.integer("ep", 1),
+        return Strategy(dp=dp, tp=tp, pp=pp, vpp=r.integer("vpp", 1), cp=cp, ep=ep, etp=etp,
                         sp=r.boolean("sp", False), zero=r.integer("zero", 0, minimum=0),
                         recompute=recompute,
                         micro_batch_size=r.integer("micro_batch", 1),
