@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 from greentrain.scenario import Scenario
 from greentrain.sim.engine import Engine, SharedLink
@@ -45,10 +45,10 @@ class StepOptions:
     bucket_mb: float = 0.0  # DP gradient bucket in MB; 0: the framework profile's (StepCosts.bucket_bytes)
 
     def __post_init__(self) -> None:
+        slow = BOUNDS["slowdown"]  # ranges and reasons: config.BOUNDS (0=1e8 looped forever in the engine)
         for stage, factor in self.stragglers.items():
-            require(math.isfinite(factor) and factor > 0, f"straggler[{stage}]", factor, "must be a number > 0")
-        require(math.isfinite(self.inter_node_slowdown) and self.inter_node_slowdown > 0, "step.inter_node_slowdown",
-                self.inter_node_slowdown, "must be a number > 0")
+            require(slow.ok(factor), "step.stragglers", f"{stage}={factor:g}", "factor " + slow.rule())
+        slow.check(self.inter_node_slowdown, "step.inter_node_slowdown")
         require(math.isfinite(self.bucket_mb) and self.bucket_mb >= 0, "step.bucket_mb", self.bucket_mb,
                 "must be >= 0 (0: the framework's buckets)")
 

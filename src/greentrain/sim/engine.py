@@ -32,6 +32,10 @@ from greentrain.sim.trace import Trace
 
 Callback = Callable[[Any], object]
 
+# The guard of Engine.run: a swarm's 10,000 devices start together with a few events each; 1,000x that at one
+# instant is a loop that cannot advance the clock (a float time too coarse for the durations), not a simulation.
+MAX_EVENTS_AT_ONE_TIME = 10**7
+
 
 class EventError(RuntimeError):
     """A callback failed: the message names the event (callback, argument, simulated time)."""
@@ -82,22 +86,26 @@ class Engine:
         if not until_s >= self.now_s:
             raise EventError(f"run(until_s={until_s!r}) is before now={self.now_s!r} s: time never runs backward")
         heap, pop = self._heap, heapq.heappop
-        n = 0
+        n = stalled = 0  # stalled: events in a row at one instant (a loop that cannot advance the clock)
         event: tuple[float, int, int, Callback, Any] | None = None
         try:
-            if until_s == math.inf:
-                while heap:
-                    event = pop(heap)
+            while heap and heap[0][0] <= until_s:
+                event = pop(heap)
+                if event[0] == self.now_s:
+                    stalled += 1
+                    if stalled > MAX_EVENTS_AT_ONE_TIME:
+                        raise EventError(f"more than {MAX_EVENTS_AT_ONE_TIME:,} events at t={self.now_s!r} s without "
+                                         f"the clock moving (last: {_describe(event[3])}): the simulation cannot "
+                                         "advance at this time resolution")
+                else:
+                    stalled = 0
                     self.now_s = event[0]
-                    event[3](event[4])
-                    n += 1
-            else:
-                while heap and heap[0][0] <= until_s:
-                    event = pop(heap)
-                    self.now_s = event[0]
-                    event[3](event[4])
-                    n += 1
+                event[3](event[4])
+                n += 1
+            if until_s != math.inf:
                 self.now_s = until_s
+        except EventError:
+            raise
         except Exception as e:
             assert event is not None
             raise EventError(f"event {_describe(event[3])}({event[4]!r}) at t={event[0]!r} s "
@@ -230,7 +238,9 @@ class SharedLink:
             return  # superseded by a later start or end
         self._advance()
         eng, flows = self.engine, self._flows
-        tol = 1e-9 * max(abs(self._v), 1.0)
+        # bytes a flow gets in a few ulps of the clock also end now: at t = 6e8 s one ulp is 1.2e-7 s, and a
+        # flow with less left than that would be rescheduled at this same time forever (the clock cannot move)
+        tol = max(1e-9 * max(abs(self._v), 1.0), 4 * math.ulp(eng.now_s) * self.bytes_per_s)
         while flows and flows[0][0] <= self._v + tol:
             _, _, start, callback, arg, label = heapq.heappop(flows)
             if eng.trace is not None:
