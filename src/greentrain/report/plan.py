@@ -82,7 +82,21 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "grid_g_co2e_per_kwh": sc.site.grid_g_co2e_per_kwh,
         "pue": sc.site.pue,
         "efficiency": _efficiency(run),
+        "error_band": error_band(run),
     }
+
+
+def error_band(run: RunEstimate) -> dict[str, Any]:
+    """How far to trust the prediction: the throughput error band of the closest validated class
+    (calibrate/bands.py); ``outside`` when the scenario is outside every validated class."""
+    from greentrain.calibrate.bands import band_for
+
+    sc = run.scenario
+    match = band_for(run.efficiency.framework if run.efficiency else "megatron", sc.cluster.chip.name,
+                     sc.model.is_moe, sc.cluster.num_chips, sc.cluster.chips_per_node)
+    b = match.band
+    return {"summary": match.describe(), "outside": match.outside, "how": match.how,
+            "band": b.band if b else None, "runs": b.runs if b else 0, "class": b.label if b else ""}
 
 
 def _efficiency(run: RunEstimate) -> dict[str, Any]:
@@ -145,6 +159,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
     ]
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
+    rows.append(("expected error", d["error_band"]["summary"]))
     for k, v in rows:
         r.add_row(k, v)
     console.print(r)
