@@ -17,6 +17,7 @@ file (an experiment's ``name``) are joined to the output folder with ``confined`
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import json
 import os
@@ -131,6 +132,10 @@ def write_atomic(path: str | Path, flag: str, write: Callable[[str], None], suff
     ``path``; the temporary file is removed and ``path`` is left as it was.
     """
     p = Path(path)
+    batch = _BATCH.get()
+    if batch is not None:  # inside all_or_none(): renamed with the command's other outputs at its end
+        batch.add(p, flag, write, suffix)
+        return p
     tmp = ""
     try:
         tmp = _stage(p, write, suffix)
@@ -176,9 +181,11 @@ class AtomicBatch:
         try:
             self._staged.append((flag, p, _stage(p, write, suffix)))
         except OSError as exc:
+            staged = ", ".join(str(q) for _, q, _ in self._staged)
             self.abort()
-            raise ConfigError(flag, str(path), f"cannot be written: {os_reason(exc)}; no output was written") \
-                from None
+            also = f" ({staged}, staged before it, removed)" if staged else ""
+            raise ConfigError(flag, str(path), f"cannot be written: {os_reason(exc)}; no output of this command "
+                              f"was written{also}") from None
         except BaseException:
             self.abort()
             raise
@@ -235,6 +242,31 @@ def check_plain_name(name: object, field: str) -> str:
         raise ConfigError(field, name, rule)
     assert isinstance(name, str)
     return name
+
+
+_BATCH: contextvars.ContextVar[AtomicBatch | None] = contextvars.ContextVar("greentrain_batch", default=None)
+
+
+@contextlib.contextmanager
+def all_or_none() -> Iterator[AtomicBatch]:
+    """Every ``write_atomic`` inside the block is staged and renamed into place when the block ends without an
+    exception, all together (``AtomicBatch``): a command that writes several outputs (``search --plot P
+    --html H``) leaves all of them or none, and a failure or Ctrl-C part-way leaves none. Nested blocks join
+    the outer one."""
+    outer = _BATCH.get()
+    if outer is not None:
+        yield outer
+        return
+    batch = AtomicBatch()
+    token = _BATCH.set(batch)
+    try:
+        yield batch
+    except BaseException:
+        _BATCH.reset(token)
+        batch.abort()
+        raise
+    _BATCH.reset(token)
+    batch.commit()
 
 
 def confined(root: str | Path, name: str, field: str) -> Path:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 from greentrain._version import __version__
 from greentrain.errors import GreentrainError
+from greentrain.files import all_or_none
 
 # name -> (module, one-line help). Add a line here for a new subcommand.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -57,6 +58,9 @@ RESUME: dict[str, str] = {
     "experiment": "; `experiment run` again resumes: finished variants are kept, the interrupted one reruns",
     "track": "; the records so far are kept: `greentrain track --summarize DIR` writes their outputs",
 }
+# commands whose files must appear while they run (per-variant results to resume from; a run's records):
+# they write each file whole as it goes; every other command's files are committed together at its end
+WRITES_AS_IT_GOES = frozenset({"experiment", "track"})
 SIGINT_STATUS = 128 + signal.SIGINT  # 130
 SIGTERM_STATUS = 128 + signal.SIGTERM  # 143
 
@@ -147,7 +151,10 @@ def _run(name: str, argv: list[str]) -> int:
         parser = _Parser(prog=f"greentrain {name}", description=SUBCOMMANDS[name][1])
         module.add_arguments(parser)
         ns = parser.parse_args(argv)
-        return int(module.run(ns))
+        if name in WRITES_AS_IT_GOES:
+            return int(module.run(ns))
+        with all_or_none():  # the command's output files appear together when it ends, or none of them
+            return int(module.run(ns))
     except GreentrainError as e:
         print(f"greentrain {name}: error: {e}", file=sys.stderr)
         return 2

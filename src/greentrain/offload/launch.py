@@ -3,7 +3,12 @@ measured next to what the planner predicted. Every check runs before the first t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import resource
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from greentrain import units
@@ -16,6 +21,8 @@ from greentrain.scenario import scenario_from_dict
 
 
 def _device(name: str) -> str:
+    if name == "cpu":
+        return name  # no torch import before the checks that refuse in one line
     import torch
 
     if name == "auto":
@@ -23,6 +30,61 @@ def _device(name: str) -> str:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("offload.device", name, "no CUDA device is available; use offload.device cpu")
     return name
+
+
+RUNTIME_SLACK_BYTES = 4 * units.GIB  # Python, torch's libraries, thread stacks and allocator arenas above the caps
+
+
+def available_host_bytes(meminfo: str | Path = "/proc/meminfo") -> float:
+    """Memory a new allocation can take now without swapping: the kernel's MemAvailable (Linux >= 3.14,
+    kB = KiB), else the free pages (os.sysconf); inf where neither is known."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(meminfo).read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * units.KIB
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError):
+        return float("inf")
+
+
+def check_host_memory(caps: OffloadCaps, device: str, available_bytes: float) -> float:
+    """The host bytes the run may use (the host cap; on CPU the emulated device's cap too, since its tensors
+    live in host memory), refused in one line when the machine does not have them available."""
+    need = caps.host_bytes + (caps.device_bytes if device == "cpu" else 0.0)
+    if need > available_bytes:
+        gib = units.bytes_to_gib
+        what = "host cap + the CPU-emulated device cap" if device == "cpu" else "host cap"
+        raise ConfigError("offload.host_gib", round(gib(caps.host_bytes), 3),
+                          f"the {what} ({gib(need):.1f} GiB) is more than this machine has available "
+                          f"({gib(available_bytes):.1f} GiB, /proc/meminfo MemAvailable); give a smaller cap")
+    return need
+
+
+def _data_bytes() -> float:
+    """This process's private writable memory now (VmData of /proc/self/status, what RLIMIT_DATA counts)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmData:"):
+                return float(line.split()[1]) * units.KIB
+    return 0.0
+
+
+@contextlib.contextmanager
+def host_memory_capped(limit_bytes: float) -> Iterator[None]:
+    """RLIMIT_DATA set to what the process holds now + ``limit_bytes`` + RUNTIME_SLACK_BYTES while the block
+    runs, then put back: an allocation past the cap fails in this process (torch raises, the CLI says so in one
+    line) instead of the kernel's OOM killer ending it, or another process, at the machine's limit."""
+    old = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = int(_data_bytes() + limit_bytes + RUNTIME_SLACK_BYTES)
+    if old[0] != resource.RLIM_INFINITY and old[0] <= cap:
+        yield  # a tighter limit is already set
+        return
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, old)
 
 
 def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str, device: str,
@@ -48,6 +110,7 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
     if framework != "pytorch":
         raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
     dev = _device(device)
+    need = check_host_memory(caps, dev, available_host_bytes())
     spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade)
     import torch
 
@@ -63,10 +126,24 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
     else:
         acct = DeviceBytes(caps.device_bytes)
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-    trainer = StreamingTrainer(stack_of(build_llama(spec, seed=seed, dtype=dtype)), plan, device=dev,
-                               accountant=acct, max_grad_norm=1.0)
-    stats = [trainer.step(synthetic_batch(spec.vocab_size, micro_batches, 1, seq_len, seed=seed + i))
-             for i in range(steps)]
+    # on CPU the process's own memory is capped (on CUDA the device cap is torch's memory fraction above; the
+    # driver's host mappings are not counted right by RLIMIT_DATA, so the host cap is checked, not enforced)
+    with host_memory_capped(need) if dev == "cpu" else contextlib.nullcontext():
+        try:
+            trainer = StreamingTrainer(stack_of(build_llama(spec, seed=seed, dtype=dtype)), plan, device=dev,
+                                       accountant=acct, max_grad_norm=1.0)
+            stats = [trainer.step(synthetic_batch(spec.vocab_size, micro_batches, 1, seq_len, seed=seed + i))
+                     for i in range(steps)]
+        except (MemoryError, RuntimeError) as e:
+            if isinstance(e, RuntimeError) and "memory" not in str(e).lower():
+                raise
+            if "cuda" in str(e).lower():
+                raise ConfigError("offload.device_gib", round(units.bytes_to_gib(caps.device_bytes), 3),
+                                  "the run needed more device memory than its cap (the plan's estimate was "
+                                  "short): give a larger cap") from None
+            raise ConfigError("offload.host_gib", round(units.bytes_to_gib(caps.host_bytes), 3),
+                              f"the run needed more host memory than its cap ({units.bytes_to_gib(need):.1f} GiB "
+                              "with the emulated device): give a larger cap or a smaller model/sequence") from None
     timed = stats[1:] or stats  # the first step warms up
     tps = sum(s.tokens for s in timed) / sum(s.step_time_s for s in timed)
     flop_per_token = plan.mfu * _peak(plan, chip) * plan.step_time_s / plan.tokens_per_step

@@ -137,23 +137,19 @@ def build_page(results: Sequence[tuple[str, ResultView]]) -> str:
 
 def check_html_path(path: str | Path, flag: str = "--html") -> Path:
     """Before any work: ``path`` ends in .html or .htm and its folder takes a new file."""
-    from greentrain.report.files import check_output_path
+    from greentrain.files import check_output_path
 
     return check_output_path(path, flag, (".html", ".htm"))
 
 
 def write_page(results: Sequence[tuple[str, ResultView]], out: str | Path, flag: str = "--html") -> WrittenReport:
     """Build the page for (source, view) pairs and write it atomically to ``out``."""
-    from greentrain.report.files import write_atomic
+    from greentrain.files import write_text_atomic
 
     t0 = time.perf_counter()
     target = check_html_path(out, flag)
     page = build_page(results)
-
-    def dump(tmp: str) -> None:
-        Path(tmp).write_text(page, encoding="utf-8")
-
-    write_atomic(target, flag, dump)
+    write_text_atomic(target, page, flag)
     return WrittenReport(path=target, size_bytes=len(page.encode("utf-8")), num_sections=len(results),
                          seconds=time.perf_counter() - t0)
 

@@ -8,11 +8,11 @@ processes and threads.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from greentrain.report.files import check_output_path, write_atomic
+from greentrain import files
+from greentrain.files import check_output_path
 from greentrain.results.view import SCHEMA_VERSION
 from greentrain.sim.trace import Trace
 
@@ -59,9 +59,4 @@ def check_trace_path(path: str | Path, flag: str = "--trace") -> Path:
 def write_json_atomic(path: str | Path, doc: Any, flag: str = "--trace") -> None:
     """Write JSON to a temporary file next to ``path`` and rename it: nothing half-written on failure;
     an unwritable path is a ConfigError naming ``flag``."""
-
-    def dump(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
-
-    write_atomic(path, flag, dump, suffix=".tmp")
+    files.write_json_atomic(path, doc, flag)
