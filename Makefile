@@ -24,9 +24,9 @@ run: setup
 test: setup-dev
 	$(BIN)/python -m pytest
 
-# the edit loop: deselects the tests marked slow (multi-process, whole studies, long fuzz runs); CI runs them all
+# the edit loop: leaves out the multi-process tests and those marked slow (whole studies, long fuzz runs); CI runs all
 test-fast: setup-dev
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow and not distributed" --ignore=tests/distributed
 
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks
