@@ -101,6 +101,7 @@ BOUNDS: dict[str, Bound] = {
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
     "train_examples": Bound(1, 1e8, "examples", "fine-tuning sets have 1e3-1e7 examples; each is held in memory"),
+    "rounds": Bound(1, 1e7, "rounds", "a pre-training run is ~1e6 optimizer steps (Llama 3 405B: 1.2e6)"),
     "batch_tokens": Bound(1, 1e9, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
 }
 

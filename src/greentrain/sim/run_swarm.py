@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.hardware.chip import PRECISIONS
 from greentrain.model.load import load_model
 from greentrain.model.ops import model_ops
@@ -30,8 +30,9 @@ class SwarmWorkload:
     min_tp_size: int = 128
 
     def __post_init__(self) -> None:
-        require(self.batch_tokens >= 1, "batch_tokens", self.batch_tokens, "must be >= 1")
-        require(self.seq_len >= 0, "seq_len", self.seq_len, "must be >= 1")
+        BOUNDS["batch_tokens"].check_int(self.batch_tokens, "batch_tokens")  # ranges: config.BOUNDS
+        require(self.seq_len == 0 or BOUNDS["seq_len"].ok(self.seq_len), "seq_len", self.seq_len,
+                BOUNDS["seq_len"].rule())
         seq = self.seq_len or self.batch_tokens
         require(self.batch_tokens % seq == 0, "seq_len", seq,
                 f"must divide batch_tokens={self.batch_tokens} (a round trains whole sequences)")

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import InfeasibleError, did_you_mean
 from greentrain.sim.devices import Device
 from greentrain.sim.engine import Engine
@@ -283,12 +283,18 @@ class SwarmRound:
                            swarm_flop_per_s=sum(d.flop_per_s for d in self.devices), devices=devs)
 
 
+MAX_TASK_RUNS = 10**9  # tasks simulated in one call, all rounds together (each is a few events)
+
+
 def simulate_swarm(devices: Sequence[Device], tasks: TaskSet, *, rounds: int = 1,
                    options: SwarmOptions | None = None, trace: Trace | None = None,
                    progress: ProgressFn | None = None) -> tuple[tuple[RoundResult, ...], int, float]:
     """Run ``rounds`` rounds back to back; returns the rounds, the number of events and the host seconds."""
     opts = options or SwarmOptions()
-    require(rounds >= 1, "rounds", rounds, "must be >= 1")
+    BOUNDS["rounds"].check_int(rounds, "rounds")
+    require(tasks.num_tasks * rounds <= MAX_TASK_RUNS, "rounds", rounds,
+            f"gives {tasks.num_tasks * rounds:,} tasks (tasks per round x rounds), more than {MAX_TASK_RUNS:.0e}: "
+            "about an hour of host time at a few microseconds per task")
     require(len(devices) >= 1, "devices", len(devices), "need at least one device")
     rng = random.Random(opts.seed)
     out: list[RoundResult] = []
