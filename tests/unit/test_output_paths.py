@@ -4,6 +4,7 @@ the process umask's mode (mkstemp alone creates 0600)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from greentrain import files
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.report import SweepPoint
@@ -208,3 +210,169 @@ def test_cli_trace_is_world_readable_json(tmp_path: Path, capsys: pytest.Capture
         os.umask(old)
     capsys.readouterr()
     assert stat.S_IMODE(path.stat().st_mode) == 0o644 and json.loads(path.read_text())["traceEvents"]
+
+
+# --- greentrain.files: every output whole or absent, all of a command's outputs or none, names confined ---
+
+def _enospc(*_: object, **__: object) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_dev_full_is_a_full_disk_and_leaves_nothing(tmp_path: Path) -> None:
+    """A writer that writes to /dev/full (the kernel answers ENOSPC) fails like a full disk would."""
+    def to_dev_full(tmp: str) -> None:
+        Path(tmp).write_text("x")
+        with open("/dev/full", "w", encoding="utf-8") as f:
+            f.write("y" * 10_000)
+            f.flush()
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    with pytest.raises(ConfigError, match="No space left on device"):
+        files.write_atomic(tmp_path / "a.json", "--out", to_dev_full)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_batch_stages_all_then_renames(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("old")
+    with files.AtomicBatch() as batch:
+        batch.add_text(a, "--a", "new a")
+        batch.add_text(b, "--b", "new b")
+        assert a.read_text() == "old" and not b.exists()  # nothing visible before the commit
+    assert a.read_text() == "new a" and b.read_text() == "new b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_batch_full_disk_on_the_second_output_leaves_neither(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.png", tmp_path / "b.html"
+    batch = files.AtomicBatch()
+    batch.add_text(a, "--plot", "png")
+
+    def half_then_full(tmp: str) -> None:
+        Path(tmp).write_text("<html>")
+        _enospc()
+
+    with pytest.raises(ConfigError) as info:
+        batch.add(b, "--html", half_then_full)
+    msg = _one_line(info.value, "--html", b)
+    assert "No space left on device" in msg and f"{a}, staged before it, removed" in msg
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_batch_rename_failure_says_what_was_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    batch = files.AtomicBatch()
+    batch.add_text(a, "--a", "A")
+    batch.add_text(b, "--b", "B")
+    real = os.replace
+
+    def replace(src: str, dst: str | Path) -> None:
+        if Path(dst) == b:
+            raise OSError(errno.EACCES, "Permission denied")
+        real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    with pytest.raises(ConfigError) as info:
+        batch.commit()
+    msg = _one_line(info.value, "--b", b)
+    assert f"written: {a}" in msg and f"not written: {b}" in msg and "Permission denied" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # the staged b is removed
+
+
+def test_all_or_none_defers_write_atomic_and_aborts_on_error(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), files.all_or_none():
+        files.write_text_atomic(tmp_path / "x.json", "{}", "--trace")
+        assert not (tmp_path / "x.json").exists()
+        raise RuntimeError("the command failed after its first output")
+    assert list(tmp_path.iterdir()) == []
+    with files.all_or_none():
+        files.write_json_atomic(tmp_path / "x.json", {"a": 1}, "--trace")
+        with files.all_or_none():  # nested: joins the outer batch
+            files.write_text_atomic(tmp_path / "y.txt", "y", "--y")
+        assert not (tmp_path / "y.txt").exists()
+    assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1} and (tmp_path / "y.txt").read_text() == "y"
+
+
+def test_cli_two_outputs_full_disk_leaves_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`simulate step --trace T --gantt G` where the disk fills after the trace: neither file is left."""
+    real = files._stage
+
+    def stage(p: Path, write: Callable[[str], None], suffix: str) -> str:
+        if p.suffix == ".png":
+            _enospc()
+        return real(p, write, suffix)
+
+    monkeypatch.setattr(files, "_stage", stage)
+    assert main([*STEP, "--trace", str(tmp_path / "t.json"), "--gantt", str(tmp_path / "g.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("greentrain simulate: error: --gantt=") and "No space left on device" in err[-1]
+    assert "t.json, staged before it, removed" in err[-1] and "Traceback" not in "".join(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../../../../X", "/etc/x", "a/b", "..", ".", "", " x", "a\nb", "a\\b", "x" * 201])
+def test_names_from_files_never_leave_the_folder(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        files.confined(tmp_path, name, "name")
+    assert "\n" not in str(info.value) and str(info.value).startswith("name=")
+
+
+def test_a_symlinked_name_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "exp").symlink_to(tmp_path)
+    with pytest.raises(ConfigError, match="is a link that leaves it"):
+        files.confined(tmp_path / "out", "exp", "name")
+    assert files.confined(tmp_path / "out", "tiny-summarize", "name") == tmp_path / "out" / "tiny-summarize"
+
+
+def test_experiment_name_escaping_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    src = Path(__file__).resolve().parents[2] / "examples" / "tiny-summarize.yaml"
+    text = src.read_text(encoding="utf-8").replace("name: tiny-summarize", "name: ../../../../X")
+    exp = tmp_path / "a" / "b" / "c" / "d" / "x.yaml"
+    exp.parent.mkdir(parents=True)
+    exp.write_text(text, encoding="utf-8")
+    monkeypatch.chdir(exp.parent)
+    for action in ("plan", "run"):
+        assert main(["experiment", action, str(exp)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "name='../../../../X'" in err and "may not leave it" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and not (exp.parent / "experiments").exists()
+
+
+def test_fresh_deletes_only_in_an_experiment_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "mine"
+    (out / "variants").mkdir(parents=True)
+    (out / "variants" / "keep.txt").write_text("the user's")
+    src = Path(__file__).resolve().parents[2] / "examples" / "tiny-summarize.yaml"
+    assert main(["experiment", "run", str(src), "--out", str(out), "--fresh"]) == 2
+    assert "is not an experiment's results folder" in capsys.readouterr().err
+    assert (out / "variants" / "keep.txt").read_text() == "the user's"
+
+
+def test_check_output_dir(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    assert files.check_output_dir(tmp_path / "new" / "deeper", "--out") == tmp_path / "new" / "deeper"
+    assert not (tmp_path / "new").exists()  # checked, not created
+    for path, rule in ((tmp_path / "file", "it is a file"), (tmp_path / "file" / "sub", "cannot be created"),
+                       (Path("/proc/greentrain-out"), "cannot write in")):
+        with pytest.raises(ConfigError) as info:
+            files.check_output_dir(path, "--out")
+        assert rule in _one_line(info.value, "--out", path)
+
+
+def test_proc_is_an_unwritable_folder_even_for_root() -> None:
+    """Where chmod does not bind (CI runs as root), /proc still refuses new files: the check is the kernel's."""
+    with pytest.raises(ConfigError, match="cannot write in /proc"):
+        check_output_path("/proc/x.png", "--plot", (".png",))
+
+
+def test_folder_lock_refuses_a_second_holder(tmp_path: Path) -> None:
+    with files.folder_lock(tmp_path / "o", "--out", "greentrain track run"):
+        with pytest.raises(ConfigError) as info, files.folder_lock(tmp_path / "o", "--out", "greentrain track run"):
+            pass
+        assert f"in use by another greentrain track run (pid {os.getpid()})" in str(info.value)
+    with files.folder_lock(tmp_path / "o", "--out", "x"):  # released at the end of the block
+        pass
