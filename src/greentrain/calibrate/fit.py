@@ -112,6 +112,8 @@ class _Evaluator:
             t[st.index], m[st.index] = st.step_time_s, st.memory_bytes - eff.reserved_bytes
             times.append(t)
             mems.append(m)
+        if not times:  # no run whose strategy divides the model
+            return np.zeros(0), np.zeros(0)
         return np.concatenate(times), np.concatenate(mems)
 
     def score(self, eff: Efficiency) -> Score:
@@ -220,14 +222,15 @@ def calibrate(runs: Sequence[Run], eff: Efficiency, *, holdout: float = 0.25, se
     if unknown or not names:
         raise ConfigError("fit", ",".join(unknown) or "", f"must name some of {', '.join(FIT_NAMES)}")
     note = ""
+    if not split(runs, 0.0, seed)[0]:
+        raise ConfigError("runs", 0, "no run to fit: need one that ran, with a measured step time")
     fit_runs, hold_runs = split(runs, holdout, seed)
     ev_fit = _Evaluator(fit_runs, eff)
     if len(ev_fit.runs) < MIN_RUNS:  # few runs: all of them fit the one constant they support
         fit_runs, hold_runs = split(runs, 0.0, seed)
         ev_fit = _Evaluator(fit_runs, eff)
         if not ev_fit.runs:
-            raise ConfigError("runs", 0, "no run to fit: need one that ran, with a measured step time and a "
-                              "strategy that divides the model")
+            raise ConfigError("runs", 0, "no run to fit: need one whose strategy divides the model")
         if len(ev_fit.runs) < MIN_RUNS:
             others = ", ".join(n for n in names if n not in FEW_RUNS_FIT) or "the others"
             note = (f"{len(ev_fit.runs)} run(s) support one constant: only kernel_efficiency was fitted, on every "

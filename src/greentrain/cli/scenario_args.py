@@ -70,19 +70,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    help="grid carbon intensity, g CO2e per kWh")
     g.add_argument("--pue", type=bounded("pue"), help="data-centre power usage effectiveness (>= 1)")
     g.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"))
-    g = p.add_argument_group("prediction")
-    g.add_argument("--framework", default="megatron",
-                   help="training framework profile: megatron (default), megatron-overlap, nemo, megatron-bridge, "
-                   "nanotron, deepspeed, fsdp2, torchtitan, llm-foundry, torchtune, nemo-automodel, ddp "
-                   "(`greentrain catalog frameworks`)")
-    g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
-                   help="constants fitted by `greentrain calibrate` on your own runs")
-    g.add_argument("--attention-kernel", default="", metavar="KERNEL",
-                   help="attention kernel instead of the framework's: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, "
-                   "sdpa-math (`greentrain catalog frameworks`)")
-    g.add_argument("--selective-recompute", default="", metavar="MODE",
-                   help="what --recompute selective saves instead of the framework's: attention (Megatron), op "
-                   "(torchtitan op-SAC), layer-N (every N-th block fully checkpointed)")
+    _add_prediction_arguments(p)
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
         for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
@@ -97,6 +85,23 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
         g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...",
                        help="layers of each pipeline stage, first to last (default: the framework places them)")
 
+
+
+def _add_prediction_arguments(p: argparse.ArgumentParser) -> None:
+    """The framework profile, a calibration and the kernel overrides (estimate/efficiency.py Profile)."""
+    g = p.add_argument_group("prediction")
+    g.add_argument("--framework", default="megatron",
+                   help="training framework profile: megatron (default), megatron-overlap, nemo, megatron-bridge, "
+                   "nanotron, deepspeed, fsdp2, torchtitan, llm-foundry, torchtune, nemo-automodel, ddp "
+                   "(`greentrain catalog frameworks`)")
+    g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
+                   help="constants fitted by `greentrain calibrate` on your own runs")
+    g.add_argument("--attention-kernel", default="", metavar="KERNEL",
+                   help="attention kernel instead of the framework's: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, "
+                   "sdpa-math (`greentrain catalog frameworks`)")
+    g.add_argument("--selective-recompute", default="", metavar="MODE",
+                   help="what --recompute selective saves instead of the framework's: attention (Megatron), op "
+                   "(torchtitan op-SAC), layer-N (every N-th block fully checkpointed)")
 
 def _layer_list(text: str) -> tuple[int, ...]:
     """--stage-layers 7,8,8,...: whole numbers >= 0, one per pipeline stage."""

@@ -23,6 +23,7 @@ from functools import cache
 from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
 from greentrain.model.mla import mla_projection_ops
 from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
+from greentrain.model.sac import op_sac
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
 
@@ -235,22 +236,6 @@ class ModelOps:
         for g in self.layers:
             out += list(g.ops) * g.count
         return out + list(self.head)
-
-
-def op_sac(spec: TransformerSpec, ops: list[Op]) -> list[Op]:
-    """``ops`` with the share of each that torchtitan's op-level selective activation checkpointing recomputes
-    (pytorch/torchtitan @157a12c5 parallelize_llama.py ``_get_custom_policy``: inside each block's checkpoint it
-    saves the outputs of aten.mm and of the SDPA flash/efficient kernels, except every second mm, counted from the
-    block's start; everything else, element-wise ops included, is recomputed in the backward). torchtitan's
-    Llama issues wq, wk, wv, wo, then w1, w3, w2 (GLU) or up, down: the second, fourth and sixth are recomputed,
-    i.e. wk, wo and w3 (or down). greentrain fuses q|k|v and gate|up into one op each: their shares follow."""
-    q, kv = spec.q_width, spec.kv_width
-    share = {"attn.qkv": kv / (q + 2 * kv) if q + 2 * kv else 0.0, "attn.flash": 0.0, "attn.out": 1.0,
-             "mlp.up": 0.5 if spec.glu else 0.0, "mlp.down": 0.0 if spec.glu else 1.0,
-             "mlp.experts.up": 0.5 if spec.glu else 0.0, "mlp.experts.down": 0.0 if spec.glu else 1.0,
-             "mlp.shared.up": 0.5 if spec.glu else 0.0, "mlp.shared.down": 0.0 if spec.glu else 1.0,
-             "mlp.router": 0.0}
-    return [replace(op, sac_recompute=share[op.name]) if op.name in share else op for op in ops]
 
 
 def _kind_ops(spec: TransformerSpec, kind: LayerKind, b: int, s: int, e: float, flash: bool) -> list[Op]:

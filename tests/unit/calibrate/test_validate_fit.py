@@ -99,7 +99,7 @@ def test_profile_round_trip_and_bad_profiles(tmp_path: Path, capsys: pytest.Capt
     prof = tmp_path / "p.yaml"
     assert main(["calibrate", str(csv), "-o", str(prof), "--fit", "kernel_efficiency", "--json"]) == 0
     data = yaml.safe_load(prof.read_text())
-    assert data["kind"] == "greentrain-calibration" and data["chip"] == "h100-sxm"
+    assert data["kind"] == "calibration" and data["chip"] == "h100-sxm"
     assert data["constants"]["kernel_efficiency"] == pytest.approx(0.6, rel=0.02)
     assert data["provenance"]["num_fit"] + data["provenance"]["num_holdout"] == len(runs)
     capsys.readouterr()
@@ -127,11 +127,34 @@ def test_profile_round_trip_and_bad_profiles(tmp_path: Path, capsys: pytest.Capt
         with_calibration(efficiency_for("h100-sxm"), str(bad))
 
 
-def test_too_few_runs_to_fit(tmp_path: Path) -> None:
+def test_few_runs_fit_kernel_efficiency_only(tmp_path: Path) -> None:
+    """One or two runs of a user's job support one constant: kernel_efficiency, fitted on every run, and the
+    result says so; no run at all is an error."""
     eff = efficiency_for("h100-sxm", "megatron")
-    runs = _runs_from_truth(tmp_path, eff, mbs=(1,))[:4]
-    with pytest.raises(ConfigError, match="too few runs"):
-        calibrate(runs, eff)
+    truth = dataclasses.replace(eff, kernel_efficiency=0.7)
+    runs = _runs_from_truth(tmp_path, truth, mbs=(1,))[:2]
+    c = calibrate(runs, eff)
+    assert c.fitted_names == ("kernel_efficiency",) and c.num_fit == 2 and c.num_holdout == 0
+    assert "only kernel_efficiency" in c.note
+    assert c.fitted.kernel_efficiency == pytest.approx(0.7, abs=0.01)
+    assert c.fitted.host_layer_s == c.start.host_layer_s
+    failed = [dataclasses.replace(r, measured=Measured(status="failed")) for r in runs]
+    with pytest.raises(ConfigError, match="no run to fit"):
+        calibrate(failed, eff)
+
+
+def _measurement(step_time_s: float, peak_cuda_bytes: float = 0.0,
+                 peak_cuda_reserved_bytes: float = 0.0) -> dict[str, object]:
+    """measurement.json as `greentrain track` writes it (measure/summary.py), 10 steps of ``step_time_s``."""
+    from greentrain.measure.summary import Measurement
+
+    return Measurement(status="ok", duration_s=10 * step_time_s, world_size=1, num_steps=10,
+                       step_time_s=step_time_s, first_step_time_s=step_time_s, forward_s=0.0, backward_s=0.0,
+                       tokens=0.0, tokens_per_s=0.0, samples_per_s=0.0, flop=0.0, flop_per_step=0.0,
+                       flop_per_s=0.0, memory_bytes=peak_cuda_bytes or 1e9, peak_rss_bytes=1e9,
+                       peak_cuda_bytes=peak_cuda_bytes, gpu_energy_j=0.0, cpu_energy_j=0.0, ram_energy_j=0.0,
+                       it_energy_j=0.0, energy_j=0.0, energy_j_per_step=0.0, power_w=0.0, pue=1.0,
+                       peak_cuda_reserved_bytes=peak_cuda_reserved_bytes).to_json()
 
 
 def test_track_directories_are_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,8 +169,7 @@ def test_track_directories_are_runs(tmp_path: Path, capsys: pytest.CaptureFixtur
             "model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
             "workload": {"global_batch_size": 64, "seq_len": 2048, "num_steps": 10},
             "strategy": {"dp": s.dp, "tp": s.tp, "pp": s.pp, "micro_batch_size": s.micro_batch_size}}))
-        (d / "measurement.json").write_text(json.dumps({"status": "ok", "step_time_s": r.measured.step_time_s,
-                                                        "peak_cuda_bytes": 0.0}))
+        (d / "measurement.json").write_text(json.dumps(_measurement(r.measured.step_time_s)))
         dirs.append(str(d))
     prof = tmp_path / "p.yaml"
     assert main(["calibrate", *dirs, "-o", str(prof), "--fit", "kernel_efficiency"]) == 0
@@ -171,7 +193,7 @@ def test_track_run_reads_the_reserved_peak(tmp_path: Path) -> None:
         "model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
         "workload": {"global_batch_size": 64, "seq_len": 2048, "num_steps": 10},
         "strategy": {"dp": 8, "micro_batch_size": 1}}))
-    m = {"status": "ok", "step_time_s": 1.0, "peak_cuda_bytes": 3e10, "peak_cuda_reserved_bytes": 3.6e10}
+    m = _measurement(1.0, peak_cuda_bytes=3e10, peak_cuda_reserved_bytes=3.6e10)
     (d / "measurement.json").write_text(json.dumps(m))
     assert read_track_run(d).measured.peak_memory_bytes == 3.6e10
     (d / "measurement.json").write_text(json.dumps({k: v for k, v in m.items() if "reserved" not in k}))
