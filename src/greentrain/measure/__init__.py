@@ -18,6 +18,7 @@ _LAZY = {
     "compare_forward": "greentrain.measure.swap",
     "GreentrainTrainerCallback": "greentrain.measure.hf",
     "GreentrainLightningCallback": "greentrain.measure.lightning",
+    "GreentrainAccelerateTracker": "greentrain.measure.accelerate",
     "Measurement": "greentrain.measure.summary",
     "summarize": "greentrain.measure.summary",
     "read_jsonl": "greentrain.measure.records",

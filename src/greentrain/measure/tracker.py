@@ -28,9 +28,11 @@ from typing import Any, Literal, TypeVar
 
 from torch import nn
 
+from greentrain import units
 from greentrain.config import require
 from greentrain.measure.meters import EnergyMeter, RssReader, default_meters, visible_gpu_indices
 from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
+from greentrain.measure.settings import UNSET, Unset, resolve
 from greentrain.measure.summary import Measurement, make_site, summarize
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,6 +43,17 @@ def _plain_summary(m: Measurement) -> None:
     from greentrain.measure.outputs import print_summary_text
 
     print_summary_text(m)
+
+
+def _peak_flop_per_s(peak: float | None, chip: str | None, precision: str) -> float | None:
+    """The peak FLOP/s that MFU divides by: given, or the catalog chip's dense peak at ``precision``."""
+    require(peak is None or (peak > 0 and not chip), "peak_flop_per_s", peak,
+            "must be > 0, and given instead of chip, not with it")
+    if chip:
+        from greentrain.hardware.catalog import get_chip
+
+        return get_chip(chip).peak_flop_per_s(precision)
+    return peak
 
 
 def _rank_world() -> tuple[int, int, int]:
@@ -65,37 +78,56 @@ def _run_id(world_size: int) -> str:
 class Tracker:
     """Measures time, FLOPs, memory and energy of training; CO2e with an explicit region or intensity."""
 
-    def __init__(self, model: nn.Module | None = None, *, region: str | None = None,
-                 grid_g_per_kwh: float | None = None, pue: float | None = None,
-                 out_dir: str | Path = "greentrain-out", depth: int | None = 1, count_flops: bool = True,
-                 meters: bool | list[EnergyMeter] = True, cpu_tdp_w: float | None = None,
-                 interval_s: float = 0.5, project_name: str = "greentrain",
-                 print_summary: bool | Callable[[Measurement], None] = True,
-                 write_outputs: bool = True, jsonl_name: str | None = None,
-                 model_parallel_size: int = 1, step_on_optimizer: bool | None = None,
-                 backward_hooks: str = "graph") -> None:
+    def __init__(self, model: nn.Module | None = None, *, region: str | Unset | None = UNSET,
+                 grid_g_per_kwh: float | Unset | None = UNSET, pue: float | Unset | None = UNSET,
+                 out_dir: str | Path | Unset = UNSET, depth: int | Unset | None = UNSET,
+                 count_flops: bool | Unset = UNSET, hooks: bool | Unset = UNSET,
+                 meters: bool | list[EnergyMeter] | Unset = UNSET, cpu_tdp_w: float | Unset | None = UNSET,
+                 interval_s: float | Unset = UNSET, project_name: str | Unset = UNSET,
+                 print_summary: bool | Callable[[Measurement], None] | Unset = UNSET,
+                 write_outputs: bool | Unset = UNSET, jsonl_name: str | Unset | None = UNSET,
+                 model_parallel_size: int | Unset = UNSET, step_on_optimizer: bool | Unset | None = UNSET,
+                 backward_hooks: str | Unset = UNSET, peak_flop_per_s: float | Unset | None = UNSET,
+                 chip: str | Unset | None = UNSET, precision: str | Unset = UNSET) -> None:
+        """Each setting left out comes from its GREENTRAIN_* environment variable, else its default
+        (measure/settings.py; the table is in docs/track.md)."""
+        given = {"region": region, "grid_g_per_kwh": grid_g_per_kwh, "pue": pue, "out_dir": out_dir,
+                 "depth": depth, "count_flops": count_flops, "hooks": hooks, "meters": meters,
+                 "cpu_tdp_w": cpu_tdp_w, "interval_s": interval_s, "project_name": project_name,
+                 "print_summary": print_summary, "write_outputs": write_outputs, "jsonl_name": jsonl_name,
+                 "model_parallel_size": model_parallel_size, "step_on_optimizer": step_on_optimizer,
+                 "backward_hooks": backward_hooks, "peak_flop_per_s": peak_flop_per_s, "chip": chip,
+                 "precision": precision}
+        c: dict[str, Any] = {name: resolve(name, value) for name, value in given.items()}
         # every input is checked here, before start() creates a file
-        self.site = make_site(region, grid_g_per_kwh, pue)
-        self.pue = pue
-        require(interval_s > 0, "interval_s", interval_s, "must be > 0")
-        require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
-        require(backward_hooks in ("graph", "full"), "backward_hooks", backward_hooks, "must be graph or full")
-        self.backward_hooks = backward_hooks  # measure/hooks.py: autograd-graph hooks, or torch's full hooks
-        require(cpu_tdp_w is None or cpu_tdp_w > 0, "cpu_tdp_w", cpu_tdp_w, "must be > 0")
+        self.site = make_site(c["region"], c["grid_g_per_kwh"], c["pue"])
+        self.pue: float | None = c["pue"]
+        require(c["interval_s"] > 0, "interval_s", c["interval_s"], "must be > 0")
+        require(c["depth"] is None or c["depth"] >= 1, "depth", c["depth"],
+                "must be >= 1 (or None for every leaf)")
+        require(c["backward_hooks"] in ("graph", "full"), "backward_hooks", c["backward_hooks"],
+                "must be graph or full")
+        self.backward_hooks: str = c["backward_hooks"]  # measure/hooks.py: autograd-graph hooks, or full hooks
+        require(c["cpu_tdp_w"] is None or c["cpu_tdp_w"] > 0, "cpu_tdp_w", c["cpu_tdp_w"], "must be > 0")
         # None: on for the decorator form (the function has no handle to call step()), off for `with`
-        self.step_on_optimizer = step_on_optimizer
+        self.step_on_optimizer: bool | None = c["step_on_optimizer"]
         self._optimizer_hook: Any = None
         # ranks that share one batch (tp x pp x cp): rank 0 divides the summed tokens by it
-        require(model_parallel_size >= 1, "model_parallel_size", model_parallel_size, "must be >= 1")
-        self.model_parallel_size = model_parallel_size
-        self.model, self.depth, self.count_flops = model, depth, count_flops
-        self.out_dir = Path(out_dir)
-        self.meters_arg, self.cpu_tdp_w, self.interval_s = meters, cpu_tdp_w, interval_s
-        self.project_name, self.write_outputs = project_name, write_outputs
+        require(c["model_parallel_size"] >= 1, "model_parallel_size", c["model_parallel_size"], "must be >= 1")
+        self.model_parallel_size: int = c["model_parallel_size"]
+        self.model, self.depth, self.count_flops = model, c["depth"], bool(c["count_flops"])
+        self.use_hooks = bool(c["hooks"])
+        self.out_dir = Path(c["out_dir"])
+        self.meters_arg: bool | list[EnergyMeter] = c["meters"]
+        self.cpu_tdp_w: float | None = c["cpu_tdp_w"]
+        self.interval_s: float = c["interval_s"]
+        self.project_name: str = c["project_name"]
+        self.write_outputs = bool(c["write_outputs"])
+        self.peak_flop_per_s = _peak_flop_per_s(c["peak_flop_per_s"], c["chip"], c["precision"])
         # True: the plain-text summary; a callable: the caller's printer (the Rich tables); False: none
         self.print_summary: Callable[[Measurement], None] | None = (
-            _plain_summary if print_summary is True else print_summary or None)
-        self.jsonl_name = jsonl_name
+            _plain_summary if c["print_summary"] is True else c["print_summary"] or None)
+        self.jsonl_name: str | None = c["jsonl_name"]
         self.hooks: Any = None
         self.measurement: Measurement | None = None
         self.num_steps = 0
@@ -103,6 +135,7 @@ class Tracker:
         self._sampler: Sampler | None = None
         self._rss: RssReader | None = None
         self._last_modules_t = 0.0
+        self._sums = [0.0, 0.0, 0.0]  # tokens, FLOPs, step seconds of this run: the live figures
 
     # -- lifecycle --------------------------------------------------------------------------------
     @property
@@ -118,6 +151,7 @@ class Tracker:
         # a new run: its own id and counts (records of an earlier run in the same file stay, not counted)
         self.run_id = _run_id(self.world_size)
         self.num_steps, self.measurement, self._last_modules_t = 0, None, 0.0
+        self._sums = [0.0, 0.0, 0.0]
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
@@ -156,7 +190,7 @@ class Tracker:
         """Install the module hooks on ``model`` (done by ``start`` when a model was given)."""
         from greentrain.measure.hooks import ModuleHooks
 
-        if self.hooks is not None:
+        if self.hooks is not None or not self.use_hooks:
             return
         self.model = model
         self.hooks = ModuleHooks(model, depth=self.depth, count_flops=self.count_flops,
@@ -176,6 +210,9 @@ class Tracker:
             tokens = seen_tokens if tokens is None else tokens
             samples = seen_samples if samples is None else samples
         rec["tokens"], rec["samples"] = float(tokens or 0), float(samples or 0)
+        self._sums[0] += rec["tokens"]
+        self._sums[1] += float(rec.get("flop", 0.0))
+        self._sums[2] += rec["step_time_s"]
         assert self._rss is not None
         rec["rss_bytes"] = self._rss.read_bytes()
         self._writer.append(rec)
@@ -187,6 +224,31 @@ class Tracker:
             self._last_modules_t = now
             self._writer.append({"type": "modules", "num_steps": self.num_steps,
                                  "modules": self.hooks.module_records()})
+
+    def live(self) -> dict[str, float]:
+        """The run so far, for a logger (HF ``on_log``, Lightning, Accelerate): ``energy_kwh`` (facility, x PUE,
+        at the last energy sample), ``emissions_g_co2e`` (with a region or intensity), ``tokens_per_s`` and
+        ``flop_per_s`` (over the steps' own time), ``mfu`` (with a peak FLOP/s or chip). Cheap: no meter is read
+        here, the sampler's last sample is used (at most ``interval_s`` old)."""
+        if self._sampler is None:
+            return {}
+        last = self._sampler.last
+        it_energy_j = sum(float(last.get(f"{p}_energy_j", 0.0)) for p in ("gpu", "cpu", "ram"))
+        tokens, flop, steps_s = self._sums
+        out = {"tokens_per_s": tokens / steps_s if steps_s > 0 else 0.0,
+               "flop_per_s": flop / steps_s if steps_s > 0 else 0.0}
+        if self.peak_flop_per_s:
+            out["mfu"] = out["flop_per_s"] / self.peak_flop_per_s  # this rank, its device
+        t_s = float(last.get("t_s", 0.0))
+        if self.site is not None and t_s > 0:
+            from greentrain.footprint.model import footprint
+
+            fp = footprint(num_chips=1, duration_s=t_s, site=self.site, power_w=it_energy_j / t_s)
+            out["energy_kwh"] = units.j_to_kwh(fp.energy_j)
+            out["emissions_g_co2e"] = fp.operational_kg_co2e * units.G_PER_KG
+        else:
+            out["energy_kwh"] = units.j_to_kwh(it_energy_j * (self.pue or 1.0))
+        return out
 
     def stop(self, status: str = "ok", error: str = "") -> Measurement | None:
         """Close the record (end record, final sample, flush), aggregate ranks, write the outputs."""
