@@ -85,7 +85,7 @@ def plan_section(p: PlanResult, source: str) -> str:
 def search_section(s: SearchResultView, source: str) -> str:
     rows = [(r.rank, r.chip, r.num_chips, r.region or "-", r.describe, f"{units.s_to_days(r.run_time_s):.2f}",
              f"{r.cost_usd:,.0f}", f"{r.emissions_kg_co2e:,.0f}", f"{r.energy_kwh:,.0f}",
-             f"{units.bytes_to_gib(r.memory_bytes_per_device):.1f}", pct(r.mfu)) for r in s.ranked]
+             f"{units.bytes_to_gib(r.total_memory_bytes_per_device):.1f}", pct(r.mfu)) for r in s.ranked]
     best = s.ranked[0] if s.ranked else None
     scenario = _plan_scenario(best.estimate) if best is not None and best.estimate is not None else (
         "the file holds no full estimate of the best strategy")

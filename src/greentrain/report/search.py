@@ -34,7 +34,7 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
             "describe": c.strategy.describe(),
             "step_time_s": c.step_time_s, "run_time_s": c.run_time_s, "cost_usd": c.cost_usd,
             "emissions_kg_co2e": c.emissions_kg_co2e, "energy_kwh": units.j_to_kwh(c.energy_j),
-            "memory_bytes_per_device": c.memory_bytes, "mfu": c.mfu, "cost_basis": c.cost_basis}
+            "total_memory_bytes_per_device": c.memory_bytes, "mfu": c.mfu, "cost_basis": c.cost_basis}
 
 
 _HEADERS = ("#", "chip", "chips", "region", "strategy", "days", "USD", "kg CO2e", "kWh", "GiB/dev", "MFU")

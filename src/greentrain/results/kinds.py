@@ -55,7 +55,7 @@ class SearchRow(ResultView):
     cost_usd: float = typed("number")
     emissions_kg_co2e: float = typed("number")
     energy_kwh: float = typed("number")
-    memory_bytes_per_device: float = typed("number")
+    total_memory_bytes_per_device: float = typed("number")  # a total (plan's memory_bytes_per_device is a breakdown)
     mfu: float = typed("number")
     estimate: PlanResult | None = typed("view", required=False, of=PlanResult)
 
