@@ -58,6 +58,7 @@ class Summary:
     mfu_error_bias: float | None  # mean signed error
     throughput_error_mean: float | None  # mean |predicted / measured tokens per second - 1| over runs that ran
     throughput_error_bias: float | None  # its mean signed value (> 0: optimistic)
+    throughput_error_median: float | None  # median |error| (a few pathological runs weigh on the mean)
     rank_correlation_median: float | None  # over groups with >= 3 runs that ran
     num_groups: int
     best_pick_exact: float | None  # fraction of groups
@@ -171,6 +172,7 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
         num_predicted=sum(1 for p in preds if p.step_time_s is not None), num_scored=len(errs),
         mfu_error_mean=_mean([abs(e) for e in errs]), mfu_error_bias=_mean(errs),
         throughput_error_mean=_mean([abs(e) for e in tput]), throughput_error_bias=_mean(tput),
+        throughput_error_median=float(np.median(np.abs(tput))) if tput else None,
         rank_correlation_median=float(np.median(rhos)) if rhos else None, num_groups=len(groups),
         best_pick_exact=_mean([float(bool(s.exact)) for s in picks]),
         best_pick_good=_mean([float(bool(s.good)) for s in picks]),

@@ -12,6 +12,7 @@ from rich.table import Table
 from greentrain import units
 from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import GOOD_PICK, Prediction, Summary
+from greentrain.results.calibration import ValidationResult
 
 
 def _gib(x: float | None) -> float | None:
@@ -42,6 +43,7 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
         "num_scored": s.num_scored,
         "mfu_error_mean_points": pts(s.mfu_error_mean), "mfu_error_bias_points": pts(s.mfu_error_bias),
         "throughput_error_mean": s.throughput_error_mean, "throughput_error_bias": s.throughput_error_bias,
+        "throughput_error_median": s.throughput_error_median,
         "rank_correlation_median": s.rank_correlation_median, "num_groups": s.num_groups,
         "best_pick_exact_fraction": s.best_pick_exact, "best_pick_within_10_percent_fraction": s.best_pick_good,
         "ran_crashed_accuracy": s.ran_crashed_accuracy, "crashes_missed": s.crashes_missed,
@@ -54,7 +56,7 @@ def validation_to_dict(runs: Sequence[Run], preds: Sequence[Prediction], s: Summ
                        settings: dict[str, Any]) -> dict[str, Any]:
     # schema 2: a row's peak_memory_gib is the allocator's peak (1: everything on the device, now
     # device_memory_gib)
-    return {"kind": "greentrain-validation", "schema_version": 2, "settings": settings,
+    return {**ValidationResult.head(), "settings": settings,
             "rows": [row_to_dict(r, p) for r, p in zip(runs, preds, strict=True)], "summary": summary_to_dict(s)}
 
 
@@ -73,7 +75,9 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
               f"|predicted - measured| over {s.num_scored:,} runs that ran, on each run's own FLOP count")
     t.add_row("MFU error, bias", _fmt(s.mfu_error_bias, "+.1f", 100, " pt"), "> 0: optimistic")
     t.add_row("throughput error, mean", _fmt(s.throughput_error_mean, ".1f", 100, " %"),
-              f"|predicted / measured tokens per second - 1|, bias {_fmt(s.throughput_error_bias, '+.1f', 100, ' %')}")
+              f"|predicted / measured tokens per second - 1|, median "
+              f"{_fmt(s.throughput_error_median, '.1f', 100, ' %')}, "
+              f"bias {_fmt(s.throughput_error_bias, '+.1f', 100, ' %')}")
     t.add_row("rank correlation, median", _fmt(s.rank_correlation_median, ".2f"),
               "Spearman, predicted vs measured throughput inside each group")
     t.add_row("best pick exact", _fmt(s.best_pick_exact, ".0f", 100, " %"),
