@@ -19,8 +19,12 @@ from greentrain.footprint.site import Site
 class RegionFootprint:
     region: Region
     footprint: Footprint
-    co2e_rank: int  # 1 = least CO2e
-    cost_rank: int  # 1 = cheapest; ties keep CO2e order
+    co2e_rank: int  # 1 = least CO2e (TIE_RULE)
+    cost_rank: int  # 1 = cheapest (TIE_RULE)
+
+
+# equal values never rank in the order they were listed: the other measure decides, then the region code
+TIE_RULE = "ties: by the other measure (cost for the CO2e rank, CO2e for the cost rank), then by region code"
 
 
 def compare_regions(codes: list[str], *, pue: float | None = None,
@@ -32,8 +36,8 @@ def compare_regions(codes: list[str], *, pue: float | None = None,
         raise ConfigError("compare_regions", ",".join(codes), "a region is listed twice")
     regions = [get_region(c) for c in codes]
     fps = [_footprint_in(r.site(pue=pue), kwargs) for r in regions]
-    by_co2 = sorted(range(len(regions)), key=lambda i: fps[i].emissions_kg_co2e)
-    by_cost = sorted(by_co2, key=lambda i: fps[i].cost_usd)
+    by_co2 = sorted(range(len(regions)), key=lambda i: (fps[i].emissions_kg_co2e, fps[i].cost_usd, regions[i].code))
+    by_cost = sorted(range(len(regions)), key=lambda i: (fps[i].cost_usd, fps[i].emissions_kg_co2e, regions[i].code))
     cost_rank = {i: n + 1 for n, i in enumerate(by_cost)}
     return tuple(RegionFootprint(region=regions[i], footprint=fps[i], co2e_rank=n + 1, cost_rank=cost_rank[i])
                  for n, i in enumerate(by_co2))

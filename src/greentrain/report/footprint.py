@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
-from greentrain.footprint.compare import RegionFootprint
+from greentrain.footprint.compare import TIE_RULE, RegionFootprint
 from greentrain.footprint.model import Footprint
 from greentrain.footprint.schedule import BestStart
 from greentrain.footprint.site import Site
@@ -74,13 +74,14 @@ def footprint_table(fp: Footprint, site: Site, chip: Chip | None, start: BestSta
 
 
 def compare_dict(ranked: tuple[RegionFootprint, ...]) -> dict[str, Any]:
-    return {"regions": [{"region": r.region.code, "provider": r.region.provider, "name": r.region.name,
+    return {"tie_rule": TIE_RULE,
+            "regions": [{"region": r.region.code, "provider": r.region.provider, "name": r.region.name,
                          "co2e_rank": r.co2e_rank, "cost_rank": r.cost_rank, **r.footprint.to_dict()}
                         for r in ranked]}
 
 
 def compare_table(ranked: tuple[RegionFootprint, ...]) -> str:
-    t = Table(title="regions ranked by CO2e", header_style="bold")
+    t = Table(title="regions ranked by CO2e", caption=TIE_RULE, header_style="bold")
     for name in ("#", "region", "name", "grid g/kWh", "PUE", "energy kWh", "CO2e kg", "cost USD", "cost #"):
         t.add_column(name, justify="left" if name in ("region", "name") else "right")
     for r in ranked:
