@@ -16,7 +16,7 @@ from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_ar
 from greentrain.config import split_list
 from greentrain.results.view import stamp
 from greentrain.scenario import Scenario
-from greentrain.search.engine import OBJECTIVES, Constraints
+from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, OBJECTIVES, Constraints
 
 if TYPE_CHECKING:
     pass
@@ -42,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-micro-batch", type=_count, help="largest micro-batch size (default: no limit)")
     g.add_argument("--no-interleave", action="store_true", help="leave out interleaved schedules (vpp > 1)")
     g.add_argument("--no-offload", action="store_true", help="leave out optimizer offloading")
+    g.add_argument("--workers", type=_count, default=1, help="processes to split the candidates over (default 1; "
+                   "the same result as one, search/workers.py)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--plot", metavar="PATH", help="scatter of run time x cost (CO2e as colour), Pareto front "
                    "marked (needs matplotlib; PNG, PDF or SVG by the file's suffix)")
@@ -50,8 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("constraints")
     c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
                    "--num-chips")
-    c.add_argument("--memory-headroom", type=finite_float, default=0.0,
-                   help="fraction of device memory to leave free, in [0, 1) (default 0)")
+    c.add_argument("--memory-headroom", type=finite_float, default=DEFAULT_MEMORY_HEADROOM,
+                   help=f"fraction of device memory to leave free, in [0, 1) (default {DEFAULT_MEMORY_HEADROOM}: "
+                        "real runs avoid the last few percent; 0 packs to the limit)")
     c.add_argument("--budget-usd", type=positive_float, help="most the run may cost")
     c.add_argument("--deadline-days", type=positive_float, help="longest the run may take")
 
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from greentrain.report.search import search_progress
-    from greentrain.search.engine import search
+    from greentrain.search.workers import search_parallel
     from greentrain.search.pins import file_pins, pinned_space
     from greentrain.search.space import SearchSpace
 
@@ -107,8 +110,9 @@ def _run(args: argparse.Namespace) -> int:
 
         check_html_path(args.html)
     with search_progress() as tick:
-        result = search(scs, objective=args.objective, top_k=args.top, space=space, sites=sites, constraints=cons,
-                        progress=tick, profile=profile)
+        result = search_parallel(scs, workers=args.workers, objective=args.objective, top_k=args.top, space=space,
+                                 sites=sites, constraints=cons, progress=tick, profile=profile)
+    result = dataclasses.replace(result, notes=result.notes + _trust_notes(result, cons, profile.framework, scs))
     if args.plot:
         from greentrain.report.search import plot_search
 
@@ -130,3 +134,17 @@ def _run(args: argparse.Namespace) -> int:
     render_search(result, stdout_console(), pareto=args.pareto)
     return 0
 
+
+
+def _trust_notes(result: Any, cons: Constraints, framework: str, scs: list[Scenario]) -> tuple[str, ...]:
+    """What the ranking leaves room for, and how far to trust the best candidate (calibrate/bands.py)."""
+    from greentrain.calibrate.bands import band_for
+
+    out = [f"memory headroom: {cons.memory_headroom:.0%} of each device left free (--memory-headroom); "
+           f"objectives within {cons.tie_tolerance:.0%} of the best are ties, ranked by the most free memory"]
+    if result.ranked:
+        best = result.ranked[0]
+        sc = next((s for s in scs if s.cluster.chip.name == best.chip), scs[0])
+        band = band_for(framework, best.chip, sc.model.is_moe, best.num_chips, sc.cluster.chips_per_node)
+        out.append(f"expected error of the best candidate's time: {band.describe()}")
+    return tuple(out)

@@ -69,6 +69,7 @@ def plan_section(p: PlanResult, source: str) -> str:
     svg = plots.bars([k.replace("_", " ") for k, _ in parts], [v for _, v in parts], "seconds per step",
                      "time per step by part (slowest pipeline stage)")
     eff = p.extra.get("efficiency") or {}
+    band = p.extra.get("error_band") or {}  # calibrate/bands.py via report/plan.py
     return (provenance("Predicted by greentrain plan (analytical model); nothing measured", source,
                        _plan_scenario(p))
             + key_figures(plan_figures(p))
@@ -78,7 +79,8 @@ def plan_section(p: PlanResult, source: str) -> str:
             + table(("part", "size"), mem, caption="memory per device") + "</div>"
             + table(("footprint", "value"), [
                 ("operational CO2e", mass(p.operational_kg_co2e)), ("embodied CO2e", mass(p.embodied_kg_co2e)),
-                ("HFU", pct(p.hfu)), ("efficiency", eff.get("summary", "") if isinstance(eff, Mapping) else "")],
+                ("HFU", pct(p.hfu)), ("efficiency", eff.get("summary", "") if isinstance(eff, Mapping) else ""),
+                ("expected error", band.get("summary", "") if isinstance(band, Mapping) else "")],
                 caption="footprint and efficiency"))
 
 

@@ -160,6 +160,12 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
     rows.append(("expected error", d["error_band"]["summary"]))
+    if run.strategy_chosen:
+        from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, TIE_TOLERANCE
+
+        rows.append(("planner", f"leaves {DEFAULT_MEMORY_HEADROOM:.0%} of device memory free (when anything fits "
+                                f"so); times within {TIE_TOLERANCE:.0%} of the fastest count as ties, the one "
+                                "with the most free memory wins"))
     for k, v in rows:
         r.add_row(k, v)
     console.print(r)

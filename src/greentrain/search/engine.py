@@ -32,7 +32,16 @@ from greentrain.search.feasibility import nothing_fits_message, with_chips
 from greentrain.search.space import SearchSpace, table
 
 OBJECTIVES = ("time", "cost", "co2e", "energy")
-_COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu")
+# A planner that leaves room. Real runs avoid picks at 99 % of memory (allocator fragmentation, NCCL buffers
+# that grow with the communicators, a longer sequence in the data): by default the search keeps 5 % of each
+# device's memory free (--memory-headroom changes it). And it does not trust its most optimistic answer:
+# candidates whose objective is within TIE_TOLERANCE of the best are ties to the model's own error (mean
+# |error| 2 % on Korthikanti Table 5, 3-9 % on the validated frameworks: docs/validation.md), and among ties
+# the one with the most free memory ranks first.
+DEFAULT_MEMORY_HEADROOM = 0.05
+TIE_TOLERANCE = 0.03
+_COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu",
+            "offload")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +49,8 @@ class Constraints:
     """Limits on the answer. 0 means no limit (max_chips 0: exactly the scenario's chip count)."""
 
     max_chips: int = 0  # also try every power of two below it (and itself): how many chips to use
-    memory_headroom: float = 0.0  # fraction of each device's memory left free
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM  # fraction of each device's memory left free
+    tie_tolerance: float = TIE_TOLERANCE  # objectives within this fraction of the best are ties (most memory free wins)
     budget_usd: float = 0.0
     deadline_s: float = 0.0
 
@@ -49,6 +59,7 @@ class Constraints:
                 f"must be between 0 (the scenario's chip count) and {MAX_CHIPS:,}")
         require(0.0 <= self.memory_headroom < 1.0, "constraints.memory_headroom", self.memory_headroom,
                 "must be in [0, 1)")
+        require(0.0 <= self.tie_tolerance < 1.0, "constraints.tie_tolerance", self.tie_tolerance, "must be in [0, 1)")
         require(self.budget_usd >= 0, "constraints.budget_usd", self.budget_usd, "must be >= 0 (0: no limit)")
         require(self.deadline_s >= 0, "constraints.deadline_s", self.deadline_s, "must be >= 0 (0: no limit)")
 
@@ -122,7 +133,7 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
                               chip=sc.cluster.chip, price_usd_per_device_s=quote.usd_per_device_s if quote else None)
         values = {"run_time_s": run_s, "cost_usd": fp.cost_usd, "emissions_kg_co2e": fp.emissions_kg_co2e,
                   "energy_j": fp.energy_j, "step_time_s": st.step_time_s, "memory_bytes": st.memory_bytes,
-                  "mfu": st.mfu}
+                  "mfu": st.mfu, "offload": t.offload_optimizer[st.index].astype(np.float64)}
         keep = np.ones(len(run_s), dtype=bool)
         if cons.budget_usd:
             keep &= fp.cost_usd <= cons.budget_usd
@@ -211,8 +222,8 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     value = cols[{"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}[
         objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
-    best = first_in_order(np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value)),
-                          (cols["memory_bytes"], cols["run_time_s"], value), top_k)
+    candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
+    best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)
     points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
     rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like
     front = rows[pareto_mask(points[rows], cols["memory_bytes"][rows])]
@@ -222,6 +233,20 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
                         ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
                         pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points=points,
                         notes=notes)
+
+
+def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.float64],
+              candidates: npt.NDArray[np.int64], tolerance: float) -> tuple[npt.NDArray[np.float64], ...]:
+    """Sort keys (np.lexsort order, primary last): the candidates within ``tolerance`` of the best objective
+    come first, those that keep the optimizer on the device first (offloading trades host-link time for
+    memory: not the robust pick), then the least memory per device, then the faster; the others by the
+    objective, then run time, then memory."""
+    if not len(candidates) or tolerance <= 0:
+        return cols["memory_bytes"], cols["run_time_s"], value
+    tied = value <= float(np.min(value[candidates])) * (1.0 + tolerance)
+    primary = np.where(tied, cols["offload"] - 2.0, value)  # ties: -2 on the device, -1 offloaded
+    mem, run = cols["memory_bytes"], cols["run_time_s"]
+    return np.where(tied, run, mem), np.where(tied, mem, run), primary
 
 
 def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
@@ -243,16 +268,22 @@ def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
 def best_strategy(sc: Scenario, space: SearchSpace | None = None, profile: Profile | None = None) -> Strategy:
     """The fastest strategy of the space (default: the whole space) for ``sc``: what `greentrain plan` uses
     when no strategy is given, or within the degrees the user's flags pin."""
-    return search([sc], objective="time", top_k=1, space=space, profile=profile).ranked[0].strategy
+    try:
+        return search([sc], objective="time", top_k=1, space=space, profile=profile).ranked[0].strategy
+    except InfeasibleError:  # nothing fits with the default headroom: the fastest that fits at all
+        return search([sc], objective="time", top_k=1, space=space, profile=profile,
+                      constraints=Constraints(memory_headroom=0.0)).ranked[0].strategy
 
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,
                   cons: Constraints) -> str:
     given = [f"budget {cons.budget_usd:,.4g} USD" if cons.budget_usd else "",
              f"deadline {units.s_to_days(cons.deadline_s):.4g} days" if cons.deadline_s else "",
-             f"memory headroom {cons.memory_headroom:.0%}" if cons.memory_headroom else ""]
+             f"memory headroom {cons.memory_headroom:.0%}" if cons.memory_headroom not in (0.0, DEFAULT_MEMORY_HEADROOM)
+             else ""]
     if any(given):
-        c = search(units_, space=space, constraints=Constraints(), top_k=1).ranked[0]
+        c = search(units_, space=space, top_k=1, constraints=Constraints(
+            memory_headroom=0.0 if given[2] else DEFAULT_MEMORY_HEADROOM)).ranked[0]
         return (f"none of the {total:,} strategies meets the constraints ({', '.join(g for g in given if g)}); "
                 f"without them the fastest takes {units.s_to_days(c.run_time_s):.4g} days and costs "
                 f"{c.cost_usd:,.0f} USD on {c.num_chips} x {c.chip}")
