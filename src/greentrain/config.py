@@ -85,6 +85,8 @@ BOUNDS: dict[str, Bound] = {
     "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)"),
     "chip_memory_bytes": Bound(0.0, 1e14, "bytes", "the largest accelerator memories are 2.9e11 bytes (288 GB "
                                "HBM3e: B300, MI355X)", lo_open=True),
+    "device_memory_gib": Bound(0.0, 1e5, "GiB", "the largest accelerator memories are 268 GiB (B300, MI355X)",
+                               lo_open=True),
     "chip_memory_bytes_per_s": Bound(0.0, 1e17, "bytes/s", "HBM3e gives 8e12; a Cerebras WSE-3's SRAM 2.1e16",
                                      lo_open=True),
     "chip_flop_per_s": Bound(0.0, MAX_DEVICE_FLOP_PER_S, "FLOP/s", "a Cerebras WSE-3 peaks at 1.25e17"),

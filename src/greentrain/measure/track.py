@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
@@ -87,6 +87,8 @@ def check_inputs(command: Sequence[str], cpu_tdp_w: float | None, interval_s: fl
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
     require(cpu_tdp_w is None or cpu_tdp_w > 0, "track.cpu_tdp_w", cpu_tdp_w, "must be > 0")
+    if cpu_tdp_w is not None:  # upper end: config.BOUNDS (1e9 W was accepted)
+        BOUNDS["cpu_tdp_w"].check(cpu_tdp_w, "track.cpu_tdp_w")
     require(interval_s > 0, "track.interval_s", interval_s, "must be > 0")
     require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
 

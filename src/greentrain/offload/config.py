@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 from greentrain.offload.eager import EXECUTOR_EAGER_OPS
 
@@ -47,6 +47,9 @@ class OffloadCaps:
         for name, value in (("device_gib", device_gib), ("host_gib", host_gib)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"offload.{name}", value, "must be a finite number > 0")
+        # upper ends: config.BOUNDS (--host-gib 1e9 was accepted)
+        BOUNDS["host_memory_gib"].check(host_gib, "offload.host_gib")
+        BOUNDS["device_memory_gib"].check(device_gib, "offload.device_gib")
         return cls(device_bytes=units.gib_to_bytes(device_gib), host_bytes=units.gib_to_bytes(host_gib))
 
 
