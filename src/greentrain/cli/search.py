@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from greentrain.report.search import search_progress
-    from greentrain.search.workers import search_parallel
     from greentrain.search.pins import file_pins, pinned_space
     from greentrain.search.space import SearchSpace
+    from greentrain.search.workers import search_parallel
 
     scs, sites = _scenarios(args)
     profile = profile_from_args(args)

@@ -1,0 +1,212 @@
+"""`greentrain search --workers N`: the candidate table split over N processes, merged into the one-process answer.
+
+The space of one search is a list of units (chip type x chip count, search/engine.chip_counts), and each unit's
+table is the concatenation, in order, of its tables with tp pinned to each allowed degree (search/space.meshes
+enumerates tp outermost): a part is one (unit, tp). Parts go to a process pool in any order; each process
+evaluates its part exactly as engine.search evaluates a unit (engine._evaluate) and sends back, per site, only
+the rows that can reach the answer: its own top k by (objective, run time, memory) and its own Pareto front
+over (run time, cost, CO2e) with memory as tiebreak, plus the (run time, cost, CO2e) of every feasible row for
+plots. Ranking and front are then computed on these rows in the one-process order (unit, site, tp, row):
+
+- a global top-k row is in its part's top k (within a part the order is the global one, restricted), and
+  np.lexsort is stable, so ties fall the same way;
+- a global front row is non-dominated within its part, and of equal points the one that survives globally
+  (least memory, then first in order) survives in its part too; dominance is transitive.
+
+So rankings, fronts, counts and points are those of engine.search with the same arguments (the test compares
+them field by field). Only the wall time differs; parts are independent, so N idle cores give close to N times
+the candidates per second once a search is long enough to amortise starting the processes (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import multiprocessing.pool
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from greentrain.config import require
+from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.estimate.efficiency import Profile
+from greentrain.footprint.site import Site
+from greentrain.scenario import Scenario
+from greentrain.search.engine import (
+    _COLUMNS,
+    OBJECTIVES,
+    Constraints,
+    SearchResult,
+    _Block,
+    _candidate,
+    _cost_bases,
+    _evaluate,
+    _nothing_fits,
+    _tie_keys,
+    chip_counts,
+    first_in_order,
+    pareto_mask,
+    search,
+)
+from greentrain.search.feasibility import with_chips
+from greentrain.search.space import SearchSpace, divisors
+
+MAX_WORKERS = 1024
+_VALUE_COLUMN = {"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Part:
+    """One unit (a scenario on one chip count) with tp pinned to one degree: what one process evaluates."""
+
+    index: int  # position in the one-process order
+    unit: int
+    scenario: Scenario
+    space: SearchSpace
+    sites: tuple[Site, ...]
+    constraints: Constraints
+    profile: Profile
+    objective: str
+    top_k: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Reduced:
+    """A part's answer: candidates evaluated, and per site the rows that can reach the answer and every
+    feasible row's (run time s, cost USD, kg CO2e)."""
+
+    index: int
+    unit: int
+    num_candidates: int
+    blocks: tuple[_Block, ...]
+    points: tuple[npt.NDArray[np.float64], ...]
+
+
+def parts(scenarios: Sequence[Scenario], space: SearchSpace, cons: Constraints) -> list[tuple[int, Scenario,
+                                                                                                SearchSpace]]:
+    """(unit, scenario on its chip count, space with tp pinned) in the one-process order. A pinned tp stays one
+    part; otherwise one part per divisor of the chip count up to the largest tp (as search/space.meshes)."""
+    out = []
+    units = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+    for u, sc in enumerate(units):
+        if space.tp:
+            out.append((u, sc, space))
+            continue
+        max_tp = space.max_tp or sc.cluster.node_size
+        out += [(u, sc, dataclasses.replace(space, tp=t)) for t in divisors(sc.cluster.num_chips) if t <= max_tp]
+    return out
+
+
+def _reduce(block: _Block, objective: str, top_k: int, tolerance: float) -> tuple[_Block, npt.NDArray[np.float64]]:
+    """The block's rows that can be in the answer, in their order, and its points. The ranking puts the rows
+    within ``tolerance`` of the best objective first (engine._tie_keys): the global best is at most this
+    block's, so every row of the block the answer may call a tie has an objective within ``tolerance`` of
+    the block's best; the others rank by (objective, run time, memory). The block's first rows in that order,
+    its ties and then ``top_k`` more, hold every row of the block the ranking can reach; the front adds its
+    own (pareto_mask with memory as tiebreak)."""
+    v = block.values
+    n = len(block.rows)
+    points = np.stack([v["run_time_s"], v["cost_usd"], v["emissions_kg_co2e"]], axis=1)
+    value = v[_VALUE_COLUMN[objective]]
+    ties = int(np.count_nonzero(value <= float(np.min(value)) * (1.0 + tolerance))) if n and tolerance > 0 else 0
+    best = first_in_order(np.arange(n), (v["memory_bytes"], v["run_time_s"], value), ties + top_k)
+    keep = np.union1d(best, np.flatnonzero(pareto_mask(points, v["memory_bytes"])))  # sorted: the block's order
+    small = dataclasses.replace(block, table=block.table.take(block.rows[keep]), rows=np.arange(len(keep)),
+                                values={k: a[keep] for k, a in v.items()})
+    return small, points
+
+
+def _run_part(part: _Part) -> _Reduced:
+    """Evaluate one part in a worker process (engine._evaluate, as the one-process search does)."""
+    total, blocks = _evaluate(part.scenario, part.space, part.sites, part.constraints, part.profile)
+    reduced = [_reduce(b, part.objective, part.top_k, part.constraints.tie_tolerance) for b in blocks]
+    return _Reduced(index=part.index, unit=part.unit, num_candidates=total, blocks=tuple(b for b, _ in reduced),
+                    points=tuple(p for _, p in reduced))
+
+
+def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, objective: str, top_k: int,
+           space: SearchSpace, cons: Constraints, profile: Profile, t0: float) -> SearchResult:
+    """engine.search's ranking and front over the parts' rows, put back in the one-process order: unit by
+    unit; within a unit site by site (engine._evaluate's blocks), each site's tp parts in order."""
+    ordered = sorted(answers, key=lambda a: a.index)
+    blocks: list[_Block] = []
+    points: list[npt.NDArray[np.float64]] = []
+    for u in dict.fromkeys(a.unit for a in ordered):
+        mine = [a for a in ordered if a.unit == u and a.blocks]  # no blocks: the framework runs no such ZeRO
+        for s in range(len(mine[0].blocks) if mine else 0):
+            blocks += [a.blocks[s] for a in mine]
+            points += [a.points[s] for a in mine]
+    total = sum(a.num_candidates for a in ordered)
+    if not blocks:  # the framework runs none of the ZeRO stages asked for
+        stages = ", ".join(map(str, profile.for_chip(scenarios[0].cluster.chip.name).zero_stages))
+        raise ConfigError("strategy.zero", ", ".join(map(str, space.zero)),
+                          f"the {profile.framework} framework runs ZeRO stages {stages}")
+    num_feasible = sum(len(p) for p in points)
+    if not num_feasible:
+        units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
+    cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
+    owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
+    local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
+    value = cols[_VALUE_COLUMN[objective]]
+    comparable, notes = _cost_bases(blocks, owner, objective)
+    candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
+    best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)
+    kept = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
+    rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like (engine._cost_bases)
+    front = rows[pareto_mask(kept[rows], cols["memory_bytes"][rows])]
+    front = front[np.argsort(kept[front, 0], kind="stable")]
+    return SearchResult(objective=objective, num_candidates=total, num_feasible=num_feasible,
+                        search_time_s=time.perf_counter() - t0,
+                        ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
+                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front),
+                        points=np.concatenate(points), notes=notes)
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _pool(processes: int) -> multiprocessing.pool.Pool:
+    """Worker processes started by fork when this process runs one thread (the quickest start: nothing to
+    import again), else from a fork server that imported this module once (a thread of the caller, such as a
+    progress bar's, holding a lock would be copied into forked workers with its lock held)."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork").Pool(processes)
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload([__name__])
+    return ctx.Pool(processes)
+
+
+def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: str = "time", top_k: int = 10,
+                    space: SearchSpace | None = None, sites: Sequence[Site] = (),
+                    constraints: Constraints | None = None, progress: Callable[[int, int], None] | None = None,
+                    profile: Profile | None = None) -> SearchResult:
+    """engine.search over ``workers`` processes: the same result (rankings, front, counts, points, notes);
+    ``progress`` is called with (parts done, parts) as parts finish. One worker is engine.search itself."""
+    require(1 <= workers <= MAX_WORKERS, "search.workers", workers, f"must be between 1 and {MAX_WORKERS:,}")
+    if workers == 1:
+        return search(scenarios, objective=objective, top_k=top_k, space=space, sites=sites,
+                      constraints=constraints, progress=progress, profile=profile)
+    require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
+    cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
+    t0 = time.perf_counter()
+    todo = [_Part(index=i, unit=u, scenario=sc, space=sp, sites=tuple(sites), constraints=cons, profile=profile,
+                  objective=objective, top_k=top_k) for i, (u, sc, sp) in enumerate(parts(scenarios, space, cons))]
+    answers = []
+    with _pool(min(workers, len(todo))) as pool:
+        for done, answer in enumerate(pool.imap_unordered(_run_part, todo), 1):
+            answers.append(answer)
+            if progress is not None:
+                progress(done, len(todo))
+    return _merge(scenarios, answers, objective=objective, top_k=top_k, space=space, cons=cons, profile=profile,
+                  t0=t0)

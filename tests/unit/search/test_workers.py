@@ -1,0 +1,96 @@
+"""`search --workers N`: the parts are the table in order, and N processes give the one-process answer field by
+field (rankings, Pareto front, counts, points, notes) for every objective, with chip types whose costs do
+not compare (cloud price against electricity only) and several regions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from greentrain.cli.main import main
+from greentrain.errors import ConfigError
+from greentrain.hardware.catalog import get_chip
+from greentrain.parallel.table import BOOL_FIELDS, INT_FIELDS
+from greentrain.scenario import Scenario, build_cluster, scenario_from_dict, site_from_dict
+from greentrain.search.engine import Constraints, SearchResult, search
+from greentrain.search.feasibility import with_chips
+from greentrain.search.space import SearchSpace, table
+from greentrain.search.workers import parts, search_parallel
+
+SPACE = SearchSpace(max_micro_batch=4)
+
+
+@pytest.fixture(scope="module")
+def scenarios() -> list[Scenario]:
+    sc = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
+                             "workload": {"global_batch_size": 32, "seq_len": 2048, "train_tokens": 1e9},
+                             "site": {"region": "us-east-1"}})
+    # the RTX 4090 has no cloud price: its cost is electricity only and leaves the cost ranking
+    return [sc, dataclasses.replace(sc, cluster=build_cluster(get_chip("rtx-4090"), 16, None))]
+
+
+def _same(a: SearchResult, b: SearchResult) -> None:
+    assert a.ranked == b.ranked
+    assert a.pareto == b.pareto
+    assert (a.num_candidates, a.num_feasible, a.notes) == (b.num_candidates, b.num_feasible, b.notes)
+    assert np.array_equal(a.points, b.points)
+
+
+def test_parts_concatenate_to_each_units_table(scenarios: list[Scenario]) -> None:
+    cons = Constraints(max_chips=16)
+    ps = parts(scenarios, SPACE, cons)
+    assert [u for u, _, _ in ps] == sorted(u for u, _, _ in ps)
+    for unit in {u for u, _, _ in ps}:
+        mine = [(sc, sp) for u, sc, sp in ps if u == unit]
+        whole = table(mine[0][0], SPACE)
+        pieces = [table(sc, sp) for sc, sp in mine]
+        for f in INT_FIELDS + BOOL_FIELDS:
+            assert np.array_equal(getattr(whole, f), np.concatenate([getattr(p, f) for p in pieces])), (unit, f)
+
+
+@pytest.mark.parametrize(("objective", "top_k"), [("time", 1), ("cost", 7), ("co2e", 3)])
+def test_two_workers_give_the_one_process_answer(scenarios: list[Scenario], objective: str, top_k: int) -> None:
+    # top 1: the ranking's pick among near-ties (engine._tie_keys) is rarely a part's own fastest row
+    kw = {"objective": objective, "top_k": top_k, "space": SPACE, "constraints": Constraints(max_chips=16),
+          "sites": [site_from_dict({"region": r}) for r in ("us-east-1", "eu-north-1")]}
+    one = search(scenarios, **kw)  # type: ignore[arg-type]
+    ticks: list[tuple[int, int]] = []
+    two = search_parallel(scenarios, workers=2, progress=lambda d, t: ticks.append((d, t)), **kw)  # type: ignore[arg-type]
+    _same(one, two)
+    assert one.notes and len(one.pareto) >= 1 and len(one.ranked) == top_k
+    assert [d for d, _ in ticks] == list(range(1, len(ticks) + 1)) and ticks[-1][0] == ticks[-1][1] > 2
+
+
+def test_a_pinned_tp_is_one_part(scenarios: list[Scenario]) -> None:
+    space = dataclasses.replace(SPACE, tp=2)
+    assert len(parts(scenarios[:1], space, Constraints())) == 1
+    _same(search(scenarios[:1], space=space), search_parallel(scenarios[:1], workers=3, space=space))
+
+
+def test_bad_worker_count_is_refused(scenarios: list[Scenario]) -> None:
+    with pytest.raises(ConfigError, match=r"search\.workers"):
+        search_parallel(scenarios, workers=0)
+
+
+def test_cli_workers_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["search", "--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048",
+            "--tokens", "1e9", "--max-micro-batch", "2", "--pareto", "--json"]
+    docs = []
+    for workers in ("1", "2"):
+        assert main([*args, "--workers", workers]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        doc.pop("search_time_s")
+        docs.append(doc)
+    assert docs[0] == docs[1]
+    assert main([*args, "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_near_ties_across_parts(scenarios: list[Scenario]) -> None:
+    """On 8 H100 the ranking's pick among the candidates within the tie tolerance of the fastest is not the
+    fastest row of its tp part: a part that sent only its own top k would lose it."""
+    sc = with_chips(scenarios[0], 8)
+    _same(search([sc], top_k=1, space=SPACE), search_parallel([sc], workers=2, top_k=1, space=SPACE))
