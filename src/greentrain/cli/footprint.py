@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.cli.argtypes import finite_float, nonneg_float, positive_float, positive_int
-from greentrain.config import as_float, as_int, load_mapping, require, split_list
+from greentrain.cli.argtypes import bounded, finite_float, nonneg_float, positive_float, positive_int
+from greentrain.config import BOUNDS, as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint.compare import compare_regions, model_card_block
 from greentrain.footprint.inputs import RunFile, RunInputs, run_inputs
@@ -55,11 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="chip power between idle (0) and TDP (1); default 1")
     parser.add_argument("--host-w-per-chip", type=nonneg_float,
                         help="host CPU/RAM/network power per chip (W); default: DGX-derived, see docs")
-    parser.add_argument("--pue", type=finite_float,
+    parser.add_argument("--pue", type=bounded("pue"),
                         help="facility energy / IT energy (default: provider's, or 1.56)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--region", help="country (ISO3), US-XX state, or cloud region code")
-    where.add_argument("--grid-g-per-kwh", type=nonneg_float, help="grid intensity, g CO2e per kWh")
+    where.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"), help="grid intensity, g CO2e per kWh")
     parser.add_argument("--market-based", action="store_true",
                         help="GCP regions: intensity net of Google CFE")
     cost = parser.add_mutually_exclusive_group()
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--market", default=None,
                         help=f"cloud price market: {', '.join(MARKETS)} (default on-demand)")
     parser.add_argument("--spot", action="store_true", help="same as --market spot")
-    parser.add_argument("--electricity-usd-per-kwh", type=nonneg_float,
+    parser.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"),
                         help="override the region's electricity price")
     cost.add_argument("--hardware-usd-per-chip", type=nonneg_float,
                         help="on-premises: purchase price per chip (with its server share); cost = "
@@ -127,9 +127,11 @@ def _run_inputs(args: argparse.Namespace) -> RunInputs:
     if num_chips is None:
         raise ConfigError("--num-chips", None, "is required (or a plan/track JSON file)")
     require(num_chips >= 1, "--num-chips", num_chips, "must be >= 1")
-    for flag, value in (("--hours", args.hours), ("--days", args.days)):
-        if value is not None:
+    for flag, value, to_s in (("--hours", args.hours, units.hours_to_s), ("--days", args.days, units.days_to_s)):
+        if value is not None:  # range and reason: config.BOUNDS["duration_s"]
             require(value >= 0, flag, value, "must be >= 0")
+            require(BOUNDS["duration_s"].ok(to_s(value)), flag, value, "must be at most "
+                    f"{units.s_to_days(BOUNDS['duration_s'].hi):,.0f} days: {BOUNDS['duration_s'].reason}")
     if args.hours is not None:
         duration = units.hours_to_s(args.hours)
     elif args.days is not None:

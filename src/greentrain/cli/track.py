@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from greentrain import files
-from greentrain.cli.argtypes import finite_float
+from greentrain.cli.argtypes import bounded, finite_float
 from greentrain.cli.fields import SUMMARIZE_FLAGS, TRACK_FLAGS, fields_as_flags
 from greentrain.config import require
 from greentrain.errors import ConfigError
@@ -35,11 +35,13 @@ from greentrain.report.track import render_table
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="grid region code for CO2e (e.g. fr, us-ca); no default")
-    parser.add_argument("--grid-g-per-kwh", type=finite_float, help="grid carbon intensity, g CO2e per kWh")
-    parser.add_argument("--pue", type=finite_float,
+    parser.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"),
+                        help="grid carbon intensity, g CO2e per kWh")
+    parser.add_argument("--pue", type=bounded("pue"),
                         help="power usage effectiveness (default: the region's; 1.56 with --grid-g-per-kwh)")
     parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
-    parser.add_argument("--cpu-tdp-w", type=finite_float, help="CPU package TDP in W for the CPU energy estimate")
+    parser.add_argument("--cpu-tdp-w", type=bounded("cpu_tdp_w"),
+                        help="CPU package TDP in W for the CPU energy estimate")
     parser.add_argument("--interval-s", type=finite_float, default=0.5, help="sampling interval (default 0.5 s)")
     parser.add_argument("--grace-s", type=finite_float, default=DEFAULT_GRACE_S,
                         help="on SIGTERM/SIGHUP/SIGINT: seconds the command gets to stop before SIGKILL "

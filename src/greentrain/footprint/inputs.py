@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greentrain import units
-from greentrain.config import as_float, as_int
+from greentrain.config import BOUNDS, as_float, as_int, require
 from greentrain.errors import ConfigError
 
 
@@ -29,6 +29,16 @@ class RunInputs:
     pue: float | None = None
     mfu_as_utilization: bool = False
     power_predicted: bool = False  # the power or energy is a prediction (a plan file), not a measurement
+
+    def __post_init__(self) -> None:  # ranges and reasons: config.BOUNDS (a file's values, as the flags')
+        BOUNDS["num_chips"].check_int(self.num_chips, "num_chips")
+        d = BOUNDS["duration_s"]
+        require(d.ok(self.duration_s), "run_time_s", self.duration_s,
+                f"must be at most {units.s_to_days(d.hi):,.0f} days ({d.hi:.3g} s): {d.reason}")
+        if self.power_w is not None:
+            BOUNDS["chip_power_w"].check(self.power_w, "power_w_per_chip")
+        if self.pue is not None:
+            BOUNDS["pue"].check(self.pue, "pue")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
