@@ -12,14 +12,15 @@ import argparse
 import json
 import math
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
 from greentrain.offload.config import PROFILES
 
 if TYPE_CHECKING:
-    from greentrain.offload.config import OffloadPolicy
+    from greentrain.offload.config import FrameworkProfile, OffloadPolicy
+    from greentrain.offload.plan import OffloadPlan
     from greentrain.scenario import Scenario
 
 SEED_MODELS = {"1": "llama3.2-1b", "8": "llama3-8b"}  # ml_dataflow's MODEL_B argument
@@ -126,12 +127,12 @@ def _policy(args: argparse.Namespace) -> OffloadPolicy:
     return OffloadPolicy(downgrade=not args.no_downgrade)
 
 
-def _scenario(model: str, chip: str, seq_len: int, host_link: str) -> Scenario:
+def _scenario(model: str, chip: str, seq_len: int, host_link: str, batch: int = 1) -> Scenario:
     from greentrain.scenario import scenario_from_dict
 
     cluster = {"chip": chip, "num_chips": 1} | ({"host_link": host_link} if host_link else {})
     return scenario_from_dict({"model": model, "cluster": cluster,
-                               "workload": {"seq_len": seq_len, "global_batch_size": 1}})
+                               "workload": {"seq_len": seq_len, "global_batch_size": batch}})
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -142,12 +143,47 @@ def _plan(args: argparse.Namespace) -> int:
     seq = _int_one(args.seq_len, "offload.seq_len")
     caps = OffloadCaps.from_gib(_one(args.device_gib, "offload.device_gib"), _one(args.host_gib, "offload.host_gib"))
     sc = _scenario(_model(args.model), args.chip, seq, args.host_link)
-    plan = plan_offload(sc, caps, _policy(args), get_profile(args.framework, args.state))
+    profile = get_profile(args.framework, args.state)
+    plan = plan_offload(sc, caps, _policy(args), profile)
+    # `plan` on the same step: the sequences this plan's step holds, one per micro-batch, all on the device
+    same_step = _scenario(_model(args.model), args.chip, seq, args.host_link, max(1, plan.tokens_per_step // seq))
+    compared = compare_with_plan(plan, profile, same_step)
     if args.json:
-        print(json.dumps(plan_to_dict(plan), indent=2))
+        print(json.dumps(plan_to_dict(plan) | {"compared_with_plan": compared}, indent=2))
     else:
         render_plan(plan)
+        print(compared["summary"])
     return 0
+
+
+def compare_with_plan(plan: OffloadPlan, profile: FrameworkProfile, sc: Scenario) -> dict[str, Any]:
+    """What `greentrain plan` answers for the same model, chip, sequence and tokens per step (``sc``; everything
+    on the device, its default kernel profile), and why this plan's tokens/s differs: kernels, element-wise ops,
+    placement. One question, two numbers, the reasons printed beside them."""
+    from greentrain.errors import InfeasibleError
+    from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK
+    from greentrain.estimate.run import estimate_run
+    from greentrain.parallel.strategy import Strategy
+
+    try:
+        ref: float | None = estimate_run(sc, Strategy()).step.tokens_per_s
+    except InfeasibleError:
+        ref = None
+    reasons = [f"kernels: the {profile.name} profile's (matmul x{profile.matmul_scale:.3g}, attention "
+               f"x{profile.attention_scale:.3g} of the chip's efficiency; fixed costs of "
+               f"'{profile.efficiency_framework}'), `plan` uses '{DEFAULT_FRAMEWORK}'"]
+    if profile.eager_ops:
+        reasons.append(f"element-wise ops ({', '.join(profile.eager_ops)}) as eager PyTorch kernels, "
+                       "`plan` fuses them")
+    if plan.chunk_tokens != sc.workload.seq_len:
+        reasons.append(f"chunks of {plan.chunk_tokens:,} tokens per round")
+    reasons.append(f"placement: optimizer on the {plan.optimizer_on} ({plan.optimizer_time_s:.3g} s per step of "
+                   f"{plan.step_time_s:.3g} s), {plan.resident_layers} layers resident, recompute "
+                   f"{100 * plan.recompute_fraction:.1f} % of FLOPs, bound by {plan.bound}")
+    shown = f"{ref:,.0f} tokens/s" if ref is not None else "does not fit on the device"
+    summary = (f"`greentrain plan` for this model, chip, sequence and step (everything on the device): {shown}; this "
+               f"plan's {plan.tokens_per_s:,.0f} differs by " + "; ".join(reasons))
+    return {"plan_tokens_per_s": ref, "tokens_per_s": plan.tokens_per_s, "reasons": reasons, "summary": summary}
 
 
 def _int_one(text: str, field: str) -> int:
