@@ -45,7 +45,7 @@ DEFAULT_SCENARIO: dict[str, Any] = {
     "site": {"region": "us-east-1"},
 }
 CLUSTER_KEYS = ("chip", "num_chips", "chips_per_node", "intra_node_link", "inter_node_link", "host_link",
-                "host_memory_gib_per_node")
+                "host_memory_gib_per_node", "oversubscription")
 SITE_KEYS = ("region", "grid_g_co2e_per_kwh", "pue", "electricity_usd_per_kwh")
 
 
@@ -78,6 +78,8 @@ class Scenario:
         }
         if c.host_link is not None:
             out["cluster"]["host_link"] = c.host_link.name
+        if c.inter_node.oversubscription != 1.0:  # the fabric's, applied to inter_node_link by build_cluster
+            out["cluster"]["oversubscription"] = c.inter_node.oversubscription
         if self.strategy is not None:
             out["strategy"] = self.strategy.to_dict()
         return out
@@ -87,10 +89,12 @@ class Scenario:
 
 
 def build_cluster(chip: Chip, num_chips: int, chips_per_node: int | None = None, intra_node_link: str = "",
-                  inter_node_link: str = "", host_link: str = "", host_memory_bytes_per_node: float = 0.0) -> Cluster:
-    """A cluster of ``num_chips`` chips, links defaulting to the chip's catalog links."""
+                  inter_node_link: str = "", host_link: str = "", host_memory_bytes_per_node: float = 0.0,
+                  oversubscription: float = 0.0) -> Cluster:
+    """A cluster of ``num_chips`` chips, links defaulting to the chip's catalog links; the network's bandwidth
+    between nodes divided by the fabric's oversubscription (0: the network's published figure, links.yaml)."""
     intra = get_link(intra_node_link or chip.intra_node_link or "pcie4")
-    inter = get_link(inter_node_link or chip.inter_node_link or "ib-hdr-200")
+    inter = get_link(inter_node_link or chip.inter_node_link or "ib-hdr-200").oversubscribed(oversubscription)
     host_name = host_link or chip.host_link
     return Cluster(chip=chip, num_chips=num_chips, chips_per_node=chips_per_node or chip.chips_per_node,
                    intra_node=intra, inter_node=inter, host_link=get_link(host_name) if host_name else None,
@@ -126,7 +130,8 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
         as_int(cpn, "cluster.chips_per_node", minimum=1) if cpn is not None else None,
         str(data.get("intra_node_link", "")), str(data.get("inter_node_link", "")), str(data.get("host_link", "")),
         units.gib_to_bytes(as_float(data.get("host_memory_gib_per_node", 0), "cluster.host_memory_gib_per_node",
-                                    minimum=0.0)))
+                                    minimum=0.0)),
+        as_float(data.get("oversubscription", 0), "cluster.oversubscription", minimum=0.0))
 
 
 def site_from_dict(data: dict[str, Any]) -> Site:

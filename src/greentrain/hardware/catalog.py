@@ -23,7 +23,8 @@ CHIP_KEYS = (
     "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "chips_per_node", "vendor",
     "aliases", "source", "sources",
 )
-LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "kind", "source", "sources")
+LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "kind", "oversubscription", "source",
+             "sources")
 
 
 def _source(data: dict[str, Any]) -> str:
@@ -83,8 +84,9 @@ def link_from_dict(name: str, data: dict[str, Any]) -> Link:
     else:
         raise ConfigError(f"{w}.bandwidth_gb_per_s", None, "is required (or bandwidth_gbit_per_s)")
     latency = as_float(data.get("latency_us", 5.0), f"{w}.latency_us", minimum=0.0) * 1e-6
+    over = as_float(data.get("oversubscription", 1.0), f"{w}.oversubscription", minimum=1.0)
     return Link(name=name, bytes_per_s=bw, latency_s=latency, kind=str(data.get("kind", "network")),
-                source=_source(data))
+                oversubscription=over, source=_source(data))
 
 
 def _catalog_file(name: str) -> dict[str, Any]:

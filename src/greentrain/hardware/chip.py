@@ -18,11 +18,28 @@ class Link:
     bytes_per_s: float  # per chip, per direction
     latency_s: float = 5e-6
     kind: str = "network"
+    # the fabric's oversubscription above the NICs (bytes the NICs can inject over bytes the core carries;
+    # 1: non-blocking, as rail-optimised fat trees are built): traffic between nodes gets bytes_per_s / it
+    oversubscription: float = 1.0
     source: str = ""
 
     def __post_init__(self) -> None:
         require(self.bytes_per_s > 0, f"link({self.name}).bytes_per_s", self.bytes_per_s, "must be > 0")
         require(self.latency_s >= 0, f"link({self.name}).latency_s", self.latency_s, "must be >= 0")
+        require(1.0 <= self.oversubscription <= 64.0, f"link({self.name}).oversubscription", self.oversubscription,
+                "must be in [1, 64] (1: non-blocking)")
+
+    def oversubscribed(self, ratio: float = 0.0) -> Link:
+        """The bandwidth a chip gets between nodes when every NIC of the job sends at once through a fabric
+        oversubscribed ``ratio``:1 (0: the catalog's figure for this network): its NIC share divided by it.
+        scenario.build_cluster applies it once to the catalog link (the result keeps the divided bandwidth)."""
+        import dataclasses
+
+        r = ratio or self.oversubscription
+        require(1.0 <= r <= 64.0, "cluster.oversubscription", r, "must be in [1, 64] (1: non-blocking)")
+        if r == 1.0:
+            return self
+        return dataclasses.replace(self, bytes_per_s=self.bytes_per_s / r, oversubscription=r)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
