@@ -1,5 +1,5 @@
 """Measured (or planned) training runs read from a runs CSV: one Scenario with its Strategy per row, and what
-was measured. The schema is ../shared/reference/calibration/README.md ("The runs schema"): unknown columns are
+was measured. The schema is docs/runs-csv.md (every column with its unit, rule and default): unknown columns are
 an error, an empty cell means "not given".
 
 Every bad cell is one ConfigError naming the row's run_id, the column, the value and the rule; the whole file is
@@ -133,8 +133,8 @@ def _check_header(header: list[str], path: Path) -> None:
     unknown = [c for c in header if c not in COLUMNS]
     if unknown:
         raise ConfigError(f"{path.name} column", unknown[0],
-                          f"is not a runs column{did_you_mean(unknown[0], COLUMNS)} (schema: "
-                          "shared/reference/calibration/README.md)")
+                          f"is not a runs column{did_you_mean(unknown[0], COLUMNS)} (the columns: "
+                          "docs/runs-csv.md)")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ConfigError(f"{path.name} column", missing[0], f"is missing: a runs CSV needs {', '.join(REQUIRED)}")
