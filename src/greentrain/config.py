@@ -102,7 +102,10 @@ BOUNDS: dict[str, Bound] = {
     "num_experts": Bound(1, 1e6, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
-    "train_examples": Bound(1, 1e8, "examples", "fine-tuning sets have 1e3-1e7 examples; each is held in memory"),
+    "examples": Bound(1, 1e6, "examples", "a data file is at most 16 MiB (a few 1e5 rows) and synthetic examples "
+                      "are generated in memory (~1 kB each)"),
+    "example_tokens": Bound(1, 65536, "tokens", "every example is padded to it; long-context seq2seq fine-tuning "
+                            "uses <= 16,384 (LongT5)"),
     "rounds": Bound(1, 1e7, "rounds", "a pre-training run is ~1e6 optimizer steps (Llama 3 405B: 1.2e6)"),
     "batch_tokens": Bound(1, 1e9, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
 }

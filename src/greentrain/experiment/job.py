@@ -12,9 +12,10 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.config import as_float, as_int, check_keys, require
+from greentrain.config import BOUNDS, as_float, as_int, check_keys, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.experiment.data import SYNTHETIC_SOURCES
+from greentrain.experiment.hf_names import CONFIG_KEYS, OPTIM_NAMES
 
 JOB_SECTIONS = ("task", "data", "tokenizer", "model", "train", "early_stopping", "eval", "site", "budget",
                 "tracking", "runtime")
@@ -183,16 +184,20 @@ def _data(d: dict[str, Any]) -> DataSpec:
     require(src != "file" or bool(d["path"]), "data.path", d["path"], "is required with data.source: file")
     require(d["padding"] == "max_length", "data.padding", d["padding"],
             "must be max_length (fixed shapes: dynamic padding pays a FLOP count per new shape)")
+    # ranges and reasons: config.BOUNDS (train_size 1e12 grew to 8 GB generating examples, then SystemError)
     return DataSpec(source=src, path=str(d["path"]), source_column=str(d["source_column"]),
                     target_column=str(d["target_column"]),
-                    **{k: as_int(d[k], f"data.{k}", minimum=1) for k in (
-                        "train_size", "eval_size", "test_size", "max_source_tokens", "max_target_tokens")})
+                    **{k: BOUNDS["examples"].check_int(d[k], f"data.{k}") for k in ("train_size", "eval_size",
+                                                                                    "test_size")},
+                    **{k: BOUNDS["example_tokens"].check_int(d[k], f"data.{k}") for k in ("max_source_tokens",
+                                                                                          "max_target_tokens")})
 
 
 def _model(d: dict[str, Any], task: str) -> ModelSpec:
     archs = ARCHS_BY_TASK[task]
     require(d["arch"] in archs, "model.arch", d["arch"], f"must be one of {', '.join(archs)} for task {task}")
     require(isinstance(d["config"], dict), "model.config", d["config"], "must be a mapping of config fields")
+    check_keys(d["config"], CONFIG_KEYS[d["arch"]], "model.config")  # a typo was silently ignored
     require(d["init"] in ("random", "pretrained"), "model.init", d["init"], "must be random or pretrained")
     require(d["init"] != "pretrained" or bool(d["path"]), "model.path", d["path"],
             "init: pretrained needs a local checkpoint folder (nothing is downloaded)")
@@ -235,6 +240,8 @@ def _train(given: dict[str, Any]) -> TrainSpec:
             raise ConfigError(f"train.{key}", d[key], "unknown training argument"
                               + did_you_mean(key, (*TRAIN_ARGS, "precision")))
     require(d["precision"] in PRECISIONS, "train.precision", d["precision"], f"must be one of {', '.join(PRECISIONS)}")
+    require(d["optim"] in OPTIM_NAMES, "train.optim", d["optim"], "unknown optimizer (transformers OptimizerNames)"
+            + did_you_mean(str(d["optim"]), OPTIM_NAMES))  # failed only at run time
     args = {k: v for k, v in d.items() if k != "precision"}
     return TrainSpec(max_steps=as_int(d["max_steps"], "train.max_steps", minimum=1),
                      batch_size=as_int(d["per_device_train_batch_size"], "train.per_device_train_batch_size",
