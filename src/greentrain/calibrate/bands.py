@@ -70,11 +70,13 @@ class Band:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BandMatch:
     band: Band | None
-    how: str  # exact | other scale | other chip | other framework | outside
+    how: str  # exact | other chip | other framework | outside
+    own_runs: int = 0  # validated runs in the scenario's own class (fewer than MIN_RUNS when how is not exact)
 
     @property
     def outside(self) -> bool:
-        return self.how != "exact"
+        """No validated run shares the scenario's class."""
+        return self.how != "exact" and not self.own_runs
 
     def describe(self) -> str:
         """One line for plan, search and the report."""
@@ -85,9 +87,11 @@ class BandMatch:
               f"{100 * b.mean_abs:.0f} %, bias {100 * b.bias:+.0f} %)"
         if self.how == "exact":
             return pct
-        if self.how == "outside":
+        if self.how == "outside" and not self.own_runs:
             return (f"outside every validated class (framework x chip x dense/MoE x scale); over all {b.runs} "
                     f"validated runs the error is within +/-{100 * b.band:.0f} % for 80 % of them")
+        if self.own_runs:
+            return f"{pct}; pooled: the scenario's own class has {self.own_runs} validated run(s) only"
         return f"{pct}; closest validated class ({self.how}): this scenario is outside it"
 
 
@@ -145,9 +149,11 @@ def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_nod
              ("other chip", (fw, ANY, moe, ANY)), ("other framework", (ANY, chip, moe, ANY)))
     by_key = {(b.framework, b.chip, b.moe, b.scale): b for b in table}
     own = by_key.get((fw, chip, moe, scale))
+    own_runs = own.runs if own else 0
     for how, key in tries:
         b = by_key.get(key)
         if b is not None and b.runs >= MIN_RUNS:
-            return BandMatch(band=b, how="exact" if how.startswith("same class") and own else how)
+            exact = how == "exact" or (how.startswith("same class") and own_runs >= MIN_RUNS)
+            return BandMatch(band=b, how="exact" if exact else how, own_runs=0 if exact else own_runs)
     pooled = by_key.get(("all", "all", False, "all"))
-    return BandMatch(band=pooled, how="outside")
+    return BandMatch(band=pooled, how="outside", own_runs=own_runs)

@@ -43,7 +43,9 @@ def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
     assert pooled.band is TABLE[1]
     # a class with fewer than 3 runs gives way to the same framework and kind on any chip
     wider = band_for("nemo", "h100-sxm", True, 8, 8, TABLE)
-    assert wider.band is TABLE[4] and wider.outside and "other chip" in wider.describe()
+    assert wider.band is TABLE[4] and not wider.outside and "own class has 1 validated run" in wider.describe()
+    elsewhere = band_for("nemo", "b200", True, 8, 8, TABLE)  # no MoE run on b200 at all
+    assert elsewhere.band is TABLE[4] and elsewhere.outside and "other chip" in elsewhere.describe()
     other_fw = band_for("torchtitan", "a100-80gb", False, 64, 8, TABLE)
     assert other_fw.band is TABLE[5] and other_fw.how == "other framework"
     out = band_for("deepspeed", "mi300x", False, 8, 8, TABLE)
