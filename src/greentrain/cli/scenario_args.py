@@ -92,7 +92,7 @@ def _add_prediction_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("prediction")
     g.add_argument("--framework", default="megatron",
                    help="training framework profile: megatron (default), megatron-overlap, nemo, megatron-bridge, "
-                   "nanotron, deepspeed, fsdp2, torchtitan, llm-foundry, torchtune, nemo-automodel, ddp "
+                   "nanotron, deepspeed, fsdp2, torchtitan(-compile), llm-foundry, torchtune, nemo-automodel, ddp "
                    "(`greentrain catalog frameworks`)")
     g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
                    help="constants fitted by `greentrain calibrate` on your own runs")
