@@ -183,17 +183,19 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
         peak_memory_bias_bytes=_mean([d for _, d in mem]))
 
 
-def run_efficiency(run: Run, framework: str = "", calibration: str = "") -> Efficiency:
+def run_efficiency(run: Run, framework: str = "", calibration: str = "", attention_kernel: str = "",
+                   selective_recompute: str = "") -> Efficiency:
     """The efficiency a run is predicted with: its chip's, under ``framework`` if given, else the run's own
     framework column, else the default framework, with the row's selective-recomputation mode if it names one;
     with a calibration profile's constants if given."""
-    eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK, "",
-                         run.selective_recompute)
+    eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK,
+                         attention_kernel, selective_recompute or run.selective_recompute)
     return with_calibration(eff, calibration) if calibration else eff
 
 
-def validate(runs: Sequence[Run], framework: str = "", calibration: str = "",
-             eff: Efficiency | None = None) -> tuple[tuple[Prediction, ...], Summary]:
+def validate(runs: Sequence[Run], framework: str = "", calibration: str = "", eff: Efficiency | None = None,
+             attention_kernel: str = "", selective_recompute: str = "") -> tuple[tuple[Prediction, ...], Summary]:
     """Predict every run (with ``eff`` when given, else run_efficiency) and score the predictions."""
-    preds = tuple(predict(r, eff or run_efficiency(r, framework, calibration)) for r in runs)
+    preds = tuple(predict(r, eff or run_efficiency(r, framework, calibration, attention_kernel, selective_recompute))
+                  for r in runs)
     return preds, summarize(runs, preds)

@@ -11,6 +11,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", help="runs CSV (columns: docs/runs-csv.md)")
     p.add_argument("--framework", default="",
                    help="predict every run as this framework (default: each run's framework column, else megatron)")
+    p.add_argument("--attention-kernel", default="", metavar="KERNEL",
+                   help="predict every run with this attention kernel (default: each run's framework's; "
+                   "`greentrain catalog frameworks`)")
+    p.add_argument("--selective-recompute", default="", metavar="MODE",
+                   help="what selective recomputation saves in every run: attention, op, layer-N (default: the "
+                   "run's recompute cell, else its framework's)")
     p.add_argument("--calibration", default="", metavar="PROFILE.yaml",
                    help="constants fitted by `greentrain calibrate`")
     p.add_argument("--intra-node-link", default="", help="the runs' intra-node link (catalog name) if not the chip's")
@@ -27,6 +33,10 @@ def _check_names(args: argparse.Namespace) -> None:
     if args.framework and args.framework not in framework_names():
         raise ConfigError("framework", args.framework,
                           f"is not a known framework{did_you_mean(args.framework, framework_names())}")
+    if args.attention_kernel or args.selective_recompute:  # unknown names fail here, before any prediction
+        from greentrain.estimate.efficiency import efficiency_for
+
+        efficiency_for("", args.framework or "megatron", args.attention_kernel, args.selective_recompute)
     for name in (args.intra_node_link, args.inter_node_link):
         if name:
             get_link(name)
@@ -44,8 +54,11 @@ def run(args: argparse.Namespace) -> int:
                      frameworks=() if args.framework else framework_names())
     if args.calibration:  # checked before any prediction
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
-    preds, summary = validate(runs, framework=args.framework, calibration=args.calibration)
+    preds, summary = validate(runs, framework=args.framework, calibration=args.calibration,
+                              attention_kernel=args.attention_kernel, selective_recompute=args.selective_recompute)
     settings = {"runs": args.runs, "framework": args.framework or None, "calibration": args.calibration or None,
+                "attention_kernel": args.attention_kernel or None,
+                "selective_recompute": args.selective_recompute or None,
                 "intra_node_link": args.intra_node_link or None, "inter_node_link": args.inter_node_link or None}
     if args.json:
         from greentrain.report.validate import validation_to_dict

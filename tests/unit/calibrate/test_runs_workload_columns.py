@@ -4,6 +4,7 @@ run, the column, the value and the rule, and the CLI exits 2."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_cli_unknown_attention_kernel_names_the_known(capsys: pytest.CaptureFixt
                  "--seq-len", "2048", "--attention-kernel", "fa4"]) == 2
     err = capsys.readouterr().err
     assert "fa4" in err and "fa3" in err
+
+
+def test_validate_kernel_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--attention-kernel and --selective-recompute apply to every run; an unknown name exits 2 naming the known."""
+    path = _csv(tmp_path, "r1,torchtitan,llama3-8b,a100-80gb,8,8192,8,1,3,selective,,,,,ok,20")
+    times = []
+    for kernel in ("fa2", "fa1-triton"):
+        assert main(["validate", str(path), "--attention-kernel", kernel, "--json"]) == 0
+        times.append(json.loads(capsys.readouterr().out)["rows"][0]["step_time_s"])
+    assert times[1] > times[0]
+    assert main(["validate", str(path), "--selective-recompute", "layer-0"]) == 2
+    assert "layer-N" in capsys.readouterr().err
