@@ -34,6 +34,7 @@ import torch.multiprocessing as mp
 from greentrain.emulate import ffn, matmul, mlp, pipeline
 from greentrain.emulate.cases import REL_TOLERANCE, Case, FaultCase, FfnCase, MatMulCase, MlpCase, PipelineCase
 from greentrain.emulate.common import Checker
+from greentrain.emulate.memory import check_memory
 from greentrain.emulate.mesh import MeshContext
 from greentrain.emulate.recorder import CollectiveImpl, Recorder
 from greentrain.emulate.results import EmulationResult, RankResult
@@ -101,6 +102,7 @@ def run_jobs(jobs: Sequence[Job], options: LaunchOptions, *,
     if not under_torchrun() and world > limit:
         raise ConfigError("mesh", world, f"needs {world} ranks; at most {limit} run as local processes here "
                                          "(4 per CPU core, at least 16): launch more under torchrun on several hosts")
+    check_memory([case for case, _ in jobs], world)
     per_rank = (_run_in_group(jobs, options, world) if under_torchrun()
                 else _spawn(jobs, options, world, progress))
     if not per_rank:
