@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain._version import __version__
+from greentrain.config import as_float
 from greentrain.errors import ConfigError
 from greentrain.report import html_plots as plots
 from greentrain.report.html_parts import esc, figure, key_figures, provenance, section
@@ -59,12 +60,14 @@ def _trace_rows(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
     rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
     end = 0.0
-    for e in events:
+    for i, e in enumerate(events):
         if e.get("ph") != "X":
             continue
         key = (e.get("pid"), e.get("tid"))
         label = f"{procs.get(key[0], key[0])} {threads.get(key, key[1])}".strip()
-        ts, d = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
+        # Chrome trace format: ts and dur are numbers of microseconds ("ts": "soon" was a traceback)
+        ts = as_float(e.get("ts", 0.0), f"traceEvents[{i}].ts", minimum=0.0)
+        d = as_float(e.get("dur", 0.0), f"traceEvents[{i}].dur", minimum=0.0)
         rows.setdefault(label, {}).setdefault(str(e.get("cat") or "busy"), []).append((ts, ts + d))
         end = max(end, ts + d)
     return rows, end
