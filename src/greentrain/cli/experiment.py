@@ -122,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.experiment.tracking import require_mlflow
 
         require_mlflow("--mlflow", args.mlflow)
+    if args.plot:  # before the report is built: the folder can be made and written in
+        from greentrain.files import check_output_dir
+
+        check_output_dir(args.plot, "--plot")
     _report(out, args.reprice, Path(args.plot) if args.plot else out, args.json, True)
     if args.mlflow:
         _mlflow(out, args.mlflow)

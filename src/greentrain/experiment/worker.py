@@ -31,6 +31,7 @@ from greentrain.experiment.job import Job, parse_job
 from greentrain.experiment.predict import calibrated_train_s, predict
 from greentrain.experiment.quality import rouge
 from greentrain.experiment.results import VariantResult, write_result
+from greentrain.files import write_text_atomic
 from greentrain.measure.records import read_jsonl
 from greentrain.measure.summary import Measurement
 from greentrain.measure.tracker import Tracker
@@ -248,9 +249,9 @@ def _predict_phase(m: _Measured, trainer: Any, tok: Any, test: Any, job: Job, se
         m.scores = rouge(preds, test.targets, job.eval.metrics, seed=seed)
     finally:
         m.predict = tracker.stop()
-    (out_dir / "predictions.jsonl").write_text(
-        "".join(json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets,
-                                                                                      strict=True)), "utf-8")
+    write_text_atomic(out_dir / "predictions.jsonl", "".join(
+        json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets, strict=True)),
+        "predictions")
 
 
 def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> VariantResult:

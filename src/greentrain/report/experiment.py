@@ -24,6 +24,7 @@ from greentrain import units
 from greentrain.experiment.plan import ExperimentPlan
 from greentrain.experiment.report import ExperimentReport, emissions_rows, prediction_rows
 from greentrain.experiment.results import VariantResult, write_text_atomic
+from greentrain.files import all_or_none, make_output_dir
 from greentrain.report.console import stdout_console
 from greentrain.report.files import pyplot, save_figure
 
@@ -56,8 +57,9 @@ def write_report_files(out_dir: Path, rep: ExperimentReport) -> list[Path]:
              "predictions.csv": _csv_text(["variant_id", "quantity", "predicted", "measured", "error"],
                                           prediction_rows(rep)),
              "report.md": markdown(rep)}
-    for name, text in files.items():
-        _write(out_dir / name, text)
+    with all_or_none():  # the five files agree with each other: all of them or none
+        for name, text in files.items():
+            _write(out_dir / name, text)
         paths.append(out_dir / name)
     return paths
 
@@ -271,9 +273,10 @@ def error_plot(rep: ExperimentReport, path: Path) -> Path:
 
 
 def write_plots(rep: ExperimentReport, folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    return [pareto_plot(rep, folder / "pareto.png"), cost_plot(rep, folder / "cost_vs_co2.png"),
-            error_plot(rep, folder / "prediction_error.png")]
+    make_output_dir(folder, "--plot")
+    with all_or_none():
+        return [pareto_plot(rep, folder / "pareto.png"), cost_plot(rep, folder / "cost_vs_co2.png"),
+                error_plot(rep, folder / "prediction_error.png")]
 
 
 # ---- progress -----------------------------------------------------------------------------------------------
