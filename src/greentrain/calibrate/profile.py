@@ -15,15 +15,17 @@ import yaml
 
 from greentrain.calibrate.fit import Calibration, Score
 from greentrain.calibrate.runs import Measured, Run
-from greentrain.config import load_mapping
 from greentrain.errors import ConfigError
 from greentrain.files import write_text_atomic
+from greentrain.results.calibration import CalibrationProfile
+from greentrain.results.codec import load_view
+from greentrain.results.kinds import TrackResult
 from greentrain.scenario import Scenario, load_scenario
 
-KIND = "greentrain-calibration"
+KIND = CalibrationProfile.KIND  # "greentrain-calibration" before 0.2.0, still read
 # 2: the memory constant fitted is the allocator's fragmentation (1, unversioned: reserved bytes fitted against
 # the device total; estimate.efficiency.with_calibration refuses those)
-PROFILE_SCHEMA = 2
+PROFILE_SCHEMA = CalibrationProfile.SCHEMA
 
 
 def _score(s: Score | None) -> dict[str, Any] | None:
@@ -60,25 +62,22 @@ def write_profile(data: dict[str, Any], path: str | Path) -> None:
 
 
 def read_track_run(path: str | Path, scenario: str = "") -> Run:
-    """A `greentrain track` output directory as a run: its measurement.json (steady step time, peak device
-    memory) and the scenario that was run (the directory's scenario.yaml, else ``scenario``), which must set the
-    strategy."""
+    """A `greentrain track` output directory as a run: its measurement.json read through the typed view
+    (results.kinds.TrackResult: steady step time; peak memory as ``allocator_peak_bytes``, the rule compare
+    reads too) and the scenario that was run (the directory's scenario.yaml, else ``scenario``), which must set
+    the strategy."""
     d = Path(path)
-    m = load_mapping(d / "measurement.json", field="track")
     sc_path = d / "scenario.yaml" if (d / "scenario.yaml").is_file() else (Path(scenario) if scenario else None)
     if sc_path is None:
         raise ConfigError("scenario", str(d), "a track directory needs the scenario that was run: put a "
                           "scenario.yaml in it or give the scenario file")
+    m = load_view(d / "measurement.json", TrackResult, "track")
     sc: Scenario = load_scenario(sc_path)
     if sc.strategy is None:
         raise ConfigError("scenario.strategy", str(sc_path), "must be given: calibration compares a known strategy")
-    step = m.get("step_time_s")
-    if not isinstance(step, (int, float)) or step <= 0:
-        raise ConfigError(f"{d.name}/measurement.json step_time_s", step, "must be a number > 0")
-    # the caching allocator's reserved peak is what greentrain predicts (MemoryBreakdown.allocator_bytes);
-    # records from before it was kept have the allocated peak only, read as it
-    mem = m.get("peak_cuda_reserved_bytes") or m.get("peak_cuda_bytes") or 0.0
-    status = "ok" if str(m.get("status", "ok")) in ("ok", "complete", "completed") else "failed"
+    if m.step_time_s <= 0:
+        raise ConfigError(f"{d.name}/measurement.json step_time_s", m.step_time_s, "must be a number > 0")
+    status = "ok" if m.status in ("ok", "complete", "completed") else "failed"
+    mem = m.allocator_peak_bytes
     return Run(run_id=d.name, source=f"greentrain track {d}", framework="", scenario=sc,
-               measured=Measured(status=status, step_time_s=float(step),
-                                 peak_memory_bytes=float(mem) if isinstance(mem, (int, float)) and mem > 0 else None))
+               measured=Measured(status=status, step_time_s=m.step_time_s, peak_memory_bytes=mem if mem > 0 else None))

@@ -23,6 +23,8 @@ from greentrain.config import as_bool, check_keys, load_mapping, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.estimate.kernels import attention_kernel_fields
 from greentrain.estimate.recompute import check_selective_mode
+from greentrain.results.calibration import CalibrationProfile
+from greentrain.results.codec import canonical_kind
 
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
@@ -228,8 +230,8 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     data = load_mapping(Path(path), field="calibration")
     allowed = ("kind", "schema_version", "chip", "framework", "constants", "provenance", "error")
     check_keys(data, allowed, "calibration")
-    if data.get("kind") != "greentrain-calibration":
-        raise ConfigError("calibration.kind", data.get("kind"), "must be 'greentrain-calibration'")
+    if canonical_kind(data.get("kind")) != CalibrationProfile.KIND:  # greentrain-calibration before 0.2.0
+        raise ConfigError("calibration.kind", data.get("kind"), f"must be '{CalibrationProfile.KIND}'")
     constants = data.get("constants")
     if not isinstance(constants, dict) or not constants:
         raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")

@@ -14,6 +14,7 @@ from greentrain.errors import ConfigError
 from greentrain.experiment.job import BudgetSpec
 from greentrain.experiment.predict import Prediction, predict
 from greentrain.experiment.spec import Experiment
+from greentrain.results.experiment import ExperimentPlanResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +37,7 @@ class ExperimentPlan:
     search_trials: int = 0  # a search: its trials, each predicted as the base (the one row)
 
     def to_dict(self) -> dict[str, object]:
-        return {"kind": "greentrain.experiment.plan", "name": self.name,
+        return {**ExperimentPlanResult.head(), "name": self.name,
                 "variants": [{"variant_id": r.variant_id, "settings": r.settings, "num_steps": r.num_steps,
                               "flop_per_step": r.prediction.flop_per_step,
                               "tokens_per_step": r.prediction.tokens_per_step,

@@ -19,6 +19,7 @@ from greentrain.experiment.findings import Finding, RepeatSummary, all_findings,
 from greentrain.experiment.job import SiteSpec, parse_job
 from greentrain.experiment.results import PHASES, Quality, VariantResult, quality_of, read_result
 from greentrain.experiment.runner import previous_attempts, variant_dir
+from greentrain.results.experiment import ExperimentResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +45,7 @@ class ExperimentReport:
     repeats: tuple[RepeatSummary, ...] = ()  # with repeats > 1: mean and sd over the seeds
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "greentrain.experiment.report", "schema_version": 1, "name": self.name,
+        return {**ExperimentResult.head(), "name": self.name,
                 "variants": [r.to_dict() for r in self.results],
                 "pareto": list(self.pareto),
                 "quality": {"field": self.quality.field, "label": self.quality.label,

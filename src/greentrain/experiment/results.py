@@ -16,6 +16,8 @@ from typing import Any
 
 from greentrain import files
 from greentrain.errors import ConfigError
+from greentrain.results.codec import canonical_kind
+from greentrain.results.experiment import ExperimentVariantResult
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "not_applicable", "skipped_budget", "pending")
@@ -109,7 +111,7 @@ class VariantResult:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["axis_values"] = [[k, v] for k, v in self.axis_values]
-        return {"kind": "greentrain.experiment.variant", "schema_version": SCHEMA_VERSION, **d}
+        return {**ExperimentVariantResult.head(), **d}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantResult:
@@ -200,6 +202,6 @@ def read_result(path: Path) -> VariantResult | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    if not isinstance(data, dict) or data.get("kind") != "greentrain.experiment.variant":
+    if not isinstance(data, dict) or canonical_kind(data.get("kind")) != ExperimentVariantResult.KIND:
         raise ConfigError("result", str(path), "is not a greentrain experiment result")
     return VariantResult.from_dict(data)

@@ -35,6 +35,7 @@ from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.extras import missing_modules, require_modules
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
+from greentrain.results.experiment import ExperimentManifest
 
 DONE = ("ok", "not_applicable")
 WORKER_ERROR = "greentrain experiment: error: "  # the worker's one-line refusal on stderr
@@ -268,7 +269,7 @@ def over_budget_error(sentence: str) -> ConfigError:
 
 def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> None:
     """``DIR/experiment.json``: what ``status`` and ``report`` read (name, site, task, the variants)."""
-    manifest = {"kind": "greentrain.experiment", "name": exp.name, "file": exp.path, "combine": exp.combine,
+    manifest = {**ExperimentManifest.head(), "name": exp.name, "file": exp.path, "combine": exp.combine,
                 "task": exp.base.task, "site": exp.base.resolved["site"],
                 "variants": [{"variant_id": v.variant_id, "config_hash": v.config_hash,
                               "max_steps": v.job.train.max_steps,

@@ -3,7 +3,7 @@ relative errors as a Rich table or JSON.
 
 Both files are read through results/codec.py as typed views (PlanResult, TrackResult). Predicted: step_time_s,
 tokens_per_s, mfu, flop_per_step (model FLOPs), memory_bytes_per_device ({"total": ..., "reserved": ...}:
-the allocator's part, total less reserved, against the measured CUDA peak), energy_kwh and
+the allocator's part, total less reserved, against TrackResult.allocator_peak_bytes), energy_kwh and
 run_time_s. Measured: the Measurement JSON. Energy is compared per
 step (a plan covers the whole run, a measurement only the steps it saw): predicted energy_kwh /
 (run_time_s / step_time_s) against the measured energy_j_per_step.
@@ -60,17 +60,19 @@ def _predicted_energy_j_per_step(pred: PlanResult) -> float | None:
     return units.kwh_to_j(pred.energy_kwh) / (pred.run_time_s / pred.step_time_s)
 
 
-PAIRS = (("step_time_s", "step_time_s"), ("tokens_per_s", "tokens_per_s"), ("flop_per_step", "flop_per_step"),
-         ("memory_bytes_per_device", "memory_bytes"), ("mfu", "mfu"))
+# (predicted key, measured key, row name); memory: TrackResult.allocator_peak_bytes, the one rule calibrate reads too
+PAIRS = (("step_time_s", "step_time_s", "step_time_s"), ("tokens_per_s", "tokens_per_s", "tokens_per_s"),
+         ("flop_per_step", "flop_per_step", "flop_per_step"),
+         ("memory_bytes_per_device", "allocator_peak_bytes", "memory_bytes"), ("mfu", "mfu", "mfu"))
 
 
 def compare(predicted: PlanResult, measured: TrackResult) -> list[ComparisonRow]:
     """Rows for every quantity present on both sides (step time, throughput, memory and energy always are)."""
     rows = []
-    for p_key, m_key in PAIRS:
+    for p_key, m_key, name in PAIRS:
         p, m = _num(predicted, p_key, "predicted"), _num(measured, m_key, "measured")
         if p is not None and m is not None:
-            rows.append(ComparisonRow(quantity=m_key, predicted=p, measured=m))
+            rows.append(ComparisonRow(quantity=name, predicted=p, measured=m))
     p_e = _predicted_energy_j_per_step(predicted)
     if p_e is not None:
         rows.append(ComparisonRow(quantity="energy_j_per_step", predicted=p_e, measured=measured.energy_j_per_step))

@@ -17,12 +17,8 @@ from greentrain.report.html_parts import (
     provenance,
     table,
 )
-from greentrain.results.analyses import (
-    BatchTimeResult,
-    ExperimentResult,
-    OffloadHeatmapResult,
-    TrafficResult,
-)
+from greentrain.results.analyses import BatchTimeResult, OffloadHeatmapResult, TrafficResult
+from greentrain.results.experiment import ExperimentResult
 from greentrain.results.view import ResultView
 
 MAX_HEATMAPS = 6  # panels (model x chip x sequence length) drawn; the table lists every cell

@@ -1,5 +1,5 @@
-"""The result kinds of seed 001 (traffic, batch-time), the offload heatmap and the experiment report (see
-results/view.py for the rules; registered by results/kinds.py)."""
+"""The result kinds of the analyses beside a training run: seed 001's traffic and batch time, and the offload
+heatmap (see results/view.py for the rules; registered by results/codec.py)."""
 
 from __future__ import annotations
 
@@ -62,15 +62,3 @@ class OffloadHeatmapResult(ResultView):
     metric: str = typed("str")
     framework: str = typed("str")
     cells: tuple[dict[str, Any], ...] = typed("maps")
-
-
-@_view
-class ExperimentResult(ResultView):
-    """An experiment's results.json (experiment/report.py): variants run, measured, predicted and priced."""
-
-    KIND: ClassVar[str] = "greentrain.experiment.report"
-    name: str = typed("str")
-    variants: tuple[dict[str, Any], ...] = typed("maps")
-    pareto: tuple[str, ...] = typed("str_list")
-    findings: tuple[dict[str, Any], ...] = typed("maps")
-    quality: dict[str, Any] = typed("map")

@@ -152,6 +152,20 @@ class TrackResult(ResultView):
     cost_usd: float | None = typed("opt_number", required=False)
     modules: tuple[ModuleRow, ...] = typed("views", of=ModuleRow)
     meters: tuple[dict[str, Any], ...] = typed("maps")
+    peak_cuda_bytes: float | None = typed("opt_number", required=False)  # torch.cuda.max_memory_allocated
+    peak_cuda_reserved_bytes: float | None = typed("opt_number", required=False)  # max_memory_reserved
+
+    @property
+    def allocator_peak_bytes(self) -> float:
+        """The measured peak memory per device that a prediction's ``allocator_bytes`` is compared with (the
+        one rule: ``compare`` and ``calibrate`` both read it). The caching allocator's reserved peak
+        (torch.cuda.max_memory_reserved: the tensors with fragmentation, what estimate/memory.py's
+        allocator_bytes predicts); records from before track kept it have the allocated peak only, read as it;
+        a run without CUDA has ``memory_bytes`` (the process's peak RSS)."""
+        for peak in (self.peak_cuda_reserved_bytes, self.peak_cuda_bytes):
+            if peak:
+                return peak
+        return self.memory_bytes
 
 
 @_view

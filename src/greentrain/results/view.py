@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from greentrain.errors import ConfigError
 
-SCHEMA_VERSION = 1  # of every kind today; a kind that changes a key's meaning raises its own
+SCHEMA_VERSION = 1  # the first version of every kind; a kind that changes a key's meaning raises its own SCHEMA
 
 T = TypeVar("T", bound="ResultView")
 
@@ -104,13 +104,19 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
 class ResultView:
     """Base of the views: typed fields (declared with ``typed``) plus ``extra``, every other key of the JSON."""
 
-    KIND: ClassVar[str] = ""
+    KIND: ClassVar[str] = ""  # the kind's name: lower case, words joined by "_" (every kind, one style)
+    SCHEMA: ClassVar[int] = SCHEMA_VERSION  # the kind's newest schema version, raised when a key changes meaning
+    OLD_NAMES: ClassVar[tuple[str, ...]] = ()  # names the kind was written under before (read back as it)
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def head(cls) -> dict[str, Any]:
+        """``kind`` and ``schema_version``: what a writer puts first in the mapping it writes."""
+        return {"kind": cls.KIND, "schema_version": cls.SCHEMA}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON mapping: ``kind`` and ``schema_version`` first (a top-level kind), then every key."""
-        head: dict[str, Any] = {"kind": self.KIND, "schema_version": SCHEMA_VERSION} if self.KIND else {}
-        return {**head, **self.fields_dict()}
+        return {**(self.head() if self.KIND else {}), **self.fields_dict()}
 
     def fields_dict(self) -> dict[str, Any]:
         """The keys without ``kind`` and ``schema_version`` (a view nested in another one)."""

@@ -40,7 +40,7 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
     page = build_page(results)
     assert page.count('<section id="r') == len(result_files)
     for kind in ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "traffic", "batch_time",
-                 "offload_heatmap", "greentrain.experiment.report"):
+                 "offload_heatmap", "experiment_report"):
         assert f'class="result {kind}"' in page
     assert "Predicted by greentrain plan" in page and "Measured by greentrain track" in page
     assert "Predicted (greentrain plan) against measured (greentrain track)" in page

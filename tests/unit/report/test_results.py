@@ -16,7 +16,7 @@ from greentrain.results.view import SCHEMA_VERSION
 
 KINDS = ("plan", "search", "simulate", "trace", "track", "compare", "footprint", "footprint_best", "regions",
          "traffic", "batch_time", "offload_heatmap", "experiment")
-OTHER_NAMES = {"regions": "footprint", "footprint_best": "footprint", "experiment": "greentrain.experiment.report"}
+OTHER_NAMES = {"regions": "footprint", "footprint_best": "footprint", "experiment": "experiment_report"}
 
 
 @pytest.mark.parametrize("name", KINDS)

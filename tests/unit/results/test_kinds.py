@@ -1,0 +1,59 @@
+"""Every JSON kind greentrain writes is registered in results/codec.py under one naming style, with its schema
+version; the names written before 0.2.0 are read back as today's kinds; a newer version is refused in one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from greentrain.errors import ConfigError
+from greentrain.results.calibration import CalibrationProfile, ValidationResult
+from greentrain.results.codec import REGISTRY, VERSIONS, from_dict, kind_of, newest
+from greentrain.results.experiment import (
+    ExperimentManifest,
+    ExperimentPlanResult,
+    ExperimentResult,
+    ExperimentVariantResult,
+)
+
+OLD = {"greentrain-calibration": "calibration", "greentrain-validation": "validation",
+       "greentrain.experiment.variant": "experiment_variant", "greentrain.experiment.plan": "experiment_plan",
+       "greentrain.experiment": "experiment_manifest", "greentrain.experiment.report": "experiment_report"}
+SAMPLES = {
+    CalibrationProfile: {"chip": "h100-sxm", "framework": "megatron", "constants": {"kernel_efficiency": 0.6}},
+    ValidationResult: {"settings": {}, "rows": [{"run_id": "a"}], "summary": {"num_runs": 1}},
+    ExperimentVariantResult: {"variant_id": "base", "status": "ok", "energy_j": 1.0, "peak_memory_bytes": 2.0,
+                              "config_hash": "abc"},
+    ExperimentPlanResult: {"name": "e", "variants": [], "energy_kwh": None, "over_budget": []},
+    ExperimentManifest: {"name": "e", "variants": [{"variant_id": "base"}], "task": "causal-lm"},
+    ExperimentResult: {"name": "e", "variants": [], "pareto": [], "findings": [], "quality": {}},
+}
+
+
+def test_every_kind_one_naming_style() -> None:
+    assert set(OLD.values()) <= set(REGISTRY)
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", kind) for kind in REGISTRY), sorted(REGISTRY)
+
+
+@pytest.mark.parametrize("view", list(SAMPLES))
+def test_each_kind_round_trips_and_its_old_name_reads_back(view: type) -> None:
+    data = {**view.head(), **SAMPLES[view]}
+    assert data["schema_version"] == newest(view.KIND) == view.SCHEMA
+    read = from_dict(data, "f.json")
+    assert type(read) is view and read.to_dict() == data
+    (old,) = view.OLD_NAMES
+    assert OLD[old] == view.KIND
+    versioned = [v for v in VERSIONS[view.KIND] if v is not None]
+    assert type(from_dict({**data, "kind": old, "schema_version": versioned[0]})) is view
+
+
+def test_experiment_plan_has_a_schema_version_and_reads_unversioned_files() -> None:
+    assert ExperimentPlanResult.head() == {"kind": "experiment_plan", "schema_version": 1}
+    assert kind_of({"kind": "greentrain.experiment.plan", "name": "e"}) == "experiment_plan"
+
+
+def test_a_newer_schema_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"f.json: schema_version=3: is newer than this greentrain reads.*"
+                                          r"reads calibration schema 2"):
+        kind_of({"kind": "greentrain-calibration", "schema_version": 3}, "f.json")
