@@ -79,3 +79,28 @@ def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE)
     if precision.lower() != "fp8":
         return 0.0
     return recipe(name).bytes_per_element(e)
+
+
+def saves_fp8_inputs(framework: str, precision: str) -> bool:
+    """Whether ``framework`` keeps 1-byte copies of its fp8 GEMMs' inputs for the backward (fp8.yaml)."""
+    return precision.lower() == "fp8" and framework in _data().get("saves_fp8_inputs", ())
+
+
+def saved_input_savings(spec: Any, tokens: float, e: float, *, moe: bool) -> tuple[float, float]:
+    """(replicated, split) bytes one attention + MLP layer keeps less when its fp8 GEMM inputs are kept as fp8
+    (1 byte) instead of ``e``: in estimate/memory.py's accounting, the QKV projection input (replicated), the
+    output projection's input (split), and the MLP's first GEMM input (replicated; MoE: the permuted top_k copies,
+    split) and second GEMM input (split, per routed and shared expert). The router stays bf16."""
+    d = e - 1.0
+    if d <= 0:
+        return 0.0, 0.0
+    t, h = tokens, spec.hidden_size
+    repl = d * t * h  # QKV input
+    split = d * t * spec.attn_out_width  # output projection input
+    if moe:
+        shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
+        split += d * t * (spec.top_k * h + spec.top_k * spec.expert_ffn_hidden_size + shared_f)
+    else:
+        repl += d * t * h
+        split += d * t * spec.ffn_hidden_size
+    return repl, split

@@ -10,12 +10,12 @@ flight) the activations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
-from greentrain.estimate import moe
+from greentrain.estimate import fp8, moe
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
@@ -227,9 +227,14 @@ def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, 
     model = sc.model
     seq_local = int((ops.seq_len if encoder or model.arch == "decoder" else ops.target_seq_len) / cp)
     cross_len = int(ops.seq_len / cp) if (model.arch == "encoder-decoder" and not encoder) else 0
-    return layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
-                            cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind,
-                            eager_norm="norm" in eff.eager_ops)
+    la = layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
+                          cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind, eager_norm="norm" in eff.eager_ops)
+    if model.arch == "decoder" and (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")) \
+            and fp8.saves_fp8_inputs(eff.framework, sc.workload.precision):  # fp8 GEMM inputs kept in 1 byte
+        repl, split = fp8.saved_input_savings(model, ops.micro_batch * seq_local, sc.workload.activation_bytes,
+                                              moe=moe)
+        la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split)
+    return la
 
 
 def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_tok: Num, seq_len: int,

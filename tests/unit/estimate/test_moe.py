@@ -110,3 +110,18 @@ def test_dispatchers_that_overlap_or_skip_the_host_sync_run_faster() -> None:
                               for fw in ("nemo", "nemo-a2a-overlap", "nemo-deepep"))
     assert plain.ep_comm_time_s > overlap.ep_comm_time_s >= deepep.ep_comm_time_s
     assert deepep.compute_time_s < overlap.compute_time_s == pytest.approx(plain.compute_time_s)
+
+
+def test_transformer_engine_keeps_fp8_gemm_inputs_in_one_byte() -> None:
+    d = {"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+         "workload": {"global_batch_size": 8, "seq_len": 8192, "num_steps": 1}}
+    bf16 = scenario_from_dict(d)
+    f8 = dataclasses.replace(bf16, workload=dataclasses.replace(bf16.workload, precision="fp8"))
+    def act(sc, fw):  # type: ignore[no-untyped-def]
+        s = Strategy(dp=8, zero=3 if fw == "torchtitan" else 1, micro_batch_size=1)
+        return estimate_step(sc, s, check_fit=False, eff=efficiency_for("h100-sxm", fw)).memory.activations_bytes
+
+    m = bf16.model
+    saved = m.num_layers * 8192 * (2 * m.hidden_size + m.attn_out_width + m.ffn_hidden_size)  # 1 byte each
+    assert act(bf16, "nemo") - act(f8, "nemo") == pytest.approx(saved, rel=0.02)
+    assert act(f8, "torchtitan") == pytest.approx(act(bf16, "torchtitan"))  # torchao keeps the bf16 input
