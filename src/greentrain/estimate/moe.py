@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from greentrain.estimate.comm import Collective
 from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.parallel_costs import collective_s
 from greentrain.estimate.step_terms import maximum, minimum, where
 from greentrain.hardware.cluster import Cluster
 
@@ -72,6 +74,10 @@ def _ranks_on_node(stride: Num, group: Num, node: int) -> Num:
     return float(max(1, min(group, node // stride))) if stride <= node else 1.0
 
 
+def _any_above_one(x: Num) -> bool:
+    return bool(np.any(np.asarray(x) > 1))
+
+
 def all_to_all_s(group: Num, per_node: Num, buffer_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
     """One all-to-all of ``buffer_bytes`` per rank over ``group`` ranks, ``per_node`` of them on each node: the
     NVLink share and the network share of the buffer at once, the slower sets the time."""
@@ -95,6 +101,14 @@ def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Nu
     dispatch = held * top_k * hidden * (1.0 + 1.0 / 128.0) if profile.dispatch_fp8 else combine
     per_node = _ranks_on_node(etp, ep, cl.node_size)
     a2a = all_to_all_s(ep, per_node, dispatch, cl, eff) + all_to_all_s(ep, per_node, combine, cl, eff)
+    if _any_above_one(etp):
+        # experts split over etp ranks: the received tokens are all-gathered over the etp group before the
+        # expert GEMMs and their outputs reduce-scattered after (Megatron Core MoEAlltoAllTokenDispatcher with
+        # tensor-parallel experts: gather_from_sequence_parallel_region over the expert-tp group)
+        gathered = combine * etp
+        etp_node = _ranks_on_node(1, etp, cl.node_size)
+        a2a = a2a + collective_s(Collective.ALL_GATHER, etp, etp_node, gathered, cl, eff) \
+            + collective_s(Collective.REDUCE_SCATTER, etp, etp_node, gathered, cl, eff)
     if profile.overlap == "compute":
         return maximum(0.0, a2a - compute_s)
     return a2a

@@ -35,8 +35,10 @@ def test_expert_groups_share_a_stages_ranks() -> None:
     assert b.memory.weights_bytes == pytest.approx(a.memory.weights_bytes, rel=1e-9)
     assert c.memory.weights_bytes > 1.5 * a.memory.weights_bytes
     # the all-to-all spans 2, then 4 ranks: the same half of each buffer leaves the node (estimate/moe.py), the
-    # rest goes over NVLink at the same time
-    assert a.ep_comm_time_s == pytest.approx(b.ep_comm_time_s, rel=1e-9)
+    # rest goes over NVLink at the same time; the received tokens are then gathered over 8, then 4 expert-tp
+    # ranks, and over none with etp 1
+    assert a.ep_comm_time_s > b.ep_comm_time_s
+    assert c.ep_comm_time_s < b.ep_comm_time_s
 
 
 def test_the_search_enumerates_both_layouts() -> None:

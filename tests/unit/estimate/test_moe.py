@@ -125,3 +125,14 @@ def test_transformer_engine_keeps_fp8_gemm_inputs_in_one_byte() -> None:
     saved = m.num_layers * 8192 * (2 * m.hidden_size + m.attn_out_width + m.ffn_hidden_size)  # 1 byte each
     assert act(bf16, "nemo") - act(f8, "nemo") == pytest.approx(saved, rel=0.02)
     assert act(f8, "torchtitan") == pytest.approx(act(bf16, "torchtitan"))  # torchao keeps the bf16 input
+
+
+def test_tensor_parallel_experts_gather_their_tokens() -> None:
+    cl, eff = _cluster(), efficiency_for("h100-sxm")
+    kw = dict(tokens=8192.0, top_k=2, hidden=4096, e=2.0, tp=4, sp=True, ep=2, compute_s=0.0, cl=cl, eff=eff,
+              profile=moe.MoeProfile())
+    folded, split = moe.ep_pass_s(etp=1, **kw), moe.ep_pass_s(etp=4, **kw)
+    held = 8192 / 4 * 2 * 4096 * 2.0
+    nv = cl.intra_node.bytes_per_s * eff.intra_node_link
+    gather = 2 * (3 * cl.intra_node.latency_s + held * 4 * 3 / 4 / nv)  # all-gather + reduce-scatter over 4
+    assert split - folded == pytest.approx(gather, rel=0.02)
