@@ -139,6 +139,20 @@ def experiment_section(e: ExperimentResult, source: str) -> str:
     return body + notes(str(f.get("text", "")) for f in e.findings)
 
 
+def fields_section(view: ResultView, source: str) -> str:
+    """A kind without a section of its own (calibration, validation, an experiment's plan, variant or
+    manifest): its top-level numbers and words as key figures, its lists and mappings counted."""
+    items: list[tuple[str, str]] = []
+    for key, value in view.fields_dict().items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            items.append((key, num(value)))
+        elif isinstance(value, (str, bool)):
+            items.append((key, str(value)))
+        elif isinstance(value, (list, tuple, dict)):
+            items.append((key, f"{len(value)} entries"))
+    return provenance(f"A greentrain {view.KIND} result", source, view.KIND) + key_figures(items)
+
+
 SECTIONS_MORE: dict[type[ResultView], tuple[str, Callable[[Any, str], str]]] = {
     TrafficResult: ("Traffic", traffic_section), BatchTimeResult: ("Batch time", batch_time_section),
     OffloadHeatmapResult: ("Offload heatmap", offload_heatmap_section),

@@ -57,3 +57,12 @@ def test_a_newer_schema_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"f.json: schema_version=3: is newer than this greentrain reads.*"
                                           r"reads calibration schema 2"):
         kind_of({"kind": "greentrain-calibration", "schema_version": 3}, "f.json")
+
+
+@pytest.mark.parametrize("view", list(SAMPLES))
+def test_every_kind_has_a_report_section(view: type) -> None:
+    """`greentrain report` draws every registered kind (a kind without its own section: its fields)."""
+    from greentrain.report.html import build_page
+
+    page = build_page([("f.json", from_dict({**view.head(), **SAMPLES[view]}))])
+    assert f'class="result {view.KIND}"' in page and "f.json" in page

@@ -80,5 +80,5 @@ def test_the_rule_is_one_field(peaks: dict[str, float], expected: float) -> None
 def test_calibrate_refuses_a_file_that_is_not_a_measurement(tmp_path: Path) -> None:
     run = _run_dir(tmp_path)
     (run / "measurement.json").write_text(json.dumps({"kind": "track", "schema_version": 1, "status": "ok"}))
-    with pytest.raises(ConfigError, match="measurement.json: duration_s=None: is missing"):
+    with pytest.raises(ConfigError, match=r"measurement\.json: duration_s=None: is missing"):
         read_track_run(run)
