@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import NoReturn
 
 from greentrain.config import as_float, as_int, read_text, require, require_extra
-from greentrain.emulate.cases import Case, FfnCase, MatMulCase, MlpCase, PipelineCase, Schedule, parse_policy
+from greentrain.emulate.cases import (
+    Case,
+    FfnCase,
+    MatMulCase,
+    MeshStepCase,
+    MlpCase,
+    PipelineCase,
+    Schedule,
+    parse_policy,
+)
 from greentrain.emulate.results import EmulationResult
 from greentrain.emulate.sharding import Mesh2D, TensorSharding
 from greentrain.errors import ConfigError
@@ -67,10 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pp.add_argument("--batch", default="4096", help="samples per step (default 4096, as the seed)")
     pp.add_argument("--schedule", default="gpipe", choices=[s.value for s in Schedule])
     pp.add_argument("--learning-rate", default="1e-3")
+    ms = sub.add_parser("mesh", help="one training step on a tp x pp x dp mesh: Megatron MLP stages, 1F1B, "
+                        "dp gradient all-reduce")
+    for name, default in (("tp", "2"), ("pp", "2"), ("dp", "2"), ("micro-batches", "4"), ("tokens", "256"),
+                          ("d-model", "256"), ("d-ff", "1024")):
+        ms.add_argument(f"--{name}", default=default)
+    ms.add_argument("--count-only", action="store_true", help="count every rank's collectives, bytes and FLOPs "
+                    "in this process on PyTorch's fake process group (meta tensors: no data, no check, no "
+                    "times), up to 65,536 ranks")
     cs = sub.add_parser("cases", help="several cases from a file, one per line in this command's words "
                         "(e.g. matmul --mesh 2x4 --a 1x1,1x4 --b 1x4,1x1), on one set of ranks per world size")
     cs.add_argument("file", help="the cases file ('-': stdin); '#' starts a comment")
-    for p in (mm, ffn, mlp, pp, cs):
+    for p in (mm, ffn, mlp, pp, ms, cs):
         _common(p)
 
 
@@ -97,6 +114,10 @@ def build_case(args: argparse.Namespace) -> Case:
         return MlpCase(tp=as_int(args.tp, "tp", minimum=1), tokens=as_int(args.tokens, "tokens", minimum=1),
                        d_model=as_int(args.d_model, "d-model", minimum=1),
                        d_ff=as_int(args.d_ff, "d-ff", minimum=1), seed=seed)
+    if args.op == "mesh":
+        ints = {k: as_int(getattr(args, k), k.replace("_", "-"), minimum=1)
+                for k in ("tp", "pp", "dp", "micro_batches", "tokens", "d_model", "d_ff")}
+        return MeshStepCase(**ints, seed=seed)
     units = _units(args.units)
     if args.stages is not None and as_int(args.stages, "stages", minimum=1) != len(units) - 1:
         raise ConfigError("stages", args.stages, f"must equal len(units) - 1 = {len(units) - 1}")
@@ -145,6 +166,8 @@ def read_cases(path: str) -> list[Case]:
                            ("--collectives", "collectives"), ("--json", "json")):
             require(getattr(args, name) == _DEFAULTS[name], where, flag,
                     "a launch option: give it on the command line, not per case")
+        require(not getattr(args, "count_only", False), where, "--count-only",
+                "counts one mesh in this process: give it on the command line (emulate mesh --count-only)")
         try:
             cases.append(build_case(args))
         except ConfigError as e:
@@ -171,10 +194,31 @@ def _launch(cases: list[Case], args: argparse.Namespace) -> list[EmulationResult
     return [results[i] for i in sorted(results)]
 
 
+def _count(case: Case, args: argparse.Namespace) -> list[EmulationResult]:
+    """Counting mode (emulate/counting.py): every rank in this process on the fake process group."""
+    from greentrain.emulate.counting import MAX_COUNTED_RANKS
+
+    assert isinstance(case, MeshStepCase)
+    require(case.world_size <= MAX_COUNTED_RANKS, "mesh", case.world_size,
+            f"tp x pp x dp must be at most {MAX_COUNTED_RANKS:,} ranks in counting mode")
+    for flag, name in (("--backend", "backend"), ("--collectives", "collectives")):
+        require(getattr(args, name) == _DEFAULTS[name], flag, getattr(args, name),
+                "counting mode runs no backend and no ring: leave it out with --count-only")
+    with Spinner() as spinner:
+        spinner.phase("importing torch")
+        from greentrain.emulate.counting import count
+
+        def tick(done: int, total: int) -> None:
+            if done == 1 or done % 64 == 0 or done == total:
+                spinner.phase(f"counting rank {done:,}/{total:,}")
+
+        return [count(case, progress=tick)]
+
+
 def run(args: argparse.Namespace) -> int:
     require_extra("torch", "torch", "emulate", args.op)
     cases = read_cases(args.file) if args.op == "cases" else [build_case(args)]
-    results = _launch(cases, args)
+    results = _count(cases[0], args) if getattr(args, "count_only", False) else _launch(cases, args)
     if results and args.json:
         data = [r.to_json() for r in results]
         print(json.dumps(data if args.op == "cases" else data[0], indent=2))

@@ -213,6 +213,40 @@ class PipelineCase:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MeshStepCase:
+    """One training step on a tp x pp x dp mesh (Megatron-LM's rank order: tp fastest, then pp, then dp):
+    each pipeline stage is one Megatron MLP (column-parallel w1, row-parallel w2 over the tp ranks), micro-
+    batches of ``tokens`` rows run 1F1B between stages, and the gradients are all-reduced over dp."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batches: int
+    tokens: int
+    d_model: int
+    d_ff: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "micro_batches", "tokens", "d_model", "d_ff"):
+            _positive(name.replace("_", "-"), getattr(self, name))
+        if self.d_ff % self.tp:
+            raise ConfigError("d-ff", self.d_ff, f"must be divisible by tp={self.tp}")
+
+    @property
+    def policy(self) -> str:
+        return "megatron 1f1b"
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def label(self) -> str:
+        return f"mesh tp={self.tp} pp={self.pp} dp={self.dp} R={self.micro_batches}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FaultCase:
     """Rank ``rank`` raises or hangs: checks that the launcher fails the whole run cleanly (tests)."""
 
@@ -233,4 +267,4 @@ class FaultCase:
         return self.kind
 
 
-Case = MatMulCase | FfnCase | MlpCase | PipelineCase | FaultCase
+Case = MatMulCase | FfnCase | MlpCase | PipelineCase | MeshStepCase | FaultCase

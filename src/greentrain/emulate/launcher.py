@@ -31,8 +31,17 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from greentrain.emulate import ffn, matmul, mlp, pipeline
-from greentrain.emulate.cases import REL_TOLERANCE, Case, FaultCase, FfnCase, MatMulCase, MlpCase, PipelineCase
+from greentrain.emulate import ffn, matmul, mesh3d, mlp, pipeline
+from greentrain.emulate.cases import (
+    REL_TOLERANCE,
+    Case,
+    FaultCase,
+    FfnCase,
+    MatMulCase,
+    MeshStepCase,
+    MlpCase,
+    PipelineCase,
+)
 from greentrain.emulate.common import Checker
 from greentrain.emulate.memory import check_memory
 from greentrain.emulate.mesh import MeshContext
@@ -101,7 +110,8 @@ def run_jobs(jobs: Sequence[Job], options: LaunchOptions, *,
     limit = max_local_ranks()
     if not under_torchrun() and world > limit:
         raise ConfigError("mesh", world, f"needs {world} ranks; at most {limit} run as local processes here "
-                                         "(4 per CPU core, at least 16): launch more under torchrun on several hosts")
+                                         "(4 per CPU core, at least 16): launch more under torchrun on several hosts, "
+                                         "or count a mesh in one process (emulate mesh --count-only)")
     check_memory([case for case, _ in jobs], world)
     per_rank = (_run_in_group(jobs, options, world) if under_torchrun()
                 else _spawn(jobs, options, world, progress))
@@ -137,6 +147,8 @@ def _run_case(case: Case, record: bool, options: LaunchOptions, device: torch.de
         time_s, checker = 0.0, Checker()
     elif isinstance(case, PipelineCase):
         time_s, checker = pipeline.run(case, rank, rec)
+    elif isinstance(case, MeshStepCase):
+        time_s, checker = mesh3d.run_on_world(case, rank, rec)
     else:
         mesh = Mesh2D(x_size=1, y_size=case.tp) if isinstance(case, MlpCase) else case.mesh
         if mesh not in meshes:

@@ -7,7 +7,16 @@ exchange of seed 003 gives each member g-1 messages: of its shard (all-gather), 
 
 from __future__ import annotations
 
-from greentrain.emulate.cases import Case, FaultCase, FfnCase, MatMulCase, MatMulPolicy, MlpCase, PipelineCase
+from greentrain.emulate.cases import (
+    Case,
+    FaultCase,
+    FfnCase,
+    MatMulCase,
+    MatMulPolicy,
+    MeshStepCase,
+    MlpCase,
+    PipelineCase,
+)
 from greentrain.emulate.results import Statistics
 from greentrain.estimate.comm import Collective, ring_bytes_per_rank
 
@@ -96,12 +105,32 @@ def _pipeline_total(c: PipelineCase) -> Statistics:
     return _sum(parts)
 
 
+def _mesh_total(c: MeshStepCase) -> Statistics:
+    """emulate/mesh3d.py over all ranks: per rank and micro-batch the MLP's six matmuls and two tp all-reduces,
+    the four dp all-reduces of its gradient shards, its stage's weights and stage 0's inputs / the last
+    stage's targets; across each stage boundary one activation forward and one gradient back per micro-batch
+    (a send, counted on the sender as ring bytes, and a receive, one d2d message)."""
+    r, t, m, h = c.micro_batches, c.tokens, c.d_model, c.d_ff // c.tp
+    act = F32 * t * m
+    weights = (m * h, h, h * m, m)  # w1, b1, w2, b2 shards
+    per_rank = [h2d(*weights), Statistics(flops=r * 6 * 2 * t * m * h)]
+    per_rank += [collective(Collective.ALL_REDUCE, c.tp, act)] * (2 * r)
+    per_rank += [collective(Collective.ALL_REDUCE, c.dp, F32 * n) for n in weights]
+    ranks = c.world_size
+    boundaries = c.dp * c.tp * (c.pp - 1)  # (replica, tp rank) pairs of neighbouring stages
+    ends = h2d(*([t * m] * (r * c.dp * c.tp)))  # stage 0's inputs, then the last stage's targets
+    send = Statistics(d2d_messages=1, d2d_bytes=act, ring_bytes=ring_bytes_per_rank(Collective.SEND_RECV, 2, act))
+    return _sum([_sum(per_rank)] * ranks + [ends, ends] + [send] * (2 * r * boundaries))
+
+
 def predict(case: Case) -> Statistics:
     """The statistics summed over all ranks (``wire_bytes`` is a count, never predicted: 0)."""
     if isinstance(case, PipelineCase):
         return _pipeline_total(case)
     if isinstance(case, FaultCase):
         return Statistics()
+    if isinstance(case, MeshStepCase):
+        return _mesh_total(case)
     one = _matmul_rank(case) if isinstance(case, MatMulCase) else (
         _ffn_rank(case) if isinstance(case, FfnCase) else _mlp_rank(case))
     return _sum([one] * case.world_size)
