@@ -54,6 +54,7 @@ class Recipe:
     e_reads: float
     writes: float
     source: str = ""
+    kernels: float = 1.0  # kernels launched per quantized operand (each priced by estimate/compute.py kernels_s)
 
     def bytes_per_element(self, e: float) -> float:
         return self.e_reads * e + self.writes
@@ -71,7 +72,8 @@ def recipe(name: str = DEFAULT_RECIPE) -> Recipe:
     if key not in table:
         raise ConfigError("fp8_recipe", name, f"is not a known fp8 recipe{did_you_mean(key, list(table))}")
     r = table[key]
-    return Recipe(name=key, e_reads=float(r["e_reads"]), writes=float(r["writes"]), source=str(r.get("source", "")))
+    return Recipe(name=key, e_reads=float(r["e_reads"]), writes=float(r["writes"]), source=str(r.get("source", "")),
+                  kernels=float(r.get("kernels", 1)))
 
 
 def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE) -> float:
