@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from greentrain.cli.argtypes import bounded, name_text, path_text, positive_float
+from greentrain.cli.argtypes import bounded, finite_float, name_text, path_text, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
@@ -84,6 +84,9 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
         g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
         g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...",
                        help="layers of each pipeline stage, first to last (default: the framework places them)")
+        g.add_argument("--memory-headroom", type=finite_float, default=None, metavar="F",
+                       help="when greentrain chooses: fraction of device memory to leave free, in [0, 1) "
+                            "(default 0.05; search/engine.py DEFAULT_MEMORY_HEADROOM)")
 
 
 
@@ -240,4 +243,6 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:
     """``sc`` with its strategy: the given one, or the search's fastest within the degrees the flags pin; True
     when the search chose it (the rules: search/pins.py)."""
-    return resolve_strategy(sc, _strategy_flags(args), profile_from_args(args), _flag_names(args, sc))
+    headroom = getattr(args, "memory_headroom", None)
+    return resolve_strategy(sc, _strategy_flags(args), profile_from_args(args), _flag_names(args, sc),
+                            memory_headroom=headroom)

@@ -163,9 +163,9 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
     if run.strategy_chosen:
         from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, TIE_TOLERANCE
 
-        rows.append(("planner", f"leaves {DEFAULT_MEMORY_HEADROOM:.0%} of device memory free (when anything fits "
-                                f"so); times within {TIE_TOLERANCE:.0%} of the fastest count as ties, the one "
-                                "with the most free memory wins"))
+        rows.append(("planner", f"leaves {DEFAULT_MEMORY_HEADROOM:.0%} of device memory free by default "
+                                f"(--memory-headroom); times within {TIE_TOLERANCE:.0%} of the fastest count as "
+                                "ties, the one with the most free memory wins"))
     for k, v in rows:
         r.add_row(k, v)
     console.print(r)

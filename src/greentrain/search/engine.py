@@ -265,12 +265,20 @@ def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],
                    f"with rented chips; {left_out}",)
 
 
-def best_strategy(sc: Scenario, space: SearchSpace | None = None, profile: Profile | None = None) -> Strategy:
-    """The fastest strategy of the space (default: the whole space) for ``sc``: what `greentrain plan` uses
-    when no strategy is given, or within the degrees the user's flags pin."""
+def best_strategy(sc: Scenario, space: SearchSpace | None = None, profile: Profile | None = None,
+                  memory_headroom: float | None = None) -> Strategy:
+    """The fastest strategy of the space (default: the whole space) for ``sc``, leaving ``memory_headroom``
+    (None: DEFAULT_MEMORY_HEADROOM, and none when nothing fits with it) and resolving near-ties to the one with
+    the most free memory: what `greentrain plan` uses when no strategy is given, or within the degrees the
+    user's flags pin."""
+    given = memory_headroom is not None
+    cons = Constraints(memory_headroom=DEFAULT_MEMORY_HEADROOM if memory_headroom is None else memory_headroom)
     try:
-        return search([sc], objective="time", top_k=1, space=space, profile=profile).ranked[0].strategy
+        return search([sc], objective="time", top_k=1, space=space, profile=profile,
+                      constraints=cons).ranked[0].strategy
     except InfeasibleError:  # nothing fits with the default headroom: the fastest that fits at all
+        if given:
+            raise
         return search([sc], objective="time", top_k=1, space=space, profile=profile,
                       constraints=Constraints(memory_headroom=0.0)).ranked[0].strategy
 

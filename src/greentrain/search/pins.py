@@ -125,7 +125,8 @@ def apply_pins(sc: Scenario, pins: Mapping[str, Any], num_chips: int,
 
 
 def resolve_strategy(sc: Scenario, pins: Mapping[str, Any], profile: Profile | None = None,
-                     names: Mapping[str, str] | None = None) -> tuple[Scenario, bool]:
+                     names: Mapping[str, str] | None = None,
+                     memory_headroom: float | None = None) -> tuple[Scenario, bool]:
     """``sc`` with its strategy, and True when the search chose it: the scenario's own (``apply_pins`` has run),
     else the search's fastest within ``pins``. When nothing fits the pins: the pins as a whole strategy
     (defaults for the rest), so that estimating it names the rule it breaks."""
@@ -135,7 +136,7 @@ def resolve_strategy(sc: Scenario, pins: Mapping[str, Any], profile: Profile | N
 
     space = pinned_space(pins) if pins_only(pins, sc) else None
     try:
-        return sc.with_strategy(best_strategy(sc, space, profile)), True
+        return sc.with_strategy(best_strategy(sc, space, profile, memory_headroom)), True
     except InfeasibleError:
         if space is None:
             raise

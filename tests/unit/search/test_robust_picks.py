@@ -53,3 +53,18 @@ def test_near_ties_go_to_the_candidate_with_the_most_free_memory(sc: Scenario) -
 def test_bad_tolerance_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"constraints.tie_tolerance.*must be in \[0, 1\)"):
         Constraints(tie_tolerance=1.5)
+
+
+def test_plan_takes_a_headroom_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from greentrain.cli.main import main
+
+    base = ["plan", "--model", "llama3-8b", "--num-chips", "8", "--global-batch", "64", "--seq-len", "4096", "--json"]
+    assert main([*base, "--memory-headroom", "0.5"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    mem = d["memory_bytes_per_device"]
+    assert mem["total"] <= 0.5 * mem["capacity"]
+    assert main([*base, "--memory-headroom", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "memory_headroom" in err and len(err.strip().splitlines()) == 1
