@@ -122,11 +122,20 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.experiment.tracking import require_mlflow
 
         require_mlflow("--mlflow", args.mlflow)
-    if args.plot:  # before the report is built: the folder can be made and written in
+    import importlib.util
+
+    has_plot = importlib.util.find_spec("matplotlib") is not None
+    if args.plot:  # before the report is built: matplotlib is there, the folder can be made and written in
         from greentrain.files import check_output_dir
 
+        if not has_plot:
+            raise ConfigError("--plot", args.plot, "needs matplotlib, which is not installed: "
+                              "pip install 'greentrain[plot]'")
         check_output_dir(args.plot, "--plot")
-    _report(out, args.reprice, Path(args.plot) if args.plot else out, args.json, True)
+    elif not has_plot:  # the default plots are left out on a light install; the tables and files are not
+        print("greentrain experiment: no plots (matplotlib is not installed: pip install 'greentrain[plot]')",
+              file=sys.stderr)
+    _report(out, args.reprice, Path(args.plot) if args.plot else (out if has_plot else None), args.json, True)
     if args.mlflow:
         _mlflow(out, args.mlflow)
     return 0
