@@ -81,7 +81,8 @@ BOUNDS: dict[str, Bound] = {
     # run length and power
     "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
     "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),
-    "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW"),
+    "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW",
+                       lo_open=True),
     "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)"),
     "chip_memory_bytes": Bound(0.0, 1e14, "bytes", "the largest accelerator memories are 2.9e11 bytes (288 GB "
                                "HBM3e: B300, MI355X)", lo_open=True),
@@ -107,7 +108,7 @@ BOUNDS: dict[str, Bound] = {
     "example_tokens": Bound(1, 65536, "tokens", "every example is padded to it; long-context seq2seq fine-tuning "
                             "uses <= 16,384 (LongT5)"),
     "rounds": Bound(1, 1e7, "rounds", "a pre-training run is ~1e6 optimizer steps (Llama 3 405B: 1.2e6)"),
-    "batch_tokens": Bound(1, 1e9, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
+    "batch_tokens": Bound(1, 1e8, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
 }
 
 

@@ -29,7 +29,7 @@ def case_bytes(case: Case) -> float:
         units = tuple(getattr(case, "units", ()))
         weights = 2 * get("d_model") * get("d_ff") + sum(a * b for a, b in itertools.pairwise(units))
         elements = rows * (2 * get("d_model") + get("d_ff") + sum(units)) + weights
-    return float(elements) * _FP32_BYTES * _COPIES_PER_RANK * case.world_size
+    return float(min(elements * _FP32_BYTES * _COPIES_PER_RANK * case.world_size, 10**300))  # 9 x 400 digits
 
 
 def available_bytes() -> float:
