@@ -2,7 +2,7 @@
 
 One JSON object per line, each with a ``type``:
   start   {t_unix, t0_unix, run_id, pid, rank, world_size, meters: [{name, measured, source}], cpu_model,
-           gpu_model, argv}
+           gpu_model, argv, scheduler: {slurm, kubernetes, torchrun} (each when present: scheduler_identity)}
   sample  {t_s, gpu_energy_j, cpu_energy_j, ram_energy_j, rss_bytes}    every ``interval_s`` (cumulative energy)
   step    {t_s, step, step_time_s, tokens, samples, flop, forward_s, backward_s, peak_memory_bytes}
   modules {modules: [{name, calls, forward_s, backward_s, forward_flop, backward_flop, memory_bytes}]}
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -149,12 +150,65 @@ def meter_info(readings: Sequence[EnergyReading]) -> list[dict[str, Any]]:
     return [{"name": r.name, "measured": r.measured, "source": r.source} for r in readings]
 
 
-def hardware_info(meters: Sequence[EnergyMeter]) -> dict[str, str]:
+def hardware_info(meters: Sequence[EnergyMeter]) -> dict[str, Any]:
     """What the run ran on, in CodeCarbon's words: ``cpu_model`` (the CPU's name) and ``gpu_model``
-    ("2 x NVIDIA H100 80GB HBM3"; "" without a measured GPU), recorded in the start record."""
+    ("2 x NVIDIA H100 80GB HBM3"; "" without a measured GPU), and ``scheduler`` (scheduler_identity) when a
+    job scheduler or launcher started the process, recorded in the start record."""
     names: list[str] = [n for m in meters for n in getattr(m, "names", [])]
     gpu = ", ".join(f"{names.count(n)} x {n}" for n in dict.fromkeys(names))
-    return {"cpu_model": cpu_model_name(), "gpu_model": gpu}
+    ids = scheduler_identity()
+    return {"cpu_model": cpu_model_name(), "gpu_model": gpu, **({"scheduler": ids} if ids else {})}
+
+
+# The environment each scheduler sets in a job's processes, as record keys (integers where the variable is one).
+# Slurm: sbatch/srun "OUTPUT ENVIRONMENT VARIABLES" (https://slurm.schedmd.com/sbatch.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES);
+# torchrun: torch.distributed.elastic's worker environment (https://pytorch.org/docs/stable/elastic/run.html#environment-variables);
+# Kubernetes: KUBERNETES_SERVICE_HOST in every pod, HOSTNAME = the pod's name unless the spec sets one, and the
+# Downward API's customary POD_NAME / POD_NAMESPACE / NODE_NAME (https://kubernetes.io/docs/concepts/workloads/pods/downward-api/).
+_SLURM = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID", "array_task_id": "SLURM_ARRAY_TASK_ID",
+          "step_id": "SLURM_STEP_ID", "job_name": "SLURM_JOB_NAME", "partition": "SLURM_JOB_PARTITION",
+          "node_list": "SLURM_JOB_NODELIST", "num_nodes": "SLURM_JOB_NUM_NODES", "proc_id": "SLURM_PROCID",
+          "num_tasks": "SLURM_NTASKS", "cluster": "SLURM_CLUSTER_NAME", "restart_count": "SLURM_RESTART_COUNT"}
+_TORCHRUN = {"run_id": "TORCHELASTIC_RUN_ID", "rank": "RANK", "local_rank": "LOCAL_RANK", "world_size": "WORLD_SIZE",
+             "local_world_size": "LOCAL_WORLD_SIZE", "group_rank": "GROUP_RANK", "restart_count":
+             "TORCHELASTIC_RESTART_COUNT", "max_restarts": "TORCHELASTIC_MAX_RESTARTS", "master_addr": "MASTER_ADDR",
+             "master_port": "MASTER_PORT"}
+_KUBERNETES = {"pod": "POD_NAME", "namespace": "POD_NAMESPACE", "node": "NODE_NAME"}
+_K8S_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _fields(env: Mapping[str, str], names: Mapping[str, str]) -> dict[str, str | int]:
+    out: dict[str, str | int] = {}
+    for key, var in names.items():
+        value = env.get(var, "")
+        if value:
+            out[key] = int(value) if value.isdigit() and key not in ("job_id", "array_job_id", "run_id") else value
+    return out
+
+
+def scheduler_identity(env: Mapping[str, str] | None = None,
+                       namespace_file: Path = _K8S_NAMESPACE_FILE) -> dict[str, dict[str, str | int]]:
+    """Which job of which scheduler this process belongs to: ``slurm`` (job, array task, step, node list...),
+    ``kubernetes`` (pod, namespace, node) and ``torchrun`` (run id, ranks, restarts), each only when present.
+    A Slurm job is recognised by SLURM_JOB_ID, torchrun by TORCHELASTIC_RUN_ID, a pod by
+    KUBERNETES_SERVICE_HOST; the pod's name falls back to HOSTNAME and its namespace to the service account's
+    file."""
+    env = os.environ if env is None else env
+    out: dict[str, dict[str, str | int]] = {}
+    if env.get("SLURM_JOB_ID"):
+        out["slurm"] = _fields(env, _SLURM)
+        if "node_list" not in out["slurm"] and env.get("SLURM_NODELIST"):  # older Slurm's name
+            out["slurm"]["node_list"] = env["SLURM_NODELIST"]
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        k8s = _fields(env, _KUBERNETES)
+        k8s.setdefault("pod", env.get("HOSTNAME", ""))
+        if "namespace" not in k8s:
+            with contextlib.suppress(OSError):
+                k8s["namespace"] = namespace_file.read_text(encoding="utf-8").strip()
+        out["kubernetes"] = {k: v for k, v in k8s.items() if v != ""}
+    if env.get("TORCHELASTIC_RUN_ID"):
+        out["torchrun"] = _fields(env, _TORCHRUN)
+    return out
 
 
 class Sampler:
