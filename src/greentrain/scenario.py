@@ -30,7 +30,7 @@ from greentrain.hardware.chip import Chip
 from greentrain.hardware.cluster import Cluster
 from greentrain.model.load import load_model
 from greentrain.model.spec import TransformerSpec
-from greentrain.parallel.strategy import Strategy
+from greentrain.parallel.strategy import Strategy, check_schedule
 from greentrain.workload import RUN_LENGTH_FIELDS, Workload
 
 SECTIONS = ("model", "cluster", "strategy", "workload", "site")
@@ -177,16 +177,6 @@ def scenario_from_dict(data: dict[str, Any], base_dir: Path | None = None) -> Sc
     return Scenario(model=load_model(model_arg), cluster=cluster_from_dict(data.get("cluster") or {}),
                     workload=workload_from_dict(data.get("workload") or {}),
                     site=site_from_dict(data.get("site") or {}), strategy=strategy)
-
-
-def check_schedule(schedule: str, vpp: int, schedule_field: str, vpp_field: str) -> None:
-    """An explicit schedule must agree with vpp: vpp > 1 is the interleaved schedule (Narayanan et al. 2021
-    §2.2.2), and the interleaved schedule needs vpp > 1 model chunks per device."""
-    if vpp > 1 and schedule != "interleaved":
-        raise ConfigError(schedule_field, schedule, f"conflicts with {vpp_field}={vpp}: vpp > 1 runs the "
-                          "interleaved schedule (give schedule interleaved, or vpp 1)")
-    if vpp == 1 and schedule == "interleaved":
-        raise ConfigError(schedule_field, schedule, f"needs {vpp_field} > 1 model chunks per device")
 
 
 def strategy_from_dict(data: dict[str, Any]) -> Strategy:

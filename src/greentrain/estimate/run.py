@@ -53,7 +53,7 @@ def estimate_run(sc: Scenario, strategy: Strategy | None = None, *, chosen: bool
     quote = device_price_usd_per_s(chip, sc.site)  # the region's instance price, else None: catalog price
     fp = footprint(num_chips=sc.cluster.num_chips, duration_s=run_s, site=sc.site, chip=chip,
                    utilization=step.utilization, power_w=power, host_power_w_per_chip=host,
-                   price_usd_per_device_s=quote.usd_per_device_s if quote else None)
+                   price_usd_per_device_s=quote.usd_per_device_s if quote else None, power_predicted=True)
     if quote:
         fp = dataclasses.replace(fp, notes=(*fp.notes, quote.note()))
     return RunEstimate(scenario=sc, strategy=s, step=step, num_steps=steps, run_time_s=run_s, footprint=fp,

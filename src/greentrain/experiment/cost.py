@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.experiment.job import SiteSpec
-from greentrain.footprint.model import footprint
+from greentrain.footprint.model import embodied_kg_co2e, footprint
 from greentrain.footprint.site import Site
+from greentrain.hardware.chip import Chip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,8 +41,11 @@ def site_of(spec: SiteSpec, region: str | None = None) -> Site | None:
         raise ConfigError("site.reprice" if region is not None else f"site.{e.field}", e.value, e.rule) from None
 
 
-def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: float | None) -> Pricing:
-    """CO2e and $ of ``energy_j`` of IT energy used over ``wall_s`` billed seconds at ``site``."""
+def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: float | None,
+          chip: Chip | None = None) -> Pricing:
+    """CO2e and $ of ``energy_j`` of IT energy used over ``wall_s`` billed seconds at ``site``. With the
+    ``chip`` it ran on, CO2e includes the chip's embodied carbon over ``wall_s``, as ``plan`` counts it
+    (footprint.model.embodied_kg_co2e); the cost basis does not change with it (never the chip's catalog price)."""
     per_s = usd_per_hour / units.HOUR_S if usd_per_hour is not None else None
     if site is None:
         cost = per_s * wall_s if per_s is not None else None
@@ -50,7 +54,8 @@ def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: fl
                        cost_basis="cloud" if cost is not None else "unknown")
     fp = footprint(num_chips=1, duration_s=wall_s, site=site, device_energy_j=energy_j, host_power_w_per_chip=0.0,
                    price_usd_per_device_s=per_s)
+    embodied = embodied_kg_co2e(chip, wall_s, fp.lifetime_s)
     return Pricing(region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, pue=site.pue,
-                   facility_energy_j=fp.energy_j, emissions_kg_co2e=fp.emissions_kg_co2e,
-                   embodied_kg_co2e=fp.embodied_kg_co2e, cost_usd=fp.cost_usd if fp.cost_basis != "unknown" else None,
+                   facility_energy_j=fp.energy_j, emissions_kg_co2e=fp.operational_kg_co2e + embodied,
+                   embodied_kg_co2e=embodied, cost_usd=fp.cost_usd if fp.cost_basis != "unknown" else None,
                    cost_basis=fp.cost_basis)

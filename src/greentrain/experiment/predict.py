@@ -146,7 +146,8 @@ def predict(job: Job) -> Prediction:
     if not job.site.chip:
         return base
     energy_j = run.footprint.device_energy_j + run.footprint.host_energy_j
-    p = price(energy_j=energy_j, wall_s=run.run_time_s, site=site_of(job.site), usd_per_hour=job.site.usd_per_hour)
+    p = price(energy_j=energy_j, wall_s=run.run_time_s, site=site_of(job.site), usd_per_hour=job.site.usd_per_hour,
+              chip=sc.cluster.chip)  # embodied carbon counted as plan counts it
     return Prediction(flop_per_step=base.flop_per_step, tokens_per_step=base.tokens_per_step,
                       memory_bytes=base.memory_bytes, chip=job.site.chip, train_s=run.run_time_s, energy_j=energy_j,
                       kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd)

@@ -19,6 +19,17 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 
 
+def check_schedule(schedule: str, vpp: int, schedule_field: str, vpp_field: str) -> None:
+    """An explicit schedule must agree with vpp: vpp > 1 is the interleaved schedule (Narayanan et al. 2021
+    §2.2.2), and the interleaved schedule needs vpp > 1 model chunks per device. The field names are the
+    caller's (``strategy.vpp`` in YAML, ``--vpp`` on the command line, ``pins.vpp`` in a search)."""
+    if vpp > 1 and schedule != "interleaved":
+        raise ConfigError(schedule_field, schedule, f"conflicts with {vpp_field}={vpp}: vpp > 1 runs the "
+                          "interleaved schedule (give schedule interleaved, or vpp 1)")
+    if vpp == 1 and schedule == "interleaved":
+        raise ConfigError(schedule_field, schedule, f"needs {vpp_field} > 1 model chunks per device")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Strategy:
     dp: int = 1
@@ -52,10 +63,7 @@ class Strategy:
             object.__setattr__(self, "schedule", "interleaved" if self.vpp > 1 else "1f1b")
         require(self.schedule in SCHEDULES, "strategy.schedule", self.schedule,
                 f"must be one of {', '.join(SCHEDULES)}")
-        # vpp > 1 model chunks per device is the interleaved schedule (Narayanan et al. 2021 §2.2.2): another
-        # schedule with vpp > 1 is refused, never rewritten
-        require(self.vpp == 1 or self.schedule == "interleaved", "strategy.schedule", self.schedule,
-                f"conflicts with strategy.vpp={self.vpp}: vpp > 1 runs the interleaved schedule")
+        check_schedule(self.schedule, self.vpp, "strategy.schedule", "strategy.vpp")  # refused, never rewritten
         if self.vpp > 1:
             require(self.pp > 1, "strategy.vpp", self.vpp, "an interleaved schedule needs pp > 1")
         if self.stage_layers:
