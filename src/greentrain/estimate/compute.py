@@ -97,14 +97,17 @@ def _local(op: Op, sh: Sharding) -> tuple[Num, Num, Num, Num, Num]:
     """(flop, bytes, m, k, n) of the part of ``op`` one device computes (forward)."""
     t = expert_tp(sh) if op.expert else sh.tp  # an expert's matrices: over the expert-tensor-parallel ranks
     if op.kind is OpKind.ELEMENTWISE:
-        if op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB):
+        if op.expert:  # the tp ranks share the experts' work: tokens over tp/etp shards, widths over etp
+            split = sh.tp
+        elif op.shard in (Shard.HIDDEN, Shard.HEADS, Shard.VOCAB):
             split = t
         else:  # a token-wise op is split with sequence parallelism only
             split = where(sh.sp, t, 1) if op.shard is Shard.TOKENS else 1
         return 0.0, op.bytes / split / sh.cp, 0.0, 0.0, 0.0
     m, k, n, count = op.m / sh.cp, op.k, op.n, op.count
-    if op.expert:  # fewer experts per rank, each with the tokens of ep ranks
-        count, m = count / sh.ep, m * sh.ep
+    if op.expert:  # fewer experts per rank, each with the tokens of ep ranks; with etp < tp each of the tp/etp
+        # expert-tp groups of a tensor-parallel group gets its own sequence shard (Megatron Core folds tp into ep)
+        count, m = count / sh.ep, m * sh.ep * t / sh.tp
     if op.shard in (Shard.COLUMN, Shard.VOCAB):
         n = n / t
     elif op.shard is Shard.ROW:
