@@ -136,3 +136,21 @@ def test_tensor_parallel_experts_gather_their_tokens() -> None:
     nv = cl.intra_node.bytes_per_s * eff.intra_node_link
     gather = 2 * (3 * cl.intra_node.latency_s + held * 4 * 3 / 4 / nv)  # all-gather + reduce-scatter over 4
     assert split - folded == pytest.approx(gather, rel=0.02)
+
+
+def test_a_tensor_parallel_group_shares_its_experts_work_whatever_etp() -> None:
+    from greentrain.estimate.compute import Sharding, local_op
+    from greentrain.model.load import load_model
+    from greentrain.model.ops import model_ops
+
+    ops = model_ops(load_model("mixtral-8x7b"), 1, 4096, 2.0)
+    moe_group = next(g for g in ops.layers if g.moe)
+    up = next(op for op in moe_group.ops if op.expert and op.flop)
+    act = next(op for op in moe_group.ops if op.expert and not op.flop)
+    alone = local_op(up, Sharding(tp=1, ep=4, etp=1, sp=True))
+    folded = local_op(up, Sharding(tp=2, ep=4, etp=1, sp=True))  # each tp rank: its own sequence shard
+    split = local_op(up, Sharding(tp=2, ep=4, etp=2, sp=True))  # each tp rank: half of each expert matrix
+    assert folded.flop == pytest.approx(alone.flop / 2) == pytest.approx(split.flop)
+    assert folded.m == pytest.approx(alone.m / 2) and split.n == pytest.approx(alone.n / 2)
+    assert local_op(act, Sharding(tp=2, ep=4, etp=1, sp=True)).bytes == pytest.approx(
+        local_op(act, Sharding(tp=1, ep=4, etp=1, sp=True)).bytes / 2)
