@@ -56,7 +56,9 @@ class Bound:
         return f"must be in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]{unit}: {self.reason}"
 
     def ok(self, x: float) -> bool:
-        return math.isfinite(x) and (x > self.lo if self.lo_open else x >= self.lo) and x <= self.hi
+        if not isinstance(x, int) and not math.isfinite(x):  # an int is compared exactly (10**400 has no float)
+            return False
+        return (x > self.lo if self.lo_open else x >= self.lo) and x <= self.hi
 
     def check(self, value: Any, field: str) -> float:
         """``value`` as a finite float inside the range, else a ConfigError naming ``field``."""

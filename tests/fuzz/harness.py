@@ -31,7 +31,7 @@ def profile(examples: int) -> settings:
                                            HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
-class Hang(BaseException):  # noqa: N818 (BaseException: the CLI's own handlers must not catch it)
+class Hang(BaseException):
     """A case ran past CASE_LIMIT_S."""
 
 

@@ -4,10 +4,9 @@ the flag's own rule) and garbage. 0 tracebacks, 0 hangs, 0 absurd values accepte
 from __future__ import annotations
 
 import pytest
+from harness import check, profile, run
 from hypothesis import given
 from hypothesis import strategies as st
-
-from harness import check, profile, run
 
 DEVICES = "devices:\n  - {name: gpu, count: 4, tflop_per_s: 100, ingress_gbit_per_s: 10, egress_gbit_per_s: 10}\n"
 GARBAGE = ("", " ", "nan", "inf", "1e400", "x", "0x10", "1,2", "\u00e9", "9" * 400)  # never a valid value here

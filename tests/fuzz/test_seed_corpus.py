@@ -1,0 +1,89 @@
+"""Issue 24's own bad inputs (its tracebacks, hangs and absurd values accepted), the fuzz suite's seed corpus:
+each is refused in one line naming the field, exit 2, within the per-case limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from harness import check, run
+
+DEVICES = "devices:\n  - {name: gpu, count: 4, tflop_per_s: 100, ingress_gbit_per_s: 10, egress_gbit_per_s: 10}\n"
+LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+         "intermediate_size": 128, "vocab_size": 100}
+FILES = {  # name -> text
+    "layers1e12.json": json.dumps({**LLAMA, "num_hidden_layers": 1e12}),
+    "layers1e7.json": json.dumps({**LLAMA, "num_hidden_layers": 1e7}),
+    "headdim0.json": json.dumps({**LLAMA, "head_dim": 0}),
+    "tieyes.json": json.dumps({**LLAMA, "tie_word_embeddings": "yes"}),
+    "trace.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": "soon", "dur": 1, "pid": 0, "tid": 0}]}),
+    "devices.yaml": DEVICES,
+    "train_size.yaml": "name: e\ndata: {train_size: 1e12}\n",
+    "optim.yaml": "name: e\ntrain: {optim: foo}\n",
+    "d_modle.yaml": "name: e\nmodel: {config: {d_modle: 64}}\n",
+    "tokens0.yaml": "workload: {train_tokens: 0}\n",
+    "cpn.yaml": "cluster: {chip: h100, num_chips: 8, chips_per_node: 1048576}\n",
+    "pue.yaml": "site: {region: FRA, pue: 1e9}\n",
+    "grid.yaml": "site: {grid_g_co2e_per_kwh: 1e12}\n",
+    "price.yaml": "site: {region: FRA, electricity_usd_per_kwh: 1e6}\n",
+    "chip.yaml": "name: big\nmemory_gb: 1e30\nmemory_bandwidth_gb_per_s: 3000\nbf16_tflop_per_s: 900\n",
+}
+FAST = ("--model", "llama3.2-1b", "--num-chips", "8", "--tp", "1", "--pp", "2", "--dp", "4")
+CASES = [  # (argv, what the one-line refusal names)
+    (["plan", "--region", ""], "--region"),
+    (["plan", "--model", "x" * 200_000], "--model"),
+    (["emulate", "matmul", "--m", "1e12"], "GiB available"),
+    (["emulate", "matmul", "--m", "200000", "--k", "200000"], "GiB available"),
+    (["report", "{d}/trace.json", "-o", "{d}/out.html"], "traceEvents[0].ts"),
+    (["plan", "--model", "{d}/layers1e12.json"], "num_hidden_layers"),
+    (["plan", "--model", "{d}/layers1e7.json"], "num_layers"),
+    (["simulate", "step", *FAST, "--straggler", "0=1e8"], "--straggler"),
+    (["experiment", "plan", "{d}/train_size.yaml"], "data.train_size"),
+    (["experiment", "run", "{d}/train_size.yaml", "--out", "{d}/exp"], "data.train_size"),
+    (["plan", "--pue", "1e9"], "--pue"),
+    (["plan", "--grid-g-per-kwh", "1e12"], "--grid-g-per-kwh"),
+    (["plan", "--electricity-usd-per-kwh", "1e6"], "--electricity-usd-per-kwh"),
+    (["plan", "{d}/pue.yaml"], "site.pue"),
+    (["plan", "{d}/grid.yaml"], "site.grid_g_co2e_per_kwh"),
+    (["plan", "{d}/price.yaml"], "site.electricity_usd_per_kwh"),
+    (["footprint", "--chip", "h100", "--num-chips", "8", "--hours", "2", "--region", "FRA", "--pue", "1e9"], "--pue"),
+    (["track", "--grid-g-per-kwh", "1e12", "--", "true"], "--grid-g-per-kwh"),
+    (["plan", "--chip", ""], "--chip"),
+    (["plan", "{d}/tokens0.yaml"], "workload.train_tokens"),
+    (["plan", "{d}/cpn.yaml"], "chips_per_node"),
+    (["plan", "--chips-per-node", "1048576"], "--chips-per-node"),
+    (["plan", "--model", "{d}/headdim0.json"], "head_dim"),
+    (["plan", "--model", "{d}/tieyes.json"], "tie_word_embeddings"),
+    (["plan", "--chip", "{d}/chip.yaml"], "memory_bytes"),
+    (["footprint", "--chip", "h100", "--num-chips", "8", "--days", "1e9", "--region", "FRA"], "--days"),
+    (["simulate", "swarm", "--devices", "{d}/devices.yaml", "--model", "llama3.2-1b", "--batch-tokens", "1e12"],
+     "batch_tokens"),
+    (["simulate", "step", *FAST, "--link-slowdown", "1e12"], "--link-slowdown"),
+    (["track", "--cpu-tdp-w", "1e9", "--", "true"], "--cpu-tdp-w"),
+    (["offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "1e9"],
+     "host_gib"),
+    (["experiment", "plan", "{d}/optim.yaml"], "train.optim"),
+    (["experiment", "plan", "{d}/d_modle.yaml"], "did you mean d_model"),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("seed")
+    for name, text in FILES.items():
+        (d / name).write_text(text, encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize(("argv", "named"), CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_issue_24_bad_input_is_refused(argv: list[str], named: str, folder: Path) -> None:
+    outcome = run([a.replace("{d}", str(folder)) for a in argv])
+    check(outcome, absurd=True)
+    assert named in outcome.stderr
+
+
+def test_a_given_intensity_is_labelled_custom_not_the_region() -> None:
+    outcome = run(["plan", *FAST, "--region", "FRA", "--grid-g-per-kwh", "50"])
+    check(outcome, absurd=False)
+    assert "50 g CO2e/kWh (custom intensity, not FRA's grid)" in outcome.stdout
