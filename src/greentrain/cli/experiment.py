@@ -79,41 +79,7 @@ def run(args: argparse.Namespace) -> int:
             render_plan(plan)
         return 0
     if args.action == "run":
-        from greentrain.experiment.runner import RunOptions, run_experiment
-        from greentrain.experiment.spec import load_experiment
-
-        exp = load_experiment(args.experiment)
-        from greentrain.files import check_output_dir, confined
-
-        # the name comes from the file: it may only name a folder inside experiments/
-        out = Path(args.out) if args.out else confined("experiments", exp.name, "name")
-        check_output_dir(out, "--out")
-        if args.fresh and out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
-            raise ConfigError("--fresh", str(out), "is not an experiment's results folder (no experiment.json): "
-                              "nothing is deleted; give an --out of its own")
-        opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
-                          isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
-        plot_dir = None if args.no_plot else out
-        # the report files are rewritten after every variant (an interrupted run still has them)
-        progress = None
-        if sys.stderr.isatty():
-            from greentrain.report.experiment import RichProgress
-
-            progress = RichProgress
-        runner = run_experiment
-        if exp.search is not None:  # Optuna's trials instead of the axes
-            from greentrain.experiment.search import run_search as runner
-        try:
-            results = runner(exp, opts, progress=progress,
-                             after_variant=lambda d: _report(d, None, None, False, True, show=False))
-        except ConfigError as e:  # the core names the option's field; here it is a flag
-            raise ConfigError(e.field, e.value, e.rule.replace("RunOptions.over_budget_ok", "--over-budget-ok")) \
-                from None
-        _report(out, None, plot_dir, False, True)
-        if exp.base.mlflow:
-            _mlflow(out, exp.base.mlflow)
-        print(f"results in {out}", file=sys.stderr)
-        return 1 if any(r.status == "failed" for r in results) else 0
+        return _run(args)
     out = Path(args.dir)
     if args.action == "status":
         _report(out, [], None, args.json, False)
@@ -139,6 +105,45 @@ def run(args: argparse.Namespace) -> int:
     if args.mlflow:
         _mlflow(out, args.mlflow)
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """`experiment run`: the variants (or the search's trials), the report files after each, then the report."""
+    from greentrain.experiment.runner import RunOptions, run_experiment
+    from greentrain.experiment.spec import load_experiment
+
+    exp = load_experiment(args.experiment)
+    from greentrain.files import check_output_dir, confined
+
+    # the name comes from the file: it may only name a folder inside experiments/
+    out = Path(args.out) if args.out else confined("experiments", exp.name, "name")
+    check_output_dir(out, "--out")
+    if args.fresh and out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
+        raise ConfigError("--fresh", str(out), "is not an experiment's results folder (no experiment.json): "
+                          "nothing is deleted; give an --out of its own")
+    opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
+                      isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
+    plot_dir = None if args.no_plot else out
+    # the report files are rewritten after every variant (an interrupted run still has them)
+    progress = None
+    if sys.stderr.isatty():
+        from greentrain.report.experiment import RichProgress
+
+        progress = RichProgress
+    runner = run_experiment
+    if exp.search is not None:  # Optuna's trials instead of the axes
+        from greentrain.experiment.search import run_search as runner
+    try:
+        results = runner(exp, opts, progress=progress,
+                         after_variant=lambda d: _report(d, None, None, False, True, show=False))
+    except ConfigError as e:  # the core names the option's field; here it is a flag
+        raise ConfigError(e.field, e.value, e.rule.replace("RunOptions.over_budget_ok", "--over-budget-ok")) \
+            from None
+    _report(out, None, plot_dir, False, True)
+    if exp.base.mlflow:
+        _mlflow(out, exp.base.mlflow)
+    print(f"results in {out}", file=sys.stderr)
+    return 1 if any(r.status == "failed" for r in results) else 0
 
 
 def _mlflow(out: Path, setting: str | bool) -> None:
