@@ -34,6 +34,7 @@ class Peaks:
     # bytes an fp8 recipe's quantization moves per element of each fp8 GEMM's input (forward) and output
     # gradient (backward): estimate/fp8.py; 0 unless fp8
     cast_bytes_per_elt: float = 0.0
+    cast_kernels: float = 0.0  # the kernels that quantization launches per quantized operand (fp8.yaml)
 
 
 _PEAKS: dict[tuple[int, str], tuple[Chip, Peaks]] = {}
@@ -62,7 +63,8 @@ def _compute_peaks(chip: Chip, precision: str) -> Peaks:
     half = chip.peak_flop_per_s("bf16")
     # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16)
     return Peaks(matmul=peak * fp8.gemm_ratio(chip.name), attention=half, ends=half,
-                 cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0))
+                 cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0),
+                 cast_kernels=fp8.recipe().kernels)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,15 +147,36 @@ def causal_fraction(op: Op) -> float:
 def _roofline(flop: Num, nbytes: Num, m: Num, k: Num, n: Num, peak_flop_per_s: float,
               memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float) -> Num:
     """``causal``: the fraction of the counted FLOPs a causal kernel executes (0: not causal). Over columns
-    (``flop`` an ndarray) every op has FLOPs; an attention kernel's k and n are the same for all."""
+    (``flop`` an ndarray) every op has FLOPs; an attention kernel's k and n are the same for all. The framework's
+    kernel_efficiency scales the GEMM and attention kernels; memory-bound time is bytes over the chip's streaming
+    bandwidth (its fixed per-kernel costs are kernel_s's)."""
     ke = eff.kernel_efficiency
-    mem_s = nbytes / (memory_bytes_per_s * eff.memory * ke)
+    mem_s = nbytes / (memory_bytes_per_s * eff.memory)
     if not isinstance(flop, np.ndarray) and flop <= 0:
         return mem_s
     if fused_attention:  # local op: m = queries, k = head dim, n = keys
         executed = flop * (causal or 1.0)
         return maximum(executed / (peak_flop_per_s * eff.attention(k, n, causal > 0) * ke), mem_s)
     return maximum(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
+
+
+def kernels_s(roofline_s: Num, kernels: float, eff: Efficiency) -> Num:
+    """``kernels`` kernels that together take ``roofline_s``: each at least the chip's floor, plus the launch gap
+    between kernels (efficiency.yaml kernel_floor_s, kernel_gap_s; none under CUDA graphs)."""
+    if kernels <= 0:
+        return roofline_s
+    return maximum(roofline_s, kernels * eff.kernel_floor_s) + kernels * eff.launch_gap_s
+
+
+def op_kernels(op: Op, eff: Efficiency, after_elementwise: bool) -> tuple[float, float]:
+    """(forward, backward) kernels ``op`` launches under the framework: its eager chain (efficiency eager_ops),
+    none when torch.compile fuses it into the element-wise op before it (fuse_elementwise), else one kernel per
+    op (model/primitives.py). A grouped expert GEMM counts once: its per-expert launches are estimate/moe.py's."""
+    if op.eager_kind and op.eager_kind in eff.eager_ops:
+        return op.eager_kernels
+    if eff.fuse_elementwise and after_elementwise and op.kind is OpKind.ELEMENTWISE:
+        return 0.0, 0.0
+    return op.kernels
 
 
 def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, eff: Efficiency,
@@ -176,14 +199,17 @@ class OpsTime:
 
 
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
-             eff: Efficiency, attention_peak_flop_per_s: float = 0.0, cast_bytes_per_elt: float = 0.0) -> OpsTime:
+             eff: Efficiency, attention_peak_flop_per_s: float = 0.0, cast_bytes_per_elt: float = 0.0,
+             cast_kernels: float = 0.0) -> OpsTime:
     """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks). An element-wise
-    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py). ``sh``
-    may hold columns (estimate/vector.py): the times are then columns too."""
+    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py). Every
+    kernel costs max(roofline, floor) + gap (kernels_s, op_kernels); an fp8 recipe's ``cast_kernels`` quantize
+    kernels per fp8 GEMM operand too. ``sh`` may hold columns (estimate/vector.py): the times are then columns."""
     fwd: Num = 0.0
     core: Num = 0.0
     bwd: Num = 0.0
     sac: Num = 0.0
+    prev = ops[-1] if len(ops) > 1 else None  # a layer's first op follows the previous layer's last
     for op in ops:
         attention = op.kind is OpKind.ATTENTION
         peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
@@ -193,15 +219,21 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
             nbytes *= op.eager_bytes / op.bytes
         t = _roofline(flop, nbytes, m, k, n, peak, memory_bytes_per_s, eff, fused,
                       causal_fraction(op) if fused else 0.0)
+        kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
+        prev = op
+        share = op.backward_share
         if cast_bytes_per_elt and op.kind is OpKind.MATMUL and not op.name.endswith(".router"):
             # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
-            # backward, memory bound (estimate/fp8.py)
-            per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory * eff.kernel_efficiency)
-            fwd += per_elt * flop / n
-            bwd += per_elt * flop / k * (op.backward_share > 0)
-        fwd += t
-        bwd += t * op.backward_factor * op.backward_share
-        sac += t * op.sac_recompute
+            # backward, memory bound (estimate/fp8.py), in the recipe's kernels
+            per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
+            fwd += kernels_s(per_elt * flop / n, cast_kernels, eff)
+            if share > 0:
+                bwd += kernels_s(per_elt * flop / k, cast_kernels, eff)
+        t_fwd = kernels_s(t, kf, eff)
+        fwd += t_fwd
+        if share > 0:
+            bwd += kernels_s(t * op.backward_factor * share, kb * share, eff)
+        sac += t_fwd * op.sac_recompute
         if op.attention_core:
-            core += t
+            core += t_fwd
     return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd, op_sac_s=sac)

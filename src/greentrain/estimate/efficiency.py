@@ -28,16 +28,19 @@ from greentrain.results.codec import canonical_kind
 
 DEFAULT_FRAMEWORK = "megatron"
 CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
-             "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link")
+             "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link",
+             "kernel_floor_s", "kernel_gap_s")
 FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "host_layer_s_per_tp_pp_nodes",
                   "grad_accum_bytes_per_param", "step_overhead_s",
                   "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
                   "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
                   "cpu_adam_params_per_s_per_node", "attention_kernel", "loss_kernel", "selective_recompute",
-                  "precision_recipe", "default_recompute")
+                  "precision_recipe", "default_recompute", "cuda_graphs", "fuse_elementwise")
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
 LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
+_BOOLS = ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu", "cuda_graphs",
+          "fuse_elementwise")
 _FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
               "inter_node_link", "kernel_efficiency")
 
@@ -54,8 +57,14 @@ class Efficiency:
     memory: float
     intra_node_link: float
     inter_node_link: float
+    # the shortest time a kernel occupies the device, and the launch gap eager PyTorch adds between two kernels
+    # that CUDA graphs remove (estimate/compute.py prices each kernel at max(roofline, floor) + gap)
+    kernel_floor_s: float = 1.3e-6
+    kernel_gap_s: float = 1.3e-6
     # --- the framework: fixed costs, overlap and allocator ---
-    kernel_efficiency: float = 1.0  # what the framework's kernels reach of the chip's microbenchmark figures
+    kernel_efficiency: float = 1.0  # what its GEMM and attention kernels reach of the chip's microbenchmark figures
+    cuda_graphs: bool = False  # the framework replays CUDA graphs: no launch gap between kernels
+    fuse_elementwise: bool = False  # adjacent element-wise ops fuse into one kernel (torch.compile)
     host_layer_s: float = 0.0  # host time to issue one layer's forward + backward for one micro-batch
     # added to host_layer_s per tensor-parallel rank when the pipeline spans nodes (step_terms.micro_batch_s)
     host_layer_s_per_tp_pp_nodes: float = 0.0
@@ -90,6 +99,9 @@ class Efficiency:
         for f in _FRACTIONS:
             v = getattr(self, f)
             require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
+        for f in ("kernel_floor_s", "kernel_gap_s"):
+            v = getattr(self, f)
+            require(isinstance(v, (int, float)) and 0 <= v <= 1e-4, f"efficiency.{f}", v, "must be in [0, 1e-4] s")
         for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
                   "host_layer_s_per_tp_pp_nodes",
                   "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes",
@@ -116,6 +128,11 @@ class Efficiency:
         require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
         require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
                 self.cpu_adam_params_per_s_per_node, "must be > 0")
+
+    @property
+    def launch_gap_s(self) -> float:
+        """The gap each kernel adds: none when the framework replays CUDA graphs."""
+        return 0.0 if self.cuda_graphs else self.kernel_gap_s
 
     def matmul(self, m: float, k: float, n: float) -> float:
         """Fraction of peak a (m x k) @ (k x n) reaches: saturating in each dimension."""
@@ -151,7 +168,7 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
     for k, v in fw.items():
         if k == "source":
             continue
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu"):
+        if k in _BOOLS:
             kw[k] = as_bool(v, f"efficiency.{k}")
         elif k == "reserved_gib":
             kw["reserved_bytes"] = units.gib_to_bytes(float(v))
@@ -248,7 +265,7 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     check_keys(constants, names, "calibration.constants")
     kw: dict[str, Any] = {}
     for k, v in constants.items():
-        if k in ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu"):
+        if k in _BOOLS:
             kw[k] = as_bool(v, f"calibration.constants.{k}")
         elif k == "pipeline_balance":
             kw[k] = str(v)

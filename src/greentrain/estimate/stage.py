@@ -194,7 +194,7 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
     for g in ops.layers:
         if g.name == MTP_GROUP:  # on the last stage with the head (end_parts)
             continue
-        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention, peaks.cast_bytes_per_elt)
+        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention, peaks.cast_bytes_per_elt, peaks.cast_kernels)
         enc = g.name == "encoder"
         n_tok = b * ops.seq_len / sh.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e

@@ -22,7 +22,16 @@ from functools import cache
 
 from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
 from greentrain.model.mla import mla_projection_ops
-from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
+from greentrain.model.primitives import (
+    FLASH_KERNELS,
+    NORM_KERNELS,
+    Op,
+    OpKind,
+    Shard,
+    eager_kernels,
+    elementwise,
+    matmul,
+)
 from greentrain.model.sac import op_sac
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
@@ -55,8 +64,9 @@ def eager_bytes_per_elt(kind: str, e: float) -> float:
 def _norm(spec: TransformerSpec, name: str, elements: float, e: float, shard: Shard) -> Op:
     """A norm over ``elements`` values: one kernel, or HF's eager RMSNorm chain (eager_bytes_per_elt)."""
     if spec.norm != "rmsnorm":
-        return elementwise(name, elements, e, shard)
-    return elementwise(name, elements, e, shard, eager_kind="norm", eager_bytes_per_elt=eager_bytes_per_elt("norm", e))
+        return elementwise(name, elements, e, shard, kernels=NORM_KERNELS)
+    return elementwise(name, elements, e, shard, eager_kind="norm", eager_bytes_per_elt=eager_bytes_per_elt("norm", e),
+                       kernels=NORM_KERNELS, eager_kernels=eager_kernels("norm", e))
 
 
 def _rope(spec: TransformerSpec, tokens: float, e: float, prefix: str) -> list[Op]:
@@ -69,7 +79,7 @@ def _rope(spec: TransformerSpec, tokens: float, e: float, prefix: str) -> list[O
     else:
         elements = tokens * (spec.q_width + spec.kv_width)
     return [elementwise(f"{prefix}.rope", elements, e, Shard.HIDDEN, eager_kind="rope",
-                        eager_bytes_per_elt=eager_bytes_per_elt("rope", e))]
+                        eager_bytes_per_elt=eager_bytes_per_elt("rope", e), eager_kernels=eager_kernels("rope", e))]
 
 
 def _projection_ops(spec: TransformerSpec, tokens: float, kv_tokens: float, e: float, prefix: str,
@@ -112,7 +122,7 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
         io = (tokens * (q + out_w) + kv_tokens * (kv + spec.num_kv_heads * dv)) * e  # read q, k, v; write o
         ops.append(Op(name=f"{prefix}.flash", kind=OpKind.ATTENTION, shard=Shard.HEADS,
                       flop=2.0 * scores * (dqk + dv), bytes=io, count=b * heads, m=s, k=(dqk + dv) / 2,
-                      n=keys, attention_core=True, backward_factor=2.5, window=window))
+                      n=keys, attention_core=True, backward_factor=2.5, window=window, kernels=FLASH_KERNELS))
     else:
         ops += [
             replace(matmul(f"{prefix}.scores", s, dqk, keys, e, Shard.HEADS, count=b * heads, weight=False),
@@ -140,7 +150,7 @@ def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bo
     if not spec.glu:
         return elementwise(name, elements, e, Shard.HIDDEN, expert=expert)
     return elementwise(name, elements, e, Shard.HIDDEN, reads=2.0, expert=expert, eager_kind="glu",
-                       eager_bytes_per_elt=eager_bytes_per_elt("glu", e))
+                       eager_bytes_per_elt=eager_bytes_per_elt("glu", e), eager_kernels=eager_kernels("glu", e))
 
 
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:

@@ -7,6 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+# A GEMM launches one kernel forward and two backward (input and weight gradients: Megatron-LM
+# layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, autograd's mm backward alike).
+MATMUL_KERNELS = (1.0, 2.0)
+# FlashAttention-2: one forward kernel; its backward runs three (flash_bwd_launch_template.h: the dot(dO, O)
+# preprocess, the main dq/dk/dv kernel, the dq conversion), Dao-AILab/flash-attention csrc/flash_attn/src.
+FLASH_KERNELS = (1.0, 3.0)
+# A fused norm: one forward kernel, and the input gradient plus the weight-gradient reduction backward
+# (Transformer Engine / Apex layer-norm backward: ln_bwd kernel and its finalize kernel).
+NORM_KERNELS = (1.0, 2.0)
+
 
 class OpKind(str, Enum):
     MATMUL = "matmul"
@@ -54,6 +64,10 @@ class Op:
     # the share of the op's forward that torchtitan's op-level selective checkpointing recomputes (it saves the
     # output of every other matmul and of the attention kernel, and recomputes the rest: model/ops.py op_sac)
     sac_recompute: float = 1.0
+    # kernels the op launches on one device (forward, backward) as one kernel per op, and as the eager chain of
+    # ``eager_kind`` (model/ops.py eager_kernels); estimate/compute.py prices each at max(roofline, floor) + gap
+    kernels: tuple[float, float] = (1.0, 1.0)
+    eager_kernels: tuple[float, float] = (0.0, 0.0)
 
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
@@ -62,17 +76,39 @@ def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard:
     elts = count * (m * k + k * n + m * n)
     return Op(name=name, kind=OpKind.MATMUL if weight else OpKind.ATTENTION, shard=shard,
               flop=2.0 * count * m * k * n, bytes=elts * bytes_per_elt, count=count, m=m, k=k, n=n,
-              params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert)
+              params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert,
+              kernels=MATMUL_KERNELS)
 
 
 def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
                 reads: float = 1.0, writes: float = 1.0, extra_bytes_per_elt: float = 0.0,
                 attention_core: bool = False, expert: bool = False, flop: float = 0.0,
-                eager_kind: str = "", eager_bytes_per_elt: float = 0.0) -> Op:
+                eager_kind: str = "", eager_bytes_per_elt: float = 0.0,
+                kernels: tuple[float, float] = (1.0, 1.0), eager_kernels: tuple[float, float] = (0.0, 0.0)) -> Op:
     """An element-wise op over ``elements`` values: ``reads`` inputs read, ``writes`` outputs written.
     ``flop``: model FLOPs of a memory-bound op that has some (a depthwise convolution); 0 for the rest.
-    ``eager_kind`` / ``eager_bytes_per_elt``: its bytes per element as a chain of eager PyTorch kernels."""
+    ``eager_kind`` / ``eager_bytes_per_elt`` / ``eager_kernels``: its bytes per element and its (forward, backward)
+    kernels as a chain of eager PyTorch kernels; ``kernels``: as one kernel per op (a fused norm's backward is two)."""
     b = elements * ((reads + writes) * bytes_per_elt + extra_bytes_per_elt)
     return Op(name=name, kind=OpKind.ELEMENTWISE, shard=shard, flop=flop, bytes=b, count=1.0,
               attention_core=attention_core, expert=expert, eager_kind=eager_kind,
-              eager_bytes=elements * eager_bytes_per_elt if eager_kind else 0.0)
+              eager_bytes=elements * eager_bytes_per_elt if eager_kind else 0.0, kernels=kernels,
+              eager_kernels=eager_kernels if eager_kind else (0.0, 0.0))
+
+
+def eager_kernels(kind: str, e: float) -> tuple[float, float]:
+    """(forward, backward) kernels of the eager chains of eager_bytes_per_elt, one per PyTorch op that launches:
+    - norm: upcast, pow, mean, + eps, rsqrt, x * rsqrt, downcast, * weight = 8 (6 in fp32: no casts);
+    - rope: q * cos, neg, cat, * sin, + per rotated tensor, q and k = 10;
+    - glu: act(gate), * up = 2.
+    The backward launches about two kernels per forward one (a product's gradient is two products, a cast's one);
+    rope's backward is the same five element-wise products and sums per tensor (10); glu's: grad up = g * act,
+    grad act = g * up, act's derivative, and the cat of the two gradients into the fused gate/up GEMM's (4)."""
+    if kind == "norm":
+        fwd = 6.0 if e >= 4 else 8.0
+        return fwd, 2.0 * fwd
+    if kind == "rope":
+        return 10.0, 10.0
+    if kind == "glu":
+        return 2.0, 4.0
+    raise ValueError(f"no eager form for {kind!r}")
