@@ -1,0 +1,32 @@
+"""The error-band table (calibrate/bands.yaml) regenerates from the shared calibration runs with
+benchmarks/make_bands.py, and the shipped table has the classes the runs give (skipped without ../shared)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from greentrain.calibrate.bands import shipped_bands
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "reference" / "calibration"
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not SHARED.exists(), reason="shared/reference/calibration is not checked out here")]
+
+
+def test_make_bands_regenerates_the_shipped_classes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("make_bands", ROOT / "benchmarks" / "make_bands.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "bands.yaml"
+    assert mod.main(["--calibration", str(SHARED), "--out", str(out)]) == 0
+    fresh = shipped_bands(str(out))
+    keys = {(b.framework, b.chip, b.moe, b.scale): b.runs for b in fresh}
+    assert keys == {(b.framework, b.chip, b.moe, b.scale): b.runs for b in shipped_bands()}
+    assert keys[("all", "all", False, "all")] >= 1000 and keys[("nemo", "any", True, "any")] == 4
+    assert mod.main(["--calibration", str(tmp_path / "absent"), "--out", str(out)]) == 2
+    assert "missing" in capsys.readouterr().err
