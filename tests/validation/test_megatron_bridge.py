@@ -3,7 +3,7 @@
 shared/reference/calibration (skipped where that folder is absent), each run with its own framework (nemo).
 
 Pins what greentrain reaches through `greentrain validate`, measured 2026-11-25 (docs/validation.md): mean
-|tokens/s error| 9.0 % (issue 23's goal: <= 15 %; before issue 23: 34 % with the megatron profile and etp 1).
+|tokens/s error| 9.1 % (issue 23's goal: <= 15 %; before issue 23: 34 % with the megatron profile and etp 1).
 The tolerance catches regressions and leaves room for the mechanisms still changing."""
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ def test_megatron_bridge_throughput_error() -> None:
     _, summary = validate(runs)
     assert summary.num_predicted == len(runs) == 9
     assert summary.throughput_error_mean is not None
-    assert summary.throughput_error_mean <= 0.12  # 9.0 % today; goal 15 %
-    assert abs(summary.throughput_error_bias or 0.0) <= 0.08  # +1.2 % today
+    assert summary.throughput_error_mean <= 0.12  # 9.1 % today; goal 15 %
+    assert abs(summary.throughput_error_bias or 0.0) <= 0.08  # +2.8 % today
