@@ -9,7 +9,8 @@
   group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (moe.yaml)
   only the part above the layer's compute is exposed.
 - ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
-  run-ahead: one GEMM per local expert and linear (grouped GEMMs are loops of GEMMs), fp8 quantize kernels, and
+  run-ahead: one GEMM per local expert and linear where the grouped GEMM is a loop of GEMMs (Transformer Engine),
+  one for all where it is a single kernel (torch._grouped_mm, torchtitan), fp8 quantize kernels, and
   the router/permute kernels; per pass (kernel counts in moe.yaml).
 """
 
@@ -46,6 +47,7 @@ class MoeProfile:
     overlap: str = "none"  # none | compute
     dispatch_fp8: bool = False
     host_sync: bool = True
+    grouped_gemm: str = "per_expert"  # per_expert | one (moe.yaml)
     kernel_host_s: float = 0.0
     kernels_forward: tuple[float, float, float] = (2.0, 2.0, 10.0)  # per expert, fp8 per expert, fixed
     kernels_backward: tuple[float, float, float] = (4.0, 2.0, 10.0)
@@ -57,7 +59,8 @@ def moe_profile(framework: str) -> MoeProfile:
     d = _data()
     fw = {**d["frameworks"]["default"], **d["frameworks"].get(framework, {})}
     return MoeProfile(overlap=str(fw["overlap"]), dispatch_fp8=bool(fw["dispatch_fp8"]),
-                      host_sync=bool(fw["host_sync"]), kernel_host_s=float(d["kernel_host_s"]),
+                      host_sync=bool(fw["host_sync"]), grouped_gemm=str(fw["grouped_gemm"]),
+                      kernel_host_s=float(d["kernel_host_s"]),
                       kernels_forward=(float(d["kernels_per_expert_forward"]),
                                        float(d["fp8_kernels_per_expert_forward"]),
                                        float(d["fixed_kernels_per_pass"])),
@@ -120,8 +123,9 @@ def expert_kernels_s(*, local_experts: Num, fp8: bool, profile: MoeProfile) -> t
     if not profile.host_sync or profile.kernel_host_s <= 0:
         return 0.0, 0.0
     out = []
+    issued = local_experts if profile.grouped_gemm == "per_expert" else 1.0  # one grouped kernel: as one expert
     for per_expert, per_expert_fp8, fixed in (profile.kernels_forward, profile.kernels_backward):
-        kernels = local_experts * (per_expert + (per_expert_fp8 if fp8 else 0.0)) + fixed
+        kernels = issued * (per_expert + (per_expert_fp8 if fp8 else 0.0)) + fixed
         out.append(kernels * profile.kernel_host_s)
     return out[0], out[1]
 

@@ -154,3 +154,12 @@ def test_a_tensor_parallel_group_shares_its_experts_work_whatever_etp() -> None:
     assert folded.m == pytest.approx(alone.m / 2) and split.n == pytest.approx(alone.n / 2)
     assert local_op(act, Sharding(tp=2, ep=4, etp=1, sp=True)).bytes == pytest.approx(
         local_op(act, Sharding(tp=1, ep=4, etp=1, sp=True)).bytes / 2)
+
+
+def test_a_single_grouped_kernel_does_not_grow_with_the_local_experts() -> None:
+    titan = moe.moe_profile("torchtitan")
+    assert titan.grouped_gemm == "one" and moe.moe_profile("nemo").grouped_gemm == "per_expert"
+    assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=titan) == \
+        moe.expert_kernels_s(local_experts=1, fp8=False, profile=titan)
+    assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=moe.moe_profile("nemo"))[0] > \
+        moe.expert_kernels_s(local_experts=32, fp8=False, profile=titan)[0]
