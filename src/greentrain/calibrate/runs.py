@@ -22,6 +22,7 @@ from greentrain.hardware.catalog import get_chip
 from greentrain.model.finetune import FULL
 from greentrain.model.load import load_model
 from greentrain.model.spec import TransformerSpec
+from greentrain.parallel.fields import CSV_COLUMNS
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.scenario import Scenario, build_cluster
 from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
@@ -29,7 +30,7 @@ from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
 WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype")  # optional (docs/validation.md)
-STRATEGY = ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "sp", "recompute", "flash_attention")
+STRATEGY = CSV_COLUMNS  # parallel/fields.py: the Strategy fields a runs CSV may give
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
 COLUMNS = IDENTITY + SCENARIO + WORKLOAD + STRATEGY + MEASURED

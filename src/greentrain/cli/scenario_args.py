@@ -11,6 +11,7 @@ from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.model.finetune import FINETUNE_MODES
+from greentrain.parallel.fields import STRATEGY_FLAGS, MeshAxis, flag_help
 from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES
 from greentrain.scenario import (
     DEFAULT_SCENARIO,
@@ -30,9 +31,6 @@ from greentrain.workload import (
     Workload,
     finetune_from_dict,
 )
-
-STRATEGY_FLAGS = ("dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch", "offload_optimizer",
-                  "schedule", "flash_attention", "stage_layers")
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) -> None:
@@ -73,17 +71,17 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     _add_prediction_arguments(p)
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
-        for name in ("dp", "tp", "pp", "vpp", "cp", "ep"):
-            g.add_argument(f"--{name}", type=_positive)
-        g.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None, help="sequence parallelism")
-        g.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
-        g.add_argument("--recompute", choices=RECOMPUTE)
-        g.add_argument("--micro-batch", type=_positive)
-        g.add_argument("--offload-optimizer", action=argparse.BooleanOptionalAction, default=None)
-        g.add_argument("--schedule", choices=SCHEDULES)
-        g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
-        g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...",
-                       help="layers of each pipeline stage, first to last (default: the framework places them)")
+        for axis in (a.field for a in MeshAxis if a.field.flag):  # parallel/fields.py: one help per field
+            g.add_argument(f"--{axis.flag}", type=_positive, help=axis.help)
+        on_off: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": None}
+        g.add_argument("--sp", **on_off, help=flag_help("sp"))
+        g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help=flag_help("zero"))
+        g.add_argument("--recompute", choices=RECOMPUTE, help=flag_help("recompute"))
+        g.add_argument("--micro-batch", type=_positive, help=flag_help("micro_batch"))
+        g.add_argument("--offload-optimizer", **on_off, help=flag_help("offload_optimizer"))
+        g.add_argument("--schedule", choices=SCHEDULES, help=flag_help("schedule"))
+        g.add_argument("--flash-attention", **on_off, help=flag_help("flash_attention"))
+        g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...", help=flag_help("stage_layers"))
         g.add_argument("--memory-headroom", type=finite_float, default=None, metavar="F",
                        help="when greentrain chooses: fraction of device memory to leave free, in [0, 1) "
                             "(default 0.05; search/engine.py DEFAULT_MEMORY_HEADROOM)")

@@ -14,6 +14,7 @@ from typing import Any
 from greentrain.config import as_bool, as_choice, as_int, check_keys, require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.model.spec import TransformerSpec
+from greentrain.parallel.fields import POSITIVE_FIELDS
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
@@ -53,7 +54,7 @@ class Strategy:
     stage_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size"):
+        for f in POSITIVE_FIELDS:
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"strategy.{f}", v, "must be a positive integer")
         require(self.zero in (0, 1, 2, 3), "strategy.zero", self.zero, "must be 0, 1, 2 or 3")

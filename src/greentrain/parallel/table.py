@@ -13,12 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from greentrain.parallel.fields import TABLE_BOOL_FIELDS, TABLE_INT_FIELDS
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-INT_FIELDS = ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "recompute", "micro_batch_size")
-BOOL_FIELDS = ("sp", "offload_optimizer")
+INT_FIELDS = TABLE_INT_FIELDS  # parallel/fields.py: Strategy's fields that are table columns
+BOOL_FIELDS = TABLE_BOOL_FIELDS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +51,16 @@ class StrategyTable:
     @property
     def sequence_parallel(self) -> BoolArray:
         return self.sp & (self.tp > 1)
+
+    @property
+    def grad_group(self) -> IntArray:
+        """Strategy.grad_group per row: the ranks that reduce their gradients together (dp x cp)."""
+        return self.dp * self.cp
+
+    @property
+    def expert_tp(self) -> IntArray:
+        """Strategy.expert_tp per row: etp, or tp where etp is 0."""
+        return np.where(self.etp > 0, self.etp, self.tp)
 
     def take(self, index: npt.ArrayLike) -> StrategyTable:
         """The rows at ``index`` (integer positions or a boolean mask)."""

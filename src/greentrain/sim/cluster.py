@@ -105,7 +105,7 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
         backward_s=(est.micro_batch_backward_s + accum + (1 - fwd_share) * (in_layer + host_wait)) / s.vpp,
         send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
         pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
-        dp_crosses_nodes=lay.dp < s.dp * s.cp, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
+        dp_crosses_nodes=lay.dp < s.grad_group, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
         grad_bytes=st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision),
         optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
         bucket_bytes=_bucket_bytes(eff, st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision), st.layers))
