@@ -112,13 +112,13 @@ def trace_section(t: TraceView, source: str) -> str:
 def _section_of(view: ResultView, source: str, index: int) -> tuple[str, str]:
     """(title, html) of one result's section."""
     from greentrain.report.html_sections import SECTIONS
-    from greentrain.report.html_sections_more import SECTIONS_MORE, fields_section
+    from greentrain.report.html_analyses import ANALYSES_SECTIONS, fields_section
 
     if isinstance(view, TraceView):
         title, body = "Simulation trace", trace_section(view, source)
     else:
         generic = (view.KIND.replace("_", " ").capitalize(), fields_section)
-        title, render = {**SECTIONS, **SECTIONS_MORE}.get(type(view), generic)
+        title, render = {**SECTIONS, **ANALYSES_SECTIONS}.get(type(view), generic)
         body = render(view, source)
     title = f"{title}: {Path(source).name}"
     return title, section(f"r{index}", title, body, view.KIND or "result")

@@ -1,5 +1,6 @@
-"""HTML sections of seed 001's traffic and batch-time results, the offload heatmap and the experiment report
-(the other kinds: report/html_sections.py)."""
+"""HTML sections of the analyses beside a training run: seed 001's traffic and batch-time results, the offload
+heatmap and the experiment report, and any other registered kind's fields (a training run's kinds:
+report/html_sections.py)."""
 
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ def fields_section(view: ResultView, source: str) -> str:
     return provenance(f"A greentrain {view.KIND} result", source, view.KIND) + key_figures(items)
 
 
-SECTIONS_MORE: dict[type[ResultView], tuple[str, Callable[[Any, str], str]]] = {
+ANALYSES_SECTIONS: dict[type[ResultView], tuple[str, Callable[[Any, str], str]]] = {
     TrafficResult: ("Traffic", traffic_section), BatchTimeResult: ("Batch time", batch_time_section),
     OffloadHeatmapResult: ("Offload heatmap", offload_heatmap_section),
     ExperimentResult: ("Experiment", experiment_section),
