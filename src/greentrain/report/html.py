@@ -111,8 +111,8 @@ def trace_section(t: TraceView, source: str) -> str:
 
 def _section_of(view: ResultView, source: str, index: int) -> tuple[str, str]:
     """(title, html) of one result's section."""
-    from greentrain.report.html_sections import SECTIONS
     from greentrain.report.html_analyses import ANALYSES_SECTIONS, fields_section
+    from greentrain.report.html_sections import SECTIONS
 
     if isinstance(view, TraceView):
         title, body = "Simulation trace", trace_section(view, source)
