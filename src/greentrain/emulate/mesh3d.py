@@ -97,7 +97,7 @@ class _Rank:
         """An elementwise op (bias, ReLU, its mask, the loss gradient, a sum into a gradient): on meta tensors
         only its shape, which is its input's: PyTorch runs meta elementwise ops through Python references
         (about 1 ms each), and these ops are neither counted nor communicated."""
-        return like.new_empty(like.shape) if self.meta else fn()
+        return torch.empty(like.shape, dtype=like.dtype, device=like.device) if self.meta else fn()
 
     def forward(self, j: int) -> None:
         c, rec, w = self.case, self.rec, self.w

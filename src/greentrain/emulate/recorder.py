@@ -66,7 +66,7 @@ class Recorder:
             k, n = b.shape
             self.flops += 2 * (a.numel() // k) * k * n
         if a.device.type == "meta":  # counting mode (emulate/counting.py): the shape without the meta kernel
-            return a.new_empty((*a.shape[:-1], b.shape[1]))
+            return torch.empty((*a.shape[:-1], b.shape[1]), dtype=a.dtype, device=a.device)
         return a @ b
 
     # -- collectives ------------------------------------------------------------------------------------
