@@ -77,12 +77,15 @@ BOUNDS: dict[str, Bound] = {
     # site
     "pue": Bound(1.0, 3.0, "", "facility / IT energy: surveyed data centres average 1.56, the least efficient "
                  "report ~2.5 (Uptime Institute 2024)"),
-    "grid_g_co2e_per_kwh": Bound(0.0, 2000.0, "g CO2e/kWh", "lignite plants emit ~1,100-1,200 g/kWh and no "
-                                 "national grid exceeds ~1,000 (IPCC AR5 WG3 Annex III; Ember 2024)"),
+    "grid_g_co2e_per_kwh": Bound(0.0, 2000.0, "g CO2e/kWh", "lignite plants emit ~1,100-1,200 g/kWh; the most "
+                                 "carbon-intensive national grids ~1,000 (IPCC AR5 WG3 Annex III; Ember 2024)"),
     "electricity_usd_per_kwh": Bound(0.0, 10.0, "USD/kWh", "retail prices peaked near 1 USD/kWh (EU, 2022)"),
     # run length and power
     "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
     "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),
+    "usd_per_chip_hour": Bound(0.0, 1e4, "USD/h", "clouds rent accelerators for 1-15 USD per chip-hour"),
+    "hardware_usd_per_chip": Bound(0.0, 1e8, "USD", "a GPU costs 1e4-5e4 USD, a wafer-scale system ~3e6"),
+    "lifetime_years": Bound(0.0, 30.0, "years", "accelerators are amortised over 3-6 years", lo_open=True),
     "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW",
                        lo_open=True),
     "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)"),
@@ -102,7 +105,7 @@ BOUNDS: dict[str, Bound] = {
     "vocab_size": Bound(1, 1e7, "tokens", "the largest vocabularies have ~2.6e5 entries (Gemma 3)"),
     "num_heads": Bound(1, 1e5, "heads", "published models use <= 128 attention heads"),
     "seq_len": Bound(1, MAX_SEQ_LEN, "tokens", "published long-context models reach 1e7 tokens"),
-    "num_experts": Bound(1, 1e6, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
+    "num_experts": Bound(1, 2**21, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
     "examples": Bound(1, 1e6, "examples", "a data file is at most 16 MiB (a few 1e5 rows) and synthetic examples "

@@ -52,7 +52,9 @@ COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tupl
         "--pue": (("1.2",), ("0.9", *HUGE)), "--grid-g-per-kwh": (("50",), ("-1", *HUGE)),
         "--electricity-usd-per-kwh": (("0.2",), ("-1", *HUGE)), "--power-w": (("300",), ("-5", "1e6", *HUGE)),
         "--utilization": (("0.5",), ("2", "-1")), "--num-chips": (("8", "64"), ("0", "1e30")),
-        "--chip": (("a100-80gb",), ("nochip",))}),
+        "--chip": (("a100-80gb",), ("nochip",)), "--host-w-per-chip": (("100",), ("-1", "1e6", *HUGE)),
+        "--lifetime-years": (("4",), ("0", "100", *HUGE)), "--price-usd-per-hour": (("2.5",), ("-1", "1e5", *HUGE)),
+        "--hardware-usd-per-chip": (("30000",), ("-1", "1e9", "1e12")), "--region": (("us-east-1",), ("", "nowhere"))}),
     "offload plan": (("offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib",
                       "100", "--json"), {
         "--host-gib": (("64", "200"), ("0", "-1", "1e9", "1e6")), "--device-gib": (("24", "80"), ("0", "1e9")),

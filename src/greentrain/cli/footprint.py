@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.cli.argtypes import bounded, finite_float, nonneg_float, positive_float, positive_int
+from greentrain.cli.argtypes import bounded, finite_float, name_text, nonneg_float, positive_int
 from greentrain.config import BOUNDS, as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint.compare import compare_regions, model_card_block
@@ -49,21 +49,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     when.add_argument("--hours", type=nonneg_float, help="wall-clock run time")
     when.add_argument("--days", type=nonneg_float, help="wall-clock run time")
     power = parser.add_mutually_exclusive_group()
-    power.add_argument("--power-w", type=nonneg_float,
+    power.add_argument("--power-w", type=bounded("chip_power_w"),
                        help=f"measured average power per chip (W), at most {MAX_POWER_TDP_RATIO:g} x the chip's TDP")
     power.add_argument("--utilization", type=finite_float,
                        help="chip power between idle (0) and TDP (1); default 1")
-    parser.add_argument("--host-w-per-chip", type=nonneg_float,
+    parser.add_argument("--host-w-per-chip", type=bounded("chip_power_w"),
                         help="host CPU/RAM/network power per chip (W); default: DGX-derived, see docs")
     parser.add_argument("--pue", type=bounded("pue"),
                         help="facility energy / IT energy (default: provider's, or 1.56)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--region", help="country (ISO3), US-XX state, or cloud region code")
+    where.add_argument("--region", type=name_text, help="country (ISO3), US-XX state, or cloud region code")
     where.add_argument("--grid-g-per-kwh", type=bounded("grid_g_co2e_per_kwh"), help="grid intensity, g CO2e per kWh")
     parser.add_argument("--market-based", action="store_true",
                         help="GCP regions: intensity net of Google CFE")
     cost = parser.add_mutually_exclusive_group()
-    cost.add_argument("--price-usd-per-hour", type=nonneg_float,
+    cost.add_argument("--price-usd-per-hour", type=bounded("usd_per_chip_hour"),
                         help="cloud price per chip-hour (on-demand or spot); default: the instance price of "
                              "the region (footprint/data/cloud_prices.csv), else the chip catalog's")
     parser.add_argument("--market", default=None,
@@ -71,10 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spot", action="store_true", help="same as --market spot")
     parser.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"),
                         help="override the region's electricity price")
-    cost.add_argument("--hardware-usd-per-chip", type=nonneg_float,
+    cost.add_argument("--hardware-usd-per-chip", type=bounded("hardware_usd_per_chip"),
                         help="on-premises: purchase price per chip (with its server share); cost = "
                              "energy x electricity price + hardware amortized over the lifetime")
-    parser.add_argument("--lifetime-years", type=positive_float,
+    parser.add_argument("--lifetime-years", type=bounded("lifetime_years"),
                         help="hardware service life for amortization (default 4)")
     parser.add_argument("--compare-regions", help="comma-separated region codes, ranked by CO2e and by cost")
     parser.add_argument("--intensity-csv", help="hourly grid intensity CSV: best start time for this job")
