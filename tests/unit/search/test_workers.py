@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -94,3 +95,17 @@ def test_near_ties_across_parts(scenarios: list[Scenario]) -> None:
     fastest row of its tp part: a part that sent only its own top k would lose it."""
     sc = with_chips(scenarios[0], 8)
     _same(search([sc], top_k=1, space=SPACE), search_parallel([sc], workers=2, top_k=1, space=SPACE))
+
+
+@pytest.mark.slow
+def test_workers_start_from_a_fork_server_when_a_thread_runs(scenarios: list[Scenario]) -> None:
+    """At a terminal the progress bar runs a thread: the workers then come from a fork server, not a fork."""
+    stop = threading.Event()
+    bar = threading.Thread(target=stop.wait, daemon=True)
+    bar.start()
+    try:
+        assert threading.active_count() > 1
+        _same(search(scenarios[:1], space=SPACE), search_parallel(scenarios[:1], workers=2, space=SPACE))
+    finally:
+        stop.set()
+        bar.join()
