@@ -110,6 +110,7 @@ def _run_locked(command: list[str], out: Path, site: Site | None, args: argparse
 def _summarize(args: argparse.Namespace) -> int:
     site = make_site(args.region, args.grid_g_per_kwh, args.pue)
     out = Path(args.summarize)
+    require(out.is_dir(), "--summarize", str(out), "must be the folder of an earlier run (it is not a folder)")
     # track.jsonl: an earlier `greentrain track -- CMD`; else greentrain.Tracker's (per-rank) files
     by_track = (out / "track.jsonl").is_file()
     with fields_as_flags(SUMMARIZE_FLAGS), files.folder_lock(out, "--summarize", "greentrain track run"):
