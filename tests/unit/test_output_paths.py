@@ -294,21 +294,28 @@ def test_all_or_none_defers_write_atomic_and_aborts_on_error(tmp_path: Path) -> 
     assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1} and (tmp_path / "y.txt").read_text() == "y"
 
 
-def test_cli_two_outputs_full_disk_leaves_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+@pytest.mark.parametrize("command, first, second", [
+    ("simulate", ("--trace", "t.json"), ("--gantt", "g.png")),
+    ("search", ("--plot", "s.png"), ("--html", "s.html")),
+])
+def test_cli_two_outputs_full_disk_leaves_none(command: str, first: tuple[str, str], second: tuple[str, str],
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """`simulate step --trace T --gantt G` where the disk fills after the trace: neither file is left."""
+    """`simulate step --trace T --gantt G`, `search --plot P --html H`: the disk fills after the first output is
+    written, so neither file is left and the line names the one removed."""
     real = files._stage
 
     def stage(p: Path, write: Callable[[str], None], suffix: str) -> str:
-        if p.suffix == ".png":
+        if p.name == second[1]:
             _enospc()
         return real(p, write, suffix)
 
     monkeypatch.setattr(files, "_stage", stage)
-    assert main([*STEP, "--trace", str(tmp_path / "t.json"), "--gantt", str(tmp_path / "g.png")]) == 2
+    argv = STEP if command == "simulate" else ["search", *SEARCH]
+    assert main([*argv, first[0], str(tmp_path / first[1]), second[0], str(tmp_path / second[1])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("greentrain simulate: error: --gantt=") and "No space left on device" in err[-1]
-    assert "t.json, staged before it, removed" in err[-1] and "Traceback" not in "".join(err)
+    assert err[-1].startswith(f"greentrain {command}: error: {second[0]}=") and "No space left on device" in err[-1]
+    assert f"{first[1]}, staged before it, removed" in err[-1] and "Traceback" not in "".join(err)
     assert list(tmp_path.iterdir()) == []
 
 
