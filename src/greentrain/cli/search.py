@@ -111,7 +111,8 @@ def _run(args: argparse.Namespace) -> int:
         check_html_path(args.html)
     with search_progress() as tick:
         result = search_parallel(scs, workers=args.workers, objective=args.objective, top_k=args.top, space=space,
-                                 sites=sites, constraints=cons, progress=tick, profile=profile)
+                                 sites=sites, constraints=cons, progress=tick, profile=profile,
+                                 points=bool(args.plot))
     result = dataclasses.replace(result, notes=result.notes + _trust_notes(result, cons, profile.framework, scs))
     if args.plot:
         from greentrain.report.search import plot_search

@@ -73,6 +73,7 @@ class _Part:
     profile: Profile
     objective: str
     top_k: int
+    points: bool  # send every feasible row's (run time, cost, CO2e) back (for plots)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +85,8 @@ class _Reduced:
     unit: int
     num_candidates: int
     blocks: tuple[_Block, ...]
-    points: tuple[npt.NDArray[np.float64], ...]
+    feasible: tuple[int, ...]  # per block
+    points: tuple[npt.NDArray[np.float64], ...]  # per block; empty unless the part was asked for them
 
 
 def parts(scenarios: Sequence[Scenario], space: SearchSpace, cons: Constraints) -> list[tuple[int, Scenario,
@@ -126,7 +128,8 @@ def _run_part(part: _Part) -> _Reduced:
     total, blocks = _evaluate(part.scenario, part.space, part.sites, part.constraints, part.profile)
     reduced = [_reduce(b, part.objective, part.top_k, part.constraints.tie_tolerance) for b in blocks]
     return _Reduced(index=part.index, unit=part.unit, num_candidates=total, blocks=tuple(b for b, _ in reduced),
-                    points=tuple(p for _, p in reduced))
+                    feasible=tuple(len(b.rows) for b in blocks),
+                    points=tuple(p if part.points else np.zeros((0, 3)) for _, p in reduced))
 
 
 def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, objective: str, top_k: int,
@@ -136,17 +139,19 @@ def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, object
     ordered = sorted(answers, key=lambda a: a.index)
     blocks: list[_Block] = []
     points: list[npt.NDArray[np.float64]] = []
+    feasible = 0
     for u in dict.fromkeys(a.unit for a in ordered):
         mine = [a for a in ordered if a.unit == u and a.blocks]  # no blocks: the framework runs no such ZeRO
         for s in range(len(mine[0].blocks) if mine else 0):
             blocks += [a.blocks[s] for a in mine]
             points += [a.points[s] for a in mine]
+            feasible += sum(a.feasible[s] for a in mine)
     total = sum(a.num_candidates for a in ordered)
     if not blocks:  # the framework runs none of the ZeRO stages asked for
         stages = ", ".join(map(str, profile.for_chip(scenarios[0].cluster.chip.name).zero_stages))
         raise ConfigError("strategy.zero", ", ".join(map(str, space.zero)),
                           f"the {profile.framework} framework runs ZeRO stages {stages}")
-    num_feasible = sum(len(p) for p in points)
+    num_feasible = feasible
     if not num_feasible:
         units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
         raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
@@ -189,9 +194,11 @@ def _pool(processes: int) -> multiprocessing.pool.Pool:
 def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: str = "time", top_k: int = 10,
                     space: SearchSpace | None = None, sites: Sequence[Site] = (),
                     constraints: Constraints | None = None, progress: Callable[[int, int], None] | None = None,
-                    profile: Profile | None = None) -> SearchResult:
+                    profile: Profile | None = None, points: bool = True) -> SearchResult:
     """engine.search over ``workers`` processes: the same result (rankings, front, counts, points, notes);
-    ``progress`` is called with (parts done, parts) as parts finish. One worker is engine.search itself."""
+    ``progress`` is called with (parts done, parts) as parts finish. One worker is engine.search itself.
+    ``points=False``: ``result.points`` is left empty (it is only drawn by --plot): the workers then send
+    back only the rows that can reach the answer, not 24 bytes per feasible candidate."""
     require(1 <= workers <= MAX_WORKERS, "search.workers", workers, f"must be between 1 and {MAX_WORKERS:,}")
     if workers == 1:
         return search(scenarios, objective=objective, top_k=top_k, space=space, sites=sites,
@@ -201,7 +208,8 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     t0 = time.perf_counter()
     todo = [_Part(index=i, unit=u, scenario=sc, space=sp, sites=tuple(sites), constraints=cons, profile=profile,
-                  objective=objective, top_k=top_k) for i, (u, sc, sp) in enumerate(parts(scenarios, space, cons))]
+                  objective=objective, top_k=top_k, points=points)
+            for i, (u, sc, sp) in enumerate(parts(scenarios, space, cons))]
     answers = []
     with _pool(min(workers, len(todo))) as pool:
         for done, answer in enumerate(pool.imap_unordered(_run_part, todo), 1):

@@ -109,3 +109,11 @@ def test_workers_start_from_a_fork_server_when_a_thread_runs(scenarios: list[Sce
     finally:
         stop.set()
         bar.join()
+
+
+def test_without_points_only_the_plot_data_is_left_out(scenarios: list[Scenario]) -> None:
+    kw = {"space": SPACE, "constraints": Constraints(max_chips=16)}
+    one = search(scenarios, **kw)  # type: ignore[arg-type]
+    two = search_parallel(scenarios, workers=2, points=False, **kw)  # type: ignore[arg-type]
+    assert two.points.shape == (0, 3) and len(one.points) == one.num_feasible > 0
+    _same(one, dataclasses.replace(two, points=one.points))
