@@ -28,6 +28,7 @@ DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 REL_TOL = 1e-3
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
 NOT_RUN = ("track", "experiment")
+SLOW = ("emulate",)  # imports torch and starts ranks: several seconds each (the `slow` marker)
 # Blocks whose figures are known to be stale, with who regenerates them; xfail(strict): fixed, they must go.
 KNOWN_STALE: dict[tuple[str, str], str] = {
     ("search.md", "search --model llama3.2-1b --num-chips 8 --global-batch 16 --seq-len 2048 --tokens 1e9 "
@@ -111,6 +112,8 @@ CASES = [q for doc in DOCS for q in quoted(doc) if _runnable(q)]
 def _param(q: Quoted) -> object:
     stale = KNOWN_STALE.get((q.doc, " ".join(q.argv)))
     marks = [pytest.mark.xfail(reason=stale, strict=True)] if stale else []
+    if q.argv[0] in SLOW:
+        marks.append(pytest.mark.slow)
     return pytest.param(q, id=q.id, marks=marks)
 
 
