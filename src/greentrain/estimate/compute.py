@@ -198,6 +198,38 @@ class OpsTime:
     op_sac_s: Num = 0.0  # the part torchtitan's op-level selective checkpointing recomputes (Op.sac_recompute)
 
 
+# per op: (bytes scale, an attention op, a fused attention kernel, its causal fraction, quantized by an fp8 recipe,
+# forward floor, forward gaps, backward floor, backward gaps)
+_Fixed = tuple[float, bool, bool, float, bool, float, float, float, float]
+_KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, ...]]] = {}
+
+
+def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
+    """What ops_time needs of each op that depends on the op and the framework only (its kernels: op_kernels),
+    once per op group and efficiency (keyed by identity, both kept alive: every estimate asks). A layer's first op
+    follows the previous layer's last."""
+    hit = _KERNELS.get((id(ops), id(eff)))
+    if hit is not None and hit[0] is ops and hit[1] is eff:
+        return hit[2]
+    floor, gap, out = eff.kernel_floor_s, eff.launch_gap_s, []
+    prev = ops[-1] if len(ops) > 1 else None
+    for op in ops:
+        kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
+        kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
+        eager = bool(op.eager_kind) and op.eager_kind in eff.eager_ops
+        attention = op.kind is OpKind.ATTENTION
+        fused = attention and op.name.endswith(".flash")
+        out.append((op.eager_bytes / op.bytes if eager else 1.0, attention, fused,
+                    causal_fraction(op) if fused else 0.0,
+                    op.kind is OpKind.MATMUL and not op.name.endswith(".router"),
+                    kf * floor, kf * gap, kb * floor, kb * gap))
+        prev = op
+    if len(_KERNELS) > 4096:
+        _KERNELS.clear()
+    _KERNELS[(id(ops), id(eff))] = (ops, eff, tuple(out))
+    return tuple(out)
+
+
 def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
              eff: Efficiency, attention_peak_flop_per_s: float = 0.0, cast_bytes_per_elt: float = 0.0,
              cast_kernels: float = 0.0) -> OpsTime:
@@ -209,30 +241,31 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
     core: Num = 0.0
     bwd: Num = 0.0
     sac: Num = 0.0
-    prev = ops[-1] if len(ops) > 1 else None  # a layer's first op follows the previous layer's last
-    for op in ops:
-        attention = op.kind is OpKind.ATTENTION
-        peak = attention_peak_flop_per_s if attention and attention_peak_flop_per_s else peak_flop_per_s
-        fused = attention and op.name.endswith(".flash")
+    columns = (isinstance(sh.tp, np.ndarray) or isinstance(sh.cp, np.ndarray) or isinstance(sh.ep, np.ndarray)
+               or isinstance(sh.etp, np.ndarray) or isinstance(sh.sp, np.ndarray))
+    attention_peak = attention_peak_flop_per_s or peak_flop_per_s
+    cast_per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
+    for op, (scale, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap) in zip(
+            ops, _fixed(ops, eff), strict=True):
         flop, nbytes, m, k, n = _local(op, sh)
-        if op.eager_kind and op.eager_kind in eff.eager_ops:
-            nbytes *= op.eager_bytes / op.bytes
-        t = _roofline(flop, nbytes, m, k, n, peak, memory_bytes_per_s, eff, fused,
-                      causal_fraction(op) if fused else 0.0)
-        kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
-        prev = op
+        t = _roofline(flop, nbytes * scale, m, k, n, attention_peak if attention else peak_flop_per_s,
+                      memory_bytes_per_s, eff, fused, causal)
         share = op.backward_share
-        if cast_bytes_per_elt and op.kind is OpKind.MATMUL and not op.name.endswith(".router"):
+        if cast_per_elt and cast:
             # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
             # backward, memory bound (estimate/fp8.py), in the recipe's kernels
-            per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
-            fwd += kernels_s(per_elt * flop / n, cast_kernels, eff)
+            fwd += kernels_s(cast_per_elt * flop / n, cast_kernels, eff)
             if share > 0:
-                bwd += kernels_s(per_elt * flop / k, cast_kernels, eff)
-        t_fwd = kernels_s(t, kf, eff)
+                bwd += kernels_s(cast_per_elt * flop / k, cast_kernels, eff)
+        t_bwd = t * op.backward_factor * share
+        if columns:
+            t_fwd, t_bwd = maximum(t, f_floor) + f_gap, maximum(t_bwd, b_floor) + b_gap
+        else:  # one strategy: plain floats (the search's columns take the branch above)
+            t_fwd = (t if t > f_floor else f_floor) + f_gap
+            t_bwd = (t_bwd if t_bwd > b_floor else b_floor) + b_gap
         fwd += t_fwd
         if share > 0:
-            bwd += kernels_s(t * op.backward_factor * share, kb * share, eff)
+            bwd += t_bwd
         sac += t_fwd * op.sac_recompute
         if op.attention_core:
             core += t_fwd
