@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from greentrain.errors import ConfigError, did_you_mean
+from greentrain.model.hf_families_2024 import RECENT_ARCH_PREFIXES, RECENT_FAMILIES
 from greentrain.model.hf_reader import _WHERE, _Reader, llama_fields
-from greentrain.model.hf_recent import RECENT_ARCH_PREFIXES, RECENT_FAMILIES
 from greentrain.model.spec import ACTIVATIONS, TransformerSpec
 
 # ---- decoder-only families ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Reading one Hugging Face ``config.json``: typed keys with the family's defaults, errors that name the key, and
 the key groups several families share (the Llama-style decoder, sliding-window layer patterns).
 
-Used by model/hf.py (the families up to 2023) and model/hf_recent.py (2024-2026 families).
+Used by model/hf.py (the families up to 2023) and model/hf_families_2024.py (2024-2026 families).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The 2024-2026 families (model/hf_recent.py) and the layers they brought: MLA, fine-grained MoE with shared
+"""The 2024-2026 families (model/hf_families_2024.py) and the layers they brought: MLA, fine-grained MoE with shared
 experts and first dense layers, sliding-window/full interleaving, sinks, QK-norm, sandwich norms, squared ReLU,
 Mamba / Mamba-2 mixers, multi-token prediction.
 

@@ -1,7 +1,7 @@
-"""Hugging Face ``config.json`` families of 2024-2026 -> TransformerSpec fields: no ``transformers``, no network.
+"""Hugging Face ``config.json`` families released 2024-2026 -> TransformerSpec fields: no ``transformers``, no network.
 
 Each function reads the keys its ``*Config`` class defines, with that class's default when a key is absent
-(transformers 5.23); tests/unit/model/test_model_hf_recent.py builds each family with transformers on the meta
+(transformers 5.23); tests/unit/model/test_model_hf_families_2024.py builds each family with transformers on the meta
 device and checks the parameter count exactly, and the FLOPs of a tiny config against FlopCounterMode.
 """
 
