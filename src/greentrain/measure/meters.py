@@ -7,9 +7,12 @@ Every meter returns a cumulative reading in joules labelled ``measured`` (a hard
   driver loaded; Volta and newer), per GPU, whole-device (every process on that GPU). Measured.
 - ``RaplMeter``: Intel/AMD RAPL package counters ``/sys/class/powercap/intel-rapl:N/energy_uj`` (microjoules,
   wrapping at ``max_energy_range_uj``), whole-socket. Measured, when the files are readable.
-- ``CpuEstimateMeter``: CPU TDP x utilization of the tracked process tree, the model of CodeCarbon's
-  "cpu_load" mode and of Lacoste et al. 2019 (ML CO2 Impact). Estimated.
-- ``RamEstimateMeter``: 3 W per 8 GB of resident memory (CodeCarbon methodology, RAM power). Estimated.
+- ``CpuEstimateMeter``: CPU TDP x utilization of the tracked process tree, CodeCarbon 3.x's "cpu_load" process
+  mode with its TDP table and fallback (measure/codecarbon.py). Estimated.
+- ``RamEstimateMeter``: CodeCarbon 3.x's RAM power model on the resident memory. Estimated.
+
+When RAPL is absent (or NVML on a machine with an NVIDIA driver), one line on stderr says which estimate
+replaces it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,27 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from greentrain import units
 from greentrain.config import require
+from greentrain.measure import codecarbon
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-# CPU package TDP (W) and hardware threads per package, from the vendors' product pages (ark.intel.com,
-# amd.com). A small table in the spirit of CodeCarbon's cpu_power.csv; give --cpu-tdp-w for others.
-CPU_TDP_W: dict[str, tuple[float, int]] = {
-    "Xeon(R) Platinum 8480": (350.0, 112),  # Sapphire Rapids, 56 cores (H100 DGX host)
-    "Xeon(R) Platinum 8380": (270.0, 80),  # Ice Lake, 40 cores
-    "Xeon(R) Platinum 8275CL": (240.0, 48),  # Cascade Lake (AWS p3dn/p4d host)
-    "Xeon(R) Gold 6248": (150.0, 40),
-    "EPYC 7763": (280.0, 128),  # Milan, 64 cores (A100 DGX host)
-    "EPYC 9654": (360.0, 192),  # Genoa, 96 cores
-    "EPYC 7R13": (280.0, 96),  # AWS p4/p5 host
-}
-# CodeCarbon's fallback when a CPU is not in its table: 85 W (codecarbon/core/cpu.py, "DEFAULT_CPU_POWER").
-DEFAULT_CPU_TDP_W = 85.0
-# CodeCarbon methodology, RAM: 3 W per 8 GB (0.375 W/GB) of memory.
-RAM_W_PER_BYTE = 3.0 / (8 * units.GB)
+_notices: set[str] = set()  # the fallback lines already printed by this process
+
+
+def notice(text: str) -> None:
+    """Print one line to stderr, once per process: a meter fell back to an estimate."""
+    if text not in _notices:
+        _notices.add(text)
+        print(f"greentrain: {text}", file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,15 +139,6 @@ def cpu_model_name() -> str:
     return platform.processor() or "unknown"
 
 
-def cpu_tdp_w(model_name: str) -> tuple[float, int, str]:
-    """(TDP W, hardware threads it covers, source) for a CPU model name."""
-    for key, (tdp, threads) in CPU_TDP_W.items():
-        if key in model_name:
-            return tdp, threads, f"table: {key} {tdp:.0f} W / {threads} threads"
-    n = os.cpu_count() or 1
-    return DEFAULT_CPU_TDP_W, n, f"default {DEFAULT_CPU_TDP_W:.0f} W (CodeCarbon) / {n} visible threads"
-
-
 # --- meters --------------------------------------------------------------------------------------
 
 
@@ -174,7 +162,8 @@ class _Integrator:
 
 
 class CpuEstimateMeter:
-    """CPU energy = TDP / threads x CPU seconds of the process tree (TDP x utilization, integrated).
+    """CPU energy = TDP x sockets / threads x CPU seconds of the process tree (TDP x utilization, integrated):
+    CodeCarbon 3.x's process mode, with its TDP table and its 4 W per thread fallback (measure/codecarbon.py).
 
     Per-process CPU time is tracked so that processes which exit keep their share; ``settle`` adds CPU time
     the samples missed (e.g. the last moments of a child, from its rusage once it is reaped).
@@ -184,12 +173,13 @@ class CpuEstimateMeter:
 
     def __init__(self, root_pid: int, tdp_w: float | None = None, threads: int | None = None) -> None:
         model = cpu_model_name()
-        table_tdp, table_threads, source = cpu_tdp_w(model)
-        if tdp_w is not None:
+        if tdp_w is not None:  # CodeCarbon's force_cpu_power: the machine's CPU power at full load
             require(tdp_w > 0, "cpu_tdp_w", tdp_w, "must be > 0")
-            source = f"given {tdp_w:.0f} W / {threads or table_threads} threads"
-        self.tdp_w = tdp_w if tdp_w is not None else table_tdp
-        self.threads = threads or table_threads
+            n = threads or os.cpu_count() or 1
+            self.w_per_cpu_s, source = tdp_w / n, f"given {tdp_w:g} W / {n} threads"
+        else:
+            self.w_per_cpu_s, source = codecarbon.cpu_power_per_cpu_s(model)
+        self.basis = source
         self.source = f"estimate: TDP x utilization ({model}; {source})"
         self._root = root_pid
         self._lock = threading.Lock()
@@ -210,7 +200,7 @@ class CpuEstimateMeter:
                 if p not in now or now[p] < v:  # exited (or pid reused): keep what it had used
                     self._dead_s += v - self._baseline.pop(p, 0.0)
             self._last = {p: v for p, v in now.items() if v > 0 or p in self._baseline}
-            energy_j = self.tdp_w / self.threads * self.cpu_s
+            energy_j = self.w_per_cpu_s * self.cpu_s
         return EnergyReading(name="cpu", energy_j=energy_j, measured=False, source=self.source)
 
     def settle(self, total_cpu_s: float) -> None:
@@ -225,17 +215,19 @@ class CpuEstimateMeter:
 
 
 class RamEstimateMeter:
-    """RAM energy = 0.375 W/GB x resident bytes of the process tree (CodeCarbon's RAM model)."""
+    """RAM energy = CodeCarbon 3.x's RAM power (DIMMs estimated from memory size, 5 W each on x86, at least
+    10 W; measure/codecarbon.py) of the process tree's resident memory, integrated over time."""
 
     name = "ram"
 
     def __init__(self, root_pid: int) -> None:
         self._root = root_pid
-        self._integrator = _Integrator(lambda _dt: RAM_W_PER_BYTE * tree_rss_bytes(process_tree(self._root)))
+        self._integrator = _Integrator(
+            lambda _dt: codecarbon.ram_power_w(tree_rss_bytes(process_tree(self._root))))
 
     def read(self) -> EnergyReading:
         return EnergyReading(name="ram", energy_j=self._integrator.advance(), measured=False,
-                             source="estimate: 3 W per 8 GB resident (CodeCarbon)")
+                             source="estimate: CodeCarbon 3.x RAM model (5 W per DIMM, >= 10 W)")
 
     def close(self) -> None:
         pass
@@ -325,19 +317,34 @@ def visible_gpu_indices() -> list[int] | None:
         return None
 
 
+def prepare_estimates() -> None:
+    """Load CodeCarbon's CPU table and match this CPU now (about 0.05 s), so that meters built later (right
+    after a tracked command starts) cost nothing."""
+    codecarbon.match_cpu(cpu_model_name())
+
+
 def default_meters(root_pid: int, *, cpu_tdp_w: float | None = None, gpu: bool = True,
                    rapl: bool = True, gpu_indices: Sequence[int] | None = None) -> list[EnergyMeter]:
     """The best meter available for GPU, CPU and RAM: measured where possible, else estimated."""
     meters: list[EnergyMeter] = []
     if gpu:
-        with contextlib.suppress(OSError):  # no NVIDIA GPU or no nvidia-ml-py
+        try:
             meters.append(NvmlMeter(gpu_indices if gpu_indices is not None else visible_gpu_indices()))
+        except OSError as e:  # no NVIDIA GPU, or no nvidia-ml-py: say so only when a GPU is there
+            if Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia").exists():
+                notice(f"GPU energy not measured ({e}); install greentrain[gpu] for NVML")
     cpu: EnergyMeter | None = None
     if rapl and cpu_tdp_w is None:
         try:
             cpu = RaplMeter()
-        except OSError:
+        except OSError as e:
             cpu = None
-    meters.append(cpu if cpu is not None else CpuEstimateMeter(root_pid, cpu_tdp_w))
+            reason = str(e)
+    if cpu is None:
+        estimate = CpuEstimateMeter(root_pid, cpu_tdp_w)
+        if rapl and cpu_tdp_w is None:
+            notice(f"no RAPL counter ({reason}): CPU energy estimated, {estimate.basis}")
+        cpu = estimate
+    meters.append(cpu)
     meters.append(RamEstimateMeter(root_pid))
     return meters

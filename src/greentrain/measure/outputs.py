@@ -2,8 +2,10 @@
 Hugging Face model-card ``co2_eq_emissions`` block, and the summary's rows (printed as plain text here, as Rich
 tables by report/track.py).
 
-CodeCarbon's emissions.csv columns (codecarbon/output_methods/emissions_data.py, EmissionsData, v2.x):
-emissions in kg CO2e, energies in kWh, powers in W, duration in s.
+CodeCarbon's emissions.csv columns (codecarbon/output_methods/emissions_data.py, EmissionsData, 3.x: 38 columns):
+emissions in kg CO2e, energies in kWh, powers in W (both including the PUE, as CodeCarbon applies it to each
+measurement), duration in s. An existing file is appended to in its own layout when all its columns are
+CodeCarbon's (a 2.x file keeps its 32), and refused otherwise.
 Hugging Face model card metadata (huggingface.co/docs/hub/model-cards-co2): ``co2_eq_emissions`` with
 ``emissions`` in grams, ``source``, ``training_type``, ``geographical_location``, ``hardware_used``.
 """
@@ -27,15 +29,11 @@ from greentrain import files, units
 from greentrain._version import __version__
 from greentrain.errors import ConfigError
 from greentrain.footprint.regions import codecarbon_location
+from greentrain.measure.codecarbon import EMISSIONS_COLUMNS, check_header
 from greentrain.measure.summary import Measurement
 
-CODECARBON_COLUMNS = (
-    "timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions", "emissions_rate",
-    "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy", "ram_energy", "energy_consumed",
-    "country_name", "country_iso_code", "region", "cloud_provider", "cloud_region", "os", "python_version",
-    "codecarbon_version", "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
-    "ram_total_size", "tracking_mode", "on_cloud", "pue",
-)
+# CodeCarbon 3.x's 38 columns (measure/codecarbon.py, from codecarbon's EmissionsData)
+CODECARBON_COLUMNS = EMISSIONS_COLUMNS
 
 
 def _meter_source(m: Measurement, name: str) -> str:
@@ -58,19 +56,25 @@ def codecarbon_row(m: Measurement, project_name: str = "greentrain", run_id: str
     hardware's names."""
     d = m.duration_s if m.duration_s > 0 else 1.0
     pue = m.energy_j / m.it_energy_j if m.it_energy_j > 0 else m.pue
+    ram_total_gb = _ram_total_gb()
     return {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "project_name": project_name,
         "run_id": run_id or m.run_id or str(uuid.uuid4()), "experiment_id": "", "duration": m.duration_s,
         "emissions": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e,
         "emissions_rate": "" if m.emissions_kg_co2e is None else m.emissions_kg_co2e / d,
-        "cpu_power": m.cpu_energy_j / d, "gpu_power": m.gpu_energy_j / d, "ram_power": m.ram_energy_j / d,
+        "cpu_power": m.cpu_energy_j * pue / d, "gpu_power": m.gpu_energy_j * pue / d,
+        "ram_power": m.ram_energy_j * pue / d,
         "cpu_energy": units.j_to_kwh(m.cpu_energy_j * pue), "gpu_energy": units.j_to_kwh(m.gpu_energy_j * pue),
         "ram_energy": units.j_to_kwh(m.ram_energy_j * pue), "energy_consumed": units.j_to_kwh(m.energy_j),
+        "water_consumed": 0.0,
         **_location(m), "os": platform.platform(), "python_version": platform.python_version(),
         "codecarbon_version": f"greentrain-{__version__}", "cpu_count": os.cpu_count() or 0,
         "cpu_model": m.cpu_model, "gpu_count": _gpu_count(m.gpu_model), "gpu_model": m.gpu_model,
-        "longitude": "", "latitude": "", "ram_total_size": _ram_total_gb(), "tracking_mode": "process",
-        "pue": m.pue,
+        "longitude": "", "latitude": "", "ram_total_size": ram_total_gb, "tracking_mode": "process",
+        # the tracked process tree's (CodeCarbon averages the machine's): CPU time / (duration x CPUs), peak RSS
+        "cpu_utilization_percent": m.cpu_utilization_percent, "gpu_utilization_percent": "",
+        "ram_utilization_percent": 100.0 * m.peak_rss_bytes / units.GIB / ram_total_gb if ram_total_gb else "",
+        "ram_used_gb": m.peak_rss_bytes / units.GIB, "pue": m.pue, "wue": 0.0,
     }
 
 
@@ -84,7 +88,7 @@ def _ram_total_gb() -> float:
         pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 0.0
-    return pages / units.GB
+    return pages / units.GIB  # CodeCarbon's GB: 2^30 bytes
 
 
 def model_card_block(m: Measurement, training_type: str = "pre-training", hardware: str = "") -> dict[str, Any]:
@@ -109,7 +113,9 @@ def _emissions_text(path: Path, row: dict[str, Any]) -> str:
     if old and not old.endswith("\n"):
         old += "\n"  # a torn last row (a killed writer before outputs were atomic) stays on its own line
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CODECARBON_COLUMNS)
+    # CodeCarbon 3.x's columns for a new file; an existing file's own (CodeCarbon 2.x or 3.x) layout, so the
+    # row lands under its header; a foreign header is refused (check_header)
+    w = csv.DictWriter(buf, fieldnames=check_header(path) if old else CODECARBON_COLUMNS, extrasaction="ignore")
     if not old:
         w.writeheader()
     w.writerow(row)

@@ -97,6 +97,8 @@ class Measurement:
     # torch.cuda.max_memory_reserved: the caching allocator's peak, fragmentation included (0 without CUDA, and
     # in records written before it was kept)
     peak_cuda_reserved_bytes: float = 0.0
+    # CPU seconds of the tracked process tree / (duration x logical CPUs), in %; 0 when not recorded
+    cpu_utilization_percent: float = 0.0
 
     @property
     def energy_kwh(self) -> float:
@@ -205,6 +207,12 @@ def _cut_killed(records: Sequence[dict[str, Any]]) -> tuple[Sequence[dict[str, A
     return cut, f"killed: duration and energy cover the run up to its last recorded step ({max(step_ts):.2f} s)"
 
 
+def _cpu_percent(ends: Sequence[dict[str, Any]], starts: Sequence[dict[str, Any]], duration_s: float) -> float:
+    cpu_s = float(ends[-1].get("cpu_s", 0.0)) if ends else 0.0
+    n = int(starts[-1].get("cpu_count", 0)) if starts else 0
+    return 100.0 * cpu_s / (duration_s * n) if n and duration_s > 0 else 0.0
+
+
 def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, world_size: int | None = None,
               pue: float | None = None) -> Measurement:
     """Summary of one run record (the records of one rank, or of `greentrain track` and its child).
@@ -252,6 +260,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
         run_id=str(starts[-1].get("run_id", "")) if starts else "",
         cpu_model=str(starts[-1].get("cpu_model", "")) if starts else "",
         gpu_model=str(starts[-1].get("gpu_model", "")) if starts else "", meters=tuple(meters.values()),
+        cpu_utilization_percent=_cpu_percent(ends, starts, duration_s),
         modules=_modules(records, n, energy_j / duration_s if duration_s > 0 else 0.0), notes=tuple(notes))
     return with_footprint(m, site) if site is not None else m
 

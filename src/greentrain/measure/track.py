@@ -24,7 +24,7 @@ from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.measure.distributed import aggregate
-from greentrain.measure.meters import CpuEstimateMeter, default_meters, process_tree, tree_rss_bytes
+from greentrain.measure.meters import CpuEstimateMeter, default_meters, prepare_estimates, process_tree, tree_rss_bytes
 from greentrain.measure.preempt import Supervisor, Watchdog
 from greentrain.measure.records import (
     JsonlWriter,
@@ -109,6 +109,7 @@ def run_tracked(command: Sequence[str], out_dir: Path, *, hooks: bool = True, de
             stack.enter_context(sup)
         watchdog = Watchdog(sup.grace_s)
         stack.callback(watchdog.done)
+        prepare_estimates()  # the CPU lookup before the command starts, not between it and the start record
         cpu0 = _children_cpu_s()
         t0 = time.perf_counter()
         try:  # its own process group: signals reach a launcher and its workers together

@@ -30,7 +30,14 @@ from torch import nn
 
 from greentrain import units
 from greentrain.config import require
-from greentrain.measure.meters import EnergyMeter, RssReader, default_meters, visible_gpu_indices
+from greentrain.measure.meters import (
+    EnergyMeter,
+    RssReader,
+    default_meters,
+    process_tree,
+    tree_cpu_s,
+    visible_gpu_indices,
+)
 from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
 from greentrain.measure.settings import UNSET, Unset, resolve
 from greentrain.measure.summary import Measurement, make_site, summarize
@@ -148,6 +155,10 @@ class Tracker:
         name = self.jsonl_name or ("greentrain.jsonl" if self.world_size == 1 else
                                    f"greentrain.rank{self.rank}.jsonl")
         self.path = self.out_dir / name
+        if self.write_outputs and self.rank == 0:  # a foreign emissions.csv is refused before training, not after
+            from greentrain.measure.codecarbon import check_header
+
+            check_header(self.out_dir / "emissions.csv")
         # a new run: its own id and counts (records of an earlier run in the same file stay, not counted)
         self.run_id = _run_id(self.world_size)
         self.num_steps, self.measurement, self._last_modules_t = 0, None, 0.0
@@ -155,6 +166,7 @@ class Tracker:
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
+        self._cpu_s0 = tree_cpu_s(process_tree(os.getpid()))  # CPU utilisation of the run (end record)
         self._rss = RssReader()
         meters = self._make_meters(local_rank)
         self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
@@ -164,6 +176,7 @@ class Tracker:
                              "t0_unix": now_unix - (time.perf_counter() - self.t0),
                              "rank": self.rank, "world_size": self.world_size,
                              "model_parallel_size": self.model_parallel_size, "argv": sys.argv,
+                             "cpu_count": os.cpu_count() or 1,
                              "meters": meter_info(readings), **hardware_info(meters)})
         self._writer.flush()
         if self.model is not None:
@@ -264,7 +277,7 @@ class Tracker:
             self.hooks = None
         self._sampler.stop()
         self._writer.append({"type": "end", "t_s": time.perf_counter() - self.t0, "status": status,
-                             "error": error})
+                             "error": error, "cpu_s": tree_cpu_s(process_tree(os.getpid())) - self._cpu_s0})
         self._writer.close()
         self._writer = None
         if self._rss is not None:
