@@ -154,7 +154,14 @@ def _run(name: str, argv: list[str]) -> int:
         if name in WRITES_AS_IT_GOES:
             return int(module.run(ns))
         with all_or_none():  # the command's output files appear together when it ends, or none of them
-            return int(module.run(ns))
+            try:
+                return int(module.run(ns))
+            except BrokenPipeError:  # the reader of stdout left (`| head`): the files are still written
+                return 0
+            except SystemExit as e:  # Rich answers a closed stdout with SystemExit(1): the same case
+                if isinstance(e.__context__, BrokenPipeError):
+                    return 0
+                raise
     except GreentrainError as e:
         print(f"greentrain {name}: error: {e}", file=sys.stderr)
         return 2

@@ -249,3 +249,18 @@ def test_host_memory_cap_turns_an_overrun_into_memory_error() -> None:
     with host_memory_capped(2**20), pytest.raises(MemoryError):
         bytearray(int(RUNTIME_SLACK_BYTES + 2**33))
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
+@pytest.mark.slow  # a subprocess that imports matplotlib and searches: 7 s at load 7
+def test_a_closed_stdout_still_writes_the_files(tmp_path: Path) -> None:
+    """`greentrain search ... --plot P | head -1`: the reader leaves before the table is printed; the plot is
+    still written (the command's files are committed), exit 0, no traceback."""
+    plot = tmp_path / "s.png"
+    p = subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "search", "--model", "llama3.2-1b",
+                          "--num-chips", "8", "--global-batch", "16", "--seq-len", "2048", "--tokens", "1e9",
+                          "--max-micro-batch", "2", "--plot", str(plot)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # before the command prints anything: its first write meets a closed pipe
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and "Traceback" not in err and plot.stat().st_size > 0
