@@ -1,8 +1,8 @@
 """FSDP frameworks on A100 80GB through `greentrain validate`, each row with its own framework profile
 (shared/reference/calibration: llm-foundry's published throughput table, 61 runs, and torchtitan's first A100
-tables, 8 runs). Measured 2026-11-25 (docs/validation.md): llm-foundry mean |throughput error| 5.5 % (bias
--0.7 %), no run that ran refused; torchtitan 3.3 % (bias -1.3 %). The issue's goals are <= 10 % and no refusal;
-the tolerances below (about 1.5 points above today) catch regressions. The files live outside the repository:
+tables, 8 runs). Measured 2026-11-25 with the per-kernel fixed costs (docs/validation.md): llm-foundry mean
+|throughput error| 5.6 % (bias -0.4 %), no run that ran refused; torchtitan 3.1 % (bias +0.1 %). The issue's goals
+are <= 10 % and no refusal; the tolerances below (about 1.5 points above today) catch regressions. The files live outside the repository:
 the tests skip without them.
 """
 
@@ -40,5 +40,5 @@ def test_llmfoundry_a100() -> None:
 def test_torchtitan_a100() -> None:
     s = _summary("torchtitan-a100-2404.csv")
     assert s.num_scored == 8
-    assert s.throughput_error_mean is not None and s.throughput_error_mean <= 0.05
+    assert s.throughput_error_mean is not None and s.throughput_error_mean <= 0.045
     assert s.runs_refused == 0
