@@ -156,8 +156,12 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
     """A workload section; a missing key takes DEFAULT_SCENARIO's value (its token budget only when no run
     length is given at all: train_tokens, num_steps and num_epochs exclude each other)."""
     defaults = dict(DEFAULT_SCENARIO["workload"])
-    if any(k in data for k in RUN_LENGTH_FIELDS):
+    given = [k for k in RUN_LENGTH_FIELDS if k in data]
+    if given:
         defaults.pop("train_tokens")
+    if given and not any(as_float(data[k], f"workload.{k}") for k in given):  # train_tokens: 0 ran a 0 s plan
+        raise ConfigError(f"workload.{given[0]}", data[given[0]], "must be > 0: a run needs a length (give one of "
+                          f"{', '.join(RUN_LENGTH_FIELDS)})")
     return Workload.from_dict({**defaults, **data})
 
 

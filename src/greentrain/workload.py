@@ -135,10 +135,6 @@ class Workload:
                 kw[k] = as_float(v, f, minimum=0.0)
             else:
                 kw[k] = as_int(v, f, minimum=0)
-        given = [k for k in RUN_LENGTH_FIELDS if k in kw]  # 0 is "not this one" beside another (to_dict writes all)
-        if given and not any(kw[k] for k in given):
-            raise ConfigError(f"{where}.{given[0]}", data[given[0]], f"must be > 0: a run needs a length (give one of "
-                              f"{', '.join(RUN_LENGTH_FIELDS)})")
         return cls(**kw)
 
 
