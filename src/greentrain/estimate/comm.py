@@ -19,20 +19,22 @@ All-gather and reduce-scatter across nodes are one ring over every rank in NCCL 
 channels spread the bytes over the node's NICs as the two-level split does, but each of the g - 1 steps waits
 for its slowest edge, a network hop (NCCL src/graph/tuning.cc: a ring's latency is nsteps x the network's
 hwLat once it spans nodes), so the latency is (g - 1) network hops.
+
+Every function is written once over ``Num`` (greentrain/num.py): a float for one strategy (estimate_step), a
+column per strategy for the vectorised search (estimate/vector.py); group sizes may be ints or floats.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from enum import Enum
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from greentrain.hardware.chip import Link
+from greentrain.num import Num, ceil, log2, maximum, minimum, select, where
 
-FloatArray = npt.NDArray[np.float64]
+if TYPE_CHECKING:
+    from greentrain.estimate.efficiency import Efficiency
+    from greentrain.hardware.cluster import Cluster
 
 
 class Collective(str, Enum):
@@ -44,12 +46,6 @@ class Collective(str, Enum):
     SEND_RECV = "send_recv"
 
 
-class Algorithm(str, Enum):
-    RING = "ring"
-    TREE = "tree"
-    HIERARCHICAL = "hierarchical"
-
-
 _RING_FACTOR = {
     Collective.ALL_REDUCE: 2.0,
     Collective.ALL_GATHER: 1.0,
@@ -58,131 +54,77 @@ _RING_FACTOR = {
 }
 
 
-def ring_bytes_per_rank(kind: Collective, group_size: int, payload_bytes: float) -> float:
+def ring_bytes_per_rank(kind: Collective, group_size: Num, payload_bytes: Num) -> Num:
     """Bytes one rank sends in a ring (or pairwise) implementation of ``kind`` over ``group_size`` ranks."""
     g = group_size
-    if g <= 1:
-        return 0.0
     if kind in (Collective.BROADCAST, Collective.SEND_RECV):
-        return payload_bytes
-    return _RING_FACTOR[kind] * (g - 1) / g * payload_bytes
+        return where(g <= 1, 0.0 * payload_bytes, payload_bytes)
+    return where(g <= 1, 0.0 * payload_bytes, _RING_FACTOR[kind] * (g - 1) / g * payload_bytes)
 
 
-def ring_steps(kind: Collective, group_size: int) -> int:
+def ring_steps(kind: Collective, group_size: Num) -> Num:
+    """Latency steps of the ring: 2 (g - 1) for an all-reduce, one for a send, g - 1 for the others."""
     g = group_size
-    if g <= 1:
-        return 0
     if kind is Collective.ALL_REDUCE:
-        return 2 * (g - 1)
-    if kind is Collective.SEND_RECV:
-        return 1
-    return g - 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommCost:
-    kind: Collective
-    group_size: int
-    payload_bytes: float
-    bytes_sent_per_rank: float
-    time_s: float
-
-
-def collective_time(kind: Collective, group_size: int, payload_bytes: float, link: Link,
-                    algorithm: Algorithm = Algorithm.RING, efficiency: float = 1.0) -> CommCost:
-    """Alpha-beta time of one collective over ``link`` (per chip, per direction bandwidth)."""
-    g = group_size
-    if g <= 1 or payload_bytes <= 0:
-        return CommCost(kind=kind, group_size=g, payload_bytes=payload_bytes, bytes_sent_per_rank=0.0, time_s=0.0)
-    bw = link.bytes_per_s * efficiency
-    if algorithm is Algorithm.TREE and kind is Collective.ALL_REDUCE:
-        sent = 2.0 * payload_bytes * (g - 1) / g
-        steps = 2 * math.ceil(math.log2(g))
+        steps = 2 * (g - 1)
+    elif kind is Collective.SEND_RECV:
+        steps = 1 + 0 * g
     else:
-        sent = ring_bytes_per_rank(kind, g, payload_bytes)
-        steps = ring_steps(kind, g)
-    return CommCost(kind=kind, group_size=g, payload_bytes=payload_bytes, bytes_sent_per_rank=sent,
-                    time_s=steps * link.latency_s + sent / bw)
+        steps = g - 1
+    return where(g <= 1, 0 * g, steps)
 
 
-def tree_latency_s(nodes: float, inter: Link) -> float:
+def ring_time_s(kind: Collective, group_size: Num, payload_bytes: Num, link: Link, efficiency: float = 1.0) -> Num:
+    """Alpha-beta time of one ring collective over ``link`` (per chip, per direction bandwidth): steps x
+    latency + bytes sent / bandwidth; nothing for a group of one or an empty payload."""
+    g, b = group_size, payload_bytes
+    t = ring_steps(kind, g) * link.latency_s + ring_bytes_per_rank(kind, g, b) / (link.bytes_per_s * efficiency)
+    return where((g <= 1) | (b <= 0), 0.0 * t, t)
+
+
+def tree_latency_s(nodes: Num, inter: Link) -> Num:
     """Latency of the across-node part of an all-reduce on NCCL's double binary tree: up and down log2(N)
     network hops (NCCL src/graph/tuning.cc: tree all-reduce latency 2 x log2(nodes) x the network hop, against
     2 (nodes - 1) hops for the ring; NCCL picks the faster, so latency grows with log2 of the node count)."""
-    return 2.0 * math.log2(max(nodes, 1.0)) * inter.latency_s
+    return 2.0 * log2(maximum(nodes, 1.0)) * inter.latency_s
 
 
-def hierarchical_time(kind: Collective, group_size: int, ranks_per_node: int, payload_bytes: float,
+def hierarchical_time(kind: Collective, group_size: Num, ranks_per_node: Num, payload_bytes: Num,
                       intra: Link, inter: Link, intra_efficiency: float = 1.0,
-                      inter_efficiency: float = 1.0) -> float:
+                      inter_efficiency: float = 1.0) -> Num:
     """A collective over ``group_size`` ranks laid out ``ranks_per_node`` to a node.
 
     Inside one node it is a plain ring over the intra-node link. Across nodes: the intra-node phase on
     ``payload`` and the inter-node phase on ``payload / ranks_per_node`` (each chip drives its own NIC share).
     """
-    g, k = group_size, max(1, min(ranks_per_node, group_size))
-    if g <= 1 or payload_bytes <= 0:
-        return 0.0
-    if g <= k:
-        return collective_time(kind, g, payload_bytes, intra, efficiency=intra_efficiency).time_s
-    nodes = math.ceil(g / k)
-    if kind is Collective.ALL_REDUCE:
-        inner = 2 * collective_time(Collective.REDUCE_SCATTER, k, payload_bytes, intra,
-                                    efficiency=intra_efficiency).time_s
-        outer = collective_time(Collective.ALL_REDUCE, nodes, payload_bytes / k, inter,
-                                efficiency=inter_efficiency).time_s
-        ring_lat = 2 * (nodes - 1) * inter.latency_s
-        return inner + outer - ring_lat + min(ring_lat, tree_latency_s(nodes, inter))
-    if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
-        inner = collective_time(kind, k, payload_bytes / nodes, intra, efficiency=intra_efficiency).time_s
-        outer = collective_time(kind, nodes, payload_bytes / k, inter, efficiency=inter_efficiency).time_s
-        two_level_lat = (k - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
-        return inner + outer - two_level_lat + (g - 1) * inter.latency_s  # one ring: g - 1 network steps
-    # all-to-all and point-to-point across nodes are bound by the inter-node link
-    return collective_time(kind, g, payload_bytes, inter, efficiency=inter_efficiency).time_s
+    g, b = group_size, payload_bytes
+    k = maximum(1, minimum(ranks_per_node, g))
+
+    def inside() -> Num:
+        return ring_time_s(kind, g, b, intra, intra_efficiency)
+
+    def across() -> Num:
+        nodes = ceil(g / k)
+        if kind is Collective.ALL_REDUCE:
+            inner = 2 * ring_time_s(Collective.REDUCE_SCATTER, k, b, intra, intra_efficiency)
+            outer = ring_time_s(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency)
+            ring_lat = 2 * (nodes - 1) * inter.latency_s
+            return inner + outer - ring_lat + minimum(ring_lat, tree_latency_s(nodes, inter))
+        if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+            inner = ring_time_s(kind, k, b / nodes, intra, intra_efficiency)
+            outer = ring_time_s(kind, nodes, b / k, inter, inter_efficiency)
+            two_level_lat = (k - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
+            return inner + outer - two_level_lat + (g - 1) * inter.latency_s  # one ring: g - 1 network steps
+        # all-to-all and point-to-point across nodes are bound by the inter-node link
+        return ring_time_s(kind, g, b, inter, inter_efficiency)
+
+    t = select(g <= k, inside, across)
+    return where((g <= 1) | (b <= 0), 0.0 * t, t)
 
 
-# ---- the same formulas over numpy arrays (the vectorised search, estimate/vector.py) ----
-# Mirrors collective_time (ring algorithm) and hierarchical_time above, term for term; tests/unit/search
-# checks the vectorised estimator against the scalar one on random strategies.
-
-def _ring_time_array(kind: Collective, g: FloatArray, payload: FloatArray, link: Link,
-                     efficiency: float) -> FloatArray:
-    if kind is Collective.ALL_REDUCE:
-        factor, steps = 2.0, 2.0 * (g - 1)
-    elif kind is Collective.SEND_RECV:
-        factor, steps = 1.0, np.ones_like(g)
-    elif kind is Collective.BROADCAST:
-        raise ValueError("broadcast has no vectorised form")
-    else:
-        factor, steps = 1.0, g - 1
-    sent = payload if kind is Collective.SEND_RECV else factor * (g - 1) / g * payload
-    t = steps * link.latency_s + sent / (link.bytes_per_s * efficiency)
-    return np.where((g <= 1) | (payload <= 0), 0.0, t)
-
-
-def hierarchical_time_array(kind: Collective, group_size: FloatArray, ranks_per_node: FloatArray,
-                            payload_bytes: FloatArray, intra: Link, inter: Link, intra_efficiency: float = 1.0,
-                            inter_efficiency: float = 1.0) -> FloatArray:
-    """hierarchical_time over arrays of group sizes, ranks per node and payloads (ring algorithm)."""
-    g = np.asarray(group_size, dtype=np.float64)
-    k = np.maximum(1.0, np.minimum(ranks_per_node, g))
-    b = np.broadcast_to(np.asarray(payload_bytes, dtype=np.float64), g.shape)
-    nodes = np.ceil(g / k)
-    inside = _ring_time_array(kind, g, b, intra, intra_efficiency)
-    if kind is Collective.ALL_REDUCE:
-        ring_lat = 2 * (nodes - 1) * inter.latency_s
-        tree_lat = 2.0 * np.log2(np.maximum(nodes, 1.0)) * inter.latency_s  # tree_latency_s
-        across = (2 * _ring_time_array(Collective.REDUCE_SCATTER, k, b, intra, intra_efficiency)
-                  + _ring_time_array(Collective.ALL_REDUCE, nodes, b / k, inter, inter_efficiency)
-                  - np.where(nodes > 1, ring_lat - np.minimum(ring_lat, tree_lat), 0.0))
-    elif kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
-        two_level_lat = np.where(k > 1, (k - 1) * intra.latency_s, 0.0) + np.where(nodes > 1, (nodes - 1)
-                                                                                    * inter.latency_s, 0.0)
-        across = (_ring_time_array(kind, k, b / nodes, intra, intra_efficiency)
-                  + _ring_time_array(kind, nodes, b / k, inter, inter_efficiency)
-                  - two_level_lat + (g - 1) * inter.latency_s)  # one ring: g - 1 network steps
-    else:
-        across = _ring_time_array(kind, g, b, inter, inter_efficiency)
-    t = np.where(g <= k, inside, across)
-    return np.where((g <= 1) | (b <= 0), 0.0, t)
+def collective_s(kind: Collective, group: Num, per_node: Num, payload_bytes: Num, cl: Cluster,
+                 eff: Efficiency) -> Num:
+    """hierarchical_time on the cluster's links at the framework's link efficiencies (one strategy's floats, or
+    a column per strategy)."""
+    return hierarchical_time(kind, group, per_node, payload_bytes, cl.intra_node, cl.inter_node,
+                             eff.intra_node_link, eff.inter_node_link)

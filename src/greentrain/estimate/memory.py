@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.estimate.step_terms import minimum, where
 from greentrain.model.spec import LayerKind, TransformerSpec
+from greentrain.num import minimum, where
 from greentrain.workload import OPTIMIZER_DTYPES, Workload
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)

@@ -27,10 +27,8 @@ import yaml
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.parallel_costs import collective_s
-from greentrain.estimate.step_terms import maximum, minimum, where
 from greentrain.hardware.cluster import Cluster
-
-Num = Any  # a float, or a column of floats (estimate/vector.py)
+from greentrain.num import Num, maximum, minimum, where
 
 
 @cache

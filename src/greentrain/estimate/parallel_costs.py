@@ -20,17 +20,15 @@ Volumes (per device, per micro-batch unless said otherwise), e = activation byte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from greentrain.estimate.comm import Collective, hierarchical_time, hierarchical_time_array
+from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step_terms import pp_crosses_nodes
 from greentrain.hardware.cluster import Cluster
+from greentrain.num import Num
 from greentrain.parallel.strategy import Strategy
-
-Num = Any  # an int or float, or a column of them (ndarray) when estimate/vector.py costs many strategies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,21 +56,10 @@ def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
                      pp_crosses_nodes=bool(pp_crosses_nodes(s.tp * s.cp * s.dp, cluster)))
 
 
-def collective_s(kind: Collective, group: Num, per_node: Num, payload_bytes: Num, cluster: Cluster,
-                 eff: Efficiency) -> Num:
-    """comm.hierarchical_time; comm.hierarchical_time_array when an argument is a column."""
-    if isinstance(group, np.ndarray) or isinstance(per_node, np.ndarray) or isinstance(payload_bytes, np.ndarray):
-        g, k, b = np.broadcast_arrays(np.asarray(group, dtype=np.float64), per_node, payload_bytes)
-        return hierarchical_time_array(kind, g, k, b, cluster.intra_node, cluster.inter_node, eff.intra_node_link,
-                                       eff.inter_node_link)
-    return hierarchical_time(kind, group, per_node, payload_bytes, cluster.intra_node, cluster.inter_node,
-                             eff.intra_node_link, eff.inter_node_link)
-
-
 def tp_layer_s(tp: Num, sp: Num, cluster: Cluster, eff: Efficiency, payload_bytes: Num, per_node: Num,
                collectives_per_pass: int) -> Num:
     """TP communication of one layer, forward or backward (one pass); ``sp``: sequence parallelism in effect.
-    Over columns, a group of one costs nothing (comm.hierarchical_time_array)."""
+    Over columns, a group of one costs nothing (comm.hierarchical_time)."""
     if isinstance(sp, np.ndarray):
         return np.where(sp, tp_layer_s(tp, True, cluster, eff, payload_bytes, per_node, collectives_per_pass),
                         tp_layer_s(tp, False, cluster, eff, payload_bytes, per_node, collectives_per_pass))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.estimate.step_terms import ceil, floor, maximum, minimum, where
+from greentrain.num import ceil, floor, maximum, minimum, where
 
 _EPS = 1e-9  # whole layer counts: floor(8.000001 - 1.000001) is 7, though the float difference is 6.999...
 

@@ -16,71 +16,21 @@ float for float inputs.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-import numpy as np
-import numpy.typing as npt
-
-from greentrain.estimate.comm import Collective, hierarchical_time, hierarchical_time_array
+from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.hardware.cluster import Cluster
+from greentrain.num import Num, maximum, select, where
 
-FloatArray = npt.NDArray[np.float64]
-Num = TypeVar("Num", float, FloatArray)
-
-
-_ARRAY = np.ndarray
-
-
-def _scalar(*xs: Any) -> bool:
-    return not any(isinstance(x, _ARRAY) for x in xs)
+# The Num helpers, also imported from here by estimate/compute.py and estimate/stage.py.
+from greentrain.num import ceil as ceil
+from greentrain.num import minimum as minimum
 
 
-# The operations the shared terms use: Python's on floats (a numpy call on a float costs ~1 us, and one
-# estimate makes hundreds), numpy's as soon as one argument is a column.
-def where(cond: Any, a: Any, b: Any) -> Any:
-    """np.where when the condition is a column; a scalar condition picks ``a`` or ``b`` whole (no copy)."""
-    if isinstance(cond, _ARRAY):
-        return np.where(cond, a, b)
-    return a if cond else b
-
-
-def maximum(a: Any, b: Any) -> Any:
-    if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
-        return np.maximum(a, b)
-    return a if a >= b else b
-
-
-def minimum(a: Any, b: Any) -> Any:
-    if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
-        return np.minimum(a, b)
-    return a if a <= b else b
-
-
-def floor(x: Any) -> Any:
-    return np.floor(x) if isinstance(x, _ARRAY) else float(math.floor(x))
-
-
-def ceil(x: Any) -> Any:
-    return np.ceil(x) if isinstance(x, _ARRAY) else float(math.ceil(x))
-
-
-def collective_time_s(kind: Collective, group: Any, per_node: Any, payload: Any, cl: Cluster, eff: Efficiency) -> Any:
-    """comm.hierarchical_time for one strategy, comm.hierarchical_time_array for columns (the same formula)."""
-    if _scalar(group, per_node, payload):
-        return hierarchical_time(kind, int(group), int(per_node), float(payload), cl.intra_node, cl.inter_node,
-                                 eff.intra_node_link, eff.inter_node_link)
-    return hierarchical_time_array(kind, group, per_node, payload, cl.intra_node, cl.inter_node,
-                                   eff.intra_node_link, eff.inter_node_link)
-
-
-def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Any, pp: Any, cl: Cluster) -> Num:
+def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Num, pp: Num, cl: Cluster) -> Num:
     """One micro-batch on a stage of ``layers`` transformer layers: max(device, host). A pipeline that spans
     nodes (pp_spans_nodes) adds host_layer_s_per_tp_pp_nodes per tensor-parallel rank to each layer's host
     time (measured on nanotron: docs/validation.md)."""
-    host: Any = eff.host_layer_s
+    host: Num = eff.host_layer_s
     if eff.host_layer_s_per_tp_pp_nodes:
         host = host + where(pp_spans_nodes(pp, cl), tp * eff.host_layer_s_per_tp_pp_nodes, 0.0 * tp)
     out: Num = maximum(device_s, layers * host)
@@ -94,21 +44,23 @@ def grad_accum_s(params: Num, memory_bytes_per_s: float, eff: Efficiency) -> Num
 
 
 def num_buckets(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
-    """Gradient buckets of one device: one per layer (FSDP), per dp_bucket_bytes (DDP, Megatron), or one."""
+    """Gradient buckets of one device: one per layer (FSDP), per dp_bucket_bytes (DDP, Megatron), or one
+    (bucket_bytes gives their size)."""
     if eff.dp_bucket_per_layer:
         out: Num = maximum(1.0, layers)
     elif eff.dp_bucket_bytes <= 0:
         out = grad_bytes * 0.0 + 1.0
     else:
-        out = maximum(1.0, np.ceil(grad_bytes / eff.dp_bucket_bytes))
+        out = maximum(1.0, ceil(grad_bytes / eff.dp_bucket_bytes))
     return out
 
 
-def select(cond: Any, if_true: Callable[[], Any], if_false: Callable[[], Any]) -> Any:
-    """where(cond, if_true(), if_false()), evaluating only the branch a scalar condition takes."""
-    if isinstance(cond, _ARRAY):
-        return np.where(cond, if_true(), if_false())
-    return if_true() if cond else if_false()
+def bucket_bytes(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
+    """The size of one gradient bucket (num_buckets' rule): a layer's gradients (FSDP), dp_bucket_bytes (DDP,
+    Megatron with overlap), or 0: the whole gradients at once (Megatron Core's default)."""
+    if eff.dp_bucket_per_layer:
+        return grad_bytes / maximum(1.0, layers)
+    return eff.dp_bucket_bytes
 
 
 def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, weight_bytes: Num, layers: Num,
@@ -119,29 +71,29 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
     all; fine-tuning: the trainable ones); ``backward_s`` the last micro-batch's backward, the window overlap
     can use; ZeRO-3: ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
     g, k = dp_group, dp_per_node
-    gathered: list[Any] = []
+    gathered: list[Num] = []
 
-    def gather() -> Any:  # the weights' all-gather, computed once
+    def gather() -> Num:  # the weights' all-gather, computed once
         if not gathered:
-            gathered.append(collective_time_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff))
+            gathered.append(collective_s(Collective.ALL_GATHER, g, k, weight_bytes, cl, eff))
         return gathered[0]
 
-    def gather_updated() -> Any:
+    def gather_updated() -> Num:
         if updated_weight_bytes is None:
             return gather()
-        return collective_time_s(Collective.ALL_GATHER, g, k, updated_weight_bytes, cl, eff)
+        return collective_s(Collective.ALL_GATHER, g, k, updated_weight_bytes, cl, eff)
 
-    def zero3() -> Any:
+    def zero3() -> Num:
         # every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
         # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching)
-        rs_all = collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
+        rs_all = collective_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
         return num_micro * maximum(0.0, 2 * gather() + rs_all - micro_batch_s)
 
-    def buckets() -> Any:
+    def buckets() -> Num:
         nb = num_buckets(grad_bytes, layers, eff)
         red_one = select((zero >= 1) & (not eff.zero_all_reduce),
-                         lambda: collective_time_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
-                         lambda: collective_time_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
+                         lambda: collective_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
+                         lambda: collective_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
         red_total = nb * red_one
         # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
         exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
@@ -151,7 +103,7 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
     return out
 
 
-def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Any, wb: float, gb: float, ob: float,
+def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Num, wb: float, gb: float, ob: float,
                 cl: Cluster, eff: Efficiency) -> Num:
     """The optimizer step of one device's ``params``: memory bound on the device, or the host link and CPU Adam
     when offloaded (ZeRO-Offload, Ren et al. 2021: gradients down and weights up over the host link, CPU Adam
@@ -167,14 +119,14 @@ def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Any, wb: float, 
     return out
 
 
-def pp_crosses_nodes(inner: Any, cl: Cluster) -> Any:
+def pp_crosses_nodes(inner: Num, cl: Cluster) -> Num:
     """Pipeline stages sit on different nodes when the ranks of one stage (tp*cp*dp, laid out innermost) fill
     a node: then every boundary crosses, and a send's cost is the network's (pp_send_s; pp_spans_nodes asks
     whether any boundary does)."""
     return (inner >= cl.node_size) & (cl.num_nodes > 1)
 
 
-def pp_spans_nodes(pp: Any, cl: Cluster) -> Any:
+def pp_spans_nodes(pp: Num, cl: Cluster) -> Num:
     """Some adjacent pipeline stages sit on different nodes: a pipeline on a cluster of several nodes (the
     stages are the outermost mesh axis, so a pipeline inside one node needs the whole job there). Unlike
     pp_crosses_nodes (every stage boundary crosses, what a send costs), one crossing boundary is enough: the

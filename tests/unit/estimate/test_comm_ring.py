@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from greentrain.estimate.comm import Collective, collective_time, hierarchical_time, hierarchical_time_array
+from greentrain.estimate.comm import Collective, hierarchical_time, ring_time_s
 from greentrain.hardware.catalog import get_link
 
 NVLINK, EFA = get_link("nvlink4"), get_link("efa-400")
@@ -21,16 +21,29 @@ def test_ring_across_nodes_pays_a_network_hop_per_step(kind: Collective) -> None
     assert hierarchical_time(kind, 8, 8, tiny, NVLINK, EFA) == pytest.approx(7 * NVLINK.latency_s, rel=1e-3)
     # the bandwidth term is the two-level one: the NICs of a node share the bytes crossing nodes
     big = 2.0**30
-    bw = (collective_time(kind, 8, big / 2, NVLINK).time_s - 7 * NVLINK.latency_s
-          + collective_time(kind, 2, big / 8, EFA).time_s - EFA.latency_s)
+    bw = (ring_time_s(kind, 8, big / 2, NVLINK) - 7 * NVLINK.latency_s
+          + ring_time_s(kind, 2, big / 8, EFA) - EFA.latency_s)
     assert hierarchical_time(kind, 16, 8, big, NVLINK, EFA) == pytest.approx(bw + 15 * EFA.latency_s, rel=1e-9)
 
 
-@pytest.mark.parametrize("kind", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE])
+@pytest.mark.parametrize("kind", list(Collective))
 def test_columns_equal_scalars(kind: Collective) -> None:
-    g, k = np.array([2.0, 8, 16, 32, 64, 4]), np.array([8.0, 8, 8, 8, 8, 1])
-    b = np.array([1e3, 1e6, 1.6e7, 3e8, 1e9, 5e7])
-    cols = hierarchical_time_array(kind, g, k, b, NVLINK, EFA, 0.9, 0.8)
+    """One formula: a column of groups, node layouts and payloads gives, row by row, the float call's number
+    (groups of one and empty payloads cost nothing)."""
+    g, k = np.array([1.0, 2, 8, 16, 32, 64, 4, 24]), np.array([8.0, 8, 8, 8, 8, 8, 1, 8])
+    b = np.array([1e3, 1e3, 1e6, 1.6e7, 3e8, 1e9, 5e7, 0.0])
+    cols = hierarchical_time(kind, g, k, b, NVLINK, EFA, 0.9, 0.8)
+    assert isinstance(cols, np.ndarray) and cols.shape == g.shape
     for i in range(len(g)):
         one = hierarchical_time(kind, int(g[i]), int(k[i]), float(b[i]), NVLINK, EFA, 0.9, 0.8)
-        assert cols[i] == pytest.approx(one, rel=1e-12)
+        assert isinstance(one, float)
+        assert cols[i] == one
+    assert cols[0] == 0.0 and cols[-1] == 0.0
+
+
+def test_all_reduce_latency_takes_the_tree_across_many_nodes() -> None:
+    """Across n nodes the all-reduce's network latency is min(ring 2 (n - 1), tree 2 log2 n) hops."""
+    one_byte = hierarchical_time(Collective.ALL_REDUCE, 64 * 8, 8, 1.0, NVLINK, EFA)
+    assert one_byte == pytest.approx(2 * 7 * NVLINK.latency_s + 2 * 6 * EFA.latency_s, rel=1e-3)
+    two_nodes = hierarchical_time(Collective.ALL_REDUCE, 16, 8, 1.0, NVLINK, EFA)
+    assert two_nodes == pytest.approx(2 * 7 * NVLINK.latency_s + 2 * EFA.latency_s, rel=1e-3)
