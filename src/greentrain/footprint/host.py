@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 
 from greentrain.hardware.chip import Chip
+from greentrain.num import Num, minimum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,8 +65,9 @@ def host_max_w_per_chip(chip: Chip) -> float:
     return ratio * chip.tdp_w
 
 
-def default_host_power_w_per_chip(chip: Chip | None, device_power_w: float) -> float:
-    """Host power per chip at the chip's load (0 without a chip or a TDP to scale by)."""
+def default_host_power_w_per_chip(chip: Chip | None, device_power_w: Num) -> Num:
+    """Host power per chip at the chip's load (0 without a chip or a TDP to scale by); a column of device
+    powers gives a column."""
     if chip is None or chip.tdp_w <= 0:
-        return 0.0
-    return host_max_w_per_chip(chip) * min(device_power_w / chip.tdp_w, 1.0)
+        return 0.0 * device_power_w
+    return host_max_w_per_chip(chip) * minimum(device_power_w / chip.tdp_w, 1.0)

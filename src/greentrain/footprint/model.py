@@ -14,21 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from greentrain import units
 from greentrain.config import require
 from greentrain.errors import ConfigError
-from greentrain.footprint.host import default_host_power_w_per_chip, host_max_w_per_chip
+from greentrain.footprint.host import default_host_power_w_per_chip
 from greentrain.footprint.site import Site
 from greentrain.hardware.chip import Chip
+from greentrain.num import FloatArray, Num, all_true
 
 # Service lifetime over which embodied carbon and on-premises hardware are amortized: 4 years, a conservative
 # convention (a shorter life gives each hour a larger share). Hyperscalers depreciate servers over 6 years
 # (Microsoft FY2023 and Alphabet 2023 annual reports); pass lifetime_s to use that instead.
 DEFAULT_LIFETIME_S = units.years_to_s(4.0)
 COST_BASES = ("cloud", "on-premises", "electricity", "unknown")
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,18 +87,18 @@ class Footprint:
         }
 
 
-def chip_power_w(chip: Chip, utilization: float) -> float:
+def chip_power_w(chip: Chip, utilization: Num) -> Num:
     """Average power of one chip busy a fraction ``utilization`` of the time: idle + (TDP - idle) x u."""
-    require(0.0 <= utilization <= 1.0, "utilization", utilization, "must be in [0, 1]")
+    require(all_true((utilization >= 0.0) & (utilization <= 1.0)), "utilization", utilization, "must be in [0, 1]")
     if chip.tdp_w <= 0:
         raise ConfigError("chip", chip.name, "has no tdp_w in the catalog; give a measured power per chip (power_w)")
     return chip.idle_w + (chip.tdp_w - chip.idle_w) * utilization
 
 
-def embodied_kg_co2e(chip: Chip | None, device_s: float, lifetime_s: float) -> float:
+def embodied_kg_co2e(chip: Chip | None, device_s: Num, lifetime_s: float) -> Num:
     """Embodied carbon amortized linearly over the chip's service lifetime."""
     if chip is None or chip.embodied_kg_co2e <= 0:
-        return 0.0
+        return 0.0 * device_s
     return chip.embodied_kg_co2e * device_s / lifetime_s
 
 
@@ -118,9 +117,9 @@ def _device_power_w(chip: Chip | None, utilization: float, power_w: float | None
     return chip_power_w(chip, utilization), False
 
 
-def _cost(device_s: float, energy_j: float, site: Site, chip: Chip | None,
+def _cost(device_s: Num, energy_j: Num, site: Site, chip: Chip | None,
           price_usd_per_device_s: float | None, hardware_usd_per_chip: float,
-          lifetime_s: float) -> tuple[float, str]:
+          lifetime_s: float) -> tuple[Num, str]:
     """Cloud: device-seconds x price. On-premises: energy x electricity price + hardware amortized."""
     if hardware_usd_per_chip > 0:
         hardware = hardware_usd_per_chip * device_s / lifetime_s
@@ -132,7 +131,33 @@ def _cost(device_s: float, energy_j: float, site: Site, chip: Chip | None,
         return price * device_s, "cloud"
     if site.electricity_usd_per_j > 0:
         return energy_j * site.electricity_usd_per_j, "electricity"
-    return 0.0, "unknown"
+    return 0.0 * device_s, "unknown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Amounts:
+    """The footprint's figures for a device time and power (floats, or a column per run)."""
+
+    device_energy_j: Num
+    host_energy_j: Num
+    energy_j: Num
+    operational_kg_co2e: Num
+    embodied_kg_co2e: Num
+    cost_usd: Num
+    cost_basis: str
+
+
+def _amounts(*, device_s: Num, power_w: Num, host_power_w: Num, site: Site, chip: Chip | None,
+             price_usd_per_device_s: float | None, hardware_usd_per_chip: float, lifetime_s: float) -> _Amounts:
+    """Energy (Patterson et al. 2021 §2: power x time x PUE), CO2e (x the grid's kgCO2e per kWh, + embodied)
+    and cost of ``device_s`` device-seconds at ``power_w`` per chip and ``host_power_w`` of host per chip."""
+    dev_energy_j = power_w * device_s
+    host_energy_j = host_power_w * device_s
+    energy_j = (dev_energy_j + host_energy_j) * site.pue  # Patterson et al. 2021 §2: x PUE
+    cost, basis = _cost(device_s, energy_j, site, chip, price_usd_per_device_s, hardware_usd_per_chip, lifetime_s)
+    return _Amounts(device_energy_j=dev_energy_j, host_energy_j=host_energy_j, energy_j=energy_j,
+                    operational_kg_co2e=energy_j * site.carbon_intensity_kg_co2e_per_j,  # Patterson et al. §2
+                    embodied_kg_co2e=embodied_kg_co2e(chip, device_s, lifetime_s), cost_usd=cost, cost_basis=basis)
 
 
 def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | None = None,
@@ -159,29 +184,26 @@ def footprint(*, num_chips: int, duration_s: float, site: Site, chip: Chip | Non
     device_s = num_chips * duration_s
     power, measured = _device_power_w(chip, utilization, power_w, device_energy_j, device_s)
     measured = measured and not power_predicted
-    dev_energy_j = power * device_s
     if host_power_w_per_chip is None:
         host_power_w_per_chip = default_host_power_w_per_chip(chip, power)
     require(host_power_w_per_chip >= 0, "host_power_w_per_chip", host_power_w_per_chip, "must be >= 0")
-    host_energy_j = host_power_w_per_chip * device_s
-    energy_j = (dev_energy_j + host_energy_j) * site.pue  # Patterson et al. 2021 §2: x PUE
-    operational = energy_j * site.carbon_intensity_kg_co2e_per_j  # Patterson et al. 2021 §2: x kgCO2e/kWh
-    embodied = embodied_kg_co2e(chip, device_s, lifetime_s)
-    cost, basis = _cost(device_s, energy_j, site, chip, price_usd_per_device_s, hardware_usd_per_chip,
-                        lifetime_s)
+    a = _amounts(device_s=device_s, power_w=power, host_power_w=host_power_w_per_chip, site=site, chip=chip,
+                 price_usd_per_device_s=price_usd_per_device_s, hardware_usd_per_chip=hardware_usd_per_chip,
+                 lifetime_s=lifetime_s)
     notes = []
     if chip is None:
         notes.append("embodied carbon not counted: no chip given (a chip's embodied_kg_co2e)")
     elif chip.embodied_kg_co2e <= 0:
         notes.append(f"embodied carbon not counted: chip {chip.name} has no embodied_kg_co2e in the catalog")
-    if basis == "unknown":
+    if a.cost_basis == "unknown":
         notes.append("cost unknown: give a cloud price, or an electricity price (region or value)")
     return Footprint(duration_s=duration_s, num_chips=num_chips, device_hours=device_s / units.HOUR_S,
-                     power_w_per_chip=power, device_energy_j=dev_energy_j, host_energy_j=host_energy_j,
-                     energy_j=energy_j, operational_kg_co2e=operational, embodied_kg_co2e=embodied,
-                     emissions_kg_co2e=operational + embodied, cost_usd=cost, power_measured=measured,
-                     host_power_w_per_chip=host_power_w_per_chip, pue=site.pue,
-                     grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, region=site.region, cost_basis=basis,
+                     power_w_per_chip=power, device_energy_j=a.device_energy_j, host_energy_j=a.host_energy_j,
+                     energy_j=a.energy_j, operational_kg_co2e=a.operational_kg_co2e,
+                     embodied_kg_co2e=a.embodied_kg_co2e,
+                     emissions_kg_co2e=a.operational_kg_co2e + a.embodied_kg_co2e, cost_usd=a.cost_usd,
+                     power_measured=measured, host_power_w_per_chip=host_power_w_per_chip, pue=site.pue,
+                     grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, region=site.region, cost_basis=a.cost_basis,
                      lifetime_s=lifetime_s, notes=tuple(notes))
 
 
@@ -203,20 +225,12 @@ def footprint_arrays(*, num_chips: int, duration_s: FloatArray, utilization: Flo
                      lifetime_s: float = DEFAULT_LIFETIME_S) -> FootprintArrays:
     """footprint() with the modelled chip power (idle-to-TDP line at ``utilization``) and the default host
     overhead, as estimate_run calls it, over arrays of durations and utilizations: the same formulas."""
-    chip_power_w(chip, 0.0)  # raises the same one-line error as the scalar path for a chip without a TDP
     device_s = num_chips * np.asarray(duration_s, dtype=np.float64)
-    power = chip.idle_w + (chip.tdp_w - chip.idle_w) * np.asarray(utilization, dtype=np.float64)
-    host = host_max_w_per_chip(chip) * np.minimum(power / chip.tdp_w, 1.0)  # host.default_host_power_w_per_chip
-    energy_j = (power * device_s + host * device_s) * site.pue  # Patterson et al. 2021 §2: x PUE
-    operational = energy_j * site.carbon_intensity_kg_co2e_per_j
-    embodied = chip.embodied_kg_co2e * device_s / lifetime_s if chip.embodied_kg_co2e > 0 else np.zeros_like(device_s)
-    price = chip.price_usd_per_s if price_usd_per_device_s is None else price_usd_per_device_s
-    if price > 0:  # _cost's rule: a cloud price, else electricity, else unknown
-        cost, basis = price * device_s, "cloud"
-    elif site.electricity_usd_per_j > 0:
-        cost, basis = energy_j * site.electricity_usd_per_j, "electricity"
-    else:
-        cost, basis = np.zeros_like(device_s), "unknown"
-    return FootprintArrays(device_hours=device_s / units.HOUR_S, energy_j=energy_j, operational_kg_co2e=operational,
-                           embodied_kg_co2e=embodied, emissions_kg_co2e=operational + embodied, cost_usd=cost,
-                           cost_basis=basis)
+    power = chip_power_w(chip, np.asarray(utilization, dtype=np.float64))
+    a = _amounts(device_s=device_s, power_w=power, host_power_w=default_host_power_w_per_chip(chip, power),
+                 site=site, chip=chip, price_usd_per_device_s=price_usd_per_device_s, hardware_usd_per_chip=0.0,
+                 lifetime_s=lifetime_s)
+    return FootprintArrays(device_hours=device_s / units.HOUR_S, energy_j=a.energy_j,
+                           operational_kg_co2e=a.operational_kg_co2e, embodied_kg_co2e=a.embodied_kg_co2e,
+                           emissions_kg_co2e=a.operational_kg_co2e + a.embodied_kg_co2e, cost_usd=a.cost_usd,
+                           cost_basis=a.cost_basis)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 import pytest
 
 from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.footprint.host import default_host_power_w_per_chip, host_max_w_per_chip
-from greentrain.footprint.model import chip_power_w, footprint
+from greentrain.footprint.model import chip_power_w, footprint, footprint_arrays
 from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 
@@ -120,3 +121,25 @@ def test_chip_without_tdp_needs_power() -> None:
     chip = dataclasses.replace(get_chip("a100-80gb"), tdp_w=0.0, idle_w=0.0)
     with pytest.raises(ConfigError, match="tdp_w"):
         footprint(num_chips=1, duration_s=3600.0, site=SITE, chip=chip)
+
+
+@pytest.mark.parametrize("site, price", [
+    (Site.from_intensity(400.0, pue=1.3, electricity_usd_per_kwh=0.1), None),  # the chip's catalog price
+    (Site.from_intensity(50.0, pue=1.1, electricity_usd_per_kwh=0.1), 0.0),  # no price: electricity
+    (Site.from_intensity(300.0, pue=1.2), 0.0),  # neither: unknown
+])
+def test_arrays_are_the_scalar_formula(site: Site, price: float | None) -> None:
+    """One formula: each row of footprint_arrays is footprint() of that run with the modelled power and the
+    default host overhead, to the bit."""
+    chip = get_chip("h100-sxm")
+    duration_s, utilization = np.array([10.0, 5e4, 3.6e6]), np.array([0.0, 0.45, 1.0])
+    cols = footprint_arrays(num_chips=32, duration_s=duration_s, utilization=utilization, site=site, chip=chip,
+                            price_usd_per_device_s=price)
+    for i in range(len(duration_s)):
+        one = footprint(num_chips=32, duration_s=float(duration_s[i]), site=site, chip=chip,
+                        utilization=float(utilization[i]), host_power_w_per_chip=None, price_usd_per_device_s=price)
+        assert cols.cost_basis == one.cost_basis
+        assert (cols.energy_j[i], cols.operational_kg_co2e[i], cols.embodied_kg_co2e[i], cols.emissions_kg_co2e[i],
+                cols.cost_usd[i], cols.device_hours[i]) == (one.energy_j, one.operational_kg_co2e,
+                                                            one.embodied_kg_co2e, one.emissions_kg_co2e,
+                                                            one.cost_usd, one.device_hours)
