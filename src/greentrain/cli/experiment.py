@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         from greentrain.experiment.search import run_search as runner
     try:
         results = runner(exp, opts, progress=progress,
-                         after_variant=lambda d: _report(d, None, None, False, True, show=False))
+                         after_variant=lambda d: _after_variant(d, exp.base.mlflow))
     except ConfigError as e:  # the core names the option's field; here it is a flag
         raise ConfigError(e.field, e.value, e.rule.replace("RunOptions.over_budget_ok", "--over-budget-ok")) \
             from None
@@ -144,6 +144,13 @@ def _run(args: argparse.Namespace) -> int:
         _mlflow(out, exp.base.mlflow)
     print(f"results in {out}", file=sys.stderr)
     return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _after_variant(out: Path, mlflow: str | bool | None) -> None:
+    """After each variant: the report rewritten, and the variant in MLflow while the rest still run."""
+    _report(out, None, None, False, True, show=False)
+    if mlflow:
+        _mlflow(out, mlflow)
 
 
 def _mlflow(out: Path, setting: str | bool) -> None:

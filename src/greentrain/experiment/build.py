@@ -158,7 +158,9 @@ def training_arguments(job: Job, out_dir: Path, seed: int, cuda: bool) -> Any:
     es = job.early_stopping
     kw: dict[str, Any] = {
         **job.train.args, "output_dir": str(out_dir), "report_to": [], "save_strategy": "no",
-        "logging_strategy": "no", "disable_tqdm": True, "seed": seed, "use_cpu": not cuda,
+        # step curves (loss, greentrain's figures) in the log history, about 20 points a run (MLflow, report)
+        "logging_strategy": "steps", "logging_steps": max(1, job.train.max_steps // 20), "disable_tqdm": True,
+        "seed": seed, "use_cpu": not cuda,
         "bf16": job.train.precision == "bf16", "fp16": job.train.precision == "fp16",
         "eval_strategy": "steps" if es else "no", "per_device_eval_batch_size": job.eval.batch_size}
     if es:

@@ -10,11 +10,13 @@ At each ``on_log`` the run's figures so far (``energy_kwh``, ``emissions_g_co2e`
 dict, so every ``report_to`` sink (MLflow, TensorBoard, W&B...) records them beside the loss, and to the
 Trainer's ``state.log_history``. The Trainer calls its callbacks in order, the ``report_to`` ones first: at
 ``on_train_begin`` this callback moves itself to the front of the Trainer's callback list, so that the sinks
-see the figures it adds.
+see the figures it adds. At ``on_train_end`` the Trainer's log history (every logged step, figures included)
+is written to ``trainer_log_history.json`` beside the outputs.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,12 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler
 
+from greentrain.files import write_text_atomic
 from greentrain.measure.summary import Measurement
 from greentrain.measure.tracker import Tracker
 
 OUT_SUBDIR = "greentrain"  # under the trainer's own output folder
+LOG_HISTORY = "trainer_log_history.json"  # the Trainer's log history (each entry with its step)
 
 
 class GreentrainTrainerCallback(TrainerCallback):
@@ -70,3 +74,6 @@ class GreentrainTrainerCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.tracker.stop()
+        if state.is_world_process_zero and state.log_history:  # the step curves, for MLflow and the report
+            self.tracker.out_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self.tracker.out_dir / LOG_HISTORY, json.dumps(state.log_history, indent=0) + "\n")

@@ -3,6 +3,7 @@ none twice when ``report --mlflow`` runs again; without mlflow, one line naming 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,51 @@ def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any,
         assert expected in capsys.readouterr().err
     assert (out / "mlflow.db").is_file()
     client = MlflowClient(tracking_uri=tracking_uri(out, True))
-    runs = client.search_runs([client.get_experiment_by_name("hand").experiment_id])
+    every = client.search_runs([client.get_experiment_by_name("hand").experiment_id])
+    (parent,) = [r for r in every if "greentrain.parent" in r.data.tags]  # one per experiment, kept on rerun
+    runs = [r for r in every if r is not parent]
     assert sorted(r.data.tags["greentrain.variant_id"] for r in runs) == ["base", "fast"]
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in runs)
+    assert parent.info.run_name == "hand" and parent.info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"report.md", "results.csv"}
     base = next(r for r in runs if r.info.run_name == "base")
     assert base.data.metrics["energy_j"] == 3.6e3 and base.data.metrics["rouge1"] == 40.0
     assert base.data.tags["greentrain.config_hash"] == "h1" and base.info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_child_runs_have_real_times_step_curves_and_env_settings(tmp_path: Path, make_folder: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 item 3: a variant's run spans its real start and end, carries the Trainer's step curves, and
+    MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME are honoured."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from greentrain.experiment.results import read_result, write_result
+    from greentrain.experiment.runner import variant_dir
+    from greentrain.experiment.tracking import LOG_HISTORY, log_variants
+
+    out = tmp_path / "out"
+    make_folder(out)
+    base = variant_dir(out, "base")
+    write_result(base / "result.json", dataclasses.replace(read_result(base / "result.json"),
+                                                           started_unix=1.7e9))
+    (base / LOG_HISTORY).write_text(json.dumps([{"loss": 3.0 - s, "energy_kwh": 1e-5 * s, "step": s}
+                                                for s in (2, 4, 6)]))
+    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team")
+    from greentrain.experiment.report import load_results
+
+    _man, results = load_results(out)
+    assert log_variants("hand", results, out, True) == (2, 0)
+    assert not (out / "mlflow.db").exists()  # the environment's store, not the folder's
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("team").experiment_id])
+    run = next(r for r in runs if r.info.run_name == "base")
+    assert (run.info.start_time, run.info.end_time) == (1_700_000_000_000, 1_700_000_100_000)  # wall_s 100
+    loss = client.get_metric_history(run.info.run_id, "loss")
+    assert [(m.step, m.value) for m in loss] == [(2, 1.0), (4, -1.0), (6, -3.0)]
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"result.json", LOG_HISTORY}
