@@ -23,9 +23,10 @@ PACKAGE = SRC / "greentrain"
 # Layers from the bottom up. A unit is a subpackage or a root module of greentrain; "greentrain" is the
 # package face (__init__.py) and "auto" the face kept for `import greentrain.auto`: both sit on top and
 # nothing inside the package may import them. Root modules are placed by what they describe: units, errors,
-# the version, the YAML/JSON reader, the output-file writer and num (a float or a column) are leaves; results/ (every result kind's typed
-# view, its schema version and codec) sits just above them so that every producer and reader can use it;
-# Workload is part of the data model; Scenario joins Model + Cluster + Strategy + Workload + Site.
+# the version, the YAML/JSON reader, the output-file writer and num (a float or a column) are leaves;
+# results/ (every result kind's typed view, its schema version and codec) sits just above them so that every
+# producer and reader can use it; Workload is part of the data model; Scenario joins Model + Cluster +
+# Strategy + Workload + Site.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "errors", "_version", "config", "files", "num"}),
     frozenset({"results"}),
