@@ -37,6 +37,11 @@ MAX_NAME_CHARS = 255  # a name (model, run, chip) may become a file name: NAME_M
 MAX_PATH_CHARS = 4096  # a path a user names: PATH_MAX of Linux
 
 
+def _num(x: float) -> str:
+    """16,777,216 as such, 1e+14 and 0.001 as ``g`` prints them."""
+    return f"{int(x):,}" if x == int(x) and abs(x) < 1e9 else f"{x:g}"
+
+
 @dataclass(frozen=True, slots=True)
 class Bound:
     """The range of one kind of input, in SI or the unit its name says, with the reason for its ends.
@@ -53,7 +58,7 @@ class Bound:
 
     def rule(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
-        return f"must be in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]{unit}: {self.reason}"
+        return f"must be in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}]{unit}: {self.reason}"
 
     def ok(self, x: float) -> bool:
         if not isinstance(x, int) and not math.isfinite(x):  # an int is compared exactly (10**400 has no float)
@@ -112,7 +117,7 @@ BOUNDS: dict[str, Bound] = {
                       "are generated in memory (~1 kB each)"),
     "example_tokens": Bound(1, 65536, "tokens", "every example is padded to it; long-context seq2seq fine-tuning "
                             "uses <= 16,384 (LongT5)"),
-    "rounds": Bound(1, 1e7, "rounds", "a pre-training run is ~1e6 optimizer steps (Llama 3 405B: 1.2e6)"),
+    "rounds": Bound(1, 1e7, "rounds", "a pre-training run takes at most ~1e6 optimizer steps"),
     "batch_tokens": Bound(1, 1e8, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
 }
 

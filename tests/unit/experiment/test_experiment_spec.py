@@ -86,8 +86,8 @@ def test_hash_changes_with_the_job_only() -> None:
     # issue 24: refused when the file is read, not at run time or never
     ({"train": {"optim": "foo"}}, "train.optim", "unknown optimizer"),
     ({"model": {"arch": "t5", "config": {"d_modle": 64}}}, "model.config.d_modle", "did you mean d_model"),
-    ({"data": {"train_size": 1e12}}, "data.train_size", "must be in [1, 1e+06] examples"),
-    ({"data": {"max_source_tokens": 10**9}}, "data.max_source_tokens", "must be in [1, 65536] tokens"),
+    ({"data": {"train_size": 1e12}}, "data.train_size", "must be in [1, 1,000,000] examples"),
+    ({"data": {"max_source_tokens": 10**9}}, "data.max_source_tokens", "must be in [1, 65,536] tokens"),
 ])
 def test_bad_input_is_one_config_error_naming_the_field(change: dict[str, Any], field: str, rule: str) -> None:
     with pytest.raises(ConfigError) as e:

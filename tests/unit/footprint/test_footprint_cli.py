@@ -90,7 +90,7 @@ BASE = ["--chip", "h100", "--num-chips", "8", "--hours", "24", "--region", "us-e
 @pytest.mark.parametrize("argv, needle", [
     ([*BASE, "--power-w", "5000"], "--power-w=5000.0: must be <= 1050 W (1.5 x the h100-sxm TDP of 700 W)"),
     ([*BASE, "--power-w", "nan"], "argument --power-w: 'nan' must be a finite number"),
-    ([*BASE, "--power-w", "-1"], "argument --power-w: '-1' must be in [0, 100000] W"),
+    ([*BASE, "--power-w", "-1"], "argument --power-w: '-1' must be in [0, 100,000] W"),
     (["--num-chips", "8", "--hours", "inf", "--power-w", "300", "--grid-g-per-kwh", "400"],
      "argument --hours: 'inf' must be a finite number"),
     (["--chip", "h100", "--num-chips", "8", "--days", "inf", "--region", "FRA"], "argument --days: 'inf'"),
