@@ -2,8 +2,8 @@
 (shared/reference/calibration: llm-foundry's published throughput table, 61 runs, and torchtitan's first A100
 tables, 8 runs). Measured 2026-11-25 with the per-kernel fixed costs (docs/validation.md): llm-foundry mean
 |throughput error| 5.6 % (bias -0.4 %), no run that ran refused; torchtitan 3.1 % (bias +0.1 %). The issue's goals
-are <= 10 % and no refusal; the tolerances below (about 1.5 points above today) catch regressions. The files live outside the repository:
-the tests skip without them.
+are <= 10 % and no refusal; the tolerances below (about 1.5 points above today) catch regressions. The files live
+outside the repository: the tests skip without them.
 """
 
 from __future__ import annotations
