@@ -2,8 +2,10 @@
 
 A floor just above config/errors, so that every producer (estimate, measure, calibrate, experiment) and every
 reader (compare, calibrate, footprint, report) builds and reads the same view. results/view.py holds the
-machinery (typed fields, their checks, ``to_dict`` / ``from_dict``, ``stamp``); the views are in
-results/kinds.py (a training run: plan, search, simulate, trace, track, compare, footprint) and
-results/analyses.py (traffic, batch-time, offload heatmap, experiment report); results/codec.py registers them
-by kind and reads any file back as its view.
+machinery (typed fields, their checks, ``to_dict`` / ``from_dict``, ``head``, ``stamp``); the views are in
+results/kinds.py (a training run: plan, search, simulate, trace, track, compare, footprint),
+results/analyses.py (traffic, batch time, offload heatmap), results/experiment.py (experiment variant, plan,
+manifest, report) and results/calibration.py (calibration profile, validation); results/codec.py registers
+them by kind, with their schema versions and the names they were written under before, and reads any file
+back as its view. Kind names are lower case with "_" between words.
 """
