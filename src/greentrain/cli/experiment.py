@@ -3,9 +3,10 @@
 
     greentrain experiment plan   EXP.yaml [--json]
     greentrain experiment run    EXP.yaml [--out DIR] [--only ID,..] [--isolation process|inline] [--fresh]
-                                          [--over-budget-ok]
+                                          [--over-budget-ok] [--executor local|ray|slurm] [--jobs N]
+                                          [--max-retries N] [--ray-address A] [--storage URL] [--slurm K=V]
     greentrain experiment status DIR [--json]
-    greentrain experiment report DIR [--reprice REGION ...] [--plot DIR] [--json] [--mlflow [URI]]
+    greentrain experiment report DIR [DIR ...] [--reprice REGION ...] [--plot DIR] [--json] [--mlflow [URI]]
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greentrain.experiment.runner import RunOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,16 +38,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--fresh", action="store_true", help="forget earlier results in the folder")
     r.add_argument("--over-budget-ok", action="store_true", help="run even when the plan exceeds the budget")
     r.add_argument("--no-plot", action="store_true", help="skip the plots")
+    _executor_arguments(r)
     s = sub.add_parser("status", help="done, failed, pending and not applicable variants")
     s.add_argument("dir", help="output folder of `experiment run`")
     s.add_argument("--json", action="store_true")
     q = sub.add_parser("report", help="table, Pareto set, findings, re-pricing, files and plots")
-    q.add_argument("dir", help="output folder of `experiment run`")
+    q.add_argument("dir", nargs="+", help="output folder(s) of `experiment run`; several: one merged report "
+                   "(printed, --plot DIR for plots), of the same experiment")
     q.add_argument("--reprice", nargs="+", metavar="REGION", help="price the measurements in these regions")
     q.add_argument("--plot", help="folder for the plots (default: DIR)")
     q.add_argument("--json", action="store_true", help='print {"variants": [...], ...}')
     q.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
                    help="log one MLflow run per finished variant, none twice (default URI: sqlite:///DIR/mlflow.db)")
+
+
+def _executor_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--executor", choices=("local", "ray", "slurm"), default="local",
+                   help="local worker processes (default), Ray tasks (greentrain[ray]) or a Slurm job array "
+                   "through submitit (greentrain[slurm])")
+    r.add_argument("--jobs", type=int, default=1, help="local: variants at once, one worker process, device "
+                   "group or share of the cores each (default 1)")
+    r.add_argument("--max-retries", type=int, default=0, help="run a variant whose worker was killed (OOM, "
+                   "preemption) again, up to N times; its attempt is counted as waste")
+    r.add_argument("--ray-address", default="", help="ray: the cluster's address (default: a local cluster)")
+    r.add_argument("--storage", default="", help="search: Optuna storage shared by several runners: "
+                   "sqlite:///PATH, any SQLAlchemy URL, or journal:PATH (default DIR/optuna.journal)")
+    r.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
+                   help="slurm: a submitit parameter (partition=gpu, gpus_per_node=1, timeout_min=60; repeat)")
+
+
+def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
+    from greentrain.experiment.runner import RunOptions
+
+    slurm = []
+    for kv in args.slurm:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            raise ConfigError("--slurm", kv, "must be KEY=VALUE (e.g. partition=gpu)")
+        slurm.append((key, value))
+    return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
+                      isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok,
+                      executor=args.executor, jobs=args.jobs, max_retries=args.max_retries,
+                      ray_address=args.ray_address, storage=args.storage, slurm=tuple(slurm))
 
 
 def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool,
@@ -80,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "run":
         return _run(args)
-    out = Path(args.dir)
     if args.action == "status":
-        _report(out, [], None, args.json, False)
+        _report(Path(args.dir), [], None, args.json, False)
         return 0
+    if len(args.dir) > 1:
+        return _merged_report(args)
+    out = Path(args.dir[0])
     if args.mlflow:
         from greentrain.experiment.tracking import require_mlflow
 
@@ -107,9 +146,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merged_report(args: argparse.Namespace) -> int:
+    """`report A B ...`: the merged report printed (nothing written into the folders); plots with --plot DIR."""
+    from greentrain.experiment.report import build_report
+    from greentrain.report.experiment import render_report, write_plots
+
+    if args.mlflow:
+        raise ConfigError("--mlflow", " ".join(args.dir), "logs one folder's variants: give one DIR")
+    if args.plot:
+        from greentrain.files import check_output_dir
+
+        check_output_dir(args.plot, "--plot")
+    rep = build_report([Path(d) for d in args.dir], args.reprice)
+    if args.plot:
+        write_plots(rep, Path(args.plot))
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        render_report(rep)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """`experiment run`: the variants (or the search's trials), the report files after each, then the report."""
-    from greentrain.experiment.runner import RunOptions, run_experiment
+    from greentrain.experiment.runner import run_experiment
     from greentrain.experiment.spec import load_experiment
 
     exp = load_experiment(args.experiment)
@@ -121,8 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.fresh and out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
         raise ConfigError("--fresh", str(out), "is not an experiment's results folder (no experiment.json): "
                           "nothing is deleted; give an --out of its own")
-    opts = RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
-                      isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok)
+    opts = _run_options(args, out)
     plot_dir = None if args.no_plot else out
     # the report files are rewritten after every variant (an interrupted run still has them)
     progress = None

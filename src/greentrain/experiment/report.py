@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,12 +112,19 @@ def _region_findings(rep: list[Repriced]) -> list[Finding]:
     return out
 
 
-def build_report(out_dir: Path, regions: list[str] | None = None) -> ExperimentReport:
-    man, results = load_results(out_dir)
+def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = None) -> ExperimentReport:
+    """The report of one output folder, or of several of the same experiment merged (experiment/merge.py)."""
+    if isinstance(out_dir, Path):
+        man, results = load_results(out_dir)
+        every_attempt = previous_attempts(out_dir)
+    else:
+        from greentrain.experiment.merge import load_merged
+
+        man, results, every_attempt = load_merged(out_dir)
     site = parse_job({"site": man.get("site", {})}).site
     regions = list(site.reprice) if regions is None else regions
     rep = reprice(results, site, regions)
-    attempts = [a for a in previous_attempts(out_dir) if a.wasted]
+    attempts = [a for a in every_attempt if a.wasted]
     wasted = sum(a.energy_j for a in attempts)
     findings = all_findings(results, attempts_energy_j=wasted, num_attempts=len(attempts),
                             max_steps={v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})

@@ -15,14 +15,13 @@ same config hash is never run again; anything else left in its folder is an earl
 from __future__ import annotations
 
 import contextlib
-import csv
 import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,16 +30,22 @@ from typing import IO, Protocol
 
 from greentrain.config import require
 from greentrain.errors import ConfigError, GreentrainError
-from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.attempts import (  # noqa: F401 (names the report and tests take from here)
+    ATTEMPT_COLUMNS,
+    DONE,
+    Attempt,
+    move_aside,
+    previous_attempts,
+    safe_name,
+    variant_dir,
+)
+from greentrain.experiment.executors import Slot
 from greentrain.experiment.extras import missing_modules, require_modules
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
 from greentrain.results.experiment import ExperimentManifest
 
-DONE = ("ok", "not_applicable")
 WORKER_ERROR = "greentrain experiment: error: "  # the worker's one-line refusal on stderr
-ATTEMPT_COLUMNS = ("variant_id", "attempt", "config_hash", "status", "wall_s", "energy_j", "emissions_kg_co2e",
-                   "cost_usd", "folder")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,33 +55,12 @@ class RunOptions:
     isolation: str = "process"  # process | inline
     fresh: bool = False
     over_budget_ok: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Attempt:
-    """A earlier attempt moved aside: what it spent."""
-
-    variant_id: str
-    attempt: int
-    config_hash: str
-    status: str  # killed | failed | superseded
-    wall_s: float
-    energy_j: float
-    emissions_kg_co2e: float | None
-    cost_usd: float | None
-    folder: str
-
-    @property
-    def wasted(self) -> bool:
-        return self.status in ("killed", "failed")
-
-
-def safe_name(variant_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=+@-]", "_", variant_id)
-
-
-def variant_dir(out_dir: Path, variant_id: str) -> Path:
-    return out_dir / "variants" / safe_name(variant_id)
+    executor: str = "local"  # local | ray | slurm (experiment/executors.py, experiment/cluster.py)
+    jobs: int = 1  # local: variants at once, each in its own worker process
+    max_retries: int = 0  # a worker killed by a signal (OOM, preemption): run again, the attempt counted as waste
+    ray_address: str = ""  # ray: ray.init(address=...); "" starts a local cluster
+    storage: str = ""  # search: the Optuna storage URL; "" is DIR/optuna.journal
+    slurm: tuple[tuple[str, str], ...] = ()  # slurm: submitit parameters (partition, gpus_per_node, timeout_min)
 
 
 @contextlib.contextmanager
@@ -103,72 +87,9 @@ def locked(out_dir: Path) -> Iterator[None]:
         f.close()
 
 
-def _record_energy_j(folder: Path) -> tuple[float, float]:
-    """(wall seconds, IT energy) recorded by the phase trackers in ``folder`` (a killed run's records too)."""
-    from greentrain.measure.records import read_jsonl
-    from greentrain.measure.summary import summarize
-
-    wall = energy = 0.0
-    for path in sorted(folder.glob("*.jsonl")):
-        if path.name == "predictions.jsonl":
-            continue
-        try:
-            m = summarize(read_jsonl(path))
-        except ConfigError:
-            continue
-        wall, energy = wall + m.duration_s, energy + m.it_energy_j
-    return wall, energy
-
-
-def previous_attempts(out_dir: Path) -> list[Attempt]:
-    path = out_dir / "attempts.csv"
-    if not path.is_file():
-        return []
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-
-    def opt(x: str) -> float | None:
-        return float(x) if x not in ("", "None") else None
-
-    return [Attempt(variant_id=r["variant_id"], attempt=int(r["attempt"]), config_hash=r["config_hash"],
-                    status=r["status"], wall_s=float(r["wall_s"]), energy_j=float(r["energy_j"]),
-                    emissions_kg_co2e=opt(r["emissions_kg_co2e"]), cost_usd=opt(r["cost_usd"]), folder=r["folder"])
-            for r in rows]
-
-
-def _append_attempt(out_dir: Path, a: Attempt) -> None:
-    path = out_dir / "attempts.csv"
-    new = not path.is_file()
-    with path.open("a", encoding="utf-8", newline="") as f:
-        w = csv.writer(f)
-        if new:
-            w.writerow(ATTEMPT_COLUMNS)
-        w.writerow([getattr(a, c) for c in ATTEMPT_COLUMNS])
-
-
-def _move_aside(out_dir: Path, v: Variant, old: VariantResult | None, attempts: list[Attempt]) -> Attempt:
-    """Move an unfinished, failed or superseded attempt to DIR/attempts/ and record what it spent."""
-    folder = variant_dir(out_dir, v.variant_id)
-    n = 1 + sum(1 for a in attempts if a.variant_id == v.variant_id)
-    dest = out_dir / "attempts" / f"{safe_name(v.variant_id)}-{n}"
-    wall, energy = _record_energy_j(folder)
-    if old is None:
-        status = "killed"
-    elif old.status in DONE or old.status == "skipped_budget":
-        status = "superseded"
-    else:
-        status = "failed"
-    p = price(energy_j=energy, wall_s=wall, site=site_of(v.job.site), usd_per_hour=v.job.site.usd_per_hour)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(folder), str(dest))
-    a = Attempt(variant_id=v.variant_id, attempt=n, config_hash=old.config_hash if old else "?", status=status,
-                wall_s=wall, energy_j=energy, emissions_kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd,
-                folder=str(dest.relative_to(out_dir)))
-    _append_attempt(out_dir, a)
-    return a
-
-
-def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: float) -> VariantResult:
+def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: float,
+             env_extra: Sequence[tuple[str, str]] = (), killed_ok: bool = False) -> VariantResult | None:
+    """Run the variant in ``folder``; None when ``killed_ok`` and its worker was killed by a signal (no result)."""
     folder.mkdir(parents=True, exist_ok=True)
     payload = {**v.to_dict(), "attempt": attempt, "wasted_energy_j": wasted_j}
     spec_path = folder / "variant.json"
@@ -186,7 +107,7 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
             r = failed_result(payload, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
             write_result(folder / "result.json", r)
             return r
-    env = {**os.environ, "GREENTRAIN_EXPERIMENT_RUNNER_PID": str(os.getpid())}
+    env = {**os.environ, **dict(env_extra), "GREENTRAIN_EXPERIMENT_RUNNER_PID": str(os.getpid())}
     proc = subprocess.run([sys.executable, "-m", "greentrain.experiment.worker", str(spec_path)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
     if proc.returncode == 2:
@@ -195,6 +116,8 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
     got = read_result(folder / "result.json")
     if got is not None:
         return got
+    if killed_ok and proc.returncode < 0:  # killed (OOM killer, preemption): the caller retries
+        return None
     # the worker died without a result (killed, out of memory)
     tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
@@ -267,25 +190,57 @@ def over_budget_error(sentence: str) -> ConfigError:
                        "anyway)")
 
 
-def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> None:
+def spec_hash(exp: Experiment, variants: Sequence[Variant]) -> str:
+    """What two runners (or two folders merged by ``report``) must agree on: the name and the variants' ids and
+    hashes; a search's base job and space (its trials are found as it runs)."""
+    import hashlib
+
+    if exp.search is not None:
+        key = ["search", exp.name, exp.base_hash, exp.search.fingerprint]
+    else:
+        key = ["axes", exp.name, *sorted(f"{v.variant_id}={v.config_hash}" for v in variants)]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+def manifest_of(exp: Experiment, variants: Sequence[Variant]) -> dict[str, object]:
     """``DIR/experiment.json``: what ``status`` and ``report`` read (name, site, task, the variants)."""
-    manifest = {**ExperimentManifest.head(), "name": exp.name, "file": exp.path, "combine": exp.combine,
-                "task": exp.base.task, "site": exp.base.resolved["site"],
-                "variants": [{"variant_id": v.variant_id, "config_hash": v.config_hash,
-                              "max_steps": v.job.train.max_steps,
-                              "axis_values": [[k, val] for k, val in v.axis_values]} for v in variants]}
-    write_text_atomic(out / "experiment.json", json.dumps(manifest, indent=1))
+    return {**ExperimentManifest.head(), "name": exp.name, "file": exp.path, "combine": exp.combine,
+            "task": exp.base.task, "site": exp.base.resolved["site"],
+            "spec_hash": spec_hash(exp, exp.variants if exp.search is None else variants),
+            "variants": [{"variant_id": v.variant_id, "config_hash": v.config_hash,
+                          "max_steps": v.job.train.max_steps,
+                          "axis_values": [[k, val] for k, val in v.axis_values]} for v in variants]}
+
+
+def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> None:
+    write_text_atomic(out / "experiment.json", json.dumps(manifest_of(exp, variants), indent=1))
+
+
+def check_executor(opts: RunOptions) -> None:
+    """The executor options agree with each other (one line naming the flag otherwise)."""
+    from greentrain.experiment.executors import EXECUTORS
+
+    require(opts.executor in EXECUTORS, "--executor", opts.executor, f"must be one of {', '.join(EXECUTORS)}")
+    require(opts.jobs >= 1, "--jobs", opts.jobs, "must be at least 1")
+    require(opts.max_retries >= 0, "--max-retries", opts.max_retries, "must be at least 0")
+    require(opts.jobs == 1 or opts.executor == "local", "--jobs", opts.jobs,
+            f"applies to --executor local (the {opts.executor} scheduler places the variants)")
+    require(opts.jobs == 1 or opts.isolation == "process", "--jobs", opts.jobs, "needs --isolation process")
 
 
 def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
     """Checks before anything is written: the budget of the plan, the extras, the training arguments."""
     from greentrain.experiment.plan import plan_experiment
 
+    check_executor(opts)
     plan = plan_experiment(exp)
     if plan.over_budget and not opts.over_budget_ok:
         raise over_budget_error(plan.over_budget[0])
     if exp.base.mlflow:
         require_modules(("mlflow",), "mlflow", "tracking.mlflow", exp.base.mlflow)
+    if opts.executor in ("ray", "slurm"):
+        require_modules(("ray",) if opts.executor == "ray" else ("submitit",), opts.executor, "--executor",
+                        opts.executor)
     precheck(chosen, opts.isolation)
 
 
@@ -301,6 +256,8 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
     """Run (or resume) every selected variant; returns their results in the experiment's order. ``progress``
     makes the progress display for the number of variants chosen (none by default). An experiment with a
     ``search`` section runs through ``experiment.search.run_search`` (Optuna's trials) instead."""
+    from greentrain.experiment.executors import joined
+
     require(exp.search is None, "search", exp.name, "a search runs through greentrain.experiment.search.run_search")
     known = {v.variant_id for v in exp.variants}
     for vid in opts.only:
@@ -310,11 +267,11 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
             raise ConfigError("only", vid, "no such variant" + did_you_mean(vid, known))
     chosen = [v for v in exp.variants if not opts.only or v.variant_id in opts.only]
     start(exp, opts, chosen)
-    out = opts.out_dir
-    with locked(out):
-        if opts.fresh:
-            fresh_start(out)
-        write_manifest(out, exp, exp.variants)
+    with joined(opts.out_dir, manifest_of(exp, exp.variants), opts.fresh, fresh_start):
+        if opts.executor != "local":
+            from greentrain.experiment.cluster import run_on_cluster
+
+            return run_on_cluster(exp, chosen, opts, after_variant)
         return _run_all(exp, chosen, opts, progress, after_variant)
 
 
@@ -326,17 +283,34 @@ def budget_spent(exp: Experiment, out: Path, results: list[VariantResult]) -> tu
     return budget_breaches(exp.base.budget, energy, kg, usd, "measured")
 
 
-def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...] = ()
-                  ) -> VariantResult:
-    """One variant: its result when finished with the same hash; else any earlier attempt moved aside, then run
-    (or recorded as ``skipped_budget`` when the budget is spent)."""
+def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...] = (), *,
+                  env: Sequence[tuple[str, str]] = (), wait: bool = True, max_retries: int = 0
+                  ) -> VariantResult | None:
+    """One variant, under its claim (executors.claim): its result when finished with the same hash; else any
+    earlier attempt moved aside, then run (or recorded as ``skipped_budget`` when the budget is spent); a worker
+    killed by a signal is run again up to ``max_retries`` times. None when another runner holds the claim and
+    not ``wait``."""
+    from greentrain.experiment.executors import claim
+
+    with claim(out, v.variant_id, wait) as mine:
+        if not mine:
+            return None
+        for retry in range(max_retries + 1):
+            r = _claimed(out, v, isolation, watcher, spent_over, env, retry < max_retries)
+            if r is not None:
+                return r
+        raise AssertionError("unreachable: the last try returns a result")
+
+
+def _claimed(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...],
+             env: Sequence[tuple[str, str]], killed_ok: bool) -> VariantResult | None:
     folder = variant_dir(out, v.variant_id)
     old = read_result(folder / "result.json")
     if old is not None and old.config_hash == v.config_hash and old.status in DONE:
         return old
     attempts = previous_attempts(out)
     if folder.exists() and any(folder.iterdir()):
-        attempts.append(_move_aside(out, v, old, attempts))
+        attempts.append(move_aside(out, v, old, attempts))
     mine = [a for a in attempts if a.variant_id == v.variant_id]
     if spent_over:
         r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
@@ -345,22 +319,36 @@ def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spen
         write_result(folder / "result.json", r)
         return r
     watcher.begin(v.variant_id, v.job.train.max_steps, folder)
-    return _run_one(v, folder, isolation, len(mine) + 1, sum(a.energy_j for a in mine if a.wasted))
+    return _run_one(v, folder, isolation, len(mine) + 1, sum(a.energy_j for a in mine if a.wasted), env, killed_ok)
 
 
 def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress: Callable[[int], Progress] | None,
              after_variant: Callable[[Path], None] | None) -> list[VariantResult]:
+    """The local pool (``opts.jobs`` workers; one: in order, as a sequential run)."""
+    from greentrain.experiment.executors import local_slots, run_pool
+
     out = opts.out_dir
-    results: list[VariantResult] = []
+    slots = local_slots(opts.jobs)
+    done: dict[str, VariantResult] = {}
     watcher = progress(len(chosen)) if progress is not None else NoProgress()
-    spent_over: tuple[str, ...] = ()
-    try:
-        for v in chosen:
-            results.append(run_in_folder(out, v, opts.isolation, watcher, spent_over))
+    lock = threading.Lock()
+    spent_over: list[tuple[str, ...]] = [()]
+
+    def run(v: Variant, slot: Slot, wait: bool) -> VariantResult | None:
+        r = run_in_folder(out, v, opts.isolation, watcher if len(slots) == 1 else NoProgress(), spent_over[0],
+                          env=slot.env, wait=wait, max_retries=opts.max_retries)
+        if r is None:
+            return None
+        with lock:
+            done[v.variant_id] = r
             watcher.end()
-            spent_over = budget_spent(exp, out, results)
+            spent_over[0] = budget_spent(exp, out, list(done.values()))
             if after_variant is not None:
                 after_variant(out)
+        return r
+
+    try:
+        run_pool(chosen, slots, run)
     finally:
         watcher.close()
-    return results
+    return [done[v.variant_id] for v in chosen]

@@ -19,6 +19,9 @@ starts a new study in the same journal.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from greentrain.experiment.spec import BASE_ID, Experiment, Variant, make_varian
 
 JOURNAL = "optuna.journal"
 VARIANT_ATTR = "greentrain_variant_id"  # set on a trial when it is told: trials without it were never finished
+RUNNER_ATTR = "greentrain_runner"  # "host pid" of the runner that asked for the trial
 
 
 def base_values(exp: Experiment) -> dict[str, Any] | None:
@@ -81,29 +85,71 @@ def trial_variant(exp: Experiment, params: dict[str, Any]) -> Variant:
     return make_variant(exp.base_raw, vid, settings, exp.base_seed)
 
 
-def _study(optuna: Any, out: Path, exp: Experiment) -> Any:
-    from optuna.storages import JournalStorage
+def _storage(optuna: Any, out: Path, url: str) -> Any:
+    """Where the study lives: ``DIR/optuna.journal`` by default; ``journal:PATH`` a journal file elsewhere (its
+    writes locked, for runners sharing a file system); else an SQLAlchemy URL (``sqlite:///PATH`` for one host,
+    PostgreSQL or MySQL for several)."""
+    from optuna.storages import JournalStorage, RDBStorage
     from optuna.storages.journal import JournalFileBackend
 
+    if not url or url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:")) if url else out / JOURNAL
+        return JournalStorage(JournalFileBackend(str(path)))
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}  # runners wait, not fail
+    try:
+        return RDBStorage(url, engine_kwargs=kwargs)
+    except Exception as e:  # an unknown dialect, a missing driver, an unreachable server: one line
+        raise ConfigError("--storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def _study(optuna: Any, exp: Experiment, storage: Any, shared: bool) -> Any:
+    """The study, its sampler seeded with the file's seed; ``shared`` (an explicit storage, several runners): the
+    seed plus this runner's pid, or every runner would draw the same settings."""
     spec = exp.search
     assert spec is not None
+    seed = exp.base_seed + (os.getpid() if shared else 0)
     samplers: dict[str, Callable[[], Any]] = {
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=exp.base_seed, population_size=max(2, spec.trials // 2)),
-        "tpe": lambda: optuna.samplers.TPESampler(seed=exp.base_seed),
-        "random": lambda: optuna.samplers.RandomSampler(seed=exp.base_seed)}
+        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, spec.trials // 2)),
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed)}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.create_study(
         study_name=f"{exp.name}-{exp.base_hash}-{spec.fingerprint}", load_if_exists=True,
-        storage=JournalStorage(JournalFileBackend(str(out / JOURNAL))), sampler=samplers[spec.sampler](),
+        storage=storage, sampler=samplers[spec.sampler](),
         directions=[GOALS[goal] for _, goal in spec.objectives])
 
 
+def _me() -> str:
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+def _dead(runner_id: str) -> bool:
+    """A runner of this host that is gone (a trial of a runner elsewhere is never taken for dead)."""
+    host, _, pid = runner_id.rpartition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not Path(f"/proc/{pid}").exists() if Path("/proc").is_dir() else False
+
+
 def _recover(optuna: Any, study: Any) -> None:
-    """Trials a killed runner left running: failed, and their settings enqueued again (the same variant re-runs)."""
+    """Trials a killed runner of this host left running (or a runner before runners were named): failed, and
+    their settings enqueued again (the same variant re-runs). Trials of live runners are theirs."""
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if RUNNER_ATTR in t.user_attrs and not _dead(str(t.user_attrs[RUNNER_ATTR])):
+            continue
         study.tell(t.number, state=optuna.trial.TrialState.FAIL)
         if t.params:
             study.enqueue_trial(dict(t.params))
+
+
+def _surplus(optuna: Any, study: Any, trial: Any, trials: int) -> bool:
+    """Several runners asked at once for the last trials: the highest-numbered running ones beyond ``trials``
+    give way (every runner sees the same order), so the study gets ``trials`` told trials."""
+    every = study.get_trials(deepcopy=False)
+    n_told = sum(1 for t in every if VARIANT_ATTR in t.user_attrs)
+    running = sorted(t.number for t in every if t.state == optuna.trial.TrialState.RUNNING)
+    return trial.number in running[max(0, trials - n_told):]
 
 
 def told(study: Any) -> list[Any]:
@@ -121,47 +167,83 @@ def _tell(optuna: Any, study: Any, trial: Any, r: VariantResult, objectives: Seq
 
 def run_search(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], Progress] | None = None,
                after_variant: Callable[[Path], None] | None = None) -> list[VariantResult]:
-    """Ask, run, tell until ``trials`` trials are told or the measured budget is spent; resumable."""
+    """Ask, run, tell until ``trials`` trials are told or the measured budget is spent; resumable, and shared by
+    several runners of the same study (``opts.storage``, each trial's variant under its claim)."""
+    from greentrain.experiment.executors import claim, joined
+
     spec = exp.search
     assert spec is not None
-
     require(not opts.only, "only", ",".join(opts.only), "does not apply to a search (trials are not known ahead)")
+    require(opts.executor == "local" and opts.jobs == 1, "--executor", opts.executor,
+            "a search runs its trials one at a time per runner: start several runners on one --storage instead")
     if missing_modules(("optuna",)):
         raise ConfigError("search", "optuna", "needs optuna, which is not installed: pip install 'greentrain[search]'")
     runner.start(exp, opts, list(exp.variants))
     import optuna
 
     out = opts.out_dir
-    with runner.locked(out):
-        if opts.fresh:
-            runner.fresh_start(out)
-        study = _study(optuna, out, exp)
-        _recover(optuna, study)
-        base = base_values(exp)
-        if not study.trials and base is not None:
-            study.enqueue_trial(base)
-        seen: dict[str, Variant] = {}
-        for t in told(study):
-            v = trial_variant(exp, dict(t.params))
-            seen[v.variant_id] = v
+    storage = _storage(optuna, out, opts.storage)
+    with joined(out, runner.manifest_of(exp, []), opts.fresh, runner.fresh_start):
+        with claim(out, "_study", wait=True):  # one runner at a time recovers and enqueues the base
+            if opts.fresh and opts.storage:
+                _forget(optuna, exp, storage)
+            study = _study(optuna, exp, storage, bool(opts.storage))
+            _recover(optuna, study)
+            base = base_values(exp)
+            if not study.trials and base is not None:
+                study.enqueue_trial(base, skip_if_exists=True)
         watcher = progress(spec.trials) if progress is not None else runner.NoProgress()
-        spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
         try:
-            while len(told(study)) < spec.trials and not spent:
-                trial = study.ask()
-                v = trial_variant(exp, {d.field: _suggest(trial, d) for d in spec.space})
-                seen.setdefault(v.variant_id, v)
-                runner.write_manifest(out, exp, list(seen.values()))
-                r = runner.run_in_folder(out, v, opts.isolation, watcher)
-                _tell(optuna, study, trial, r, spec.objectives)
-                watcher.end()
-                spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
-                if after_variant is not None:
-                    after_variant(out)
+            _trials(optuna, study, exp, opts, watcher, after_variant)
         finally:
             watcher.close()
+        seen = _seen(exp, study, {})
         runner.write_manifest(out, exp, list(seen.values()))
         return _results(out, list(seen.values()))
+
+
+def _forget(optuna: Any, exp: Experiment, storage: Any) -> None:
+    assert exp.search is not None
+    with contextlib.suppress(KeyError):
+        optuna.delete_study(study_name=f"{exp.name}-{exp.base_hash}-{exp.search.fingerprint}", storage=storage)
+
+
+def _seen(exp: Experiment, study: Any, seen: dict[str, Variant]) -> dict[str, Variant]:
+    """The variants of the study's told trials (every runner's) and those this runner has asked for."""
+    for t in told(study):
+        v = trial_variant(exp, dict(t.params))
+        seen.setdefault(v.variant_id, v)
+    return seen
+
+
+def _trials(optuna: Any, study: Any, exp: Experiment, opts: RunOptions, watcher: Progress,
+            after_variant: Callable[[Path], None] | None) -> None:
+    spec = exp.search
+    assert spec is not None
+    out = opts.out_dir
+    seen = _seen(exp, study, {})
+    runner.write_manifest(out, exp, list(seen.values()))
+    spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
+    while not spent:
+        every = study.get_trials(deepcopy=False)
+        running = sum(1 for t in every if t.state == optuna.trial.TrialState.RUNNING)
+        if len(told(study)) + running >= spec.trials:
+            break
+        trial = study.ask()
+        trial.set_user_attr(RUNNER_ATTR, _me())
+        if _surplus(optuna, study, trial, spec.trials):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)  # never told a variant: not counted
+            break
+        v = trial_variant(exp, {d.field: _suggest(trial, d) for d in spec.space})
+        seen = _seen(exp, study, {**seen, v.variant_id: v})
+        runner.write_manifest(out, exp, list(seen.values()))
+        r = runner.run_in_folder(out, v, opts.isolation, watcher, max_retries=opts.max_retries)
+        assert r is not None  # waited for the claim
+        _tell(optuna, study, trial, r, spec.objectives)
+        watcher.end()
+        spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
+        if after_variant is not None:
+            after_variant(out)
 
 
 def _results(out: Path, variants: list[Variant]) -> list[VariantResult]:

@@ -27,6 +27,7 @@ import torch
 from greentrain.errors import ConfigError
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.data import load_splits
+from greentrain.experiment.executors import THREADS_ENV
 from greentrain.experiment.job import Job, parse_job
 from greentrain.experiment.predict import calibrated_train_s, predict
 from greentrain.experiment.quality import rouge
@@ -197,6 +198,8 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     m = _Measured()
     if job.num_threads is not None:
         torch.set_num_threads(job.num_threads)
+    elif os.environ.get(THREADS_ENV, "").isdigit():  # a worker of a local pool: its share of the cores
+        torch.set_num_threads(int(os.environ[THREADS_ENV]))
     other = _tracker(out_dir, "other").start()
     try:
         set_seed(seed)
@@ -350,7 +353,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     return 0 if result.status in ("ok", "not_applicable") else 1
-
 
 
 def check_variants(variants: list[dict[str, Any]]) -> None:

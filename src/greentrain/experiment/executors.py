@@ -1,0 +1,184 @@
+"""Where an experiment's variants run, and how several runners share one output folder.
+
+* **Claims.** A variant is run by whoever holds ``DIR/claims/<id>.lock``: the file is created atomically
+  (``O_CREAT``) and held with ``fcntl.flock``, which the kernel releases when its holder dies, so a killed runner
+  leaves no stale claim. A runner that finds a variant claimed goes on with the others and comes back to it at the
+  end (blocking on the claim); it then finds the result the other runner wrote, or runs the variant itself when
+  that runner died. So two runners on one folder share the variants, none run twice. On a shared file system the
+  claims need working ``flock`` (local disks, NFSv4, Lustre with ``flock``).
+* **The folder.** ``DIR/.lock`` is held shared by every runner of the same experiment and exclusively by one that
+  starts afresh; a runner of another experiment, or ``--fresh`` while another runner is at work, is refused.
+* **Local pool.** ``--jobs N`` runs N variants at once, each in its own worker process: with GPUs, each worker gets
+  its own device or device group (``CUDA_VISIBLE_DEVICES`` split into N groups); on a CPU box each worker gets
+  ``cores // N`` torch threads (unless the file sets ``runtime.num_threads``). ``--jobs 1`` is the sequential run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import queue
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TypeVar
+
+from greentrain.errors import ConfigError
+from greentrain.experiment.attempts import safe_name
+from greentrain.experiment.results import write_text_atomic
+
+CLAIMS = "claims"
+THREADS_ENV = "GREENTRAIN_WORKER_THREADS"  # torch threads of a pool's CPU worker (runtime.num_threads wins)
+EXECUTORS = ("local", "ray", "slurm")
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def claim(out: Path, variant_id: str, wait: bool) -> Iterator[bool]:
+    """Hold the claim on one variant; yields False (without waiting) when another runner holds it and not ``wait``."""
+    path = out / CLAIMS / f"{safe_name(variant_id)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _holder(f: IO[str]) -> str:
+    f.seek(0)
+    return f.read().strip() or "?"
+
+
+@contextlib.contextmanager
+def joined(out: Path, manifest: Mapping[str, object], fresh: bool,
+           start_fresh: Callable[[Path], None]) -> Iterator[None]:
+    """Hold ``DIR/.lock`` shared for a run of the experiment ``manifest`` describes (see the module's text); alone,
+    start afresh when asked and write the manifest; with others, only when the folder holds the same experiment."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        f: IO[str] = (out / ".lock").open("a+", encoding="utf-8")
+        setup = (out / ".setup.lock").open("a+", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError("out", str(out), f"cannot be written: {e.strerror or e}") from None
+    try:
+        with setup:
+            fcntl.flock(setup, fcntl.LOCK_EX)  # one runner at a time joins (milliseconds)
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                alone = True
+            except BlockingIOError:
+                alone = False
+                _join_others(out, f, manifest, fresh)
+            if alone:
+                f.seek(0)
+                f.truncate()
+                f.write(str(os.getpid()))
+                f.flush()
+                if fresh:
+                    start_fresh(out)
+                write_text_atomic(out / "experiment.json", json.dumps(manifest, indent=1))
+                fcntl.flock(f, fcntl.LOCK_SH)  # others of the same experiment may join now
+        yield
+    finally:
+        f.close()
+
+
+def _join_others(out: Path, f: IO[str], manifest: Mapping[str, object], fresh: bool) -> None:
+    try:
+        fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ConfigError("out", str(out), f"is locked by another experiment runner (pid {_holder(f)})") from None
+    if fresh:
+        raise ConfigError("--fresh", str(out), f"another runner is at work in the folder (pid {_holder(f)}): "
+                          "nothing is deleted")
+    try:
+        theirs = json.loads((out / "experiment.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        theirs = {}
+    if theirs.get("spec_hash") != manifest.get("spec_hash"):
+        raise ConfigError("out", str(out), f"another runner (pid {_holder(f)}) is running a different experiment "
+                          f"({theirs.get('name', '?')}) in the folder; give an --out of its own")
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One worker of the local pool: its environment (devices, threads)."""
+
+    index: int
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _gpus(environ: Mapping[str, str]) -> list[str]:
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+    except ImportError:
+        return []
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def local_slots(jobs: int, environ: Mapping[str, str] | None = None, cores: int | None = None) -> list[Slot]:
+    """The pool's workers: one device group each on a GPU box, ``cores // jobs`` threads each on a CPU box.
+    ``--jobs 1`` leaves the worker's environment as it is."""
+    if jobs < 1:
+        raise ConfigError("--jobs", jobs, "must be at least 1")
+    if jobs == 1:
+        return [Slot(0)]
+    env = os.environ if environ is None else environ
+    gpus = _gpus(env)
+    if gpus:
+        if jobs > len(gpus):
+            raise ConfigError("--jobs", jobs, f"exceeds the {len(gpus)} GPU(s) here (one device or device group "
+                              "per worker)")
+        per = len(gpus) // jobs
+        return [Slot(i, (("CUDA_VISIBLE_DEVICES", ",".join(gpus[i * per:(i + 1) * per])),)) for i in range(jobs)]
+    n = cores if cores is not None else len(os.sched_getaffinity(0))
+    threads = str(max(1, n // jobs))
+    return [Slot(i, ((THREADS_ENV, threads), ("OMP_NUM_THREADS", threads))) for i in range(jobs)]
+
+
+def run_pool(items: Sequence[T], slots: Sequence[Slot],
+             run: Callable[[T, Slot, bool], object | None]) -> None:
+    """Run ``run(item, slot, wait)`` for every item on the slots, ``len(slots)`` at a time. An item whose
+    ``run(..., wait=False)`` returns None (claimed by another runner) is run again at the end with ``wait=True``.
+    One slot: in this thread, in order (the sequential run)."""
+    if len(slots) == 1:
+        later = [x for x in items if run(x, slots[0], False) is None]
+        for x in later:
+            run(x, slots[0], True)
+        return
+    free: queue.Queue[Slot] = queue.Queue()
+    for s in slots:
+        free.put(s)
+    deferred: list[T] = []
+    lock = threading.Lock()
+
+    def one(x: T, wait: bool) -> None:
+        s = free.get()
+        try:
+            if run(x, s, wait) is None:
+                with lock:
+                    deferred.append(x)
+        finally:
+            free.put(s)
+
+    for wait, todo in ((False, list(items)), (True, None)):
+        with ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="greentrain-variant") as pool:
+            batch = todo if todo is not None else [x for x in items if x in deferred]
+            for fut in [pool.submit(one, x, wait) for x in batch]:
+                fut.result()
