@@ -106,10 +106,13 @@ def test_lightning_csv_and_mlflow_loggers_one_folder_per_version(tmp_path: Path)
 def test_accelerate_tracker_adds_figures_for_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     accelerate = pytest.importorskip("accelerate")
     pytest.importorskip("mlflow")
+    import mlflow
+
     from greentrain.measure.accelerate import GreentrainAccelerateTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)  # an earlier test's URI stays in MLflow's process-wide state otherwise
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     gt = GreentrainAccelerateTracker(model=model, grid_g_per_kwh=100.0, out_dir=tmp_path / "gt",
                                      print_summary=False, interval_s=0.01)
