@@ -11,6 +11,11 @@ from greentrain.hardware.chip import Chip, Link
 MAX_CHIPS = int(BOUNDS["num_chips"].hi)  # 2^24 = 16.8 M: far above any cluster built
 
 
+def valid_chip_count(num_chips: int, chips_per_node: int) -> bool:
+    """A cluster is one partial node, or whole nodes: 1 <= num_chips <= chips_per_node, or a multiple of it."""
+    return 1 <= num_chips <= chips_per_node or num_chips % chips_per_node == 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     chip: Chip
@@ -26,9 +31,8 @@ class Cluster:
         BOUNDS["chips_per_node"].check_int(self.chips_per_node, "cluster.chips_per_node")
         BOUNDS["host_memory_gib"].check(units.bytes_to_gib(self.host_memory_bytes_per_node),
                                        "cluster.host_memory_gib_per_node")
-        if self.num_chips > self.chips_per_node:
-            require(self.num_chips % self.chips_per_node == 0, "cluster.num_chips", self.num_chips,
-                    f"must be a multiple of chips_per_node={self.chips_per_node}")
+        require(valid_chip_count(self.num_chips, self.chips_per_node), "cluster.num_chips", self.num_chips,
+                f"must be a multiple of chips_per_node={self.chips_per_node}")
 
     @property
     def num_nodes(self) -> int:

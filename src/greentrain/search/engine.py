@@ -31,7 +31,9 @@ from greentrain.scenario import Scenario
 from greentrain.search.feasibility import nothing_fits_message, with_chips
 from greentrain.search.space import SearchSpace, table
 
-OBJECTIVES = ("time", "cost", "co2e", "energy")
+# Each objective and the Candidate field (and result column) it ranks by.
+OBJECTIVE_COLUMNS = {"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}
+OBJECTIVES = tuple(OBJECTIVE_COLUMNS)
 # A planner that leaves room. Real runs avoid picks at 99 % of memory (allocator fragmentation, NCCL buffers
 # that grow with the communicators, a longer sequence in the data): by default the search keeps 5 % of each
 # device's memory free (--memory-headroom changes it). And it does not trust its most optimistic answer:
@@ -82,8 +84,8 @@ class Candidate:
     cost_basis: str = "cloud"  # "cloud": the region's instance or catalog price; "electricity": energy only
 
     def value(self, objective: str) -> float:
-        return {"time": self.run_time_s, "cost": self.cost_usd, "co2e": self.emissions_kg_co2e,
-                "energy": self.energy_j}[objective]
+        value: float = getattr(self, OBJECTIVE_COLUMNS[objective])
+        return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,8 +221,7 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
     if not len(owner):
         raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
-    value = cols[{"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}[
-        objective]]
+    value = cols[OBJECTIVE_COLUMNS[objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
     candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
     best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)

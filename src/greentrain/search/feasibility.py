@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 
 from greentrain.estimate.vector import estimate_steps
+from greentrain.hardware.cluster import valid_chip_count
 from greentrain.scenario import Scenario
 from greentrain.search.space import LIGHTEST, SearchSpace, meshes, table
 
@@ -21,11 +22,6 @@ MAX_PROBES = 16  # fits() calls when scanning between a failing and a fitting co
 def with_chips(sc: Scenario, n: int) -> Scenario:
     return sc if n == sc.cluster.num_chips else dataclasses.replace(
         sc, cluster=dataclasses.replace(sc.cluster, num_chips=n))
-
-
-def valid_count(n: int, per_node: int) -> bool:
-    """Cluster's rule: a partial node, or whole nodes."""
-    return 1 <= n <= per_node or n % per_node == 0
 
 
 def _round_up(n: int, per_node: int) -> int:
@@ -49,7 +45,7 @@ def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
         lo, hi = hi, _round_up(2 * hi, per_node)
     if hi > limit:
         return None
-    between = [c for c in range(lo + 1, hi) if valid_count(c, per_node)] if hi - lo <= 4096 else \
+    between = [c for c in range(lo + 1, hi) if valid_chip_count(c, per_node)] if hi - lo <= 4096 else \
         list(range(_round_up(lo + 1, per_node), hi, per_node))
     step = max(1, -(-len(between) // MAX_PROBES))
     return next((c for c in between[step - 1::step] if fits(sc, c)), hi)
@@ -63,7 +59,7 @@ def layout_counts(sc: Scenario, reach: int = 64) -> tuple[int | None, int | None
     def ok(c: int) -> bool:
         return next(meshes(with_chips(sc, c), SearchSpace(interleave=False)), None) is not None
 
-    below = list(itertools.islice((c for c in range(n - 1, 0, -1) if valid_count(c, per_node)), reach))
+    below = list(itertools.islice((c for c in range(n - 1, 0, -1) if valid_chip_count(c, per_node)), reach))
     above = list(itertools.islice(_valid_above(n, per_node), reach))
     return next((c for c in below if ok(c)), None), next((c for c in above if ok(c)), None)
 

@@ -39,6 +39,7 @@ from greentrain.footprint.site import Site
 from greentrain.scenario import Scenario
 from greentrain.search.engine import (
     _COLUMNS,
+    OBJECTIVE_COLUMNS,
     OBJECTIVES,
     Constraints,
     SearchResult,
@@ -57,7 +58,6 @@ from greentrain.search.feasibility import with_chips
 from greentrain.search.space import SearchSpace, divisors
 
 MAX_WORKERS = 1024
-_VALUE_COLUMN = {"time": "run_time_s", "cost": "cost_usd", "co2e": "emissions_kg_co2e", "energy": "energy_j"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,7 +114,7 @@ def _reduce(block: _Block, objective: str, top_k: int, tolerance: float) -> tupl
     v = block.values
     n = len(block.rows)
     points = np.stack([v["run_time_s"], v["cost_usd"], v["emissions_kg_co2e"]], axis=1)
-    value = v[_VALUE_COLUMN[objective]]
+    value = v[OBJECTIVE_COLUMNS[objective]]
     ties = int(np.count_nonzero(value <= float(np.min(value)) * (1.0 + tolerance))) if n and tolerance > 0 else 0
     best = first_in_order(np.arange(n), (v["memory_bytes"], v["run_time_s"], value), ties + top_k)
     keep = np.union1d(best, np.flatnonzero(pareto_mask(points, v["memory_bytes"])))  # sorted: the block's order
@@ -158,7 +158,7 @@ def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, object
     cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
     owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
-    value = cols[_VALUE_COLUMN[objective]]
+    value = cols[OBJECTIVE_COLUMNS[objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
     candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
     best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)

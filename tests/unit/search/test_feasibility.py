@@ -11,11 +11,11 @@ from rich.console import Console
 
 from greentrain.cli.main import main
 from greentrain.hardware.catalog import get_chip
-from greentrain.hardware.cluster import MAX_CHIPS
+from greentrain.hardware.cluster import MAX_CHIPS, valid_chip_count
 from greentrain.report.search import render_search
 from greentrain.scenario import Scenario, scenario_from_dict
 from greentrain.search.engine import search
-from greentrain.search.feasibility import fits, layout_counts, min_chips_to_fit, valid_count
+from greentrain.search.feasibility import fits, layout_counts, min_chips_to_fit
 from greentrain.search.space import SearchSpace, divisors
 
 SPACE = SearchSpace(max_micro_batch=2, interleave=False)
@@ -57,8 +57,8 @@ def test_absurd_chip_counts_fail_fast(argv: list[str], capsys: pytest.CaptureFix
 def test_min_chips_to_fit_is_a_valid_count_that_fits() -> None:
     big = _sc(2, chip="a100-40gb", model="llama3-70b")
     need = min_chips_to_fit(big)
-    assert need is not None and valid_count(need, big.cluster.chips_per_node) and fits(big, need)
-    below = [c for c in range(3, need) if valid_count(c, 8)]
+    assert need is not None and valid_chip_count(need, big.cluster.chips_per_node) and fits(big, need)
+    below = [c for c in range(3, need) if valid_chip_count(c, 8)]
     assert not any(fits(big, c) for c in below[-3:])  # the counts just below do not fit
 
 
