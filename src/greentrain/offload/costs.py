@@ -9,7 +9,7 @@ the executor's own modules (offload/eager.py). Two additions live here until the
 - ``context_attention_ops``: the attention core of a chunk that packs several short sequences, or that is one
   chunk of a long sequence (its queries also see the earlier chunks' keys); the estimator's ops see one
   sequence. The causal halving of the executed FLOPs is the estimator's (``op_time_s``, ``is_causal``).
-- ``state_bytes_per_param``: bf16 optimizer state without an fp32 master (ml_dataflow keeps weight, gradient
+- ``profile_bytes_per_param``: bf16 optimizer state without an fp32 master (ml_dataflow keeps weight, gradient
   and both Adam moments in bf16: 8 bytes per parameter); the estimator's ``optimizer_bytes_per_param``
   always adds a 4-byte master under 16-bit training.
 """
@@ -51,10 +51,12 @@ def context_attention_ops(ops: tuple[Op, ...], *, seq_len: int, span_tokens: int
                  if op.kind is OpKind.ATTENTION else op for op in ops)
 
 
-def state_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: str,
-                          grad_dtype: str) -> tuple[float, float, float]:
-    """(weight, gradient, optimizer) bytes per parameter. ``state_dtype_bytes`` set: every state in that dtype
-    and Adam's two moments (the estimator's fp32 moment bytes x dtype / 4), plus a 4-byte master if asked."""
+def profile_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: str,
+                            grad_dtype: str) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer) bytes per parameter under a framework profile (the estimator's
+    memory.state_bytes_per_param is what a device holds of them after ZeRO sharding and offload).
+    ``state_dtype_bytes`` set: every state in that dtype and Adam's two moments (the estimator's fp32 moment
+    bytes x dtype / 4), plus a 4-byte master if asked."""
     if profile.state_dtype_bytes <= 0:
         return (weight_bytes_per_param(precision), grad_bytes_per_param(grad_dtype, precision),
                 optimizer_bytes_per_param(optimizer, precision))
@@ -211,7 +213,7 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
         rec_s[level] = sum(op_s(op) * fr for op, fr in chosen)
         rec_f[level] = sum(_flop((op,), profile.causal) * fr for op, fr in chosen)
     ends = mops.embedding + mops.head
-    w, g, o = state_bytes_per_param(profile, optimizer, precision, grad_dtype)
+    w, g, o = profile_bytes_per_param(profile, optimizer, precision, grad_dtype)
     t = nseq * span
     ctx = 2 * seq_len * spec.kv_width * (e + 4.0) if chunks > 1 else 0.0
     adam_bytes = w + g + o + w + o  # read weight, gradient, states; write weight and states

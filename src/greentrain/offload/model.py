@@ -125,8 +125,9 @@ def host_parts(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray,
             "activations": n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]}
 
 
-def optimizer_s(st: Setting, r: FloatArray, backward_s: FloatArray, first_layer_s: FloatArray) -> FloatArray:
-    """Section 4.3 step 5. Device-streamed: every streamed layer max(Adam, states in, states out), resident
+def offloaded_optimizer_s(st: Setting, r: FloatArray, backward_s: FloatArray, first_layer_s: FloatArray) -> FloatArray:
+    """The optimizer phase of an offloaded step (not the estimator's step_terms.optimizer_s: a device-resident
+    step). Section 4.3 step 5. Device-streamed: every streamed layer max(Adam, states in, states out), resident
     layers and the ends Adam only. Host: the CPU AdamW updates each layer as its gradients reach the host, from
     the end of the first layer's backward on (the head's from the turnaround); what is left when the backward
     ends is exposed, and never less than the last layer's and the embedding's updates, whose gradients come
@@ -167,7 +168,8 @@ def _round_s(*, fill_s: FloatArray, fwd_s: FloatArray, acts_s: FloatArray, cf: f
 def _pipelined(st: Setting, r: FloatArray, k: FloatArray, t: dict[str, FloatArray]) -> tuple[FloatArray, FloatArray]:
     """(round, optimizer) seconds of the bounded-buffer pipeline (offload/pipeline.py): every round at the steady
     period (the first, from idle links, is shorter by at most a gradient drain: within 0.1 % on the cross-check),
-    then the host AdamW from the last compute on, as the gradients arrive, and the upload (as ``optimizer_s``)."""
+    then the host AdamW from the last compute on, as the gradients arrive, and the upload (as
+    ``offloaded_optimizer_s``)."""
     cc, beta = st.cc, st.beta_bytes_per_s
     host = st.optimizer_on == "host"
     rate = st.cpu_adam_params_per_s
@@ -223,7 +225,7 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     d2h = streamed * (d2h_f + d2h_b) + r * (acts + g_res) / beta
     round_s = np.maximum(round_s, np.maximum(h2d, d2h))  # a round never beats its busiest link
     first = np.where(r > 0, bwd_res, bwd_st)  # the backward starts with the last layers, resident ones first
-    opt = optimizer_s(st, r, streamed * bwd_st + r * bwd_res, first)
+    opt = offloaded_optimizer_s(st, r, streamed * bwd_st + r * bwd_res, first)
     if st.lookahead:
         times = {"cf": cf + 0.0 * r, "cb": cb + 0.0 * r, "h2d_f": h2d_f + 0.0 * r, "acts": acts / beta + 0.0 * r,
                  "h2d_b": h2d_b + 0.0 * r, "d2h_b": d2h_b + 0.0 * r, "g_res": g_res / beta + 0.0 * r}
