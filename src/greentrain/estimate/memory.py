@@ -217,6 +217,11 @@ def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:
     return 4.0 if grad_dtype == "fp32" or precision in ("fp32", "tf32") else 2.0
 
 
+def workload_grad_bytes(params: Any, w: Workload) -> Any:
+    """Gradient bytes of ``params`` parameters (a float, or a column) in the workload's gradient dtype."""
+    return params * grad_bytes_per_param(w.grad_dtype, w.precision)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryBreakdown:
     weights_bytes: float

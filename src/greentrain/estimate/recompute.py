@@ -26,6 +26,15 @@ def layer_every(mode: str) -> int:
     return int(mode[6:]) if mode.startswith("layer-") else 0
 
 
+def in_layer_comm_passes(recompute: str, mode: str) -> float:
+    """Passes of a layer's in-layer (TP, EP) communication per micro-batch, for a layer with a backward: the
+    forward, the backward, and the forward again where recomputation repeats it (full: every layer;
+    selective layer-N: one layer in N; the other selective modes recompute inside the layer, no collective).
+    The forward's share is one pass in these (sim/cluster.py splits a micro-batch's communication so)."""
+    every = layer_every(mode) if recompute == "selective" else 0
+    return 3 if recompute == "full" else 2 + (1 / every if every else 0)
+
+
 def check_selective_mode(mode: str) -> str:
     """``mode`` if it is a selective-recomputation mode, else a ConfigError naming the known ones."""
     if mode in ("attention", "op"):

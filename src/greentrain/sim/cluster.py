@@ -2,8 +2,9 @@
 
 Costs come from the analytical model (estimate/step.py), so both price the same ops: per micro-batch, the
 forward and backward (+ recomputation) time of a stage, its exposed TP/CP/EP collectives (inside the layers:
-added to the stage's forward and backward, 1/2 forward when nothing is recomputed, 1/3 with full
-recomputation as in parallel_costs.py), the activation send between stages and the DP gradient reduction.
+added to the stage's forward and backward, one pass of estimate/recompute.in_layer_comm_passes forward:
+1/2 when nothing is recomputed, 1/3 with full recomputation), the activation send between stages and the DP
+gradient reduction.
 Every stage costs what estimate/step.py's slowest stage costs (uniform devices); one DP replica's pipeline
 is simulated, the others run the same schedule in lockstep.
 
@@ -78,10 +79,12 @@ class StepCosts:
 def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
     """The analytical model's per-micro-batch costs, split into chunks and passes."""
     from greentrain.estimate.efficiency import efficiency_for
-    from greentrain.estimate.memory import grad_bytes_per_param
+    from greentrain.estimate.memory import workload_grad_bytes
     from greentrain.estimate.parallel_costs import axis_layout
+    from greentrain.estimate.recompute import in_layer_comm_passes
     from greentrain.estimate.stage import stage_costs
     from greentrain.estimate.step import dp_exposed_s, estimate_step
+    from greentrain.estimate.step_terms import bucket_bytes
     from greentrain.model.ops import model_ops
 
     s, w = sc.strategy, sc.workload
@@ -94,11 +97,12 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
                     s.flash_attention, w.finetune)
     st = stage_costs(sc, s, ops, eff)
     in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
-    fwd_share = 1 / 3 if s.recompute == "full" else 1 / 2
+    fwd_share = 1 / in_layer_comm_passes(s.recompute, eff.selective_recompute)  # one pass of them is the forward
     host_wait, accum = est.host_wait_time_s / m, est.grad_accum_time_s / m  # a host-bound micro-batch's wait
     lay = axis_layout(s, sc.cluster)
     zero3 = s.zero == 3
     dp_reduce = 0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
+    grad_bytes = workload_grad_bytes(st.trainable, w)
     return StepCosts(
         pp=s.pp, vpp=s.vpp, num_micro_batches=m, schedule=s.schedule,
         forward_s=(est.micro_batch_forward_s + fwd_share * (in_layer + host_wait)) / s.vpp,
@@ -106,17 +110,8 @@ def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
         send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
         pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
         dp_crosses_nodes=lay.dp < s.grad_group, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
-        grad_bytes=st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision),
-        optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
-        bucket_bytes=_bucket_bytes(eff, st.trainable * grad_bytes_per_param(w.grad_dtype, w.precision), st.layers))
-
-
-def _bucket_bytes(eff: Efficiency, grad_bytes: float, layers: float) -> float:
-    """The framework's gradient bucket (efficiency.yaml): one per layer (FSDP), its bytes (DDP, Megatron with
-    overlap), or 0: the whole gradients at once (Megatron Core's default)."""
-    if eff.dp_bucket_per_layer:
-        return grad_bytes / max(1.0, layers)
-    return eff.dp_bucket_bytes
+        grad_bytes=grad_bytes, optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
+        bucket_bytes=bucket_bytes(grad_bytes, st.layers, eff))  # the estimator's buckets (step_terms.num_buckets)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

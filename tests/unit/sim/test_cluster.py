@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -115,3 +116,29 @@ def test_without_communication_the_simulator_equals_the_closed_form(pp: int, m: 
         m = pp * max(1, m // pp)
     res = simulate_costs(costs(pp, m, f / vpp, b / vpp, vpp=vpp, schedule=schedule))
     assert res.step_time_s == pytest.approx((m + (pp - 1) / vpp) * (f + b), rel=1e-9)
+
+
+@pytest.mark.parametrize(("recompute", "mode", "forward_passes"), [
+    ("none", "attention", 1 / 2), ("full", "attention", 1 / 3), ("selective", "layer-2", 1 / 2.5)])
+def test_in_layer_communication_split_as_the_estimator_counts_it(recompute: str, mode: str,
+                                                                 forward_passes: float) -> None:
+    """The simulator's micro-batch is the estimator's: its forward and backward hold the in-layer (TP)
+    communication the estimator counts, the forward one pass of them (estimate/recompute.in_layer_comm_passes:
+    full recomputation and layer-N repeat the forward's collectives in the backward)."""
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.estimate.step import estimate_step
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+    from greentrain.sim.cluster import step_costs
+
+    sc = scenario_from_dict({"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096}})
+    eff = efficiency_for("h100-sxm", selective_recompute=mode)
+    sc = dataclasses.replace(sc, strategy=Strategy(dp=2, tp=4, recompute=recompute))
+    est, c = estimate_step(sc, eff=eff), step_costs(sc, eff)
+    m = est.num_micro_batches
+    in_layer, host, accum = est.tp_comm_time_s / m, est.host_wait_time_s / m, est.grad_accum_time_s / m
+    assert in_layer > 0
+    assert c.forward_s == pytest.approx(est.micro_batch_forward_s + forward_passes * (in_layer + host), rel=1e-12)
+    assert c.forward_s + c.backward_s == pytest.approx(
+        est.micro_batch_forward_s + est.micro_batch_backward_s + accum + in_layer + host, rel=1e-12)
