@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from greentrain.estimate.comm import Collective
+from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.parallel_costs import collective_s
+from greentrain.estimate.parallel_costs import ranks_per_node
 from greentrain.hardware.cluster import Cluster
 from greentrain.num import Num, maximum, minimum, where
 
@@ -67,14 +67,6 @@ def moe_profile(framework: str) -> MoeProfile:
                                         float(d["fixed_kernels_per_pass"])))
 
 
-def _ranks_on_node(stride: Num, group: Num, node: int) -> Num:
-    """Ranks of a group of ``group`` laid ``stride`` apart that share one node of ``node`` ranks."""
-    if isinstance(stride, np.ndarray) or isinstance(group, np.ndarray):
-        s = np.asarray(stride, dtype=np.float64)
-        return np.where(s <= node, np.maximum(1.0, np.minimum(group, np.floor_divide(node, s))), 1.0)
-    return float(max(1, min(group, node // stride))) if stride <= node else 1.0
-
-
 def _any_above_one(x: Num) -> bool:
     return bool(np.any(np.asarray(x) > 1))
 
@@ -100,14 +92,14 @@ def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Nu
     held = tokens / where(sp, tp, 1.0)
     combine = held * top_k * hidden * e
     dispatch = held * top_k * hidden * (1.0 + 1.0 / 128.0) if profile.dispatch_fp8 else combine
-    per_node = _ranks_on_node(etp, ep, cl.node_size)
+    per_node = ranks_per_node(etp, ep, cl.node_size)
     a2a = all_to_all_s(ep, per_node, dispatch, cl, eff) + all_to_all_s(ep, per_node, combine, cl, eff)
     if _any_above_one(etp):
         # experts split over etp ranks: the received tokens are all-gathered over the etp group before the
         # expert GEMMs and their outputs reduce-scattered after (Megatron Core MoEAlltoAllTokenDispatcher with
         # tensor-parallel experts: gather_from_sequence_parallel_region over the expert-tp group)
         gathered = combine * etp
-        etp_node = _ranks_on_node(1, etp, cl.node_size)
+        etp_node = ranks_per_node(1, etp, cl.node_size)
         a2a = a2a + collective_s(Collective.ALL_GATHER, etp, etp_node, gathered, cl, eff) \
             + collective_s(Collective.REDUCE_SCATTER, etp, etp_node, gathered, cl, eff)
     if profile.overlap == "compute":

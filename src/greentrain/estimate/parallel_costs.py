@@ -27,7 +27,7 @@ from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step_terms import pp_crosses_nodes
 from greentrain.hardware.cluster import Cluster
-from greentrain.num import Num
+from greentrain.num import Num, maximum, minimum
 from greentrain.parallel.strategy import Strategy
 
 
@@ -43,10 +43,9 @@ class AxisLinks:
 
 
 def ranks_per_node(inner: Num, degree: Num, node: int) -> Num:
-    """Ranks of an axis's group of ``degree`` that share a node, ``inner`` ranks of the axes inside it apart."""
-    if isinstance(inner, np.ndarray) or isinstance(degree, np.ndarray):
-        return np.where(inner <= node, np.maximum(1, np.minimum(degree, np.floor_divide(node, inner))), 1)
-    return max(1, min(degree, node // inner)) if inner <= node else 1
+    """Ranks of an axis's group of ``degree`` that share a node, ``inner`` ranks of the axes inside it apart
+    (one when a stride of ``inner`` ranks already spans the node)."""
+    return maximum(1, minimum(degree, node // inner))
 
 
 def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
