@@ -46,32 +46,32 @@ def check_selective_mode(mode: str) -> str:
                       "(torchtitan: every N-th block fully checkpointed, N >= 1)")
 
 
-def recomputed_s(recompute: str, mode: str, *, forward_s: Any, attention_core_s: Any, op_sac_s: Any,
-                 flash: bool) -> Any:
-    """Forward time a layer runs again in its backward under ``recompute`` and, for selective, ``mode``."""
+def _recomputed(recompute: str, mode: str, *, layer: Any, op_sac: Any, core: Any) -> Any:
+    """What the backward repeats of a layer's forward ``layer`` (time or FLOPs): all of it (full), the op-SAC
+    part ``op_sac``, 1/N of the layers (layer-N), or Megatron's attention core ``core`` (selective)."""
     if recompute == "full":
-        return forward_s
+        return layer
     if recompute != "selective":
         return 0.0
     if mode == "op":
-        return op_sac_s
+        return op_sac
     n = layer_every(mode)
     if n:
-        return forward_s / n
-    return 0.0 if flash else attention_core_s
+        return layer / n
+    return core
+
+
+def recomputed_s(recompute: str, mode: str, *, forward_s: Any, attention_core_s: Any, op_sac_s: Any,
+                 flash: bool) -> Any:
+    """Forward time a layer runs again in its backward under ``recompute`` and, for selective, ``mode`` (a fused
+    attention kernel recomputes its core anyway: nothing more)."""
+    return _recomputed(recompute, mode, layer=forward_s, op_sac=op_sac_s, core=0.0 if flash else attention_core_s)
 
 
 def recomputed_flop(recompute: str, mode: str, *, layer_fwd: float, core_fwd: float, op_sac_fwd: float,
                     flash: bool) -> float:
     """Extra hardware FLOPs per sequence (step.step_flops): a full layer forward, the op-SAC share, 1/N of the
     layers, or Megatron's attention core counted forward and backward (Korthikanti et al. §6)."""
-    if recompute == "full":
-        return layer_fwd
-    if recompute != "selective":
-        return 0.0
-    if mode == "op":
-        return op_sac_fwd
-    n = layer_every(mode)
-    if n:
-        return layer_fwd / n
-    return 0.0 if flash else 3.0 * core_fwd
+    flop: float = _recomputed(recompute, mode, layer=layer_fwd, op_sac=op_sac_fwd,
+                              core=0.0 if flash else 3.0 * core_fwd)
+    return flop
