@@ -22,8 +22,6 @@ from greentrain.results.analyses import BatchTimeResult, OffloadHeatmapResult, T
 from greentrain.results.experiment import ExperimentResult
 from greentrain.results.view import ResultView
 
-MAX_HEATMAPS = 6  # panels (model x chip x sequence length) drawn; the table lists every cell
-
 
 def traffic_section(t: TrafficResult, source: str) -> str:
     degrees = " ".join(f"{k.lower()}={v}" for k, v in t.degrees.items())
@@ -66,12 +64,17 @@ def batch_time_section(b: BatchTimeResult, source: str) -> str:
                     caption="time per batch"))
 
 
-def _panels(h: OffloadHeatmapResult) -> list[tuple[str, list[float], list[float], list[list[float]]]]:
+def _panels(h: OffloadHeatmapResult) -> tuple[list[tuple[str, list[float], list[float], list[list[float]]]], int]:
+    """Every (model, chip, sequence length) group as a panel, row by row: rows (model, chip), columns sequence
+    length; returns the panels and the number of columns."""
     groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
     for c in h.cells:
         groups.setdefault((str(c.get("model")), str(c.get("chip")), int(c.get("seq_len", 0))), []).append(c)
+    seqs = list(dict.fromkeys(k[2] for k in groups))
+    rows = list(dict.fromkeys(k[:2] for k in groups))
     out = []
-    for (model, chip, seq), cells in list(groups.items())[:MAX_HEATMAPS]:
+    for model, chip, seq in [(*r, q) for r in rows for q in seqs if (*r, q) in groups]:
+        cells = groups[(model, chip, seq)]
         xs = sorted({float(c.get("device_gib", 0.0)) for c in cells})
         ys = sorted({float(c.get("host_gib", 0.0)) for c in cells})
         grid = [[math.nan] * len(xs) for _ in ys]
@@ -80,8 +83,8 @@ def _panels(h: OffloadHeatmapResult) -> list[tuple[str, list[float], list[float]
             if cell.get("fits") and isinstance(value, (int, float)):
                 y, x = ys.index(float(cell.get("host_gib", 0.0))), xs.index(float(cell.get("device_gib", 0.0)))
                 grid[y][x] = float(value)
-        out.append((f"{model}, {chip}, {seq:,} tokens", xs, ys, grid))
-    return out
+        out.append((f"{model}, {chip}, seq {seq:,}", xs, ys, grid))
+    return out, max(len(seqs), 1)
 
 
 def offload_heatmap_section(h: OffloadHeatmapResult, source: str) -> str:
@@ -93,12 +96,12 @@ def offload_heatmap_section(h: OffloadHeatmapResult, source: str) -> str:
         figs.append((f"highest {h.metric}", f"{float(best.get(h.metric) or 0.0):,.4g}"))
     body = (provenance(f"Predicted by greentrain offload heatmap ({h.metric}); nothing measured", source,
                        scenario) + key_figures(figs))
-    panels = _panels(h)
+    panels, cols = _panels(h)
     if panels:
         body += figure(plots.heatmaps(panels, ("device memory cap (GiB)", "host memory cap (GiB)", h.metric),
-                                      f"{h.metric} by memory caps"),
-                       "Blank cells do not fit. " + ("" if len(panels) < MAX_HEATMAPS else
-                                                     f"The first {MAX_HEATMAPS} groups are drawn."))
+                                      f"{h.metric} by memory caps", cols=cols),
+                       f"Rows: model and chip; columns: sequence length; one colour scale. Hatched cells do not "
+                       f"fit. All {len(panels)} groups are drawn.")
     rows = [(c.get("model"), c.get("chip"), c.get("seq_len"), f"{float(c.get('device_gib', 0)):g}",
              f"{float(c.get('host_gib', 0)):g}", "yes" if c.get("fits") else "no",
              f"{float(c.get('tokens_per_s') or 0):,.0f}", pct(float(c.get("mfu") or 0)), c.get("bound", ""))

@@ -76,64 +76,90 @@ def render_plan(plan: OffloadPlan, console: Console | None = None) -> None:
                   f"{plan.bound}; exposed transfer {lt.exposed_s * plan.num_rounds:.2f} s per step")
 
 
-def _panel_keys(cells: Sequence[GridCell]) -> list[tuple[str, str, int]]:
-    keys: list[tuple[str, str, int]] = []
-    for c in cells:
-        if (c.model, c.chip, c.seq_len) not in keys:
-            keys.append((c.model, c.chip, c.seq_len))
-    return keys
+MAX_FIG_W_IN, MAX_FIG_H_IN = 15.0, 9.5  # the whole grid fits a laptop screen at 100 dpi
+LOWER_IS_BETTER = ("step_time_s", "joules_per_token", "kg_co2e_per_mtok")
 
 
-def _draw(ax: Any, cells: list[GridCell], devs: list[float], hosts: list[float], value: Any, cmap: str,
-          fmt: str) -> Any:
+def heatmap_layout(cells: Sequence[GridCell]) -> tuple[list[tuple[str, str]], list[int]]:
+    """The grid's rows, (model, chip) in the order given, and its columns, the sequence lengths in order."""
+    rows = list(dict.fromkeys((c.model, c.chip) for c in cells))
+    return rows, list(dict.fromkeys(c.seq_len for c in cells))
+
+
+def cell_text(value: float, metric: str) -> str:
+    """A cell's annotation: tokens/s in thousands (``12.3k``), other metrics to three figures."""
+    if metric == "tokens_per_s":
+        return f"{value / 1e3:.3g}k" if value >= 1e3 else f"{value:.3g}"
+    return f"{value:.3g}"
+
+
+def _draw(ax: Any, cells: list[GridCell], devs: list[float], hosts: list[float], metric: str, norm: Any,
+          cmap: Any, fontsize: float) -> Any:
     import numpy as np
 
     grid = np.full((len(hosts), len(devs)), math.nan)
     for c in cells:
-        grid[hosts.index(c.host_gib), devs.index(c.device_gib)] = value(c)
-    im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap)
-    small = len(devs) * len(hosts) <= 200
+        if c.fits:
+            grid[hosts.index(c.host_gib), devs.index(c.device_gib)] = c.metric(metric)
+    ax.add_patch(pyplot().Rectangle((-0.5, -0.5), len(devs), len(hosts), facecolor="0.93", edgecolor="0.6",
+                                    hatch="///", linewidth=0, zorder=0))
+    im = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap, norm=norm, zorder=1)
     for c in cells:
-        i, j = hosts.index(c.host_gib), devs.index(c.device_gib)
-        v = value(c)
-        if not c.fits:
-            ax.text(j, i, "OOM", ha="center", va="center", fontsize=6, color="black")
-        elif small and v == v:
-            text = f"{v / 1e3:.1f}k" if abs(v) >= 1e3 else format(v, fmt)
-            ax.text(j, i, text, ha="center", va="center", fontsize=5, color="white")
-    ax.set_xticks(range(len(devs)), [f"{d:g}" for d in devs], fontsize=6)
-    ax.set_yticks(range(len(hosts)), [f"{h:g}" for h in hosts], fontsize=6)
-    ax.set_xlabel("device GiB")
-    ax.set_ylabel("host GiB")
+        v = c.metric(metric)
+        if not c.fits or v != v:
+            continue
+        text = cell_text(v, metric)
+        if c.error is not None:
+            text += f"\n{100 * c.error:+.0f}%"
+        light = norm(v) < 0.6 if metric not in LOWER_IS_BETTER else norm(v) > 0.4
+        ax.text(devs.index(c.device_gib), hosts.index(c.host_gib), text, ha="center", va="center",
+                fontsize=fontsize, color="white" if light else "black")
+    ax.set_xticks(range(len(devs)), [f"{d:g}" for d in devs], fontsize=7)
+    ax.set_yticks(range(len(hosts)), [f"{h:g}" for h in hosts], fontsize=7)
     return im
 
 
-def write_heatmap(cells: Sequence[GridCell], metric: str, path: str | Path, framework: str) -> Path:
-    """One panel per (model, chip, sequence length): x device GiB, y host GiB, the metric as colour, "OOM" where
-    the plan does not fit; with measured cells a second row shows the error (predicted / measured - 1)."""
-    keys = _panel_keys(cells)
-    measured = any(c.measured_tokens_per_s is not None for c in cells)
+def heatmap_figure(cells: Sequence[GridCell], metric: str, framework: str) -> Any:
+    """A grid of panels, rows (model, chip) and columns sequence length, each device GiB x host GiB; one colour
+    scale shared by every panel and one colourbar; hatched where the plan does not fit; with measured cells each
+    annotation adds the error (predicted / measured - 1)."""
+    import numpy as np
+    from matplotlib.colors import Normalize
+
+    rows, cols = heatmap_layout(cells)
+    values = [c.metric(metric) for c in cells if c.fits and c.metric(metric) == c.metric(metric)]
+    norm = Normalize(min(values, default=0.0), max(values, default=1.0))
+    cmap = "viridis_r" if metric in LOWER_IS_BETTER else "viridis"
+    devs_n = max(len({c.device_gib for c in cells}), 1)
+    hosts_n = max(len({c.host_gib for c in cells}), 1)
+    panel_w = min(max(2.4, 0.5 * devs_n), (MAX_FIG_W_IN - 1.2) / len(cols))
+    panel_h = min(max(1.9, 0.32 * hosts_n), (MAX_FIG_H_IN - 0.8) / len(rows))
+    fontsize = float(np.clip(min(panel_w / devs_n * 14, panel_h / hosts_n * 22), 4.0, 8.0))
     plt = pyplot()
-    rows = 2 if measured else 1
-    fig, axes = plt.subplots(rows, len(keys), figsize=(4.2 * len(keys), 3.6 * rows), squeeze=False)
-    for col, key in enumerate(keys):
-        sub = [c for c in cells if (c.model, c.chip, c.seq_len) == key]
-        devs = sorted({c.device_gib for c in sub})
-        hosts = sorted({c.host_gib for c in sub})
-        ax = axes[0][col]
-        im = _draw(ax, sub, devs, hosts, lambda c: c.metric(metric), "viridis", ".3g")
-        fig.colorbar(im, ax=ax, label=LABELS[metric])
-        ax.set_title(f"{key[0]}, {key[1]}, seq {key[2]:,}", fontsize=8)
-        if measured:
-            ax2 = axes[1][col]
-            im2 = _draw(ax2, sub, devs, hosts, lambda c: 100 * c.error if c.error is not None else math.nan,
-                        "coolwarm", "+.0f")
-            im2.set_clim(-30, 30)
-            fig.colorbar(im2, ax=ax2, label="tokens/s error vs measured (%)")
-            ax2.set_title("predicted / measured - 1", fontsize=8)
-    fig.suptitle(f"offload planner ({framework} profile): {LABELS[metric]}", fontsize=9)
-    fig.tight_layout()
-    return save_figure(fig, path, flag="--output")
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.2 + panel_w * len(cols), 0.8 + panel_h * len(rows)),
+                             squeeze=False, layout="constrained")
+    im = None
+    for r, (model, chip) in enumerate(rows):
+        for k, seq in enumerate(cols):
+            sub = [c for c in cells if (c.model, c.chip, c.seq_len) == (model, chip, seq)]
+            ax = axes[r][k]
+            im = _draw(ax, sub, sorted({c.device_gib for c in sub}), sorted({c.host_gib for c in sub}), metric,
+                       norm, cmap, fontsize)
+            ax.set_title(f"{model}, {chip}, seq {seq:,}", fontsize=8)
+            if r == len(rows) - 1:
+                ax.set_xlabel("device memory (GiB)", fontsize=8)
+            if k == 0:
+                ax.set_ylabel("host memory (GiB)", fontsize=8)
+    fig.colorbar(im, ax=axes, label=LABELS[metric] + (" (lower is better)" if metric in LOWER_IS_BETTER else ""),
+                 shrink=0.9)
+    fig.suptitle(f"offload planner ({framework} profile): {LABELS[metric]} by host and device memory; "
+                 f"hatched: does not fit", fontsize=9)
+    return fig
+
+
+def write_heatmap(cells: Sequence[GridCell], metric: str, path: str | Path, framework: str) -> Path:
+    """heatmap_figure written to ``path`` (PNG, PDF or SVG)."""
+    return save_figure(heatmap_figure(cells, metric, framework), path, flag="--output")
 
 
 def render_train(result: dict[str, Any], console: Console | None = None) -> None:

@@ -103,28 +103,98 @@ def search_progress() -> Iterator[Callable[[int, int], None]]:
         yield tick
 
 
+NEAR_FRONT = 3000  # candidates drawn in colour: the closest to the front (sum of log ratios to each minimum)
+MAX_LABELS = 8  # front points labelled on the plot (the table lists all of them)
+_SHORT = {"dp": "dp", "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "zero": "z", "mb": "mb"}
+# (x column, y column, colour column) of `points` per panel; columns: 0 run time, 1 cost, 2 CO2e
+_PANELS = ((0, 1, 2), (1, 2, 0))
+_AXIS = ("run time (days)", "cost (USD)", "CO2e (kg, operational + embodied)")
+
+
+def short_label(c: Candidate) -> str:
+    """``dp8 tp1 pp1 z3 mb4 / h100-sxm / eu-north-1``: the strategy's degrees, ZeRO stage and micro-batch (plus
+    recompute and offload when used), the chip and the region."""
+    parts = []
+    for tok in c.strategy.describe().split():
+        key, _, val = tok.partition("=")
+        if key in _SHORT:
+            parts.append(f"{_SHORT[key]}{val}")
+        elif key == "recompute" and val != "none":
+            parts.append(f"rc:{val}")
+        elif key in ("offload", "sp"):
+            parts.append(key)
+    return " / ".join([" ".join(parts), c.chip, *([c.region] if c.region else [])])
+
+
+def _columns(pts: Any) -> Any:
+    """Points in the plotted units: days, USD, kg CO2e."""
+    return np.column_stack([units.s_to_days(1.0) * pts[:, 0], pts[:, 1], pts[:, 2]])
+
+
+def _near_front(pts: Any, n: int) -> Any:
+    """Boolean mask of the ``n`` points closest to the front: smallest sum over objectives of log(value / min)."""
+    mask = np.zeros(len(pts), dtype=bool)
+    if not len(pts):
+        return mask
+    safe = np.maximum(pts, 1e-30)
+    score = np.log(safe / safe.min(axis=0)).sum(axis=1)
+    mask[np.argsort(score, kind="stable")[:n]] = True
+    return mask
+
+
+def _scale(ax: Any, vals: Any, axis: str) -> None:
+    """Log scale where the values span more than a decade."""
+    pos = vals[vals > 0]
+    if len(pos) and pos.max() > 10 * pos.min():
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+
+def _panel(ax: Any, fig: Any, result: SearchResult, pts: Any, near: Any, cols: tuple[int, int, int]) -> None:
+    x, y, z = cols
+    rest = np.flatnonzero(~near)
+    if len(rest) > MAX_POINTS:
+        rest = np.sort(np.random.default_rng(0).choice(rest, MAX_POINTS, replace=False))
+    ax.scatter(pts[rest, x], pts[rest, y], s=3, color="0.82", linewidths=0, rasterized=True,
+               label=f"other feasible ({int((~near).sum()):,})")
+    sc = ax.scatter(pts[near, x], pts[near, y], c=pts[near, z], s=9, cmap="viridis", linewidths=0, alpha=0.8,
+                    label=f"closest {int(near.sum()):,} to the front")
+    fig.colorbar(sc, ax=ax, label=_AXIS[z])
+    front = _columns(np.array([[c.run_time_s, c.cost_usd, c.emissions_kg_co2e] for c in result.pareto]
+                              or np.zeros((0, 3))))
+    order = np.argsort(front[:, x], kind="stable")
+    ax.plot(front[order, x], front[order, y], color="crimson", marker="o", markersize=6, linewidth=1.5,
+            drawstyle="steps-post", label=f"Pareto front ({len(front)}, time x cost x CO2e)", zorder=3)
+    for k, i in enumerate(order[:MAX_LABELS]):
+        ax.annotate(f"{k + 1}: {short_label(result.pareto[i])}", (front[i, x], front[i, y]), fontsize=7,
+                    xytext=(14, 18 + 13 * (k % 4)), textcoords="offset points", color="crimson",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
+                    arrowprops={"arrowstyle": "-", "color": "crimson", "lw": 0.6}, gid="front-label")
+    best = result.ranked[0]
+    b = _columns(np.array([[best.run_time_s, best.cost_usd, best.emissions_kg_co2e]]))[0]
+    ax.scatter([b[x]], [b[y]], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=4,
+               label=f"best by {result.objective}")
+    _scale(ax, pts[:, x], "x")
+    _scale(ax, pts[:, y], "y")
+    ax.set_xlabel(_AXIS[x])
+    ax.set_ylabel(_AXIS[y])
+    ax.grid(True, which="both", alpha=0.25)
+
+
+def search_figure(result: SearchResult) -> Any:
+    """Two panels, run time x cost and cost x CO2e: the candidates closest to the front in colour (the third
+    quantity), the rest in light grey, the Pareto front as a line with its points labelled, the best circled."""
+    plt = pyplot()
+    pts = _columns(result.points)
+    near = _near_front(pts, NEAR_FRONT)
+    fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.4), layout="constrained")
+    for ax, cols in zip(axes, _PANELS, strict=True):
+        _panel(ax, fig, result, pts, near, cols)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"greentrain search: {result.num_feasible:,} feasible of {result.num_candidates:,} candidates; "
+                 f"lower-left is better", fontsize=10)
+    return fig
+
+
 def plot_search(result: SearchResult, path: str | Path) -> Path:
     check_plot_path(path)
-    plt = pyplot()
-    pts = result.points
-    if len(pts) > MAX_POINTS:
-        pts = pts[np.random.default_rng(0).choice(len(pts), MAX_POINTS, replace=False)]
-    fig, ax = plt.subplots(figsize=(7.5, 5.0))
-    sc = ax.scatter(units.s_to_days(1.0) * pts[:, 0], pts[:, 1], c=pts[:, 2] / 1000.0, s=4, cmap="viridis",
-                    alpha=0.5, linewidths=0)
-    fig.colorbar(sc, ax=ax, label="t CO2e (operational + embodied)")
-    front = result.pareto
-    ax.plot([units.s_to_days(c.run_time_s) for c in front], [c.cost_usd for c in front], color="crimson",
-            marker="o", markersize=4, linewidth=1, label=f"Pareto front ({len(front)})")
-    best = result.ranked[0]
-    ax.scatter([units.s_to_days(best.run_time_s)], [best.cost_usd], s=120, facecolors="none", edgecolors="black",
-               label=f"best by {result.objective}: {best.strategy.describe()}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("run time (days)")
-    ax.set_ylabel("cost (USD)")
-    ax.set_title(f"greentrain search: {result.num_feasible:,} feasible of {result.num_candidates:,}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return save_figure(search_figure(result), path)
