@@ -54,31 +54,32 @@ _RING_FACTOR = {
 }
 
 
+def _ring(kind: Collective, g: Num, payload_bytes: Num) -> tuple[Num, Num]:
+    """(latency steps, bytes one rank sends) of a ring over ``g`` > 1 ranks."""
+    if kind is Collective.SEND_RECV:
+        return 1, payload_bytes
+    if kind is Collective.BROADCAST:
+        return g - 1, payload_bytes
+    steps = 2 * (g - 1) if kind is Collective.ALL_REDUCE else g - 1
+    return steps, _RING_FACTOR[kind] * (g - 1) / g * payload_bytes
+
+
 def ring_bytes_per_rank(kind: Collective, group_size: Num, payload_bytes: Num) -> Num:
     """Bytes one rank sends in a ring (or pairwise) implementation of ``kind`` over ``group_size`` ranks."""
-    g = group_size
-    if kind in (Collective.BROADCAST, Collective.SEND_RECV):
-        return where(g <= 1, 0.0 * payload_bytes, payload_bytes)
-    return where(g <= 1, 0.0 * payload_bytes, _RING_FACTOR[kind] * (g - 1) / g * payload_bytes)
+    return where(group_size <= 1, 0.0 * payload_bytes, _ring(kind, group_size, payload_bytes)[1])
 
 
 def ring_steps(kind: Collective, group_size: Num) -> Num:
     """Latency steps of the ring: 2 (g - 1) for an all-reduce, one for a send, g - 1 for the others."""
-    g = group_size
-    if kind is Collective.ALL_REDUCE:
-        steps = 2 * (g - 1)
-    elif kind is Collective.SEND_RECV:
-        steps = 1 + 0 * g
-    else:
-        steps = g - 1
-    return where(g <= 1, 0 * g, steps)
+    return where(group_size <= 1, 0 * group_size, _ring(kind, group_size, 0.0)[0])
 
 
 def ring_time_s(kind: Collective, group_size: Num, payload_bytes: Num, link: Link, efficiency: float = 1.0) -> Num:
     """Alpha-beta time of one ring collective over ``link`` (per chip, per direction bandwidth): steps x
     latency + bytes sent / bandwidth; nothing for a group of one or an empty payload."""
     g, b = group_size, payload_bytes
-    t = ring_steps(kind, g) * link.latency_s + ring_bytes_per_rank(kind, g, b) / (link.bytes_per_s * efficiency)
+    steps, sent = _ring(kind, g, b)
+    t = steps * link.latency_s + sent / (link.bytes_per_s * efficiency)
     return where((g <= 1) | (b <= 0), 0.0 * t, t)
 
 
