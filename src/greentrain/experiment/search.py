@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,18 +97,24 @@ def _storage(optuna: Any, out: Path, url: str) -> Any:
         path = Path(url.removeprefix("journal:")) if url else out / JOURNAL
         return JournalStorage(JournalFileBackend(str(path)))
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}  # runners wait, not fail
-    try:
-        return RDBStorage(url, engine_kwargs=kwargs)
-    except Exception as e:  # an unknown dialect, a missing driver, an unreachable server: one line
-        raise ConfigError("--storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    for tries_left in (2, 1, 0):
+        try:
+            return RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as e:  # an unknown dialect, a missing driver, an unreachable server: one line
+            if tries_left and type(e).__name__ in ("IntegrityError", "OperationalError"):
+                time.sleep(1.0)  # another runner was creating the schema at the same instant
+                continue
+            raise ConfigError("--storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    raise AssertionError("unreachable")
 
 
-def _study(optuna: Any, exp: Experiment, storage: Any, shared: bool) -> Any:
-    """The study, its sampler seeded with the file's seed; ``shared`` (an explicit storage, several runners): the
-    seed plus this runner's pid, or every runner would draw the same settings."""
+def _study(optuna: Any, out: Path, exp: Experiment, storage: Any = None, shared: bool = False) -> Any:
+    """The study (in ``storage``, else ``DIR/optuna.journal``), its sampler seeded with the file's seed; ``shared``
+    (an explicit storage, several runners): the seed plus this runner's pid, or all would draw the same settings."""
     spec = exp.search
     assert spec is not None
+    storage = _storage(optuna, out, "") if storage is None else storage
     seed = exp.base_seed + (os.getpid() if shared else 0)
     samplers: dict[str, Callable[[], Any]] = {
         "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, spec.trials // 2)),
@@ -187,7 +194,7 @@ def run_search(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], P
         with claim(out, "_study", wait=True):  # one runner at a time recovers and enqueues the base
             if opts.fresh and opts.storage:
                 _forget(optuna, exp, storage)
-            study = _study(optuna, exp, storage, bool(opts.storage))
+            study = _study(optuna, out, exp, storage, bool(opts.storage))
             _recover(optuna, study)
             base = base_values(exp)
             if not study.trials and base is not None:
@@ -230,7 +237,10 @@ def _trials(optuna: Any, study: Any, exp: Experiment, opts: RunOptions, watcher:
         if len(told(study)) + running >= spec.trials:
             break
         trial = study.ask()
-        trial.set_user_attr(RUNNER_ATTR, _me())
+        try:
+            trial.set_user_attr(RUNNER_ATTR, _me())
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # a runner starting that instant took it for a dead runner's: failed, its settings enqueued
         if _surplus(optuna, study, trial, spec.trials):
             study.tell(trial, state=optuna.trial.TrialState.FAIL)  # never told a variant: not counted
             break

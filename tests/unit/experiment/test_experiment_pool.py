@@ -1,0 +1,141 @@
+"""Executors with real workers (issue 27 item 1): ``--jobs 2`` gives ``--jobs 1``'s results; a worker killed
+mid-run is retried and counted as waste; two runners on one folder run every variant exactly once; submitit's
+local executor and a local Ray cluster run the same study with the same results."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("rouge_score")
+
+from greentrain.cli.main import main
+from greentrain.experiment.report import build_report
+from greentrain.experiment.runner import variant_dir
+
+pytestmark = pytest.mark.slow
+
+SAME = ("status", "num_steps", "flop", "params", "eval_loss", "rouge1", "rouge2", "rougeL", "config_hash")
+LONG = "train.max_steps=150"
+
+
+def tiny(make: Any, path: Path, **axes: Any) -> Path:
+    return make(path, model={"arch": "t5", "config": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1,
+                                                       "num_heads": 4}},
+                data={"train_size": 64, "eval_size": 8, "test_size": 8, "max_source_tokens": 24,
+                      "max_target_tokens": 8},
+                train={"max_steps": 4, "per_device_train_batch_size": 8},
+                axes=axes or {"train.learning_rate": [1e-3]})
+
+
+def results(out: Path) -> dict[str, dict[str, Any]]:
+    got = {}
+    for p in sorted((out / "variants").glob("*/result.json")):
+        r = json.loads(p.read_text())
+        got[r["variant_id"]] = r
+    return got
+
+
+def run_cli(exp: Path, out: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp), "--out",
+                             str(out), "--no-plot", *flags], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_for(cond: Any, timeout_s: float, what: str) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout_s:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory: pytest.TempPathFactory, make_experiment: Any) -> tuple[Path, Path]:
+    """The study run by ``--jobs 1`` (the baseline every executor must reproduce): (experiment file, folder)."""
+    base = tmp_path_factory.mktemp("sequential")
+    exp = tiny(make_experiment, base / "e.yaml")
+    assert main(["experiment", "run", str(exp), "--out", str(base / "one"), "--no-plot"]) == 0
+    return exp, base / "one"
+
+
+def same_results(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> None:
+    assert sorted(a) == sorted(b) == ["base", "train.learning_rate=0.001"]
+    for vid in a:
+        assert {k: a[vid][k] for k in SAME} == {k: b[vid][k] for k in SAME}
+        assert b[vid]["status"] == "ok" and b[vid]["attempts"] == 1
+
+
+def test_two_jobs_give_the_results_of_one(tmp_path: Path, sequential: tuple[Path, Path]) -> None:
+    exp, one = sequential
+    two = tmp_path / "two"
+    assert main(["experiment", "run", str(exp), "--out", str(two), "--no-plot", "--jobs", "2"]) == 0
+    same_results(results(one), results(two))
+    merged = build_report([one, two], [])  # the same experiment: each variant once
+    assert [r.variant_id for r in merged.results] == ["base", "train.learning_rate=0.001"]
+
+
+def test_a_killed_worker_is_retried_and_counted_as_waste(tmp_path: Path, make_experiment: Any) -> None:
+    exp = tiny(make_experiment, tmp_path / "e.yaml", **{"train.max_steps": [150]})
+    out = tmp_path / "out"
+    proc = run_cli(exp, out, "--jobs", "2", "--max-retries", "1")
+    train = variant_dir(out, LONG) / "train.jsonl"
+    wait_for(lambda: train.is_file() and train.read_text().count('"type":"step"') >= 2, 240, "the long variant")
+    os.kill(int(json.loads(train.read_text().splitlines()[0])["pid"]), signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    got = results(out)
+    assert {k: (r["status"], r["attempts"]) for k, r in got.items()} == {"base": ("ok", 1), LONG: ("ok", 2)}
+    assert got[LONG]["num_steps"] == 150 and got[LONG]["wasted_energy_j"] > 0
+    with (out / "attempts.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["variant_id"], r["status"]) for r in rows] == [(LONG, "killed")]
+
+
+def test_two_runners_on_one_folder_run_each_variant_once(tmp_path: Path, make_experiment: Any) -> None:
+    exp = tiny(make_experiment, tmp_path / "e.yaml", **{"train.learning_rate": [1e-3, 2e-3]})
+    out = tmp_path / "out"
+    runners = [run_cli(exp, out), run_cli(exp, out)]
+    for p in runners:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    got = results(out)
+    assert sorted(got) == ["base", "train.learning_rate=0.001", "train.learning_rate=0.002"]
+    assert all(r["status"] == "ok" and r["attempts"] == 1 for r in got.values())
+    assert not (out / "attempts.csv").exists() and not (out / "attempts").exists()  # nothing run twice
+    for vid in got:  # one worker wrote each variant's training record
+        assert len({json.loads(x).get("pid") for x in (variant_dir(out, vid) / "train.jsonl").read_text()
+                    .splitlines() if '"pid"' in x}) == 1
+
+
+def test_submitit_local_job_array_runs_the_study(tmp_path: Path, sequential: tuple[Path, Path]) -> None:
+    pytest.importorskip("submitit")
+    exp, local = sequential
+    array = tmp_path / "array"
+    assert main(["experiment", "run", str(exp), "--out", str(array), "--no-plot", "--executor", "slurm",
+                 "--slurm", "cluster=local", "--slurm", "timeout_min=10"]) == 0
+    same_results(results(local), results(array))
+    assert len(list((array / "slurm").glob("*_result.pkl"))) == 2  # one job of the array per variant
+
+
+def test_a_local_ray_cluster_runs_the_study(tmp_path: Path, sequential: tuple[Path, Path]) -> None:
+    ray = pytest.importorskip("ray")
+    exp, local = sequential
+    rayed = tmp_path / "ray"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        assert main(["experiment", "run", str(exp), "--out", str(rayed), "--no-plot", "--executor", "ray",
+                     "--max-retries", "1"]) == 0
+    finally:
+        ray.shutdown()
+    same_results(results(local), results(rayed))

@@ -1,0 +1,65 @@
+"""One Optuna study, several runners (issue 27 item 3): two runners on one SQLite study (``--storage``) tell
+exactly N trials between them, each variant run once; a storage that cannot be opened is one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from greentrain.cli.main import main
+
+pytest.importorskip("optuna", reason="the search extra (optuna) is not installed")
+
+SPACE = {"train.learning_rate": {"low": 1.0e-3, "high": 1.0e-2, "log": True},
+         "train.optim": ["adamw_torch", "adafactor"]}
+
+
+def tiny(make: Any, path: Path, trials: int) -> Path:
+    return make(path, model={"arch": "t5", "config": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1,
+                                                       "num_heads": 4}},
+                data={"train_size": 64, "eval_size": 8, "test_size": 8, "max_source_tokens": 24,
+                      "max_target_tokens": 8},
+                train={"max_steps": 4, "per_device_train_batch_size": 8, "learning_rate": 3.0e-3},
+                search={"trials": trials, "space": SPACE, "sampler": "random"})
+
+
+def test_an_unusable_storage_is_one_line(tmp_path: Path, make_experiment: Any,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("transformers")
+    exp = tiny(make_experiment, tmp_path / "e.yaml", 2)
+    assert main(["experiment", "run", str(exp), "--out", str(tmp_path / "o"), "--storage", "nosuchdb://x/y"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--storage='nosuchdb://x/y': cannot be opened as an Optuna storage" in err
+    assert not (tmp_path / "o" / "variants").exists()
+
+
+@pytest.mark.slow
+def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path: Path, make_experiment: Any) -> None:
+    pytest.importorskip("transformers")
+    import optuna
+
+    from greentrain.experiment.search import RUNNER_ATTR, VARIANT_ATTR, _study, told
+    from greentrain.experiment.spec import load_experiment
+
+    exp = tiny(make_experiment, tmp_path / "e.yaml", 4)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    out = tmp_path / "out"
+    runners = [subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp),
+                                 "--out", str(out), "--no-plot", "--storage", url],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in runners:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    study = _study(optuna, out, load_experiment(exp), optuna.storages.RDBStorage(url))
+    done = told(study)
+    assert len(done) == 4 and len({t.number for t in done}) == 4
+    assert all(t.user_attrs.get(RUNNER_ATTR) for t in done)
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING))
+    variants = {t.user_attrs[VARIANT_ATTR] for t in done}
+    results = sorted(p.parent.name for p in (out / "variants").glob("*/result.json"))
+    assert results == sorted(variants) and "base" in variants
+    assert not (out / "attempts.csv").exists()  # no variant ran twice (two trials on one variant share it)
