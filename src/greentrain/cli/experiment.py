@@ -21,6 +21,9 @@ from greentrain.config import split_list
 from greentrain.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from greentrain.experiment.results import VariantResult
     from greentrain.experiment.runner import RunOptions
 
 
@@ -189,9 +192,17 @@ def _run(args: argparse.Namespace) -> int:
         from greentrain.report.experiment import RichProgress
 
         progress = RichProgress
-    runner = run_experiment
+    runner: Callable[..., list[VariantResult]] = run_experiment
     if exp.search is not None:  # Optuna's trials instead of the axes
-        from greentrain.experiment.search import run_search as runner
+        from greentrain.experiment.search import run_search
+
+        runner = run_search
+    elif opts.executor != "local":  # Ray tasks or a Slurm job array
+        from functools import partial
+
+        from greentrain.experiment.cluster import run_on_cluster
+
+        runner = partial(run_experiment, cluster=run_on_cluster)
     try:
         results = runner(exp, opts, progress=progress,
                          after_variant=lambda d: _after_variant(d, exp.base.mlflow))

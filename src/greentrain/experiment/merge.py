@@ -10,7 +10,7 @@ The attempts of every folder are counted (their waste adds up).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,10 @@ def _check_same(first: tuple[Path, dict[str, Any]], other: tuple[Path, dict[str,
                           "the same experiment (name, variants and their config hashes) merge")
 
 
-def load_merged(dirs: Sequence[Path]) -> tuple[dict[str, Any], list[VariantResult], list[Attempt]]:
+def load_merged(dirs: Sequence[Path], load_results: Callable[[Path], tuple[dict[str, Any], list[VariantResult]]]
+                ) -> tuple[dict[str, Any], list[VariantResult], list[Attempt]]:
     """The merged manifest (the first folder's, with every folder's variants), one result per variant, and every
-    folder's attempts."""
-    from greentrain.experiment.report import load_results
-
+    folder's attempts; ``load_results`` reads one folder (report.load_results)."""
     loaded = [(Path(d), *load_results(Path(d))) for d in dirs]
     hashes: dict[str, str] = {}
     for d, man, _ in loaded:

@@ -120,7 +120,7 @@ def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = Non
     else:
         from greentrain.experiment.merge import load_merged
 
-        man, results, every_attempt = load_merged(out_dir)
+        man, results, every_attempt = load_merged(out_dir, load_results)
     site = parse_job({"site": man.get("site", {})}).site
     regions = list(site.reprice) if regions is None else regions
     rep = reprice(results, site, regions)

@@ -252,10 +252,12 @@ def fresh_start(out: Path) -> None:
 
 
 def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], Progress] | None = None,
-                   after_variant: Callable[[Path], None] | None = None) -> list[VariantResult]:
+                   after_variant: Callable[[Path], None] | None = None,
+                   cluster: Callable[..., list[VariantResult]] | None = None) -> list[VariantResult]:
     """Run (or resume) every selected variant; returns their results in the experiment's order. ``progress``
-    makes the progress display for the number of variants chosen (none by default). An experiment with a
-    ``search`` section runs through ``experiment.search.run_search`` (Optuna's trials) instead."""
+    makes the progress display for the number of variants chosen (none by default). ``opts.executor`` ray or
+    slurm: through ``cluster`` (``experiment.cluster.run_on_cluster``). An experiment with a ``search`` section
+    runs through ``experiment.search.run_search`` (Optuna's trials) instead."""
     from greentrain.experiment.executors import joined
 
     require(exp.search is None, "search", exp.name, "a search runs through greentrain.experiment.search.run_search")
@@ -266,12 +268,13 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
 
             raise ConfigError("only", vid, "no such variant" + did_you_mean(vid, known))
     chosen = [v for v in exp.variants if not opts.only or v.variant_id in opts.only]
+    require(opts.executor == "local" or cluster is not None, "executor", opts.executor,
+            "needs cluster=greentrain.experiment.cluster.run_on_cluster")
     start(exp, opts, chosen)
     with joined(opts.out_dir, manifest_of(exp, exp.variants), opts.fresh, fresh_start):
-        if opts.executor != "local":
-            from greentrain.experiment.cluster import run_on_cluster
-
-            return run_on_cluster(exp, chosen, opts, after_variant)
+        if opts.executor != "local":  # experiment/cluster.py: Ray tasks or a Slurm job array
+            assert cluster is not None
+            return cluster(exp, chosen, opts, after_variant)
         return _run_all(exp, chosen, opts, progress, after_variant)
 
 

@@ -189,9 +189,12 @@ def run_search(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], P
     import optuna
 
     out = opts.out_dir
-    storage = _storage(optuna, out, opts.storage)
+    database = opts.storage and not opts.storage.startswith("journal:")
+    storage = _storage(optuna, out, opts.storage) if database else None  # checked before anything is written
     with joined(out, runner.manifest_of(exp, []), opts.fresh, runner.fresh_start):
         with claim(out, "_study", wait=True):  # one runner at a time recovers and enqueues the base
+            if storage is None:  # a journal: opened after --fresh deleted DIR's
+                storage = _storage(optuna, out, opts.storage)
             if opts.fresh and opts.storage:
                 _forget(optuna, exp, storage)
             study = _study(optuna, out, exp, storage, bool(opts.storage))
