@@ -111,7 +111,8 @@ def run_jobs(jobs: Sequence[Job], options: LaunchOptions, *,
     if not under_torchrun() and world > limit:
         raise ConfigError("mesh", world, f"needs {world} ranks; at most {limit} run as local processes here "
                                          "(4 per CPU core, at least 16): launch more under torchrun on several hosts, "
-                                         "or count the mesh in one process (its counting mode, which the fake process group runs)")
+                                         "or count the mesh in one process (the counting mode, on PyTorch's fake "
+                                         "process group)")
     check_memory([case for case, _ in jobs], world)
     per_rank = (_run_in_group(jobs, options, world) if under_torchrun()
                 else _spawn(jobs, options, world, progress))
