@@ -180,5 +180,11 @@ def run_pool(items: Sequence[T], slots: Sequence[Slot],
     for wait, todo in ((False, list(items)), (True, None)):
         with ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="greentrain-variant") as pool:
             batch = todo if todo is not None else [x for x in items if x in deferred]
-            for fut in [pool.submit(one, x, wait) for x in batch]:
-                fut.result()
+            futures = [pool.submit(one, x, wait) for x in batch]
+            try:
+                for fut in futures:
+                    fut.result()
+            except BaseException:  # a refusal or Ctrl-C: nothing more starts; the running workers finish
+                for fut in futures:
+                    fut.cancel()
+                raise
