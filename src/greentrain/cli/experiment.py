@@ -59,12 +59,13 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--executor", choices=("local", "ray", "slurm"), default="local",
                    help="local worker processes (default), Ray tasks (greentrain[ray]) or a Slurm job array "
                    "through submitit (greentrain[slurm])")
-    r.add_argument("--jobs", type=int, default=1, help="local: variants at once, one worker process, device "
-                   "group or share of the cores each (default 1)")
-    r.add_argument("--max-retries", type=int, default=0, help="run a variant whose worker was killed (OOM, "
-                   "preemption) again, up to N times; its attempt is counted as waste")
-    r.add_argument("--ray-address", default="", help="ray: the cluster's address (default: a local cluster)")
-    r.add_argument("--storage", default="", help="search: Optuna storage shared by several runners: "
+    r.add_argument("--jobs", type=int, default=1, metavar="N", help="local: variants at once, one worker "
+                   "process, device group or share of the cores each (default 1)")
+    r.add_argument("--max-retries", type=int, default=0, metavar="N", help="run a variant whose worker was "
+                   "killed (OOM, preemption) again, up to N times; its attempt is counted as waste")
+    r.add_argument("--ray-address", default="", metavar="ADDRESS",
+                   help="ray: the cluster's address (default: a local cluster)")
+    r.add_argument("--storage", default="", metavar="URL", help="search: Optuna storage shared by several runners: "
                    "sqlite:///PATH, any SQLAlchemy URL, or journal:PATH (default DIR/optuna.journal)")
     r.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                    help="slurm: a submitit parameter (partition=gpu, gpus_per_node=1, timeout_min=60; repeat)")

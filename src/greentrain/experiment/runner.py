@@ -261,6 +261,7 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
     from greentrain.experiment.executors import joined
 
     require(exp.search is None, "search", exp.name, "a search runs through greentrain.experiment.search.run_search")
+    require(not opts.storage, "--storage", opts.storage, "applies to a search (a search: section), not to axes")
     known = {v.variant_id for v in exp.variants}
     for vid in opts.only:
         if vid not in known:

@@ -129,6 +129,7 @@ def test_report_merges_folders_of_one_experiment(tmp_path: Path, make_folder: An
     (["--executor", "ray", "--jobs", "2"], "--jobs=2: applies to --executor local"),
     (["--executor", "slurm", "--slurm", "partition"], "--slurm='partition': must be KEY=VALUE"),
     (["--jobs", "2", "--isolation", "inline"], "--jobs=2: needs --isolation process"),
+    (["--storage", "sqlite:///x.db"], "--storage='sqlite:///x.db': applies to a search"),
 ])
 def test_bad_executor_flags_are_one_line(tmp_path: Path, make_experiment: Any, flags: list[str], match: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
