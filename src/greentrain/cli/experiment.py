@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greentrain.cli.fields import EXPERIMENT_RUN_FLAGS, fields_as_flags
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
 
@@ -120,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
             render_plan(plan)
         return 0
     if args.action == "run":
-        return _run(args)
+        with fields_as_flags(EXPERIMENT_RUN_FLAGS):
+            return _run(args)
     if args.action == "status":
         _report(Path(args.dir), [], None, args.json, False)
         return 0

@@ -25,5 +25,8 @@ SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_head
 OFFLOAD_FLAGS = {"cluster.host_link": "--host-link", "measured": "--measured"}
 TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s", "track.out_dir": "--out"}
 SUMMARIZE_FLAGS = {"out_dir": "--summarize"}
+EXPERIMENT_RUN_FLAGS = {"jobs": "--jobs", "fresh": "--fresh", "storage": "--storage", "out": "--out",
+                        "executor": "--executor", "max_retries": "--max-retries",
+                        "executor.ray_address": "--ray-address", "slurm": "--slurm"}
 STEP_FLAGS = {"step.inter_node_slowdown": "--link-slowdown", "step.bucket_mb": "--bucket-mb",
               "step.stragglers": "--straggler"}

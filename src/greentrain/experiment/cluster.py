@@ -62,7 +62,7 @@ def _ray(exp: Experiment, chosen: list[Variant], opts: Any,
             ray.init(address=opts.ray_address or None, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
         except (ConnectionError, ValueError, RuntimeError) as e:
-            raise ConfigError("--ray-address", opts.ray_address or "(local)", f"cannot connect: {e}") from None
+            raise ConfigError("executor.ray_address", opts.ray_address or "(local)", f"cannot connect: {e}") from None
     gpu = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
     task = ray.remote(variant_task)
     refs = {task.options(num_cpus=v.job.num_threads or 1, num_gpus=gpu, max_retries=opts.max_retries,
@@ -108,7 +108,7 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
         executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
         executor.update_parameters(**params)
     except (ValueError, TypeError, RuntimeError) as e:
-        raise ConfigError("--slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
+        raise ConfigError("slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
     done: dict[str, VariantResult] = {}
     todo = list(chosen)
     for attempt in range(opts.max_retries + 1):

@@ -102,7 +102,7 @@ def _join_others(out: Path, f: IO[str], manifest: Mapping[str, object], fresh: b
     except BlockingIOError:
         raise ConfigError("out", str(out), f"is locked by another experiment runner (pid {_holder(f)})") from None
     if fresh:
-        raise ConfigError("--fresh", str(out), f"another runner is at work in the folder (pid {_holder(f)}): "
+        raise ConfigError("fresh", str(out), f"another runner is at work in the folder (pid {_holder(f)}): "
                           "nothing is deleted")
     try:
         theirs = json.loads((out / "experiment.json").read_text(encoding="utf-8"))
@@ -110,7 +110,7 @@ def _join_others(out: Path, f: IO[str], manifest: Mapping[str, object], fresh: b
         theirs = {}
     if theirs.get("spec_hash") != manifest.get("spec_hash"):
         raise ConfigError("out", str(out), f"another runner (pid {_holder(f)}) is running a different experiment "
-                          f"({theirs.get('name', '?')}) in the folder; give an --out of its own")
+                          f"({theirs.get('name', '?')}) in the folder; give this one an output folder of its own")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +136,14 @@ def local_slots(jobs: int, environ: Mapping[str, str] | None = None, cores: int 
     """The pool's workers: one device group each on a GPU box, ``cores // jobs`` threads each on a CPU box.
     ``--jobs 1`` leaves the worker's environment as it is."""
     if jobs < 1:
-        raise ConfigError("--jobs", jobs, "must be at least 1")
+        raise ConfigError("jobs", jobs, "must be at least 1")
     if jobs == 1:
         return [Slot(0)]
     env = os.environ if environ is None else environ
     gpus = _gpus(env)
     if gpus:
         if jobs > len(gpus):
-            raise ConfigError("--jobs", jobs, f"exceeds the {len(gpus)} GPU(s) here (one device or device group "
+            raise ConfigError("jobs", jobs, f"exceeds the {len(gpus)} GPU(s) here (one device or device group "
                               "per worker)")
         per = len(gpus) // jobs
         return [Slot(i, (("CUDA_VISIBLE_DEVICES", ",".join(gpus[i * per:(i + 1) * per])),)) for i in range(jobs)]

@@ -217,15 +217,15 @@ def write_manifest(out: Path, exp: Experiment, variants: Sequence[Variant]) -> N
 
 
 def check_executor(opts: RunOptions) -> None:
-    """The executor options agree with each other (one line naming the flag otherwise)."""
+    """The executor options agree with each other (one line naming the field otherwise; the CLI names its flag)."""
     from greentrain.experiment.executors import EXECUTORS
 
-    require(opts.executor in EXECUTORS, "--executor", opts.executor, f"must be one of {', '.join(EXECUTORS)}")
-    require(opts.jobs >= 1, "--jobs", opts.jobs, "must be at least 1")
-    require(opts.max_retries >= 0, "--max-retries", opts.max_retries, "must be at least 0")
-    require(opts.jobs == 1 or opts.executor == "local", "--jobs", opts.jobs,
-            f"applies to --executor local (the {opts.executor} scheduler places the variants)")
-    require(opts.jobs == 1 or opts.isolation == "process", "--jobs", opts.jobs, "needs --isolation process")
+    require(opts.executor in EXECUTORS, "executor", opts.executor, f"must be one of {', '.join(EXECUTORS)}")
+    require(opts.jobs >= 1, "jobs", opts.jobs, "must be at least 1")
+    require(opts.max_retries >= 0, "max_retries", opts.max_retries, "must be at least 0")
+    require(opts.jobs == 1 or opts.executor == "local", "jobs", opts.jobs,
+            f"applies to the local executor (the {opts.executor} scheduler places the variants)")
+    require(opts.jobs == 1 or opts.isolation == "process", "jobs", opts.jobs, "needs process isolation")
 
 
 def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
@@ -261,7 +261,7 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
     from greentrain.experiment.executors import joined
 
     require(exp.search is None, "search", exp.name, "a search runs through greentrain.experiment.search.run_search")
-    require(not opts.storage, "--storage", opts.storage, "applies to a search (a search: section), not to axes")
+    require(not opts.storage, "storage", opts.storage, "applies to a search (a search: section), not to axes")
     known = {v.variant_id for v in exp.variants}
     for vid in opts.only:
         if vid not in known:

@@ -104,7 +104,7 @@ def _storage(optuna: Any, out: Path, url: str) -> Any:
             if tries_left and type(e).__name__ in ("IntegrityError", "OperationalError"):
                 time.sleep(1.0)  # another runner was creating the schema at the same instant
                 continue
-            raise ConfigError("--storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
+            raise ConfigError("storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
     raise AssertionError("unreachable")
 
@@ -181,8 +181,8 @@ def run_search(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], P
     spec = exp.search
     assert spec is not None
     require(not opts.only, "only", ",".join(opts.only), "does not apply to a search (trials are not known ahead)")
-    require(opts.executor == "local" and opts.jobs == 1, "--executor", opts.executor,
-            "a search runs its trials one at a time per runner: start several runners on one --storage instead")
+    require(opts.executor == "local" and opts.jobs == 1, "executor", opts.executor,
+            "a search runs its trials one at a time per runner: start several runners on one storage instead")
     if missing_modules(("optuna",)):
         raise ConfigError("search", "optuna", "needs optuna, which is not installed: pip install 'greentrain[search]'")
     runner.start(exp, opts, list(exp.variants))

@@ -173,16 +173,16 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     ids = [vid for vid, _ in entries]
     dup = next((v for v in ids if ids.count(v) > 1), None)
     require(dup is None, "axes", dup, "two variants have the same id: give them distinct labels")
+    for vid, settings in entries:  # before any variant is built: its other settings may only suit its task
+        task = dict(settings).get("task", base.task)
+        if task != base.task:
+            raise ConfigError(f"axes[{vid}].task", task, f"an experiment has one task (the base's: {base.task}); "
+                              "run another task as another experiment")
     variants = []
     for r in range(repeats):
         for vid, settings in entries:
             rid = vid if repeats == 1 else f"{vid}@seed{seed + r}"
             variants.append(make_variant(base_raw, rid, settings, seed + r))
-    other = next((v for v in variants if v.job.task != base.task), None)
-    if other is not None:
-        raise ConfigError(f"axes[{other.variant_id}].task", other.job.task,
-                          f"an experiment has one task (the base's: {base.task}); run another task as another "
-                          "experiment")
     return Experiment(name=str(name), path=path, combine=combine, base=base, variants=tuple(variants),
                       base_raw=base_raw, base_seed=seed)
 

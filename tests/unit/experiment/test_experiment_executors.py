@@ -28,9 +28,9 @@ def test_cpu_slots_share_the_cores_and_gpu_slots_split_the_devices() -> None:
     assert dict(local_slots(3, {"CUDA_VISIBLE_DEVICES": ""}, cores=2)[2].env)[THREADS_ENV] == "1"
     gpu = local_slots(2, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert [dict(s.env) for s in gpu] == [{"CUDA_VISIBLE_DEVICES": "0,1"}, {"CUDA_VISIBLE_DEVICES": "2,3"}]
-    with pytest.raises(ConfigError, match=r"--jobs=5: exceeds the 4 GPU\(s\) here"):
+    with pytest.raises(ConfigError, match=r"jobs=5: exceeds the 4 GPU\(s\) here"):
         local_slots(5, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
-    with pytest.raises(ConfigError, match="--jobs=0: must be at least 1"):
+    with pytest.raises(ConfigError, match="jobs=0: must be at least 1"):
         local_slots(0)
 
 
@@ -89,7 +89,7 @@ def test_runners_of_one_experiment_share_a_folder_others_are_refused(tmp_path: P
         with pytest.raises(ConfigError, match=r"another runner \(pid \d+\) is running a different experiment "
                                               r"\(tiny\) in the folder"), other:
             pass
-        with pytest.raises(ConfigError, match=r"--fresh=.*another runner is at work in the folder"), \
+        with pytest.raises(ConfigError, match=r"fresh=.*another runner is at work in the folder"), \
                 joined(tmp_path, mine, True, fresh_start):
             pass
     with joined(tmp_path, {"name": "other", "spec_hash": "def", "variants": []}, True, fresh_start):
@@ -126,9 +126,9 @@ def test_report_merges_folders_of_one_experiment(tmp_path: Path, make_folder: An
 @pytest.mark.parametrize(("flags", "match"), [
     (["--jobs", "0"], "--jobs=0: must be at least 1"),
     (["--max-retries", "-1"], "--max-retries=-1: must be at least 0"),
-    (["--executor", "ray", "--jobs", "2"], "--jobs=2: applies to --executor local"),
+    (["--executor", "ray", "--jobs", "2"], "--jobs=2: applies to the local executor"),
     (["--executor", "slurm", "--slurm", "partition"], "--slurm='partition': must be KEY=VALUE"),
-    (["--jobs", "2", "--isolation", "inline"], "--jobs=2: needs --isolation process"),
+    (["--jobs", "2", "--isolation", "inline"], "--jobs=2: needs process isolation"),
     (["--storage", "sqlite:///x.db"], "--storage='sqlite:///x.db': applies to a search"),
 ])
 def test_bad_executor_flags_are_one_line(tmp_path: Path, make_experiment: Any, flags: list[str], match: str,
