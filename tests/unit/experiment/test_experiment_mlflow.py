@@ -75,6 +75,7 @@ def test_child_runs_have_real_times_step_curves_and_env_settings(tmp_path: Path,
     uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team")
+    monkeypatch.chdir(tmp_path)  # a user's own store keeps MLflow's default artifact root, ./mlruns of the cwd
     from greentrain.experiment.report import load_results
 
     _man, results = load_results(out)
