@@ -30,13 +30,7 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNOR
 NOT_RUN = ("track", "experiment")
 SLOW = ("emulate",)  # imports torch and starts ranks: several seconds each (the `slow` marker)
 # Blocks whose figures are known to be stale, with who regenerates them; xfail(strict): fixed, they must go.
-KNOWN_STALE: dict[tuple[str, str], str] = {
-    ("search.md", "search --model llama3.2-1b --num-chips 8 --global-batch 16 --seq-len 2048 --tokens 1e9 "
-                  "--deadline-days 0.00001"): "docs/search.md's owner regenerates it (planner changed in #23)",
-    ("search.md", "search --model llama3.2-1b --num-chips 8 --global-batch 32 --seq-len 2048 --tokens 1e10 --top 3 "
-                  "--pareto --chip h100-sxm,a100-80gb --region us-west-2,eu-north-1 --objective co2e"):
-        "docs/search.md's owner regenerates it (planner changed in #23)",
-}
+KNOWN_STALE: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
