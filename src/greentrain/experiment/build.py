@@ -170,7 +170,8 @@ def training_arguments(job: Job, out_dir: Path, seed: int, cuda: bool) -> Any:
 
 @torch.no_grad()
 def generate(model: nn.Module, tokenizer: Any, sources: tuple[str, ...], job: Job) -> list[str]:
-    """Greedy (or beam) summaries of ``sources`` in batches of eval.batch_size."""
+    """Greedy (or beam) summaries of ``sources`` in batches of eval.batch_size, with the job's decoding options
+    (eval.min_new_tokens, eval.length_penalty)."""
     model.eval()
     device = next(model.parameters()).device
     out: list[str] = []
@@ -179,6 +180,34 @@ def generate(model: nn.Module, tokenizer: Any, sources: tuple[str, ...], job: Jo
         x = tokenizer(list(sources[i:i + step]), max_length=job.data.max_source_tokens, padding="max_length",
                       truncation=True, return_tensors="pt").to(device)
         ids = model.generate(input_ids=x["input_ids"], attention_mask=x["attention_mask"],  # type: ignore[operator]
-                             max_new_tokens=job.eval.max_new_tokens, num_beams=job.eval.num_beams, do_sample=False)
+                             max_new_tokens=job.eval.max_new_tokens, num_beams=job.eval.num_beams, do_sample=False,
+                             min_new_tokens=job.eval.min_new_tokens, length_penalty=job.eval.length_penalty)
         out += tokenizer.batch_decode(ids, skip_special_tokens=True)
     return out
+
+
+def token_lengths(tokenizer: Any, pairs: TextPairs, job: Job) -> tuple[list[int], list[int]]:
+    """Uncut token lengths (special tokens included, as the model would see them) of the sources and targets;
+    a causal LM: of each source and its target joined (encode()'s text), and no target side."""
+    if job.task == CAUSAL:
+        joined = tokenizer([f"{s} {t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)])
+        return [len(x) for x in joined["input_ids"]], []
+    return ([len(x) for x in tokenizer(list(pairs.sources))["input_ids"]],
+            [len(x) for x in tokenizer(list(pairs.targets))["input_ids"]])
+
+
+def generated_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
+    """Tokens of each generated summary (special tokens excluded)."""
+    return [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+
+
+def save_model(trainer: Any, tokenizer: Any, folder: Path) -> float:
+    """Write the fine-tuned model (safetensors and config) and its tokenizer to ``folder``; their bytes."""
+    trainer.save_model(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return tree_bytes(folder)
+
+
+def tree_bytes(folder: Path) -> float:
+    """Bytes of the regular files under ``folder`` (what storage bills)."""
+    return float(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()))

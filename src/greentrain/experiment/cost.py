@@ -3,6 +3,9 @@
 CO2e: measured IT energy x PUE x the grid intensity of the site (footprint.footprint with ``device_energy_j``).
 $: billed time (the worker's wall time, whatever the utilisation) x the machine's price per hour; without a
 price, facility energy x the site's electricity price. The basis is recorded so that rankings never mix them.
+Beside it, always when the region has an electricity price: the electricity bill of the run there (facility energy
+x the region's $/kWh, the catalog's region data), so that re-pricing in another region shows a regional $. Storage:
+the bytes a variant keeps x a $/GB-month price x the months they are kept.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class Pricing:
     embodied_kg_co2e: float
     cost_usd: float | None
     cost_basis: str  # cloud | electricity | unknown
+    electricity_cost_usd: float | None = None  # facility energy x the region's electricity price; None: unknown
+    electricity_usd_per_kwh: float | None = None  # the site's price (catalog region data); None: unknown
 
 
 def site_of(spec: SiteSpec, region: str | None = None) -> Site | None:
@@ -54,8 +59,22 @@ def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: fl
                        cost_basis="cloud" if cost is not None else "unknown")
     fp = footprint(num_chips=1, duration_s=wall_s, site=site, device_energy_j=energy_j, host_power_w_per_chip=0.0,
                    price_usd_per_device_s=per_s)
+    # the same run billed by its electricity (footprint's electricity basis: no device price given)
+    bill = fp if per_s is None else footprint(num_chips=1, duration_s=wall_s, site=site, device_energy_j=energy_j,
+                                              host_power_w_per_chip=0.0)
     embodied = embodied_kg_co2e(chip, wall_s, fp.lifetime_s)
+    known = site.electricity_usd_per_j > 0
     return Pricing(region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, pue=site.pue,
                    facility_energy_j=fp.energy_j, emissions_kg_co2e=fp.operational_kg_co2e + embodied,
                    embodied_kg_co2e=embodied, cost_usd=fp.cost_usd if fp.cost_basis != "unknown" else None,
-                   cost_basis=fp.cost_basis)
+                   cost_basis=fp.cost_basis,
+                   electricity_cost_usd=bill.cost_usd if known and bill.cost_basis == "electricity" else None,
+                   electricity_usd_per_kwh=site.electricity_usd_per_j * units.KWH_J if known else None)
+
+
+def storage_cost_usd(stored_bytes: float, usd_per_gb_month: float | None, months: float) -> float | None:
+    """$ of keeping ``stored_bytes`` for ``months`` at ``usd_per_gb_month`` (object storage bills GB-months,
+    1 GB = 1e9 bytes, e.g. Azure Blob Storage's price list); None without a price."""
+    if usd_per_gb_month is None:
+        return None
+    return stored_bytes / units.GB * usd_per_gb_month * months

@@ -137,3 +137,33 @@ def load_splits(source: str, path: str, source_column: str, target_column: str, 
         out.append(pairs.slice(start, start + n))
         start += n
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LengthStats:
+    """Token lengths of one side of the examples (sources or targets) against the length they are cut to (the
+    seed's "check the sequence length distribution of source and target tokens" before truncating)."""
+
+    count: int
+    max_tokens: int  # the cut (data.max_source_tokens or data.max_target_tokens)
+    p50_tokens: float
+    p95_tokens: float
+    longest_tokens: int
+    truncated: int  # examples longer than max_tokens
+
+    @property
+    def truncated_fraction(self) -> float:
+        return self.truncated / self.count if self.count else 0.0
+
+
+def length_stats(lengths: Sequence[int], max_tokens: int) -> LengthStats:
+    """Median, 95th percentile (numpy's linear interpolation), longest and how many exceed ``max_tokens``."""
+    import numpy as np
+
+    if not lengths:
+        return LengthStats(count=0, max_tokens=max_tokens, p50_tokens=0.0, p95_tokens=0.0, longest_tokens=0,
+                           truncated=0)
+    a = np.asarray(lengths, dtype=np.int64)
+    return LengthStats(count=len(a), max_tokens=max_tokens, p50_tokens=float(np.percentile(a, 50)),
+                       p95_tokens=float(np.percentile(a, 95)), longest_tokens=int(a.max()),
+                       truncated=int((a > max_tokens).sum()))

@@ -34,7 +34,9 @@ LORA_TARGETS = {"t5": ("q", "k", "v", "o", "up", "down"), "bart": ("q", "k", "v"
                 "pegasus": ("q", "k", "v", "o", "up", "down"),
                 "llama": ("q", "k", "v", "o", "gate", "up", "down")}
 LORA_ARCHS = tuple(LORA_TARGETS)
-OPTIONAL_KEYS = {"model": ("lora",)}  # keys without a default (absent from the resolved job unless given)
+# keys without a default: absent from the resolved job unless given, so files written before them keep their hash
+OPTIONAL_KEYS = {"model": ("lora", "save"), "eval": ("length_penalty", "min_new_tokens"),
+                 "site": ("storage_usd_per_gb_month", "storage_months")}
 # TrainingArguments fields a job may set (checked again against the installed transformers at run time).
 TRAIN_ARGS = ("per_device_train_batch_size", "max_steps", "num_train_epochs", "learning_rate", "lr_scheduler_type",
               "warmup_steps", "optim", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
@@ -90,6 +92,7 @@ class ModelSpec:
     freeze: tuple[str, ...]
     lora_rank: int = 0  # > 0: LoRA (every base weight frozen, rank-r adapters beside lora_targets)
     lora_targets: tuple[str, ...] = ()
+    save: bool = False  # write the fine-tuned model to the variant's folder (model/, safetensors): stored bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +125,10 @@ class EvalSpec:
     max_new_tokens: int
     num_beams: int
     batch_size: int
+    # decoding (generate()): the exponent of the length in beam scores (> 1 favours longer summaries; beam search
+    # only) and the fewest new tokens before the end token may end a summary (transformers GenerationConfig)
+    length_penalty: float = 1.0
+    min_new_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +139,8 @@ class SiteSpec:
     chip: str  # catalog chip the planner predicts on ("": FLOPs, tokens and memory only)
     usd_per_hour: float | None  # price of the machine per hour (billed on wall time)
     reprice: tuple[str, ...]
+    storage_usd_per_gb_month: float | None = None  # price of keeping the variant's outputs (1 GB = 1e9 bytes)
+    storage_months: float = 1.0  # how long the outputs are kept
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,9 +216,11 @@ def _model(d: dict[str, Any], task: str) -> ModelSpec:
     for f in freeze:
         require(f in parts, "model.freeze", f, f"must be one of {', '.join(parts)} for task {task}")
     rank, targets = _lora(d.get("lora"), d["arch"], freeze)
+    save = d.get("save", False)
+    require(isinstance(save, bool), "model.save", save, "must be true or false")
     return ModelSpec(arch=str(d["arch"]), config=dict(d["config"]), config_path=str(d["config_path"]),
                      init=str(d["init"]), path=str(d["path"]), freeze=tuple(freeze), lora_rank=rank,
-                     lora_targets=targets)
+                     lora_targets=targets, save=save)
 
 
 def _lora(d: Any, arch: str, freeze: list[str]) -> tuple[int, tuple[str, ...]]:
@@ -269,10 +280,19 @@ def _eval(d: dict[str, Any], task: str) -> EvalSpec:
     require(isinstance(metrics, list) and bool(metrics), "eval.metrics", metrics, "must be a non-empty list")
     for m in metrics:
         require(m in known, "eval.metrics", m, f"unknown metric for task {task}" + did_you_mean(str(m), known))
-    return EvalSpec(metrics=tuple(metrics), max_new_tokens=as_int(d["max_new_tokens"], "eval.max_new_tokens",
-                                                                  minimum=1),
-                    num_beams=as_int(d["num_beams"], "eval.num_beams", minimum=1),
-                    batch_size=as_int(d["batch_size"], "eval.batch_size", minimum=1))
+    max_new = as_int(d["max_new_tokens"], "eval.max_new_tokens", minimum=1)
+    beams = as_int(d["num_beams"], "eval.num_beams", minimum=1)
+    for key in ("length_penalty", "min_new_tokens"):
+        require(key not in d or task == "summarization", f"eval.{key}", d.get(key),
+                f"is a decoding option: task {task} generates nothing")
+    penalty = as_float(d.get("length_penalty", 1.0), "eval.length_penalty")
+    require(penalty == 1.0 or beams > 1, "eval.length_penalty", penalty,
+            f"scores beams only: set eval.num_beams > 1 (it is {beams}), or leave it at 1.0")
+    min_new = as_int(d.get("min_new_tokens", 0), "eval.min_new_tokens", minimum=0)
+    require(min_new <= max_new, "eval.min_new_tokens", min_new, f"must be <= eval.max_new_tokens ({max_new})")
+    return EvalSpec(metrics=tuple(metrics), max_new_tokens=max_new, num_beams=beams,
+                    batch_size=as_int(d["batch_size"], "eval.batch_size", minimum=1), length_penalty=penalty,
+                    min_new_tokens=min_new)
 
 
 def _site(d: dict[str, Any]) -> SiteSpec:
@@ -290,7 +310,9 @@ def _site(d: dict[str, Any]) -> SiteSpec:
     return SiteSpec(region=str(d["region"]), pue=_opt_float(d, "pue", "site", minimum=1.0),
                     grid_g_co2e_per_kwh=_opt_float(d, "grid_g_co2e_per_kwh", "site", minimum=0.0),
                     chip=str(d["chip"]), usd_per_hour=_opt_float(d, "usd_per_hour", "site", minimum=0.0),
-                    reprice=tuple(str(r) for r in reprice))
+                    reprice=tuple(str(r) for r in reprice),
+                    storage_usd_per_gb_month=_opt_float(d, "storage_usd_per_gb_month", "site", minimum=0.0),
+                    storage_months=as_float(d.get("storage_months", 1.0), "site.storage_months", positive=True))
 
 
 def parse_job(raw: dict[str, Any]) -> Job:

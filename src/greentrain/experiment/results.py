@@ -76,6 +76,23 @@ class VariantResult:
     cpu_energy_j: float = 0.0
     ram_energy_j: float = 0.0
     energy_measured: bool = False  # False: estimated (CPU from TDP x utilisation; RAM from RSS)
+    # utilisation and power of the train phase: NVML's GPU utilisation where a GPU is read, else the CPU's
+    cpu_utilization_percent: float | None = None  # CPU seconds of the process tree / (train s x logical CPUs)
+    gpu_utilization_percent: float | None = None  # mean of NVML's samples over the train phase; None: no NVML
+    utilization_source: str = ""  # "nvml" (GPU) | "cpu-time" (CPU): what utilization_percent is
+    mean_power_w: float | None = None  # IT energy / wall time (before PUE)
+    train_power_w: float | None = None  # the train phase's IT energy / its time
+    # token lengths of the variant's examples (train + eval + test, special tokens included) against the max
+    # lengths they are cut to; causal-lm: "source" is the joined sequence, "target" is not cut on its own
+    source_tokens_p50: float | None = None
+    source_tokens_p95: float | None = None
+    source_tokens_longest: int | None = None
+    source_truncated_fraction: float | None = None  # share of examples longer than max_source_tokens
+    target_tokens_p50: float | None = None
+    target_tokens_p95: float | None = None
+    target_tokens_longest: int | None = None
+    target_truncated_fraction: float | None = None
+    generated_tokens_mean: float | None = None  # mean length of the generated summaries (decoding options)
     # carbon and cost at the experiment's site
     region: str = ""
     grid_g_co2e_per_kwh: float | None = None
@@ -85,6 +102,12 @@ class VariantResult:
     embodied_kg_co2e: float = 0.0
     cost_usd: float | None = None
     cost_basis: str = ""  # cloud (price x wall time) | electricity | unknown
+    electricity_usd_per_kwh: float | None = None  # the region's price (catalog region data); None: unknown
+    electricity_cost_usd: float | None = None  # facility energy x electricity_usd_per_kwh (whatever the basis)
+    # storage: what the variant keeps (its folder: records, predictions, the model with model.save)
+    model_bytes: float = 0.0  # the saved model (safetensors, config, tokenizer); 0 without model.save
+    output_bytes: float = 0.0
+    storage_cost_usd: float | None = None  # output_bytes x site.storage_usd_per_gb_month x site.storage_months
     # quality
     rouge1: float | None = None
     rouge1_low: float | None = None
