@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from greentrain.errors import ConfigError
-from greentrain.experiment.data import TextPairs
+from greentrain.experiment.data import LengthStats, TextPairs, length_stats
 from greentrain.experiment.job import Job
 from greentrain.experiment.predict import SPECIAL_TOKENS, hf_config
 
@@ -211,3 +211,15 @@ def save_model(trainer: Any, tokenizer: Any, folder: Path) -> float:
 def tree_bytes(folder: Path) -> float:
     """Bytes of the regular files under ``folder`` (what storage bills)."""
     return float(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()))
+
+
+def example_lengths(tokenizer: Any, splits: tuple[TextPairs, ...], job: Job) -> tuple[LengthStats, LengthStats | None]:
+    """Length statistics of every example of a variant (train + eval + test) against the max lengths: sources
+    and targets; a causal LM: the joined sequence against max_source_tokens + max_target_tokens, no target."""
+    pairs = TextPairs(sources=tuple(s for p in splits for s in p.sources),
+                      targets=tuple(t for p in splits for t in p.targets))
+    src, tgt = token_lengths(tokenizer, pairs, job)
+    d = job.data
+    if job.task == CAUSAL:
+        return length_stats(src, d.max_source_tokens + d.max_target_tokens), None
+    return length_stats(src, d.max_source_tokens), length_stats(tgt, d.max_target_tokens)

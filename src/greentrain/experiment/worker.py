@@ -32,6 +32,8 @@ from greentrain.experiment.job import Job, parse_job
 from greentrain.experiment.predict import calibrated_train_s, predict
 from greentrain.experiment.quality import rouge
 from greentrain.experiment.results import VariantResult, write_result
+from greentrain.experiment.usage import usage_fields
+from greentrain.experiment.utilization import GpuUtilizationSampler
 from greentrain.files import write_text_atomic
 from greentrain.measure.records import read_jsonl
 from greentrain.measure.summary import Measurement
@@ -187,12 +189,17 @@ class _Measured:
     eval_loss: float | None = None
     test_loss: float | None = None  # causal-lm: the test split's loss (its exp is the perplexity)
     scores: dict[str, Any] = field(default_factory=dict)
+    lengths: tuple[Any, Any] = (None, None)  # data.LengthStats of the sources and the targets (usage.py)
+    gpu_utilization_percent: float | None = None  # NVML over the train phase; None without a GPU reading
+    generated_tokens: list[int] = field(default_factory=list)
+    model_bytes: float = 0.0
+    output_bytes: float = 0.0
 
 
 def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) -> _Measured:
     from transformers import PrinterCallback, set_seed
 
-    from greentrain.experiment.build import build_model, build_tokenizer, encode, training_arguments
+    from greentrain.experiment.build import build_model, build_tokenizer, encode, example_lengths, training_arguments
     from greentrain.measure.hf import GreentrainTrainerCallback
 
     m = _Measured()
@@ -207,6 +214,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         train, ev, test = load_splits(d.source, d.path, d.source_column, d.target_column,
                                       (d.train_size, d.eval_size, d.test_size), 0)
         tok = build_tokenizer(job, train)
+        m.lengths = example_lengths(tok, (train, ev, test), job)
         model = build_model(job, len(tok))
         m.params = sum(p.numel() for p in model.parameters())
         m.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -223,11 +231,13 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.other = other.stop()
     mp = str(getattr(trainer.accelerator, "mixed_precision", "no"))
     m.precision_effective = {"no": "fp32"}.get(mp, mp)
+    util = GpuUtilizationSampler().start() if cuda else None
     m.train_t0 = time.perf_counter()
     try:
         trainer.train()
     finally:
         m.train = cb.tracker.stop()  # on_train_end stopped it already unless train() raised
+        m.gpu_utilization_percent = util.stop() if util is not None else None
     m.hf_total_flos = float(trainer.state.total_flos)
     m.step_times_s = _train_steps(out_dir / "train.jsonl", cb.tracker.t0, m.in_train.windows_s)
     ev_tracker = _tracker(out_dir, "eval").start()
@@ -236,12 +246,18 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     finally:
         m.eval = ev_tracker.stop()
     _predict_phase(m, trainer, tok, test, job, seed, out_dir)
+    from greentrain.experiment.build import save_model, tree_bytes
+
+    if job.model.save:
+        m.model_bytes = save_model(trainer, tok, out_dir / "model")
+    m.output_bytes = tree_bytes(out_dir)  # what the variant keeps (result.json aside)
     return m
+
 
 
 def _predict_phase(m: _Measured, trainer: Any, tok: Any, test: Any, job: Job, seed: int, out_dir: Path) -> None:
     """Summaries of the test split and their ROUGE; a causal LM: its loss on the test split and the perplexity."""
-    from greentrain.experiment.build import encode, generate
+    from greentrain.experiment.build import encode, generate, generated_tokens
 
     tracker = _tracker(out_dir, "predict").start()
     try:
@@ -255,6 +271,7 @@ def _predict_phase(m: _Measured, trainer: Any, tok: Any, test: Any, job: Job, se
     write_text_atomic(out_dir / "predictions.jsonl", "".join(
         json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets, strict=True)),
         "predictions")
+    m.generated_tokens = generated_tokens(tok, preds)
 
 
 def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> VariantResult:
@@ -300,7 +317,11 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
         rouge2=score.get("rouge2"), rougeL=score.get("rougeL"), rougeLsum=score.get("rougeLsum"),
         eval_loss=m.eval_loss, test_loss=m.test_loss,
         perplexity=math.exp(m.test_loss) if m.test_loss is not None else None, early_stopped_at_step=stopped,
-        calibrated_train_s=calibrated_train_s(m.step_times_s, n))  # the steps run: an early stop is no rate error
+        calibrated_train_s=calibrated_train_s(m.step_times_s, n),  # the steps run: an early stop is no rate error
+        **usage_fields(job=job, train=m.train, gpu_utilization_percent=m.gpu_utilization_percent, energy_j=energy_j,
+                       wall_s=wall_s, train_energy_j=energies["train"], train_s=train_s, pricing=p,
+                       source_lengths=m.lengths[0], target_lengths=m.lengths[1],
+                       generated_tokens=m.generated_tokens, model_bytes=m.model_bytes, output_bytes=m.output_bytes))
 
 
 def failed_result(variant: dict[str, Any], reason: str, wall_s: float) -> VariantResult:
