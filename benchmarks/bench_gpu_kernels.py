@@ -16,6 +16,7 @@ Methods (each figure a fraction of the catalog chip's datasheet peak, as efficie
   efficiency.Efficiency.attention's model top(d) x s / (s + half).
 - memory: the STREAM triad a = b + 2 c (McCalpin 1995: three arrays moved) on 2^28 elements.
 - host link: 1 GiB host -> device and back, from pinned and from pageable memory (seed 002's transfers).
+- fp8 GEMMs, each SDPA backend and MoE grouped GEMMs: bench_gpu_kernels_more.py (raw figures in results.json).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ import torch.nn.functional as F
 import yaml
 
 from greentrain.hardware.catalog import get_chip
+
+try:  # run as a script (benchmarks/ on sys.path) or loaded by path from the tests
+    import bench_gpu_kernels_more as more
+except ImportError:  # pragma: no cover
+    import importlib.util as _ilu
+
+    _path = Path(__file__).with_name("bench_gpu_kernels_more.py")
+    _spec = _ilu.spec_from_file_location("bench_gpu_kernels_more", _path)
+    assert _spec and _spec.loader
+    more = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(more)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -184,13 +196,18 @@ def main(argv: list[str] | None = None) -> int:
     att = bench_attention(a.device, dtype, a.quick, peak)
     triad = bench_triad(a.device, a.quick, chip.memory_bytes_per_s)
     link = bench_host_link(a.device, a.quick)
+    fp8 = more.bench_fp8(a.device, a.quick, chip.peak_flop_per_s("fp8") if chip.peak_fp8_flop_per_s else peak,
+                         timed_s)
+    backends = more.bench_attention_backends(a.device, a.quick, peak, timed_s) if a.device == "cuda" else []
+    grouped = more.bench_grouped_gemm(a.device, a.quick, peak, timed_s)
     name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
     source = (f"measured {_dt.date.today().isoformat()} on {name}, torch {torch.__version__}, "
               f"benchmarks/bench_gpu_kernels.py (MAMF, SDPA fwd+bwd, STREAM triad){' QUICK' if a.quick else ''}")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {"kind": "kernel-microbenchmarks", "chip": a.chip, "device": name, "dtype": a.dtype,
-               "matmul": mm, "attention": att, "triad": triad, "host_link": link}
+               "matmul": mm, "attention": att, "triad": triad, "host_link": link, "fp8": fp8,
+               "attention_backends": backends, "grouped_gemm": grouped}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     entry = {"chips": {a.chip: chip_entry(mm, att, triad, source)}}
     (out / "efficiency-chip.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Every GPU check of issues 23-27 as one script for a lent GPU (one call, each step time-capped, in priority
+# order), results packed after each step into $OUT/results.tgz so a cut-off run still returns what it did.
+#
+#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh      # on the GPU machine, from the repository root
+#
+# Needs torch with CUDA, transformers, accelerate, nvidia-ml-py on the machine; codecarbon and rouge-score from
+# wheels in .whl/ when present (installed into /tmp/site). greentrain runs from src/ (no install).
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+W=/tmp/gw
+mkdir -p "$OUT" "$W"
+exec > >(tee "$OUT/log.txt") 2>&1
+export PYTHONUNBUFFERED=1 GREENTRAIN_DEVICE=cuda
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    || echo "wheels: install failed"
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p /tmp/bin
+printf '#!/bin/sh\nexec python3 -c "import sys; from greentrain.cli.main import main; sys.argv[0]=\\"greentrain\\"; sys.exit(main())" "$@"\n' \
+  > /tmp/bin/greentrain
+chmod +x /tmp/bin/greentrain
+export PATH=/tmp/bin:$PATH
+
+pack() { tar -czf "$OUT/results.tgz" -C /tmp --exclude='*.safetensors' --exclude='*.bin' --exclude='*.pt' \
+  --exclude='checkpoint-*' gw 2>/dev/null; }
+step() {  # step NAME SECONDS COMMAND...: time-capped, its exit status and wall time logged
+  local name=$1 cap=$2; shift 2
+  echo "=== $name (cap ${cap}s) $(date -u +%FT%TZ)"
+  local t0=$SECONDS
+  timeout -k 5 "$cap" "$@"
+  local rc=$?
+  echo "=== $name rc=$rc wall_s=$((SECONDS - t0))"
+  echo "$name rc=$rc wall_s=$((SECONDS - t0))" >> "$W/steps.txt"
+  pack
+}
+
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$GPU" in *H200*) CHIP=h200 ;; *H100*) CHIP=h100-sxm ;; *) CHIP=h100-sxm ;; esac
+{ nvidia-smi; python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"
+  python3 -m pip list 2>/dev/null | grep -i -E "codecarbon|rouge|nvidia-ml|accelerate|pytest"; } > "$W/env.txt" 2>&1
+echo "chip $CHIP ($GPU)"
+
+# 1. issue 23: kernels (MAMF, SDPA + each backend, triad, host link, fp8 GEMMs, grouped MoE GEMMs)
+step kernels 100 python3 benchmarks/bench_gpu_kernels.py --chip "$CHIP" --out "$W/kernels"
+# 2. issues 25/24: the GPU tests (real NVML meter beside the fake one's shape, the Tracker's CUDA paths)
+step gpu-tests 60 python3 -m pytest -q -p no:cacheprovider tests/gpu -o addopts=""
+# 3. issue 23: a Llama 3.2 1B step eager and compiled under track (NVML live), against plan (run off the GPU)
+step llama-eager 75 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/eager" -- \
+  python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --out "$W/eager"
+step llama-compiled 120 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/compiled" -- \
+  python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --compile --out "$W/compiled"
+# 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
+step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
+  python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
+# ... and a full disk: a 2 MiB tmpfs filled to its last 64 KiB while the run records (expect exit 1, one line)
+mkdir -p /mnt/gtfull && mount -t tmpfs -o size=2m tmpfs /mnt/gtfull && \
+  { dd if=/dev/zero of=/mnt/gtfull/filler bs=64k count=31 2>/dev/null; \
+    step track-enospc 50 greentrain track --grid-g-per-kwh 56 --interval-s 0.05 --out /mnt/gtfull/run -- \
+      python3 benchmarks/gpu_llama_step.py --steps 30 --out "$W/enospc-steps"; \
+    ls -la /mnt/gtfull/run > "$W/enospc-ls.txt" 2>&1; cp -r /mnt/gtfull/run "$W/enospc-run" 2>/dev/null; umount /mnt/gtfull; } \
+  || echo "tmpfs: mount refused, full-disk step skipped"
+# 5. issues 24/26: offload train on CUDA at a device cap and with ample memory; and Ctrl-C during it
+step offload-cap 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 10 \
+  --seq-len 8192 --steps 3 --json > "$W/offload-cap.json"
+step offload-ample 45 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
+  --seq-len 8192 --steps 3 --json > "$W/offload-ample.json"
+step offload-sigint 30 timeout --preserve-status -s INT 15 greentrain offload train --model 1 --device cuda \
+  --chip "$CHIP" --host-gib 48 --device-gib 10 --seq-len 8192 --steps 1000
+# 6. issue 26: HF Trainer bare / with the callback / with the callback and CodeCarbon
+step hf-trainer 100 python3 benchmarks/gpu_hf_trainer.py --out "$W/hf"
+# 7. issue 27: the example study on the GPU, local executor, one job
+step experiment 120 greentrain experiment run examples/tiny-summarize.yaml --out "$W/exp" --jobs 1 --no-plot
+nvidia-smi --query-gpu=name,power.draw,temperature.gpu,clocks.sm --format=csv >> "$W/env.txt" 2>&1
+pack
+echo "=== done"
