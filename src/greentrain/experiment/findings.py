@@ -11,6 +11,8 @@ F7 failed attempts: their energy (waste)
 F8 prediction errors: FLOPs per step, blind and calibrated training time
 F9 Hugging Face total_flos against the counted FLOPs
 F11 the experiment's own footprint (all variants and failed attempts)
+F13 truncation: the share of sources and targets longer than the max lengths, with their length distribution
+(F10, the re-priced regions, is computed by report.py; F12, pruned trials, by pruning.py)
 """
 
 from __future__ import annotations
@@ -85,8 +87,70 @@ def cheapest_vs_greenest(results: Sequence[VariantResult], q: Quality | None = N
         else:
             text = (f"cheapest is not greenest{where}: {cheap.variant_id} ${cheap.cost_usd:.4g} and "
                     f"{_g(cheap):.4g} g; {green.variant_id} ${green.cost_usd:.4g} and {_g(green):.4g} g "
-                    f"({basis} cost)")
+                    f"({basis} cost). Why: {why_not_greenest(cheap, green)}")
         out.append(Finding(kind="F1", text=text, variants=(cheap.variant_id, green.variant_id), numbers=nums))
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None and a > 0 and b > 0 else None
+
+
+def _factors(pairs: Sequence[tuple[str, float | None]]) -> str:
+    """'name 2.1x, other 0.5x' for the factors that differ from 1 by more than 2 %."""
+    shown = [f"{name} {x:.3g}x" for name, x in pairs if x is not None and abs(x - 1.0) > 0.02]
+    return ", ".join(shown) or "no factor differs by more than 2 %"
+
+
+def why_not_greenest(cheap: VariantResult, green: VariantResult) -> str:
+    """The cause of a cheapest-is-not-greenest pair, as the ratios of the factors of each figure (cheapest over
+    greenest). $ = price x billed time (cloud) or facility energy x electricity price (electricity); CO2e = IT energy
+    x PUE x grid intensity (+ embodied), IT energy = mean power x wall time (experiment/cost.py)."""
+    energy = _ratio(cheap.energy_j, green.energy_j)
+    wall = _ratio(cheap.wall_s, green.wall_s)
+    if cheap.cost_basis == "electricity":
+        cost = [("electricity price", _ratio(cheap.electricity_usd_per_kwh, green.electricity_usd_per_kwh)),
+                ("PUE", _ratio(cheap.pue, green.pue)), ("energy", energy)]
+    else:
+        price_per_s = _ratio((cheap.cost_usd or 0.0) / cheap.wall_s if cheap.wall_s else None,
+                             (green.cost_usd or 0.0) / green.wall_s if green.wall_s else None)
+        cost = [("price per hour", price_per_s), ("billed time", wall)]
+    carbon = [("grid intensity", _ratio(cheap.grid_g_co2e_per_kwh, green.grid_g_co2e_per_kwh)),
+              ("PUE", _ratio(cheap.pue, green.pue)), ("mean power", _ratio(cheap.mean_power_w, green.mean_power_w)),
+              ("wall time", wall)]
+    return (f"{cheap.variant_id} costs {_ratio(cheap.cost_usd, green.cost_usd) or 0.0:.3g}x as much as "
+            f"{green.variant_id} ({_factors(cost)}) and emits {_ratio(_g(cheap), _g(green)) or 0.0:.3g}x as much "
+            f"CO2e ({_factors(carbon)})")
+
+
+def truncation(results: Sequence[VariantResult]) -> list[Finding]:
+    """F13: per distinct length distribution (variants sharing their data share it), the share of the sources and
+    targets cut by the max lengths."""
+    groups: dict[tuple[object, ...], list[VariantResult]] = {}
+    for r in _ok(results):
+        if r.source_truncated_fraction is None:
+            continue
+        key = (r.source_tokens_p50, r.source_tokens_p95, r.source_tokens_longest, r.source_truncated_fraction,
+               r.target_tokens_p50, r.target_tokens_p95, r.target_tokens_longest, r.target_truncated_fraction,
+               r.max_source_tokens, r.max_target_tokens)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for group in groups.values():
+        r = group[0]
+        src_max, tgt_max = r.max_source_tokens, r.max_target_tokens
+        joined = r.target_truncated_fraction is None  # causal-lm: one sequence, source and target joined
+        parts = [f"{r.source_truncated_fraction:.1%} of the {'sequences' if joined else 'sources'} are longer than "
+                 f"{src_max + tgt_max if joined else src_max} tokens (p50 {r.source_tokens_p50:.0f}, p95 "
+                 f"{r.source_tokens_p95:.0f}, longest {r.source_tokens_longest})"]
+        nums: list[tuple[str, float]] = [("source_truncated_fraction", r.source_truncated_fraction or 0.0)]
+        if not joined and r.target_truncated_fraction is not None:
+            parts.append(f"{r.target_truncated_fraction:.1%} of the targets longer than {tgt_max} (p50 "
+                         f"{r.target_tokens_p50:.0f}, p95 {r.target_tokens_p95:.0f}, longest "
+                         f"{r.target_tokens_longest})")
+            nums.append(("target_truncated_fraction", r.target_truncated_fraction))
+        who = "every variant" if len(group) == len(_ok(results)) else ", ".join(x.variant_id for x in group)
+        out.append(Finding(kind="F13", text=f"truncation ({who}): " + "; ".join(parts) + ": cut before training",
+                           variants=tuple(x.variant_id for x in group), numbers=tuple(nums)))
     return out
 
 
@@ -216,9 +280,13 @@ def waste(results: Sequence[VariantResult], attempts_energy_j: float, num_attemp
     total_j = sum(r.energy_j for r in results) + attempts_energy_j
     g = sum(_g(r) for r in results if r.emissions_kg_co2e is not None)
     usd = sum(r.cost_usd or 0.0 for r in results)
+    stored = [r.storage_cost_usd for r in results if r.storage_cost_usd is not None]
+    storage = f" (+ ${sum(stored):.4g} to store {sum(r.output_bytes for r in results) / units.MB:.4g} MB of " \
+        "outputs)" if stored else ""
     out.append(Finding(kind="F11", text=f"the experiment itself: {units.j_to_kwh(total_j) * 1e3:.4g} Wh, "
-                       f"{g:.4g} g CO2e, ${usd:.4g} over {len(results)} variant(s)", variants=(),
-                       numbers=(("energy_j", total_j), ("g_co2e", g), ("cost_usd", usd))))
+                       f"{g:.4g} g CO2e, ${usd:.4g}{storage} over {len(results)} variant(s)", variants=(),
+                       numbers=(("energy_j", total_j), ("g_co2e", g), ("cost_usd", usd),
+                                ("storage_cost_usd", sum(stored)))))
     return out
 
 
@@ -292,4 +360,4 @@ def all_findings(results: Sequence[VariantResult], *, attempts_energy_j: float =
                   variants=tuple(pareto), numbers=())] if pareto else []
     return [*cheapest_vs_greenest(results, q), *extremes(results, q), *axis_deltas(results, q=q), *f4,
             *early_stopping(results, max_steps or {}), *waste(results, attempts_energy_j, num_attempts),
-            *prediction_errors(results)]
+            *prediction_errors(results), *truncation(results)]

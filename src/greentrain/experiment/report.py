@@ -31,6 +31,8 @@ class Repriced:
     emissions_kg_co2e: float | None
     cost_usd: float | None
     cost_basis: str
+    electricity_usd_per_kwh: float | None = None  # the region's price (catalog region data); None: unknown
+    electricity_cost_usd: float | None = None  # the run's electricity bill there (facility energy x that price)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +85,9 @@ def load_results(out_dir: Path) -> tuple[dict[str, Any], list[VariantResult]]:
 
 
 def reprice(results: list[VariantResult], site: SiteSpec, regions: list[str]) -> list[Repriced]:
-    """The measured energy and billed time of each ok variant priced in other regions (same hourly price)."""
+    """The measured energy and billed time of each ok variant priced in other regions: CO2e at the region's grid
+    and PUE; $ on the experiment's basis (an hourly price stays the same; the electricity basis takes the region's
+    price) and the region's electricity bill beside it."""
     out = []
     for region in regions:
         s = site_of(site, region)
@@ -92,7 +96,9 @@ def reprice(results: list[VariantResult], site: SiteSpec, regions: list[str]) ->
                 continue
             p = price(energy_j=r.energy_j, wall_s=r.wall_s, site=s, usd_per_hour=site.usd_per_hour)
             out.append(Repriced(region=region, variant_id=r.variant_id, grid_g_co2e_per_kwh=p.grid_g_co2e_per_kwh,
-                                emissions_kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis))
+                                emissions_kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis,
+                                electricity_usd_per_kwh=p.electricity_usd_per_kwh,
+                                electricity_cost_usd=p.electricity_cost_usd))
     return out
 
 
@@ -106,9 +112,12 @@ def _region_findings(rep: list[Repriced]) -> list[Finding]:
         g = sum((x.emissions_kg_co2e or 0.0) for x in rows) * 1e3
         usd = sum((x.cost_usd or 0.0) for x in rows)
         green = min(rows, key=lambda x: x.emissions_kg_co2e or 0.0)
+        bills = [x.electricity_cost_usd for x in rows if x.electricity_cost_usd is not None]
+        bill = f" (${sum(bills):.4g} of electricity at ${rows[0].electricity_usd_per_kwh:.4g}/kWh)" if bills else ""
         out.append(Finding(kind="F10", text=f"in {region} ({rows[0].grid_g_co2e_per_kwh:.4g} g/kWh): {g:.4g} g CO2e "
-                           f"and ${usd:.4g} for the {len(rows)} ok variant(s); greenest {green.variant_id}",
-                           variants=(green.variant_id,), numbers=(("g_co2e", g), ("cost_usd", usd))))
+                           f"and ${usd:.4g}{bill} for the {len(rows)} ok variant(s); greenest {green.variant_id}",
+                           variants=(green.variant_id,),
+                           numbers=(("g_co2e", g), ("cost_usd", usd), ("electricity_cost_usd", sum(bills)))))
     return out
 
 
@@ -147,6 +156,9 @@ def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:
             facility_kwh = units.j_to_kwh(energy * r.pue)
             kg = facility_kwh * r.grid_g_co2e_per_kwh / 1e3 if r.grid_g_co2e_per_kwh is not None else ""
             share = r.pue * energy / r.energy_j if r.energy_j else 0.0  # parts x PUE: they sum to energy_consumed
+            watts = {p: getattr(r, f"{p}_energy_j") * share / r.pue / seconds if seconds > 0 else "" for p in
+                     ("cpu", "gpu", "ram")}  # the phase's mean IT power of each part, as CodeCarbon's *_power
+            util = phase == "train"  # utilisation is measured over the training phase
             when = datetime.fromtimestamp(r.started_unix, tz=timezone.utc).isoformat() if r.started_unix else ""
             rows.append({"timestamp": when, "project_name": project, "run_id": f"{r.variant_id}:{phase}",
                          "experiment_id": r.config_hash, "duration": seconds, "emissions": kg,
@@ -156,8 +168,15 @@ def emissions_rows(rep: ExperimentReport, project: str) -> list[dict[str, Any]]:
                          "ram_energy": units.j_to_kwh(r.ram_energy_j * share), "energy_consumed": facility_kwh,
                          "region": r.region, "os": platform.platform(), "python_version": platform.python_version(),
                          "cpu_count": r.cpu_count, "gpu_model": r.device if r.device != "cpu" else "",
-                         "gpu_count": 1 if r.device != "cpu" else 0, "tracking_mode": "process", "pue": r.pue})
+                         "gpu_count": 1 if r.device != "cpu" else 0, "tracking_mode": "process", "pue": r.pue,
+                         "cpu_power": watts["cpu"], "gpu_power": watts["gpu"], "ram_power": watts["ram"],
+                         "cpu_utilization_percent": _blank(r.cpu_utilization_percent if util else None),
+                         "gpu_utilization_percent": _blank(r.gpu_utilization_percent if util else None)})
     return rows
+
+
+def _blank(x: float | None) -> float | str:
+    return "" if x is None else x
 
 
 def prediction_rows(rep: ExperimentReport) -> list[dict[str, Any]]:

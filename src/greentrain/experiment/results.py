@@ -84,6 +84,8 @@ class VariantResult:
     train_power_w: float | None = None  # the train phase's IT energy / its time
     # token lengths of the variant's examples (train + eval + test, special tokens included) against the max
     # lengths they are cut to; causal-lm: "source" is the joined sequence, "target" is not cut on its own
+    max_source_tokens: int = 0  # the cuts (data.max_source_tokens, data.max_target_tokens)
+    max_target_tokens: int = 0
     source_tokens_p50: float | None = None
     source_tokens_p95: float | None = None
     source_tokens_longest: int | None = None

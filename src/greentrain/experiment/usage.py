@@ -35,6 +35,7 @@ def usage_fields(*, job: Job, train: Measurement, gpu_utilization_percent: float
         "gpu_utilization_percent": gpu_utilization_percent, "utilization_source": "nvml" if gpu else "cpu-time",
         "mean_power_w": energy_j / wall_s if wall_s > 0 else None,
         "train_power_w": train_energy_j / train_s if train_s > 0 else None,
+        "max_source_tokens": job.data.max_source_tokens, "max_target_tokens": job.data.max_target_tokens,
         **_lengths("source", source_lengths), **_lengths("target", target_lengths),
         "generated_tokens_mean": sum(generated_tokens) / len(generated_tokens) if generated_tokens else None,
         "model_bytes": model_bytes, "output_bytes": output_bytes,

@@ -72,10 +72,21 @@ QUALITY_COLUMNS = {"rouge1": (("ROUGE-1", "rouge1"), ("ROUGE-L", "rougeL")),
                    "perplexity": (("eval loss", "eval_loss"), ("perplexity", "perplexity"))}
 
 
+def _storage(rep: ExperimentReport) -> bool:
+    return any(r.storage_cost_usd is not None for r in rep.results)
+
+
 def table_columns(rep: ExperimentReport) -> tuple[str, ...]:
     quality = tuple(label for label, _ in QUALITY_COLUMNS[rep.quality.field])
-    return ("variant", "status", "train s", "tokens/s", "peak MiB", "GFLOP/step", "energy Wh", "g CO2e", "$",
-            *quality, "pred FLOP err", "calib. time err")
+    return ("variant", "status", "train s", "tokens/s", "util %", "mean W", "peak MiB", "GFLOP/step", "energy Wh",
+            "g CO2e", "$", *(("$ storage",) if _storage(rep) else ()), *quality, "pred FLOP err", "calib. time err")
+
+
+def utilization_cell(r: VariantResult) -> str:
+    """The train phase's utilisation, labelled by what it is: ``gpu 87`` (NVML) or ``cpu 48`` (CPU time)."""
+    if r.gpu_utilization_percent is not None:
+        return f"gpu {r.gpu_utilization_percent:.0f}"
+    return "-" if r.cpu_utilization_percent is None else f"cpu {r.cpu_utilization_percent:.0f}"
 
 
 def _pareto_note(rep: ExperimentReport) -> str:
@@ -90,13 +101,15 @@ def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
         e = r.error("flop_per_step")
         c = r.error("calibrated_train_s")
         rows.append((r.variant_id, status, _fmt(r.train_s if ok else None, ".3g"),
-                     _fmt(r.tokens_per_s if ok else None, ".4g"),
+                     _fmt(r.tokens_per_s if ok else None, ".4g"), utilization_cell(r) if ok else "-",
+                     _fmt(r.mean_power_w if ok else None, ".3g"),
                      _fmt(r.peak_memory_bytes / units.MIB if ok else None, ".4g"),
                      _fmt(r.flop_per_step / 1e9 if ok else None, ".4g"),
                      _fmt(units.j_to_kwh(r.facility_energy_j) * 1e3 if ok else None, ".4g")
                      + ("" if r.energy_measured or not ok else " est"),
                      _fmt(r.emissions_kg_co2e * 1e3 if ok and r.emissions_kg_co2e is not None else None, ".4g"),
                      _fmt(r.cost_usd if ok else None, ".4g"),
+                     *((_fmt(r.storage_cost_usd if ok else None, ".2g"),) if _storage(rep) else ()),
                      *(_fmt(getattr(r, f), ".2f" if f.startswith("rouge") else ".4g")
                        for _, f in QUALITY_COLUMNS[rep.quality.field]),
                      _fmt(e, "+.1%"), _fmt(c, "+.1%")))
@@ -121,14 +134,30 @@ def repeat_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
     return rows
 
 
+def repriced_columns() -> tuple[str, ...]:
+    return ("region", "variant", "g/kWh", "g CO2e", "$", "$/kWh", "electricity $")
+
+
+def repriced_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
+    """Each ok variant in each re-priced region: CO2e, $ on the experiment's basis, the region's electricity bill."""
+    return [(x.region, x.variant_id, _fmt(x.grid_g_co2e_per_kwh, ".4g"),
+             _fmt(x.emissions_kg_co2e * 1e3 if x.emissions_kg_co2e is not None else None, ".4g"),
+             _fmt(x.cost_usd, ".4g") + (f" {x.cost_basis}" if x.cost_usd is not None else ""),
+             _fmt(x.electricity_usd_per_kwh, ".4g"), _fmt(x.electricity_cost_usd, ".4g")) for x in rep.repriced]
+
+
 def markdown(rep: ExperimentReport) -> str:
     columns = table_columns(rep)
     lines = [f"# Experiment {rep.name}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(rep)]
     q = rep.quality
     lines += ["", f"`*`: in the Pareto set ({q.label} {q.direction}, CO2e and $ down). `est`: energy estimated, "
-              "not metered.", "",
-              ]
+              "not metered. `util %`: the training phase's GPU utilisation from NVML (`gpu`), else its CPU "
+              "utilisation (`cpu`: CPU seconds / (time x logical CPUs)). `mean W`: IT energy / wall time.", ""]
+    if rep.repriced:
+        columns = repriced_columns()
+        lines += ["## Re-priced in other regions (the same measurements)", "", "| " + " | ".join(columns) + " |",
+                  "|" + "---|" * len(columns), *("| " + " | ".join(row) + " |" for row in repriced_rows(rep)), ""]
     if rep.repeats:
         columns = repeat_columns(rep)
         lines += ["## Over the seeds (mean ± sd)", "", "| " + " | ".join(columns) + " |",
@@ -188,6 +217,13 @@ def render_report(rep: ExperimentReport, findings: bool = True) -> None:
     for r in rep.results:
         counts[r.status] = counts.get(r.status, 0) + 1
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + f"   (* {_pareto_note(rep)})")
+    if rep.repriced:
+        again = Table(title="re-priced in other regions (the same measurements)")
+        for c in repriced_columns():
+            again.add_column(c, justify="left" if c in ("region", "variant") else "right")
+        for row in repriced_rows(rep):
+            again.add_row(*row)
+        console.print(again)
     if rep.repeats:
         over = Table(title="over the seeds (mean ± sd)")
         for c in repeat_columns(rep):
