@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -68,6 +69,9 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
                    help="ray: the cluster's address (default: a local cluster)")
     r.add_argument("--storage", default="", metavar="URL", help="search: Optuna storage shared by several runners: "
                    "sqlite:///PATH, any SQLAlchemy URL, or journal:PATH (default DIR/optuna.journal)")
+    r.add_argument("--pruner", choices=("none", "median", "hyperband"), help="search: Optuna's pruner over the "
+                   "trials' evaluations inside training (single objective eval_loss or perplexity; default: the "
+                   "file's search.pruner)")
     r.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                    help="slurm: a submitit parameter (partition=gpu, gpus_per_node=1, timeout_min=60; repeat)")
 
@@ -179,6 +183,12 @@ def _run(args: argparse.Namespace) -> int:
     from greentrain.experiment.spec import load_experiment
 
     exp = load_experiment(args.experiment)
+    if getattr(args, "pruner", None):
+        from greentrain.experiment.search_spec import with_pruner
+
+        if exp.search is None:
+            raise ConfigError("--pruner", args.pruner, "applies to a search (the file has no search section)")
+        exp = dataclasses.replace(exp, search=with_pruner(exp.search, args.pruner, exp.base_raw, "--pruner"))
     from greentrain.files import check_output_dir, confined
 
     # the name comes from the file: it may only name a folder inside experiments/

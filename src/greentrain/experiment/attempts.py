@@ -16,7 +16,7 @@ from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.results import VariantResult
 from greentrain.experiment.spec import Variant
 
-DONE = ("ok", "not_applicable")
+DONE = ("ok", "not_applicable", "pruned")  # pruned: an Optuna trial stopped by its pruner
 ATTEMPT_COLUMNS = ("variant_id", "attempt", "config_hash", "status", "wall_s", "energy_j", "emissions_kg_co2e",
                    "cost_usd", "folder")
 

@@ -137,6 +137,9 @@ def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = Non
     wasted = sum(a.energy_j for a in attempts)
     findings = all_findings(results, attempts_energy_j=wasted, num_attempts=len(attempts),
                             max_steps={v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})
+    from greentrain.experiment.pruning import pruning_finding  # F12: a search's pruned trials and their energy
+
+    findings += pruning_finding(results, {v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})
     return ExperimentReport(name=str(man["name"]), results=tuple(results),
                             findings=tuple(findings + _region_findings(rep)), pareto=tuple(pareto_set(results)),
                             quality=quality_of(results),

@@ -23,7 +23,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.experiment import runner
 from greentrain.experiment.extras import missing_modules
+from greentrain.experiment.pruning import TRIAL_ENV, make_pruner, trial_env
 from greentrain.experiment.results import VariantResult, read_result
 from greentrain.experiment.runner import Progress, RunOptions
 from greentrain.experiment.search_spec import GOALS, Dimension
@@ -39,6 +40,7 @@ from greentrain.experiment.spec import BASE_ID, Experiment, Variant, make_varian
 JOURNAL = "optuna.journal"
 VARIANT_ATTR = "greentrain_variant_id"  # set on a trial when it is told: trials without it were never finished
 RUNNER_ATTR = "greentrain_runner"  # "host pid" of the runner that asked for the trial
+MEASURED_ATTRS = ("status", "num_steps", "energy_j", "emissions_kg_co2e", "cost_usd", "train_s")
 
 
 def base_values(exp: Experiment) -> dict[str, Any] | None:
@@ -87,15 +89,23 @@ def trial_variant(exp: Experiment, params: dict[str, Any]) -> Variant:
 
 
 def _storage(optuna: Any, out: Path, url: str) -> Any:
-    """Where the study lives: ``DIR/optuna.journal`` by default; ``journal:PATH`` a journal file elsewhere (its
-    writes locked, for runners sharing a file system); else an SQLAlchemy URL (``sqlite:///PATH`` for one host,
-    PostgreSQL or MySQL for several)."""
+    """Where the study lives: ``DIR/optuna.journal`` by default, else ``open_storage``'s URL."""
+    return open_storage(optuna, _url(out, url))
+
+
+def _url(out: Path, url: str) -> str:
+    """The storage's URL as a worker opens it: the default journal as ``journal:`` its absolute path."""
+    return url or f"journal:{(out / JOURNAL).resolve()}"
+
+
+def open_storage(optuna: Any, url: str) -> Any:
+    """``journal:PATH`` a journal file (its writes locked, for runners sharing a file system), else an SQLAlchemy
+    URL (``sqlite:///PATH`` for one host, PostgreSQL or MySQL for several): what optuna-dashboard opens too."""
     from optuna.storages import JournalStorage, RDBStorage
     from optuna.storages.journal import JournalFileBackend
 
-    if not url or url.startswith("journal:"):
-        path = Path(url.removeprefix("journal:")) if url else out / JOURNAL
-        return JournalStorage(JournalFileBackend(str(path)))
+    if url.startswith("journal:"):
+        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}  # runners wait, not fail
     for tries_left in (2, 1, 0):
         try:
@@ -107,6 +117,11 @@ def _storage(optuna: Any, out: Path, url: str) -> Any:
             raise ConfigError("storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
     raise AssertionError("unreachable")
+
+
+def study_name(exp: Experiment) -> str:
+    assert exp.search is not None
+    return f"{exp.name}-{exp.base_hash}-{exp.search.fingerprint}"
 
 
 def _study(optuna: Any, out: Path, exp: Experiment, storage: Any = None, shared: bool = False) -> Any:
@@ -122,9 +137,8 @@ def _study(optuna: Any, out: Path, exp: Experiment, storage: Any = None, shared:
         "random": lambda: optuna.samplers.RandomSampler(seed=seed)}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.create_study(
-        study_name=f"{exp.name}-{exp.base_hash}-{spec.fingerprint}", load_if_exists=True,
-        storage=storage, sampler=samplers[spec.sampler](),
-        directions=[GOALS[goal] for _, goal in spec.objectives])
+        study_name=study_name(exp), load_if_exists=True, storage=storage, sampler=samplers[spec.sampler](),
+        pruner=make_pruner(optuna, spec.pruner), directions=[GOALS[goal] for _, goal in spec.objectives])
 
 
 def _me() -> str:
@@ -164,10 +178,18 @@ def told(study: Any) -> list[Any]:
 
 
 def _tell(optuna: Any, study: Any, trial: Any, r: VariantResult, objectives: Sequence[tuple[str, str]]) -> None:
+    """Told COMPLETE with the objectives, PRUNED (Optuna keeps its last intermediate value) or FAIL; what the
+    variant measured, partial for a pruned one, kept as user attributes (optuna-dashboard shows them)."""
     trial.set_user_attr(VARIANT_ATTR, r.variant_id)
+    for name in MEASURED_ATTRS:
+        value = getattr(r, name)
+        if value is not None:
+            trial.set_user_attr(name, value)
     values = [getattr(r, name) for name, _ in objectives]
     if r.status == "ok" and all(v is not None for v in values):
         study.tell(trial, [float(v) for v in values])
+    elif r.status == "pruned":
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     else:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
@@ -215,7 +237,7 @@ def run_search(exp: Experiment, opts: RunOptions, *, progress: Callable[[int], P
 def _forget(optuna: Any, exp: Experiment, storage: Any) -> None:
     assert exp.search is not None
     with contextlib.suppress(KeyError):
-        optuna.delete_study(study_name=f"{exp.name}-{exp.base_hash}-{exp.search.fingerprint}", storage=storage)
+        optuna.delete_study(study_name=study_name(exp), storage=storage)
 
 
 def _seen(exp: Experiment, study: Any, seen: dict[str, Variant]) -> dict[str, Variant]:
@@ -234,7 +256,8 @@ def _trials(optuna: Any, study: Any, exp: Experiment, opts: RunOptions, watcher:
     seen = _seen(exp, study, {})
     runner.write_manifest(out, exp, list(seen.values()))
     spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
-    while not spent:
+    t0 = time.monotonic()
+    while not spent and (spec.timeout_s is None or time.monotonic() - t0 < spec.timeout_s):
         every = study.get_trials(deepcopy=False)
         running = sum(1 for t in every if t.state == optuna.trial.TrialState.RUNNING)
         if len(told(study)) + running >= spec.trials:
@@ -250,13 +273,28 @@ def _trials(optuna: Any, study: Any, exp: Experiment, opts: RunOptions, watcher:
         v = trial_variant(exp, {d.field: _suggest(trial, d) for d in spec.space})
         seen = _seen(exp, study, {**seen, v.variant_id: v})
         runner.write_manifest(out, exp, list(seen.values()))
-        r = runner.run_in_folder(out, v, opts.isolation, watcher, max_retries=opts.max_retries)
+        with _trial_in_env(trial_env(_url(out, opts.storage), study.study_name, trial._trial_id,
+                                     spec.objectives[0][0], spec.pruner) if spec.pruner.kind != "none" else ""):
+            r = runner.run_in_folder(out, v, opts.isolation, watcher, max_retries=opts.max_retries)
         assert r is not None  # waited for the claim
         _tell(optuna, study, trial, r, spec.objectives)
         watcher.end()
         spent = runner.budget_spent(exp, out, _results(out, list(seen.values())))
         if after_variant is not None:
             after_variant(out)
+
+
+@contextlib.contextmanager
+def _trial_in_env(setting: str) -> Iterator[None]:
+    """The trial the worker reports to (its process inherits the variable; an inline run reads it here)."""
+    if not setting:
+        yield
+        return
+    os.environ[TRIAL_ENV] = setting
+    try:
+        yield
+    finally:
+        os.environ.pop(TRIAL_ENV, None)
 
 
 def _results(out: Path, variants: list[Variant]) -> list[VariantResult]:

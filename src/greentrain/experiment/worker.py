@@ -194,6 +194,7 @@ class _Measured:
     generated_tokens: list[int] = field(default_factory=list)
     model_bytes: float = 0.0
     output_bytes: float = 0.0
+    pruned: str = ""  # why Optuna's pruner stopped the training (experiment/pruning.py); "" when it did not
 
 
 def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) -> _Measured:
@@ -222,7 +223,11 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         trainer_cls, early_stop = _trainer_class(job.task)
         cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name="train.jsonl", write_outputs=False,
                                        print_summary=False, count_flops=job.hooks)
-        callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else [])
+        from greentrain.experiment.pruning import pruning_callback
+
+        pruning = pruning_callback()  # a trial of a pruned search: reports each evaluation to Optuna
+        callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else []) + \
+            ([pruning] if pruning is not None else [])
         trainer = trainer_cls(model=model, args=training_arguments(job, out_dir / "hf", seed, cuda),
                               train_dataset=train_ds, eval_dataset=eval_ds, callbacks=callbacks)
         trainer.gt_callback, trainer.gt_in_train, trainer.gt_out_dir = cb, m.in_train, out_dir
@@ -240,6 +245,9 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.gpu_utilization_percent = util.stop() if util is not None else None
     m.hf_total_flos = float(trainer.state.total_flos)
     m.step_times_s = _train_steps(out_dir / "train.jsonl", cb.tracker.t0, m.in_train.windows_s)
+    if pruning is not None and pruning.pruned_at_step is not None:  # no final evaluation or generation
+        m.pruned, m.eval_loss = pruning.reason(), m.in_train.losses[-1]
+        return m
     ev_tracker = _tracker(out_dir, "eval").start()
     try:
         m.eval_loss = float(trainer.evaluate()["eval_loss"])
@@ -294,9 +302,10 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
     p = price(energy_j=energy_j, wall_s=wall_s, site=site_of(job.site), usd_per_hour=job.site.usd_per_hour)
     score = {k: v.mean for k, v in m.scores.items()}
     r1 = m.scores.get("rouge1")
-    stopped = n if job.early_stopping is not None and n < job.train.max_steps else None
+    stopped = n if job.early_stopping is not None and n < job.train.max_steps and not m.pruned else None
+    status, reason = ("ok", "") if m.train.status == "ok" else ("failed", m.train.status)
     return replace(
-        r, status="ok" if m.train.status == "ok" else "failed", reason="" if m.train.status == "ok" else m.train.status,
+        r, status="pruned" if m.pruned and status == "ok" else status, reason=m.pruned or reason,
         precision_effective=m.precision_effective, num_steps=n, samples=float(n * per_step),
         tokens_source=tokens_source, tokens_target=tokens_target, flop=m.train.flop,
         flop_per_step=m.train.flop_per_step, hf_total_flos=m.hf_total_flos, params=m.params,

@@ -96,7 +96,7 @@ def _pareto_note(rep: ExperimentReport) -> str:
 def table_rows(rep: ExperimentReport) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for r in rep.results:
-        ok = r.status == "ok"
+        ok = r.status in ("ok", "pruned")  # a pruned trial: what it measured until Optuna stopped it
         status = r.status + (" *" if r.variant_id in rep.pareto else "")
         e = r.error("flop_per_step")
         c = r.error("calibrated_train_s")
