@@ -63,7 +63,7 @@ def crosscheck(seeds: tuple[int, ...] = (0, 5, 7), plans_per_seed: int = 200) ->
                                    resident_layers=rng.choice([None, None, rng.randint(0, 32)]),
                                    chips_per_host_link=rng.choice([1, 1, 2, 4]), downgrade=rng.random() < 0.5)
             sc = _sc(model, seq, chip)
-            caps = OffloadCaps.from_gib(rng.uniform(8, 78), rng.uniform(20, 400))
+            caps = OffloadCaps.from_gib(device_gib=rng.uniform(8, 78), host_gib=rng.uniform(20, 400))
             try:
                 plan = plan_offload(sc, caps, policy, profiles[name])
             except InfeasibleError:

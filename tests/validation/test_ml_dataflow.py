@@ -45,7 +45,7 @@ def test_seed_example_with_the_recorded_placement() -> None:
     10 home slots (6 attention, 4 full) and 6 on the device; all 10 home slots at full (the July build, no
     downgrade: 33,748 recorded) must come out slower, with the link exposed."""
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 16384)
-    caps = OffloadCaps.from_gib(20, 80)
+    caps = OffloadCaps.from_gib(device_gib=20, host_gib=80)
     recorded = plan_offload(sc, caps, OffloadPolicy(activation_levels={"device": 6, "attention": 6, "full": 4}),
                             ml_dataflow_profile())
     assert recorded.tokens_per_s == pytest.approx(41923, rel=0.10)
@@ -60,7 +60,8 @@ def test_seed_example_with_the_planners_own_placement() -> None:
     """The planner's own plan for the seed example within 10 % of 41,923 tokens/s: with ml_dataflow's device
     buffers (offload/dataflow.py) it keeps 7 slots on the device (ml_dataflow 6: it also holds a gradient
     block per whole layer it keeps); measured +6.6 % on 2026-11-25."""
-    plan = plan_offload(cell_scenario("llama3.2-1b", "h100-sxm", 16384), OffloadCaps.from_gib(20, 80),
+    plan = plan_offload(cell_scenario("llama3.2-1b", "h100-sxm", 16384), OffloadCaps.from_gib(device_gib=20,
+                                                                                              host_gib=80),
                         profile=ml_dataflow_profile())
     assert plan.tokens_per_s == pytest.approx(41923, rel=0.10)
     assert plan.slots()["device"] in (6, 7)

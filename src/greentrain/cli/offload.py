@@ -2,8 +2,9 @@
 
 plan     what lives where, per-layer times and the bound, for one model, chip, sequence length and caps
 heatmap  the planner over model x chip x sequence length x device cap x host cap (PNG and/or JSON)
-train    run the PyTorch executor for a few steps under the caps (the seed's argument order:
-         HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B), next to the planner's prediction
+train    run the PyTorch executor (or a stock one: --executor fsdp2|torchao|deepspeed) for a few steps under
+         the caps (the seed's argument order: HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B), next to the planner's
+         prediction
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
-from greentrain.offload.config import PROFILES
+from greentrain.offload.config import EXECUTORS, PROFILES
 
 if TYPE_CHECKING:
     from greentrain.offload.config import FrameworkProfile, OffloadPolicy
@@ -107,6 +108,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--micro-batches", default="2", help="micro-batches per step (default 2)")
     tr.add_argument("--device", default="auto", help="cuda, cpu (the device is emulated by byte accounting) or auto")
     tr.add_argument("--seed", default="0")
+    tr.add_argument("--executor", choices=EXECUTORS, default="greentrain",
+                    help="greentrain (its planned streaming executor, default) or the offload people run, each "
+                    "with the planner's price of its own placement: fsdp2 (FSDP2 CPUOffloadPolicy), torchao "
+                    "(CPUOffloadOptimizer, CUDA) or deepspeed (ZeRO-Offload, CUDA), where installed")
     _common(tr)
 
 
@@ -141,7 +146,8 @@ def _plan(args: argparse.Namespace) -> int:
     from greentrain.report.offload import plan_to_dict, render_plan
 
     seq = _int_one(args.seq_len, "offload.seq_len")
-    caps = OffloadCaps.from_gib(_one(args.device_gib, "offload.device_gib"), _one(args.host_gib, "offload.host_gib"))
+    caps = OffloadCaps.from_gib(device_gib=_one(args.device_gib, "offload.device_gib"),
+                                host_gib=_one(args.host_gib, "offload.host_gib"))
     sc = _scenario(_model(args.model), args.chip, seq, args.host_link)
     profile = get_profile(args.framework, args.state)
     plan = plan_offload(sc, caps, _policy(args), profile)
@@ -268,7 +274,8 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError(field, None, "is required (positional or flag)")
     from greentrain.offload.config import OffloadCaps
 
-    caps = OffloadCaps.from_gib(_one(str(dev), "offload.device_gib"), _one(str(host), "offload.host_gib"))
+    caps = OffloadCaps.from_gib(device_gib=_one(str(dev), "offload.device_gib"),
+                                host_gib=_one(str(host), "offload.host_gib"))
     seq_len = _int_one(str(seq), "offload.seq_len")
     steps = _int_one(args.steps, "offload.steps")
     micro = _int_one(args.micro_batches, "offload.micro_batches")
@@ -282,7 +289,7 @@ def _train(args: argparse.Namespace) -> int:
 
     result = train_command(model=_model(str(model)), caps=caps, seq_len=seq_len, steps=steps, micro_batches=micro,
                            device=args.device, seed=seed, chip=args.chip, framework=args.framework,
-                           host_link=args.host_link, downgrade=not args.no_downgrade)
+                           host_link=args.host_link, downgrade=not args.no_downgrade, executor=args.executor)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -68,7 +68,8 @@ def predict(cell: RecordedCell, profile: FrameworkProfile) -> float:
     """Predicted tokens/s of a recorded cell; 0 when the planner says it does not fit."""
     try:
         return plan_offload(cell_scenario(cell.model, cell.chip, cell.seq_len),
-                            OffloadCaps.from_gib(cell.device_gib, cell.host_gib), profile=profile).tokens_per_s
+                            OffloadCaps.from_gib(device_gib=cell.device_gib,
+                                                 host_gib=cell.host_gib), profile=profile).tokens_per_s
     except InfeasibleError:
         return 0.0
 

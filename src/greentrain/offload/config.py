@@ -43,7 +43,8 @@ class OffloadCaps:
             require(ok, f"offload.{name}", shown, "must be a finite number > 0")
 
     @classmethod
-    def from_gib(cls, device_gib: float, host_gib: float) -> OffloadCaps:
+    def from_gib(cls, *, device_gib: float, host_gib: float) -> OffloadCaps:
+        """Keyword-only: the CLI's order is the seed's (HOST_GIB DEVICE_GIB), so no order is assumed here."""
         for name, value in (("device_gib", device_gib), ("host_gib", host_gib)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"offload.{name}", value, "must be a finite number > 0")
@@ -154,6 +155,43 @@ def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkPr
 
 
 PROFILES = ("pytorch", "ml_dataflow")
+
+# The offload people run, as the planner sees each one (offload/stock.py runs them): where weights, gradients,
+# optimizer state and activations live. None keeps activations on the device (no activation offload; all three
+# leave checkpointing to the model) and steps AdamW on the host:
+#   fsdp2      torch.distributed.fsdp.fully_shard(offload_policy=CPUOffloadPolicy()) per layer: the sharded (here
+#              whole) parameters live in host memory and each layer's are copied in before its forward and again
+#              before its backward, then freed; gradients go to the host (PyTorch docs, torch.distributed.fsdp
+#              "CPUOffloadPolicy": "offloads parameters, gradients, and optimizer states to CPU ... the optimizer
+#              step runs on CPU")
+#   torchao    torchao.optim.CPUOffloadOptimizer(offload_gradients=True): every parameter stays on the device,
+#              each gradient is copied to the host in its post-accumulate hook, the optimizer steps the host copy
+#              (torchao/optim/cpu_offload.py @ v0.18.0)
+#   deepspeed  ZeRO-Offload (stage 2, offload_optimizer.device cpu): 16-bit parameters on the device, gradients
+#              reduced to host buffers, fp32 master and Adam moments on the host (Ren et al. 2021, ZeRO-Offload,
+#              USENIX ATC, sections 3-4)
+STOCK_EXECUTORS = ("fsdp2", "torchao", "deepspeed")
+EXECUTORS = ("greentrain", *STOCK_EXECUTORS)  # greentrain: offload/train.py under the pytorch profile
+
+
+def stock_profile(name: str, state: str = "mixed") -> FrameworkProfile:
+    """The planner's profile of a stock executor: the pytorch profile's kernels and host AdamW, its own name."""
+    if name not in STOCK_EXECUTORS:
+        raise ConfigError("offload.executor", name, f"must be one of {', '.join(EXECUTORS)}")
+    from dataclasses import replace
+
+    return replace(pytorch_profile(state=state), name=name)
+
+
+def stock_policy(name: str, num_layers: int, downgrade: bool = True) -> OffloadPolicy:
+    """The placement a stock executor has (the planner does not choose it): FSDP2 streams every layer's weights
+    (reshard_after_forward) one layer ahead, torchao and DeepSpeed keep them all resident; activations stay on
+    the device; the optimizer steps on the host."""
+    if name not in STOCK_EXECUTORS:
+        raise ConfigError("offload.executor", name, f"must be one of {', '.join(EXECUTORS)}")
+    return OffloadPolicy(resident_layers=0 if name == "fsdp2" else num_layers, prefetch_depth=1,
+                         activation_levels={"device": num_layers, "input": 0, "attention": 0, "full": 0},
+                         optimizer_on="host", downgrade=downgrade)
 
 
 def get_profile(name: str, state: str = "mixed") -> FrameworkProfile:

@@ -99,7 +99,8 @@ def offload_grid(models: Sequence[str], chips: Sequence[str], seq_lens: Sequence
                 for dev in device_gibs:
                     for host in host_gibs:
                         try:
-                            plan = plan_offload(sc, OffloadCaps.from_gib(dev, host), policy, profile)
+                            plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=dev,
+                                                                         host_gib=host), policy, profile)
                             out.append(_cell(plan, sc, dev, host))
                         except InfeasibleError:
                             out.append(GridCell(model=sc.model.name, chip=sc.cluster.chip.name, seq_len=seq,

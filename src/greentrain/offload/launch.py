@@ -15,7 +15,14 @@ from greentrain import units
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.model.load import load_model
-from greentrain.offload.config import OffloadCaps, OffloadPolicy, pytorch_profile
+from greentrain.offload.config import (
+    EXECUTORS,
+    OffloadCaps,
+    OffloadPolicy,
+    pytorch_profile,
+    stock_policy,
+    stock_profile,
+)
 from greentrain.offload.plan import OffloadPlan, plan_offload
 from greentrain.scenario import scenario_from_dict
 
@@ -88,8 +95,9 @@ def host_memory_capped(limit_bytes: float) -> Iterator[None]:
 
 
 def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str, device: str,
-              host_link: str = "", downgrade: bool = True) -> tuple[Any, OffloadPlan]:
-    """The spec and the pytorch-profile plan the executor will follow (fp32 on CPU, bf16 on CUDA)."""
+              host_link: str = "", downgrade: bool = True, executor: str = "greentrain") -> tuple[Any, OffloadPlan]:
+    """The spec and the plan the executor will follow (fp32 on CPU, bf16 on CUDA): the pytorch profile's best
+    placement for greentrain's executor, a stock executor's own placement priced (offload/config.py)."""
     from greentrain.offload.llama import TINY_LLAMA
 
     spec = load_model(TINY_LLAMA if model == "tiny" else model)
@@ -102,36 +110,55 @@ def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, c
     if device == "cpu":  # no CUDA context or allocator reserve on an emulated device
         eff = dataclasses.replace(eff, reserved_bytes=0.0)
     state = "bf16" if device == "cuda" else "mixed"  # the masters are the model's dtype: bf16 on CUDA, fp32 on CPU
-    return spec, plan_offload(sc, caps, OffloadPolicy(downgrade=downgrade), pytorch_profile(state=state), eff=eff)
+    if executor == "greentrain":
+        return spec, plan_offload(sc, caps, OffloadPolicy(downgrade=downgrade), pytorch_profile(state=state), eff=eff)
+    plan = plan_offload(sc, caps, stock_policy(executor, spec.num_layers, downgrade), stock_profile(executor, state),
+                        eff=eff)
+    if plan.device.total_bytes > caps.device_bytes:  # its placement is fixed: the planner cannot make it fit
+        raise ConfigError("offload.device_gib", round(units.bytes_to_gib(caps.device_bytes), 3),
+                          f"{executor} keeps {'one layer' if executor == 'fsdp2' else 'every layer'}'s weights and "
+                          f"every activation on the device: the planner prices "
+                          f"{units.bytes_to_gib(plan.device.total_bytes):.4g} GiB; give a larger cap or use "
+                          "--executor greentrain")
+    return spec, plan
 
 
 def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, micro_batches: int, device: str,
-                  seed: int, chip: str, framework: str, host_link: str = "", downgrade: bool = True) -> dict[str, Any]:
+                  seed: int, chip: str, framework: str, host_link: str = "", downgrade: bool = True,
+                  executor: str = "greentrain") -> dict[str, Any]:
     if framework != "pytorch":
         raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
+    if executor not in EXECUTORS:
+        raise ConfigError("offload.executor", executor, f"must be one of {', '.join(EXECUTORS)}")
     dev = _device(device)
+    if executor != "greentrain":
+        from greentrain.offload.stock import unavailable
+
+        reason = unavailable(executor, dev)
+        if reason:
+            raise ConfigError("offload.executor", executor, reason)
     need = check_host_memory(caps, dev, available_host_bytes())
-    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade)
+    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade, executor)
     import torch
 
-    from greentrain.offload.llama import build_llama, stack_of, synthetic_batch
+    from greentrain.offload.llama import build_llama, synthetic_batch
+    from greentrain.offload.stock import one_process_group
     from greentrain.offload.testing import DeviceBytes
-    from greentrain.offload.train import StreamingTrainer
 
     acct = None
     if dev == "cuda":
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, caps.device_bytes / total))
         torch.cuda.reset_peak_memory_stats()
-    else:
+    elif executor == "greentrain":  # a stock library's host copies cannot be told from its device ones on CPU
         acct = DeviceBytes(caps.device_bytes)
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     # on CPU the process's own memory is capped (on CUDA the device cap is torch's memory fraction above; the
     # driver's host mappings are not counted right by RLIMIT_DATA, so the host cap is checked, not enforced)
-    with host_memory_capped(need) if dev == "cpu" else contextlib.nullcontext():
+    group = one_process_group(dev) if executor in ("fsdp2", "deepspeed") else contextlib.nullcontext()
+    with host_memory_capped(need) if dev == "cpu" else contextlib.nullcontext(), group:
         try:
-            trainer = StreamingTrainer(stack_of(build_llama(spec, seed=seed, dtype=dtype)), plan, device=dev,
-                                       accountant=acct, max_grad_norm=1.0)
+            trainer = _trainer(executor, build_llama(spec, seed=seed, dtype=dtype), plan, dev, acct, micro_batches)
             stats = [trainer.step(synthetic_batch(spec.vocab_size, micro_batches, 1, seq_len, seed=seed + i))
                      for i in range(steps)]
         except (MemoryError, RuntimeError) as e:
@@ -149,19 +176,33 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
     flop_per_token = plan.mfu * _peak(plan, chip) * plan.step_time_s / plan.tokens_per_step
     gib = units.bytes_to_gib
     return {
-        "model": spec.name, "device": dev, "chip_for_prediction": plan.chip, "seq_len": seq_len, "steps": steps,
+        "executor": executor, "model": spec.name, "device": dev, "chip_for_prediction": plan.chip,
+        "seq_len": seq_len, "steps": steps,
         "micro_batches": micro_batches, "device_gib": gib(caps.device_bytes), "host_gib": gib(caps.host_bytes),
         "losses": [s.loss for s in stats], "tokens_per_s": tps,
         "mfu": tps * flop_per_token / _peak(plan, chip) if dev == "cuda" else None,
-        "device_peak_gib": gib(max(s.device_peak_bytes for s in stats)),
+        "device_peak_gib": gib(max(s.device_peak_bytes for s in stats)) if dev == "cuda" or acct else None,
         "host_peak_gib": gib(max(s.host_bytes for s in stats)),
         "h2d_gb": stats[-1].h2d_bytes / 1e9, "d2h_gb": stats[-1].d2h_bytes / 1e9,
         "placement": {"resident_layers": plan.resident_layers, "activation_slots": plan.slots()},
         "predicted": {"tokens_per_s": plan.tokens_per_s, "mfu": plan.mfu, "device_gib": gib(plan.device.total_bytes),
                       "host_gib": gib(plan.host.total_bytes), "bound": plan.bound},
-        "note": "" if dev == "cuda" else "CPU run: the device is a byte budget (DeviceBytes); tokens/s is the "
-                "CPU's and the prediction is for the chip named",
+        "note": "" if dev == "cuda" else "CPU run: tokens/s is the CPU's and the prediction is for the chip named; "
+                + ("the device is a byte budget (DeviceBytes)" if acct else f"{executor}'s host and device are one "
+                   "memory here, so no device peak is measured; host_peak_gib is the process's peak RSS growth"),
     }
+
+
+def _trainer(executor: str, model: Any, plan: OffloadPlan, dev: str, acct: Any, micro_batches: int) -> Any:
+    """greentrain's StreamingTrainer under the plan, or a stock executor (offload/stock.py) in a world of one."""
+    from greentrain.offload.llama import stack_of
+    from greentrain.offload.train import StreamingTrainer
+
+    if executor == "greentrain":
+        return StreamingTrainer(stack_of(model), plan, device=dev, accountant=acct, max_grad_norm=1.0)
+    from greentrain.offload.stock import StockTrainer
+
+    return StockTrainer(executor, model, device=dev, grad_accum=micro_batches, max_grad_norm=1.0)
 
 
 def _peak(plan: OffloadPlan, chip: str) -> float:

@@ -165,14 +165,16 @@ def write_heatmap(cells: Sequence[GridCell], metric: str, path: str | Path, fram
 def render_train(result: dict[str, Any], console: Console | None = None) -> None:
     """`greentrain offload train`: measured tokens/s, MFU and peaks beside the planner's (offload/launch.py)."""
     c = console or Console()
-    c.print(f"[bold]{result['model']}[/bold] on {result['device']}, seq {result['seq_len']:,}, device "
+    c.print(f"[bold]{result['model']}[/bold], executor {result.get('executor', 'greentrain')}, on "
+            f"{result['device']}, seq {result['seq_len']:,}, device "
             f"{result['device_gib']:g} GiB / host {result['host_gib']:g} GiB, {result['steps']} steps x "
             f"{result['micro_batches']} micro-batches; placement {result['placement']}")
     t = Table()
     for col in ("", "tokens/s", "MFU", "device peak GiB", "host GiB"):
         t.add_column(col, justify="right")
     mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "-"
-    t.add_row("measured", f"{result['tokens_per_s']:,.0f}", mfu, f"{result['device_peak_gib']:.4f}",
+    peak = result["device_peak_gib"]
+    t.add_row("measured", f"{result['tokens_per_s']:,.0f}", mfu, f"{peak:.4f}" if peak is not None else "-",
               f"{result['host_peak_gib']:.4f}")
     p = result["predicted"]
     t.add_row(f"predicted ({result['chip_for_prediction']})", f"{p['tokens_per_s']:,.0f}", f"{p['mfu']:.3f}",

@@ -233,7 +233,7 @@ def test_available_host_bytes_reads_meminfo(tmp_path: Path) -> None:
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n")
     assert available_host_bytes(meminfo) == 20000000 * 1024
     assert 0 < available_host_bytes(tmp_path / "none") < float("inf")  # os.sysconf's free pages
-    caps = OffloadCaps.from_gib(2, 8)
+    caps = OffloadCaps.from_gib(device_gib=2, host_gib=8)
     assert check_host_memory(caps, "cuda", 9 * 2**30) == 8 * 2**30
     with pytest.raises(ConfigError, match="CPU-emulated device cap"):
         check_host_memory(caps, "cpu", 9 * 2**30)

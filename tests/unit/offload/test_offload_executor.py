@@ -82,7 +82,7 @@ def reference(clip: bool) -> tuple[list[float], list[torch.Tensor]]:
 
 
 def plan_for(resident: int, depth: int = 1) -> OffloadPlan:
-    return plan_offload(scenario(SEQ, micro_batch=2), OffloadCaps.from_gib(1, 10),
+    return plan_offload(scenario(SEQ, micro_batch=2), OffloadCaps.from_gib(device_gib=1, host_gib=10),
                         OffloadPolicy(resident_layers=resident, prefetch_depth=depth), eff=EFF)
 
 

@@ -28,14 +28,14 @@ GIB = units.gib_to_bytes(1)
 @pytest.mark.parametrize("value", [0, -1, math.nan, math.inf])
 def test_bad_caps_name_field_value_rule(value: float) -> None:
     with pytest.raises(ConfigError, match=r"offload\.device_gib.*finite number > 0"):
-        OffloadCaps.from_gib(value, 80)
+        OffloadCaps.from_gib(device_gib=value, host_gib=80)
     with pytest.raises(ConfigError, match=r"offload\.host_gib"):
         OffloadCaps(device_bytes=GIB, host_bytes=value)
 
 
 def test_device_cap_above_the_chip() -> None:
     with pytest.raises(ConfigError, match=r"offload\.device_gib=100.*h100-sxm memory"):
-        plan_offload(cell_scenario("llama3-8b", "h100-sxm", 8192), OffloadCaps.from_gib(100, 80))
+        plan_offload(cell_scenario("llama3-8b", "h100-sxm", 8192), OffloadCaps.from_gib(device_gib=100, host_gib=80))
 
 
 def test_host_cap_above_the_node() -> None:
@@ -43,7 +43,7 @@ def test_host_cap_above_the_node() -> None:
                                                                  "host_memory_gib_per_node": 64},
                              "workload": {"seq_len": 4096, "global_batch_size": 1}})
     with pytest.raises(ConfigError, match=r"offload\.host_gib=80.*host_memory_gib_per_node"):
-        plan_offload(sc, OffloadCaps.from_gib(20, 80))
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=80))
 
 
 def test_chip_without_host_link() -> None:
@@ -53,21 +53,21 @@ def test_chip_without_host_link() -> None:
         pytest.skip("the catalog gave this chip a host link")
     rule = r"^cluster\.host_link=None: chip tpu-v4 has none in the catalog; give one \(e\.g\. pcie4\)$"
     with pytest.raises(ConfigError, match=rule):
-        plan_offload(sc, OffloadCaps.from_gib(20, 80))
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=80))
 
 
 def test_infeasible_names_minima_and_knob() -> None:
     sc = cell_scenario("llama3-8b", "h100-sxm", 8192)
     with pytest.raises(InfeasibleError, match=r"minimum device .* GiB \(reserved.*minimum host .*raise device_gib"):
-        plan_offload(sc, OffloadCaps.from_gib(6, 200), profile=ml_dataflow_profile())
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=6, host_gib=200), profile=ml_dataflow_profile())
     with pytest.raises(InfeasibleError, match=r"minimum host .*layer_state.*raise host_gib") as e:
-        plan_offload(sc, OffloadCaps.from_gib(40, 40), profile=ml_dataflow_profile())
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=40, host_gib=40), profile=ml_dataflow_profile())
     assert e.value.shortfall_bytes and e.value.shortfall_bytes > 0
 
 
 def test_minimum_device_is_where_feasibility_flips() -> None:
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
-    p = plan_offload(sc, OffloadCaps.from_gib(20, 100), profile=ml_dataflow_profile())
+    p = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=100), profile=ml_dataflow_profile())
     need = p.minimum_device_bytes
     plan_offload(sc, OffloadCaps(device_bytes=need * 1.0001, host_bytes=100 * GIB), profile=ml_dataflow_profile())
     with pytest.raises(InfeasibleError):
@@ -83,7 +83,8 @@ def test_every_plan_fits_its_caps(name: str, model: str, seq: int, dev: float, h
     host *= 2 if name == "pytorch" else 1
     if name == "ml_dataflow":  # its July build reserves 15.6 GiB for 1B before any layer (offload/dataflow.py)
         dev = max(dev, 16)
-    p = plan_offload(cell_scenario(model, "h100-sxm", seq), OffloadCaps.from_gib(dev, host), profile=profile)
+    p = plan_offload(cell_scenario(model, "h100-sxm", seq), OffloadCaps.from_gib(device_gib=dev,
+                                                                                 host_gib=host), profile=profile)
     assert p.device.total_bytes <= p.caps.device_bytes
     assert p.host.total_bytes <= p.caps.host_bytes
     assert sum(p.slots().values()) == p.chunks_per_round * (16 if "1b" in model else 32)
@@ -98,7 +99,7 @@ def test_no_offload_caps_reproduce_estimate_step() -> None:
     framework's; with them the executor is slower."""
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
     eff = efficiency_for("h100-sxm")  # what estimate_step uses
-    caps, policy = OffloadCaps.from_gib(80, 500), OffloadPolicy(optimizer_on="device-streamed")
+    caps, policy = OffloadCaps.from_gib(device_gib=80, host_gib=500), OffloadPolicy(optimizer_on="device-streamed")
     plan = plan_offload(sc, caps, policy, dataclasses.replace(pytorch_profile(), eager_ops=()), eff=eff)
     assert plan_offload(sc, caps, policy, pytorch_profile(), eff=eff).tokens_per_s < 0.95 * plan.tokens_per_s
     assert plan.resident_layers == 16 and plan.slots()["device"] == 16

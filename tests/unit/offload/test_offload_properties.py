@@ -36,8 +36,8 @@ def _profile(name: str) -> FrameworkProfile:
 
 def _tps(cell: tuple[str, int], dev: float, host: float, prof: str, link_share: int = 1) -> float:
     try:
-        return plan_offload(_sc(*cell), OffloadCaps.from_gib(dev, host), OffloadPolicy(chips_per_host_link=link_share),
-                            _profile(prof)).tokens_per_s
+        return plan_offload(_sc(*cell), OffloadCaps.from_gib(device_gib=dev, host_gib=host),
+                            OffloadPolicy(chips_per_host_link=link_share), _profile(prof)).tokens_per_s
     except InfeasibleError:
         return 0.0
 
@@ -60,7 +60,8 @@ def test_more_memory_or_bandwidth_never_slower(case: tuple) -> None:
 @given(st.sampled_from(CELLS), st.floats(8, 80), st.floats(20, 250), st.sampled_from(["ml_dataflow", "pytorch"]))
 def test_plans_fit_and_move_activations_both_ways(cell: tuple[str, int], dev: float, host: float, prof: str) -> None:
     try:
-        p: OffloadPlan = plan_offload(_sc(*cell), OffloadCaps.from_gib(dev, host), profile=_profile(prof))
+        p: OffloadPlan = plan_offload(_sc(*cell), OffloadCaps.from_gib(device_gib=dev,
+                                                                       host_gib=host), profile=_profile(prof))
     except InfeasibleError:
         return
     assert p.device.total_bytes <= p.caps.device_bytes and p.host.total_bytes <= p.caps.host_bytes
@@ -84,7 +85,7 @@ def _with_link(sc: Scenario, factor: float) -> Scenario:
 def test_a_faster_link_never_predicts_fewer_tokens(cell: tuple[str, int], dev: float, host: float, base: float,
                                                    gain: float, prof: str) -> None:
     """Any link speed, not only the catalog's: x ``base``, then ``gain`` times faster."""
-    caps = OffloadCaps.from_gib(dev, host)
+    caps = OffloadCaps.from_gib(device_gib=dev, host_gib=host)
 
     def tps(factor: float) -> float:
         try:
@@ -105,7 +106,8 @@ def _fused_pytorch() -> FrameworkProfile:
 def _no_offload(seq: int) -> tuple[float, float, float]:
     """(device bytes, host bytes, estimate_step tokens/s) of llama3.2-1b at ``seq`` with nothing offloaded."""
     sc = _sc("llama3.2-1b", seq)
-    plan = plan_offload(sc, OffloadCaps.from_gib(80, 1000), OffloadPolicy(optimizer_on="device-streamed"),
+    plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=80,
+                                                 host_gib=1000), OffloadPolicy(optimizer_on="device-streamed"),
                         _fused_pytorch(), eff=efficiency_for("h100-sxm"))
     w = sc.workload.to_dict() | {"global_batch_size": plan.num_rounds}
     sc2 = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1}, "workload": w})

@@ -47,7 +47,8 @@ def _both(case: dict) -> tuple[float, float, int] | None:
     policy = OffloadPolicy(prefetch_depth=case["depth"], resident_layers=case["resident"],
                            chips_per_host_link=case["share"], downgrade=case["downgrade"])
     try:
-        plan = plan_offload(sc, OffloadCaps.from_gib(case["device_gib"], case["host_gib"]), policy, profile)
+        plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=case["device_gib"],
+                                                     host_gib=case["host_gib"]), policy, profile)
     except InfeasibleError:
         return None
     sim = simulate_plan(sc, plan, profile, policy)
@@ -100,14 +101,14 @@ def test_fixed_levels_and_the_seed_example() -> None:
     """The seed example with ml_dataflow's recorded placement (6 device, 6 attention, 4 full slots)."""
     sc = _sc("llama3.2-1b", 16384, "h100-sxm")
     policy = OffloadPolicy(activation_levels={"device": 6, "attention": 6, "full": 4})
-    plan = plan_offload(sc, OffloadCaps.from_gib(20, 80), policy, ml_dataflow_profile())
+    plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=80), policy, ml_dataflow_profile())
     sim = simulate_plan(sc, plan, ml_dataflow_profile(), policy)
     assert sim.step_time_s == pytest.approx(plan.step_time_s, rel=0.01)
     assert sim.h2d_busy_s > 0 and sim.d2h_busy_s > 0
 
 
 def test_a_plan_for_another_scenario_is_refused() -> None:
-    plan = plan_offload(_sc("llama3.2-1b", 4096, "h100-sxm"), OffloadCaps.from_gib(20, 80))
+    plan = plan_offload(_sc("llama3.2-1b", 4096, "h100-sxm"), OffloadCaps.from_gib(device_gib=20, host_gib=80))
     with pytest.raises(ConfigError, match=r"plan='llama3.2-1b'.*another model or sequence length"):
         simulate_plan(_sc("llama3.2-1b", 16384, "h100-sxm"), plan, pytorch_profile())
     with pytest.raises(ConfigError, match=r"plan.framework='pytorch'.*ml_dataflow"):
