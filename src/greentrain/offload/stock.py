@@ -30,7 +30,8 @@ from greentrain.offload.config import STOCK_EXECUTORS
 from greentrain.offload.train import StepStats
 
 NEEDS = {"fsdp2": ("torch", False), "torchao": ("torchao", True), "deepspeed": ("deepspeed", True)}
-EXTRA = {"torchao": "pip install 'greentrain[offload]'", "deepspeed": "pip install deepspeed (it builds its CPU Adam with ninja)"}
+EXTRA = {"torchao": "pip install 'greentrain[offload]'",
+         "deepspeed": "pip install deepspeed (it builds its CPU Adam with ninja)"}
 
 
 def unavailable(name: str, device: str) -> str:
