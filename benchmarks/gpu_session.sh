@@ -3,6 +3,7 @@
 # order), results packed after each step into $OUT/results.tgz so a cut-off run still returns what it did.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_session.sh      # on the GPU machine, from the repository root
+#   OUT=/tmp/gpu STEPS="llama-eager hf-trainer" bash benchmarks/gpu_session.sh   # some steps only
 #
 # Needs torch with CUDA, transformers, accelerate, nvidia-ml-py on the machine; codecarbon and rouge-score from
 # wheels in .whl/ when present (installed into /tmp/site). greentrain runs from src/ (no install).
@@ -26,8 +27,9 @@ export PATH=/tmp/bin:$PATH
 
 pack() { tar -czf "$OUT/results.tgz" -C /tmp --exclude='*.safetensors' --exclude='*.bin' --exclude='*.pt' \
   --exclude='checkpoint-*' gw 2>/dev/null; }
-step() {  # step NAME SECONDS COMMAND...: time-capped, its exit status and wall time logged
+step() {  # step NAME SECONDS COMMAND...: time-capped, its exit status and wall time logged; STEPS="a b" runs those
   local name=$1 cap=$2; shift 2
+  case " ${STEPS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   echo "=== $name (cap ${cap}s) $(date -u +%FT%TZ)"
   local t0=$SECONDS
   timeout -k 5 "$cap" "$@"
@@ -56,7 +58,8 @@ step llama-compiled 120 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interva
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
 # ... and a full disk: a 2 MiB tmpfs filled to its last 64 KiB while the run records (expect exit 1, one line)
-mkdir -p /mnt/gtfull && mount -t tmpfs -o size=2m tmpfs /mnt/gtfull && \
+case " ${STEPS:-track-enospc} " in *" track-enospc "*) ;; *) NOFULL=1 ;; esac
+[ -z "${NOFULL:-}" ] && mkdir -p /mnt/gtfull && mount -t tmpfs -o size=2m tmpfs /mnt/gtfull && \
   { dd if=/dev/zero of=/mnt/gtfull/filler bs=64k count=31 2>/dev/null; \
     step track-enospc 50 greentrain track --grid-g-per-kwh 56 --interval-s 0.05 --out /mnt/gtfull/run -- \
       python3 benchmarks/gpu_llama_step.py --steps 30 --out "$W/enospc-steps"; \
@@ -65,8 +68,8 @@ mkdir -p /mnt/gtfull && mount -t tmpfs -o size=2m tmpfs /mnt/gtfull && \
 # 5. issues 24/26: offload train on CUDA at a device cap and with ample memory; and Ctrl-C during it
 step offload-cap 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 10 \
   --seq-len 8192 --steps 3 --json > "$W/offload-cap.json"
-step offload-ample 45 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
-  --seq-len 8192 --steps 3 --json > "$W/offload-ample.json"
+step offload-ample 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
+  --seq-len 8192 --steps 6 --json > "$W/offload-ample.json"
 step offload-sigint 30 timeout --preserve-status -s INT 15 greentrain offload train --model 1 --device cuda \
   --chip "$CHIP" --host-gib 48 --device-gib 10 --seq-len 8192 --steps 1000
 # 6. issue 26: HF Trainer bare / with the callback / with the callback and CodeCarbon

@@ -23,16 +23,31 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 aten = torch.ops.aten
 
 
+def sdpa_flop(query_shape: Any, key_shape: Any, value_shape: Any) -> int:
+    """QK^T and AV, 2·m·k·n each: 2·b·h·s·s_kv·d_qk + 2·b·h·s·s_kv·d_v, with h the query heads. Grouped-query
+    attention (``enable_gqa``: fewer key/value heads, as Llama 3, Mistral and Qwen send to the fused CUDA
+    kernels) broadcasts each key/value head to its group of query heads, so the count is the query heads';
+    torch's own ``sdpa_flop_count`` asserts equal heads and would stop the training it measures."""
+    if len(query_shape) != 4 or len(key_shape) != 4:  # not (batch, heads, seq, dim): torch's own count
+        return int(sdpa_flop_count(query_shape, key_shape, value_shape))
+    b, h, s_q, d_qk = query_shape
+    _, h_kv, s_kv, _ = key_shape
+    d_v = value_shape[-1]
+    if h_kv < 1 or h % h_kv:
+        raise ValueError(f"attention: {h} query heads are not a multiple of {h_kv} key/value heads")
+    return 2 * b * h * s_q * s_kv * d_qk + 2 * b * h * s_q * s_kv * d_v
+
+
 def attention_forward_flop(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
                            out_shape: Any = None, **kwargs: Any) -> int:
     """4·b·h·s·s_kv·d (QK^T and AV, 2·m·k·n each; GQA: key/value heads broadcast to the query heads)."""
-    return int(sdpa_flop_count(query_shape, key_shape, value_shape))
+    return sdpa_flop(query_shape, key_shape, value_shape)
 
 
 def attention_backward_flop(grad_out_shape: Any, query_shape: Any, key_shape: Any, value_shape: Any,
                             *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     """2 x forward: dS = dO·V^T and dV = P^T·dO, dQ = dS·K and dK = dS^T·Q (Megatron-LM §5.1)."""
-    return 2 * int(sdpa_flop_count(query_shape, key_shape, value_shape))
+    return 2 * sdpa_flop(query_shape, key_shape, value_shape)
 
 
 def _fused_forward_flop(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
@@ -40,7 +55,10 @@ def _fused_forward_flop(query_shape: Any, key_shape: Any, value_shape: Any, *arg
     return attention_forward_flop(query_shape, key_shape, value_shape)
 
 
-ATTENTION_FLOPS: dict[Any, Any] = {
+ATTENTION_FLOPS: dict[Any, Any] = {  # every fused kernel, forward and backward: torch's formulas refuse GQA
+    aten._scaled_dot_product_flash_attention: _fused_forward_flop,
+    aten._scaled_dot_product_efficient_attention: _fused_forward_flop,
+    aten._scaled_dot_product_cudnn_attention: _fused_forward_flop,
     aten._scaled_dot_product_flash_attention_for_cpu: attention_forward_flop,
     aten._scaled_dot_product_flash_attention_for_cpu_backward: attention_backward_flop,
     aten._scaled_dot_product_fused_attention_overrideable: _fused_forward_flop,
