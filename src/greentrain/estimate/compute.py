@@ -17,9 +17,9 @@ import numpy as np
 
 from greentrain.estimate import fp8
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.step_terms import maximum, where
 from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, Shard
+from greentrain.num import maximum, where
 
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
 

@@ -308,21 +308,15 @@ def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes:
     return acts, temporary
 
 
-def device_memory(*, spec: TransformerSpec, params: Any, trainable: Any, shard: Any, zero: Any, offload: Any, held: Any,
-                  stage_activation_bytes: Any, tokens: Any, tp: Any, sp: Any, e: float, wb: float,
-                  gb: float, ob: float, reserved_bytes: float, fragmentation: float,
-                  unsharded_master_bytes: float = 0.0, embedding: Any = True, head: Any = True,
-                  loss_bytes_per_logit: float | None = None) -> MemoryBreakdown:
+def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
+                  reserved_bytes: float, fragmentation: float) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
-    its state (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
-    frozen parameter keeps its weights alone) and transient tensors (transient_bytes); the allocator's
-    fragmentation multiplies what the tensors need (reserved over allocated)."""
-    c = state_bytes_per_param(shard=shard, zero=zero, offload=offload, wb=wb, gb=gb, ob=ob,
-                              unsharded_master_bytes=unsharded_master_bytes)
-    acts, temporary = transient_bytes(spec=spec, held=held, stage_activation_bytes=stage_activation_bytes,
-                                      tokens=tokens, tp=tp, sp=sp, e=e, embedding=embedding, head=head,
-                                      loss_bytes=loss_bytes_per_logit)
-    k = 1.0 + fragmentation
+    their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
+    frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
+    ``temporary`` buffers); the allocator's fragmentation multiplies what the tensors need (reserved over
+    allocated)."""
+    c, k = state, 1.0 + fragmentation
     return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=trainable * c.gradients * k,
-                           optimizer_bytes=trainable * c.optimizer * k, activations_bytes=acts * k,
-                           reserved_bytes=reserved_bytes, host_bytes=trainable * c.host, temporary_bytes=temporary * k)
+                           optimizer_bytes=trainable * c.optimizer * k, activations_bytes=activations * k,
+                           reserved_bytes=reserved_bytes, host_bytes=trainable * c.host,
+                           temporary_bytes=temporary * k)

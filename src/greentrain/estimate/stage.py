@@ -22,35 +22,14 @@ from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
 from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
-from greentrain.estimate.recompute import layer_every, recomputed_s
-from greentrain.estimate.step_terms import ceil, maximum, minimum, where
+from greentrain.estimate.recompute import in_layer_comm_passes, recomputed_s
 from greentrain.model.ops import ModelOps
 from greentrain.model.spec import LayerKind
+from greentrain.num import Num, ceil, is_column, maximum, minimum, where
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario
 
 MTP_GROUP = "mtp"  # model/ops.py's name of the multi-token-prediction layers
-Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py evaluates many strategies
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StageCosts:
-    """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device."""
-
-    fwd_s: float
-    bwd_s: float
-    recompute_s: float
-    tp_s: float
-    cp_s: float
-    ep_s: float
-    layer_params: float  # parameters of the stage holding the most, on one device (its ends included)
-    extra_params: float  # kept 0: the ends are in layer_params
-    activation_bytes: float  # one micro-batch, the first stage's layers (it holds the most in flight)
-    layers: float = 0.0  # transformer layers on the stage that sets the pace
-    stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # first, a middle, the last stage
-    stage_activation_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
-    trainable: float = 0.0  # parameters with gradients on the stage holding the most of them (fine-tuning)
-    stage_trainable: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,38 +64,51 @@ def sharding(s: Strategy) -> Sharding:
     return Sharding(tp=s.tp, cp=s.cp, ep=s.ep, etp=s.expert_tp, sp=s.sequence_parallel)
 
 
-def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageCosts:
+def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageSplit:
+    """One micro-batch of strategy ``s`` on its pipeline stages (vector.py evaluates the same functions over
+    columns, once per distinct key)."""
     sh = sharding(s)
     flash = s.flash_attention and eff.attention_fused
     lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, flash), recompute=s.recompute,
                           flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute)
     emb, head_1, head_n = end_parts(sc, sh, ops, eff)
-    st = split_stages(lt, emb, head_n if s.pp > 1 else head_1, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp,
-                      balance=eff.pipeline_balance, stage_layers=s.stage_layers, balance_units=balance_units(sc))
-    return StageCosts(fwd_s=st.fwd_s, bwd_s=st.bwd_s, recompute_s=st.recompute_s, tp_s=st.tp_s, cp_s=st.cp_s,
-                      ep_s=st.ep_s, layer_params=st.params, extra_params=0.0, activation_bytes=st.activation_bytes,
-                      layers=st.layers, stage_params=st.stage_params,
-                      stage_activation_bytes=st.stage_activation_bytes, trainable=st.trainable,
-                      stage_trainable=st.stage_trainable)
+    return split_stages(lt, emb, pipeline_head(s.pp, head_1, head_n), layers=sc.model.total_layers, pp=s.pp,
+                        vpp=s.vpp, balance=eff.pipeline_balance, stage_layers=s.stage_layers,
+                        balance_units=balance_units(sc))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageSplit:
-    """StageCosts of the pipeline split, over float | ndarray (one strategy, or a column per strategy)."""
+    """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device, over
+    float | ndarray (one strategy, or a column per strategy)."""
 
-    fwd_s: Any
-    bwd_s: Any
-    recompute_s: Any
-    tp_s: Any
-    cp_s: Any
-    ep_s: Any
-    params: Any  # the stage holding the most parameters (its ends included)
-    activation_bytes: Any  # the first stage's layers, one micro-batch
-    layers: Any  # layers of the stage that sets the pace
-    stage_params: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # first, a middle and the last stage, ends included
-    stage_activation_bytes: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
-    trainable: Any = 0.0  # parameters with gradients on the stage holding the most of them
-    stage_trainable: tuple[Any, Any, Any] = (0.0, 0.0, 0.0)
+    fwd_s: Num
+    bwd_s: Num
+    recompute_s: Num
+    tp_s: Num
+    cp_s: Num
+    ep_s: Num
+    params: Num  # the stage holding the most parameters (its ends included)
+    activation_bytes: Num  # the first stage's layers, one micro-batch (it holds the most in flight)
+    layers: Num  # layers of the stage that sets the pace
+    stage_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # first, a middle and the last stage, ends included
+    stage_activation_bytes: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
+    trainable: Num = 0.0  # parameters with gradients on the stage holding the most of them (fine-tuning)
+    stage_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
+
+    def take(self, index: Any) -> StageSplit:
+        """The rows ``index`` of every column (vector.py)."""
+        def at(x: Any) -> Any:
+            return tuple(at(v) for v in x) if isinstance(x, tuple) else x[index]
+        return StageSplit(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
+
+
+def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
+    """The LM head of a pipeline of ``pp`` stages: end_parts' ``head_n`` when pp > 1, else ``head_1``."""
+    many = pp > 1
+    return EndCosts(fwd_s=where(many, head_n.fwd_s, head_1.fwd_s), bwd_s=where(many, head_n.bwd_s, head_1.bwd_s),
+                    params=where(many, head_n.params, head_1.params),
+                    trainable=where(many, head_n.trainable, head_1.trainable))
 
 
 def balance_units(sc: Scenario) -> tuple[float, float]:
@@ -172,14 +164,6 @@ class GroupCost:
     backward: bool  # the layer runs a backward (it is above a trainable parameter)
 
 
-def _is_column(x: Any) -> bool:
-    return isinstance(x, np.ndarray)
-
-
-def _any_above_one(x: Num) -> bool:
-    return bool(np.any(x > 1)) if _is_column(x) else bool(x > 1)
-
-
 def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency,
                       flash: bool) -> tuple[GroupCost, ...]:
     """Costs of each layer group that do not depend on the recomputation (the vectorised search reuses them),
@@ -210,7 +194,7 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
                                                                           per_pass),
                              cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la,
-                             backward=bool(backward.all()) if _is_column(backward) else backward))
+                             backward=bool(backward.all()) if is_column(backward) else backward))
     return tuple(out)
 
 
@@ -218,7 +202,7 @@ def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, 
                 eff: Efficiency) -> LayerActivation:
     """memory.layer_activation of one layer of a group, its sequence split over ``cp`` ranks (a column: once per
     distinct cp, gathered)."""
-    if _is_column(cp):
+    if is_column(cp):
         values, inverse = np.unique(cp, return_inverse=True)
         parts = [_activation(sc, ops, int(v), encoder, moe, kind, flash, eff) for v in values]
         cols: dict[str, Any] = {f.name: np.array([getattr(p, f.name) for p in parts])[inverse]
@@ -245,7 +229,7 @@ def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_
     recurrent and convolution states from rank to rank, serially (nothing to overlap)."""
     m, e, cl = sc.model, sc.workload.activation_bytes, sc.cluster
     mixer = kind.mixer if kind else "attention"
-    if mixer == "none" or (not _is_column(sh.cp) and sh.cp == 1):  # a column's cp 1 rows come out 0 below
+    if mixer == "none" or (not is_column(sh.cp) and sh.cp == 1):  # a column's cp 1 rows come out 0 below
         return 0.0
     if mixer in ("mamba", "mamba2"):
         n, inner = m.ssm_state_size, m.ssm_inner
@@ -272,8 +256,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
                                   op_sac_s=t.op_sac_s, flash=flash)
         # full recomputation repeats the forward's communication (layer-N: on 1 layer in N); no backward, no
         # backward communication
-        every = layer_every(mode) if recompute == "selective" else 0
-        passes = (3 if recompute == "full" else 2 + (1 / every if every else 0)) if backward else 1
+        passes = in_layer_comm_passes(recompute, mode) if backward else 1
         fwd += n * t.forward_s
         bwd += n * t.backward_s
         rec += n * recomputed * backward
@@ -290,7 +273,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
 
 def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str, mode: str) -> Num:
     """memory.layer_activation_bytes; over a column of ``sp`` once with and once without."""
-    if _is_column(sp):
+    if is_column(sp):
         return np.where(sp, layer_activation_bytes(act, tp=tp, sp=True, recompute=recompute, mode=mode),
                         layer_activation_bytes(act, tp=tp, sp=False, recompute=recompute, mode=mode))
     return layer_activation_bytes(act, tp=tp, sp=sp, recompute=recompute, mode=mode)

@@ -1,6 +1,6 @@
-"""Terms of the step time written once over ``float | ndarray``: estimate/step.py calls them with one
-strategy's numbers, estimate/vector.py with a column per strategy (the vectorised search). Each returns a
-float for float inputs.
+"""Terms of the step time written once over ``float | ndarray``: estimate/compose.py composes the step from
+them, with one strategy's numbers (estimate_step) or a column per strategy (the vectorised search). Each
+returns a float for float inputs.
 
 - micro_batch_s: a micro-batch takes max(device time, host time): eager frameworks issue every layer's
   kernels from Python; the host runs ahead while the device is busier, and the device waits when it is not
@@ -19,11 +19,7 @@ from __future__ import annotations
 from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.hardware.cluster import Cluster
-from greentrain.num import Num, maximum, select, where
-
-# The Num helpers, also imported from here by estimate/compute.py and estimate/stage.py.
-from greentrain.num import ceil as ceil
-from greentrain.num import minimum as minimum
+from greentrain.num import Num, ceil, maximum, select, where
 
 
 def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Num, pp: Num, cl: Cluster) -> Num:

@@ -1,14 +1,14 @@
 """The analytical step estimate of estimate/step.py over a whole StrategyTable at once (numpy).
 
-One source of truth: the per-layer costs (compute roofline, TP/CP/EP communication, parameters,
-activations) come from stage.layer_group_costs / sum_layer_totals and stage.end_parts themselves, evaluated
-over the columns of the distinct (tp, cp, ep, etp, sp) keys of each micro-batch size and summed under each
-recomputation choice;
-model and hardware FLOPs from step.step_flops; what depends on pp, vpp, dp, ZeRO and offloading (pipeline
-split, bubble, PP sends, DP gradient reduction, optimizer step, memory) calls the functions estimate_step
-calls (stage.split_stages, estimate/step_terms.py, estimate/memory.py) with columns instead of floats.
-Each term is evaluated once per distinct value of what it depends on (the split per key, recomputation, pp
-and vpp; the micro-batch time, bubble and DP communication per split, dp and ZeRO stage) and gathered.
+One source of truth: nothing here composes a term. The per-layer costs (compute roofline, TP/CP/EP
+communication, parameters, activations) come from stage.layer_group_costs / sum_layer_totals and
+stage.end_parts, evaluated over the columns of the distinct (tp, cp, ep, etp, sp) keys of each micro-batch
+size and summed under each recomputation choice; the pipeline split from stage.split_stages; model and
+hardware FLOPs from step.step_flops; the step's time, rates and memory from estimate/compose.py, the functions
+estimate_step calls, with a StrategyTable's columns instead of a Strategy's numbers. What this module adds is
+where each is evaluated: once per distinct value of what it depends on (the split per key, recomputation, pp
+and vpp; the micro-batch time, bubble and DP communication per split, dp and ZeRO stage; the stages'
+transient memory per split and dp; the optimizer and the model state per row) and gathered.
 tests/unit/search/test_vector.py checks this path against estimate_step on random strategies,
 tests/unit/estimate/test_column_costs.py the stage functions over columns against one strategy at a time.
 """
@@ -16,24 +16,27 @@ tests/unit/estimate/test_column_costs.py the stage functions over columns agains
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from greentrain.estimate.compose import (
+    MEMORY_STAGES,
+    StepTiming,
+    memory_stage_present,
+    num_micro_batches,
+    pipeline_timing,
+    stage_memory,
+    stage_transients,
+    state_bytes,
+    step_optimizer_s,
+    step_rates,
+    step_timing,
+)
 from greentrain.estimate.compute import Sharding
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
-from greentrain.estimate.memory import (
-    grad_bytes_per_param,
-    loss_bytes_per_logit,
-    stage_memory_args,
-    state_bytes_per_param,
-    transient_bytes,
-    weight_bytes_per_param,
-    workload_master_bytes,
-    workload_optimizer_bytes,
-)
-from greentrain.estimate.parallel_costs import ranks_per_node
 from greentrain.estimate.stage import (
     EndCosts,
     LayerTotals,
@@ -41,18 +44,19 @@ from greentrain.estimate.stage import (
     balance_units,
     end_parts,
     layer_group_costs,
+    pipeline_head,
     split_stages,
     sum_layer_totals,
 )
 from greentrain.estimate.step import step_flops
-from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import model_ops
+from greentrain.num import FloatArray
+from greentrain.parallel.fields import LAYER_KEY_FIELDS
 from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
-FloatArray = npt.NDArray[np.float64]
-KEY_FIELDS = ("tp", "cp", "ep", "etp", "micro_batch_size")
+KEY_FIELDS = LAYER_KEY_FIELDS  # parallel/fields.py: the fields that shard a layer's work
 _REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop")
 _END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "emb_trainable", "head_fwd", "head_bwd", "head_params_1",
                 "head_params_n", "head_trainable_1", "head_trainable_n", "model_flop")
@@ -136,10 +140,65 @@ class Splits:
     one: StageSplit
     row: npt.NDArray[np.int64]
 
-    def at(self, name: str, rows: npt.NDArray[np.int64] | None = None) -> Any:
-        """Field ``name`` (a column, or a tuple of them) at table rows ``rows`` (None: every row)."""
-        x, where = getattr(self.one, name), self.row if rows is None else self.row[rows]
-        return tuple(np.asarray(v)[where] for v in x) if isinstance(x, tuple) else np.asarray(x)[where]
+    def at(self, rows: npt.NDArray[np.int64]) -> StageSplit:
+        """The split of the table's rows ``rows``."""
+        return self.one.take(self.row[rows])
+
+
+class _Rows:
+    """The rows ``rows`` of a StrategyTable, read as a compose.StepStrategy: a column is gathered when the
+    composition first reads it (the table's derived names, grad_group and sequence_parallel, included), in
+    ``shape``; with ``pairs``, the ZeRO stage and offloading are read from those rows instead (a grid: groups
+    down, (ZeRO, offload) pairs across)."""
+
+    def __init__(self, table: StrategyTable, rows: npt.NDArray[np.int64], shape: tuple[int, ...] = (-1,),
+                 pairs: _Rows | None = None) -> None:
+        self._table, self._rows, self._shape, self._pairs = table, rows, shape, pairs
+
+    def _col(self, name: str) -> Any:
+        if self._pairs is not None and name in ("zero", "offload_optimizer"):
+            return getattr(self._pairs, name)
+        return getattr(self._table, name)[self._rows].reshape(self._shape)
+
+    @cached_property
+    def dp(self) -> Any:
+        return self._col("dp")
+
+    @cached_property
+    def tp(self) -> Any:
+        return self._col("tp")
+
+    @cached_property
+    def pp(self) -> Any:
+        return self._col("pp")
+
+    @cached_property
+    def vpp(self) -> Any:
+        return self._col("vpp")
+
+    @cached_property
+    def cp(self) -> Any:
+        return self._col("cp")
+
+    @cached_property
+    def zero(self) -> Any:
+        return self._col("zero")
+
+    @cached_property
+    def micro_batch_size(self) -> Any:
+        return self._col("micro_batch_size")
+
+    @cached_property
+    def offload_optimizer(self) -> Any:
+        return self._col("offload_optimizer")
+
+    @cached_property
+    def grad_group(self) -> Any:
+        return self._col("grad_group")
+
+    @cached_property
+    def sequence_parallel(self) -> Any:
+        return self._col("sequence_parallel")
 
 
 def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
@@ -170,36 +229,25 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     return KeyCosts(table={c: out[k].reshape(-1) for k, c in enumerate(names)}, code=inverse * n_rec + t.recompute)
 
 
-def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], f: dict[str, FloatArray], split: Splits,
-            eff: Efficiency) -> FloatArray:
-    """step._memory over columns (memory.state_bytes_per_param once, memory.transient_bytes per stage: the
-    same terms device_memory adds): the largest total bytes per device of the first, a middle, the last
-    stage, for the table's ``rows`` (``f`` holds their columns). The stages' parameters, micro-batches in
-    flight and transient bytes are evaluated once per distinct (pipeline split, dp): what they depend on."""
-    w = sc.workload
-    pp = f["pp"]
-    c = state_bytes_per_param(
-        shard=f["dp"] * f["cp"], zero=t.zero[rows], offload=t.offload_optimizer[rows],
-        wb=weight_bytes_per_param(w.precision),
-        gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
-        unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
-    first, inverse = _groups([split.row[rows], t.dp[rows]])
-    g, at = {n: f[n][first] for n in ("pp", "vpp", "num_micro", "mbs", "cp", "tp")}, rows[first]
-    tokens = g["mbs"] * w.seq_len / g["cp"]
-    total = np.zeros(len(pp))
-    params, trainable = split.at("stage_params", at), split.at("stage_trainable", at)
-    activations = split.at("stage_activation_bytes", at)
-    for stage, present in ((0, pp >= 1), (1, pp > 2), (2, pp > 1)):  # GPipe is not in the vectorised space
-        a = stage_memory_args(stage, pp=g["pp"], vpp=g["vpp"], num_micro=g["num_micro"], gpipe=False,
-                              params=params, trainable=trainable, activations=activations)
-        acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
-                                     tokens=tokens, tp=g["tp"], sp=t.sequence_parallel[at], e=w.activation_bytes,
-                                     embedding=a["embedding"], head=a["head"],
-                                     loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
-        state = a["params"][inverse] * c.weights + a["trainable"][inverse] * (c.gradients + c.optimizer)
-        stage_total = (state + acts[inverse] + temp[inverse]) * (1.0 + eff.fragmentation) + eff.reserved_bytes
-        total = np.where(present, np.maximum(total, stage_total), total)
-    return total
+def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: Splits,
+            num_micro: npt.NDArray[np.int64], eff: Efficiency) -> FloatArray:
+    """step._memory over columns: the largest total bytes per device of the first, a middle, the last stage, for
+    the table's ``rows``. A row's memory depends on its pipeline split and dp (the stages' parameters,
+    micro-batches in flight and transient tensors) and on its ZeRO stage and offloading (the state's bytes per
+    parameter): it is evaluated over the grid of the distinct values of each, broadcast, and read at each row."""
+    groups, group_of = _groups([split.row[rows], t.dp[rows]])
+    pairs, pair_of = _groups([t.zero[rows], t.offload_optimizer[rows].astype(np.int64)])
+    at = rows[groups]
+    g = _Rows(t, at, (-1, 1))
+    state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=_Rows(t, rows[pairs], (1, -1))), eff)
+    st = split.one.take(split.row[at][:, None])
+    total = np.zeros((len(groups), len(pairs)))
+    for stage in MEMORY_STAGES:  # GPipe is not in the vectorised space
+        parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
+        stage_total = stage_memory(parts, state, eff).total_bytes
+        total = np.where(memory_stage_present(stage, g.pp), np.maximum(total, stage_total), total)
+    out: FloatArray = total.reshape(-1)[group_of * len(pairs) + pair_of]
+    return out
 
 
 def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Splits:
@@ -214,67 +262,22 @@ def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray]
     lt = LayerTotals(fwd_s=k["fwd"], bwd_s=k["bwd"], recompute_s=k["rec"], tp_s=k["tp"], cp_s=k["cp"],
                      ep_s=k["ep"], params=k["params"], activation_bytes=k["act"], trainable=k["trainable"])
     emb = EndCosts(fwd_s=k["emb_fwd"], bwd_s=k["emb_bwd"], params=k["emb_params"], trainable=k["emb_trainable"])
-    many = f["pp"] > 1
-    head = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"],
-                    params=np.where(many, k["head_params_n"], k["head_params_1"]),
-                    trainable=np.where(many, k["head_trainable_n"], k["head_trainable_1"]))
-    return split_stages(lt, emb, head, layers=float(sc.model.total_layers), pp=f["pp"], vpp=f["vpp"],
-                        balance=eff.pipeline_balance, balance_units=balance_units(sc))
+    head_1 = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"], params=k["head_params_1"],
+                      trainable=k["head_trainable_1"])
+    head_n = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"], params=k["head_params_n"],
+                      trainable=k["head_trainable_n"])
+    return split_stages(lt, emb, pipeline_head(f["pp"], head_1, head_n), layers=float(sc.model.total_layers),
+                        pp=f["pp"], vpp=f["vpp"], balance=eff.pipeline_balance, balance_units=balance_units(sc))
 
 
-def _dp_exposed(sc: Scenario, zero: FloatArray, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """step.dp_exposed_s (step_terms.dp_sync_s over columns)."""
-    w, cl = sc.workload, sc.cluster
-    params, wb = f["params"], weight_bytes_per_param(w.precision)
-    out: FloatArray = dp_sync_s(
-        zero=zero, dp_group=f["dp"] * f["cp"],
-        dp_per_node=ranks_per_node(f["tp"] * f["cp"], f["dp"], cl.node_size),
-        grad_bytes=f["trainable"] * grad_bytes_per_param(w.grad_dtype, w.precision),
-        weight_bytes=params * wb, updated_weight_bytes=f["trainable"] * wb, layers=f["layers"],
-        backward_s=f["bwd"] + f["rec"], micro_batch_s=f["fwd"] + f["bwd"] + f["rec"], num_micro=f["num_micro"],
-        cl=cl, eff=eff)
-    return out
-
-
-def _optimizer(sc: Scenario, zero: FloatArray, offload: npt.NDArray[np.bool_], f: dict[str, FloatArray],
-               eff: Efficiency) -> FloatArray:
-    """step._optimizer_s (step_terms.optimizer_s over columns)."""
-    w = sc.workload
-    out: FloatArray = optimizer_s(
-        params=f["trainable"], zero=zero, shard=f["dp"] * f["cp"], offload=offload,
-        wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-        ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
-    return out
-
-
-def _pp_mb(sc: Scenario, f: dict[str, FloatArray], eff: Efficiency) -> FloatArray:
-    """2 x vpp x step_terms.pp_send_s of one micro-batch's activation."""
-    w, m = sc.workload, sc.model
-    payload = f["mbs"] * w.seq_len / f["cp"] * m.hidden_size * w.activation_bytes
-    out: FloatArray = 2 * f["vpp"] * pp_send_s(pp=f["pp"], tp=f["tp"], inner=f["tp"] * f["cp"] * f["dp"],
-                                               payload_bytes=payload, cl=sc.cluster, eff=eff)
-    return out
-
-
-def _pipeline_times(sc: Scenario, t: StrategyTable, split: Splits, f: dict[str, FloatArray],
-                    rows: npt.NDArray[np.int64], eff: Efficiency) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """step's micro-batch time (step_terms.micro_batch_s: compute and exposed TP/CP/EP/PP communication), bubble
-    and exposed DP communication of the table's ``rows`` (``f``: their columns), once per distinct (pipeline
-    split, dp, ZeRO stage): what they depend on."""
-    cl = sc.cluster
+def _timing(sc: Scenario, t: StrategyTable, split: Splits, num_micro: npt.NDArray[np.int64],
+            rows: npt.NDArray[np.int64], eff: Efficiency) -> StepTiming:
+    """compose's step time of the table's ``rows``: compose.pipeline_timing once per distinct (pipeline split, dp,
+    ZeRO stage), what it depends on, gathered; the optimizer per row; compose.step_timing adds them up."""
     first, inverse = _groups([split.row[rows], t.dp[rows], t.zero[rows]])
-    g = {n: a[first] for n, a in f.items()}
     at = rows[first]
-    g.update({n: split.at(field, at) for n, field in (("fwd", "fwd_s"), ("bwd", "bwd_s"), ("rec", "recompute_s"),
-                                                       ("params", "params"), ("layers", "layers"),
-                                                       ("trainable", "trainable"))})
-    comm_mb = split.at("tp_s", at) + split.at("cp_s", at) + split.at("ep_s", at) + _pp_mb(sc, g, eff)
-    accum = grad_accum_s(g["trainable"], cl.chip.memory_bytes_per_s, eff)
-    t_mb = micro_batch_s(g["fwd"] + g["bwd"] + g["rec"] + accum + comm_mb, g["layers"], eff,
-                         tp=g["tp"], pp=g["pp"], cl=cl)
-    bubble = (g["pp"] - 1) / g["vpp"] * t_mb
-    dp_s = _dp_exposed(sc, t.zero[at].astype(np.float64), g, eff)
-    return t_mb[inverse], bubble[inverse], dp_s[inverse]
+    p = pipeline_timing(sc, _Rows(t, at), split.at(at), eff, num_micro[at]).take(inverse)
+    return step_timing(p, step_optimizer_s(sc, _Rows(t, rows), split.one.trainable[split.row[rows]], eff))
 
 
 def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,
@@ -288,31 +291,19 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
         return _empty()
     k = _per_key(sc, table, eff)
     split = _split(sc, table, k, eff)
-    num_micro = w.global_batch_size // (table.dp * table.micro_batch_size)
+    num_micro = num_micro_batches(w, table)
     rows = np.flatnonzero((table.vpp == 1) | (num_micro % table.pp == 0))  # the interleaving rule
-    f: dict[str, FloatArray] = {n: getattr(table, n)[rows].astype(np.float64) for n in ("dp", "tp", "pp", "vpp", "cp")}
-    f["mbs"] = table.micro_batch_size[rows].astype(np.float64)
-    f["num_micro"] = num_micro[rows].astype(np.float64)
-    mem = _memory(sc, table, rows, f, split, eff)
+    mem = _memory(sc, table, rows, split, num_micro, eff)
     if check_fit:
         fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
-        rows, mem, f = rows[fits], mem[fits], {n: a[fits] for n, a in f.items()}
-    index = rows
-    zero, offload = table.zero[index].astype(np.float64), table.offload_optimizer[index]
-    t_mb, bubble, dp_s = _pipeline_times(sc, table, split, f, index, eff)
-    opt = _optimizer(sc, zero, offload, {"trainable": split.at("trainable", index), "dp": f["dp"], "cp": f["cp"]},
-                     eff)
-    step = f["num_micro"] * t_mb + bubble + dp_s + opt + eff.step_overhead_s
-    peak_total = step * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
-    model_flop = k.col("model_flop", index)
-    hw_flop = model_flop + k.col("extra_flop", index) * w.global_batch_size
-    return StepArrays(index=index, step_time_s=step, memory_bytes=mem, utilization=1.0 - bubble / step,
-                      mfu=model_flop / peak_total, hfu=hw_flop / peak_total,
-                      tokens_per_s=w.tokens_per_step / step, bubble_time_s=bubble, dp_comm_time_s=dp_s)
+        rows, mem = rows[fits], mem[fits]
+    t = _timing(sc, table, split, num_micro, rows, eff)
+    r = step_rates(sc, t.step_s, t.bubble_s, k.col("model_flop", rows), k.col("extra_flop", rows))
+    return StepArrays(index=rows, step_time_s=t.step_s, memory_bytes=mem, utilization=r.utilization, mfu=r.mfu,
+                      hfu=r.hfu, tokens_per_s=r.tokens_per_s, bubble_time_s=t.bubble_s, dp_comm_time_s=t.dp_s)
 
 
 def _empty() -> StepArrays:
     z = np.zeros(0)
     return StepArrays(index=np.zeros(0, dtype=np.int64), step_time_s=z, memory_bytes=z, utilization=z, mfu=z, hfu=z,
                       tokens_per_s=z, bubble_time_s=z, dp_comm_time_s=z)
-

@@ -78,12 +78,13 @@ class StepCosts:
 
 def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
     """The analytical model's per-micro-batch costs, split into chunks and passes."""
+    from greentrain.estimate.compose import dp_exposed_s
     from greentrain.estimate.efficiency import efficiency_for
     from greentrain.estimate.memory import workload_grad_bytes
     from greentrain.estimate.parallel_costs import axis_layout
     from greentrain.estimate.recompute import in_layer_comm_passes
     from greentrain.estimate.stage import stage_costs
-    from greentrain.estimate.step import dp_exposed_s, estimate_step
+    from greentrain.estimate.step import estimate_step
     from greentrain.estimate.step_terms import bucket_bytes
     from greentrain.model.ops import model_ops
 

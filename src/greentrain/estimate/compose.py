@@ -1,0 +1,234 @@
+"""One training step composed from its terms, written once over ``float | ndarray``.
+
+estimate_step (estimate/step.py) calls these with one Strategy and its stage split (stage.StageSplit of
+floats); estimate_steps (estimate/vector.py) with a StrategyTable and a StageSplit of columns, each function
+evaluated once per distinct value of what it depends on. Neither composes a term of its own.
+
+Step time (Narayanan et al. 2021 §2.2, 1F1B and interleaved schedules):
+    step = m * t_mb + (pp - 1) / vpp * t_mb + exposed DP communication + optimizer step
+with m micro-batches per pipeline, t_mb the forward + backward (+ recomputation) time of one micro-batch on
+the slowest stage including its exposed TP/CP/EP/PP communication (step_terms.micro_batch_s: or the host's
+time, when longer); the bubble is (pp-1)/vpp micro-batch times (GPipe has the same bubble, more memory).
+MFU and HFU: Korthikanti et al. 2022 §6 / Chowdhery et al. 2022 App. B: model FLOPs / (step time x chips x
+peak); hardware FLOPs also count recomputation.
+Memory: the first, a middle and the last pipeline stage (estimate/memory.py), the largest of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.memory import (
+    MemoryBreakdown,
+    StateBytes,
+    device_memory,
+    grad_bytes_per_param,
+    loss_bytes_per_logit,
+    stage_memory_args,
+    state_bytes_per_param,
+    transient_bytes,
+    weight_bytes_per_param,
+    workload_grad_bytes,
+    workload_master_bytes,
+    workload_optimizer_bytes,
+)
+from greentrain.estimate.parallel_costs import ranks_per_node
+from greentrain.estimate.stage import StageSplit
+from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
+from greentrain.num import Num
+from greentrain.scenario import Scenario
+from greentrain.workload import Workload
+
+
+class StepStrategy(Protocol):
+    """What the composition reads of a strategy: a parallel.Strategy (numbers) or a parallel.StrategyTable
+    (a column per strategy) satisfy it, derived names (grad_group, sequence_parallel) included."""
+
+    @property
+    def dp(self) -> Any: ...
+    @property
+    def tp(self) -> Any: ...
+    @property
+    def pp(self) -> Any: ...
+    @property
+    def vpp(self) -> Any: ...
+    @property
+    def cp(self) -> Any: ...
+    @property
+    def zero(self) -> Any: ...
+    @property
+    def micro_batch_size(self) -> Any: ...
+    @property
+    def offload_optimizer(self) -> Any: ...
+    @property
+    def grad_group(self) -> Any: ...
+    @property
+    def sequence_parallel(self) -> Any: ...
+
+
+def num_micro_batches(w: Workload, s: StepStrategy) -> Num:
+    """Micro-batches per pipeline and step."""
+    return w.global_batch_size // (s.dp * s.micro_batch_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineTiming:
+    """The micro-batches on the slowest stage, the bubble and the exposed data-parallel communication: the step
+    without its optimizer (float | ndarray)."""
+
+    num_micro: Num
+    micro_batch_s: Num  # one micro-batch on the slowest stage: max(device, host), communication included
+    device_s: Num  # its device time (compute, accumulation, exposed communication): micro_batch_s's first term
+    grad_accum_s: Num  # its gradient accumulation outside the GEMMs
+    micro_batch_comm_s: Num  # its exposed TP/CP/EP/PP communication
+    pp_send_s: Num  # its pipeline sends (both passes, every virtual stage)
+    bubble_s: Num
+    dp_s: Num  # exposed data-parallel communication
+
+    def take(self, index: Any) -> PipelineTiming:
+        """The rows ``index`` of every column (vector.py evaluates once per group and gathers)."""
+        return PipelineTiming(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTiming:
+    """How a step's time is made: micro-batches on the slowest stage, the bubble, and what follows them."""
+
+    num_micro: Num
+    micro_batch_s: Num
+    device_s: Num
+    grad_accum_s: Num
+    micro_batch_comm_s: Num
+    pp_send_s: Num
+    bubble_s: Num
+    dp_s: Num
+    optimizer_s: Num  # the optimizer step and fixed per-step costs
+    step_s: Num
+
+
+def pp_payload_bytes(sc: Scenario, s: StepStrategy) -> Num:
+    """One micro-batch's activation (or its gradient) sent between adjacent stages, before the tp split."""
+    w = sc.workload
+    return s.micro_batch_size * w.seq_len / s.cp * sc.model.hidden_size * w.activation_bytes
+
+
+def pipeline_timing(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num) -> PipelineTiming:
+    """The step up to the optimizer, of strategy ``s`` with the stage split ``st``."""
+    cl = sc.cluster
+    pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.tp * s.cp * s.dp, cl=cl, eff=eff,
+                                  payload_bytes=pp_payload_bytes(sc, s))
+    comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
+    accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
+    device_mb = st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb
+    t_mb = micro_batch_s(device_mb, st.layers, eff, tp=s.tp, pp=s.pp, cl=cl)
+    return PipelineTiming(num_micro=num_micro, micro_batch_s=t_mb, device_s=device_mb, grad_accum_s=accum,
+                          micro_batch_comm_s=comm_mb, pp_send_s=pp_mb, bubble_s=(s.pp - 1) / s.vpp * t_mb,
+                          dp_s=dp_exposed_s(sc, s, st, eff, num_micro))
+
+
+def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num) -> Num:
+    """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s) over the gradient group."""
+    w, cl = sc.workload, sc.cluster
+    wb = weight_bytes_per_param(w.precision)
+    return dp_sync_s(zero=s.zero, dp_group=s.grad_group, dp_per_node=ranks_per_node(s.tp * s.cp, s.dp, cl.node_size),
+                     grad_bytes=workload_grad_bytes(st.trainable, w), weight_bytes=st.params * wb,
+                     updated_weight_bytes=st.trainable * wb, layers=st.layers, backward_s=st.bwd_s + st.recompute_s,
+                     micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s, num_micro=num_micro, cl=cl, eff=eff)
+
+
+def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficiency) -> Num:
+    """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs."""
+    w = sc.workload
+    opt: Num = optimizer_s(params=trainable, zero=s.zero, shard=s.grad_group, offload=s.offload_optimizer,
+                           wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
+                           ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
+    return opt + eff.step_overhead_s
+
+
+def step_timing(p: PipelineTiming, optimizer_s: Num) -> StepTiming:
+    """The step: every micro-batch, the bubble, the exposed DP communication and the optimizer step."""
+    step = p.num_micro * p.micro_batch_s + p.bubble_s + p.dp_s + optimizer_s
+    return StepTiming(num_micro=p.num_micro, micro_batch_s=p.micro_batch_s, device_s=p.device_s,
+                      grad_accum_s=p.grad_accum_s, micro_batch_comm_s=p.micro_batch_comm_s, pp_send_s=p.pp_send_s,
+                      bubble_s=p.bubble_s, dp_s=p.dp_s, optimizer_s=optimizer_s, step_s=step)
+
+
+def compose_step(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency) -> StepTiming:
+    """pipeline_timing, step_optimizer_s and step_timing at one granularity (one strategy: estimate_step)."""
+    p = pipeline_timing(sc, s, st, eff, num_micro_batches(sc.workload, s))
+    return step_timing(p, step_optimizer_s(sc, s, st.trainable, eff))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRates:
+    """Throughput and utilisation of a step (float | ndarray)."""
+
+    model_flop: Num
+    hardware_flop: Num
+    tokens_per_s: Num
+    mfu: Num
+    hfu: Num
+    utilization: Num  # fraction of the step a device is busy (not waiting in the pipeline bubble)
+
+
+def step_rates(sc: Scenario, step_s: Num, bubble_s: Num, model_flop: Num, recomputed_flop_per_seq: Num) -> StepRates:
+    """MFU and HFU over the cluster's peak (step.step_flops gives the FLOPs), tokens per second, utilisation."""
+    w, cl = sc.workload, sc.cluster
+    hw_flop = model_flop + recomputed_flop_per_seq * w.global_batch_size
+    peak_total = step_s * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)
+    return StepRates(model_flop=model_flop, hardware_flop=hw_flop, tokens_per_s=w.tokens_per_step / step_s,
+                     mfu=model_flop / peak_total, hfu=hw_flop / peak_total, utilization=1.0 - bubble_s / step_s)
+
+
+# Pipeline stages whose memory is checked: the first (most micro-batches in flight, the embedding), the second
+# (a middle one, when pp > 2), the last (the head and the loss, when pp > 1).
+MEMORY_STAGES = (0, 1, 2)
+
+
+def memory_stage_present(stage: int, pp: Num) -> Num:
+    """Whether stage ``stage`` of MEMORY_STAGES is a distinct stage of a pipeline of ``pp``."""
+    return (pp >= 1, pp > 2, pp > 1)[stage]
+
+
+def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency) -> StateBytes:
+    """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group)."""
+    w = sc.workload
+    return state_bytes_per_param(shard=s.grad_group, zero=s.zero, offload=s.offload_optimizer,
+                                 wb=weight_bytes_per_param(w.precision),
+                                 gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
+                                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTransients:
+    """One pipeline stage's parameters and transient tensors (float | ndarray), before the state's bytes."""
+
+    params: Num
+    trainable: Num
+    activations_bytes: Num
+    temporary_bytes: Num
+
+    def take(self, index: Any) -> StageTransients:
+        return StageTransients(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num, stage: int,
+                     gpipe: Num = False) -> StageTransients:
+    """memory.stage_memory_args and memory.transient_bytes of pipeline stage ``stage``."""
+    w = sc.workload
+    a = stage_memory_args(stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=gpipe, params=st.stage_params,
+                          trainable=st.stage_trainable, activations=st.stage_activation_bytes)
+    acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
+                                 tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
+                                 e=w.activation_bytes, embedding=a["embedding"], head=a["head"],
+                                 loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
+    return StageTransients(params=a["params"], trainable=a["trainable"], activations_bytes=acts, temporary_bytes=temp)
+
+
+def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency) -> MemoryBreakdown:
+    """memory.device_memory of one stage: its transients and its parameters' state."""
+    return device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
+                         temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
+                         fragmentation=eff.fragmentation)
