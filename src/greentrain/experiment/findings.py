@@ -149,7 +149,9 @@ def truncation(results: Sequence[VariantResult]) -> list[Finding]:
                          f"{r.target_tokens_longest})")
             nums.append(("target_truncated_fraction", r.target_truncated_fraction))
         who = "every variant" if len(group) == len(_ok(results)) else ", ".join(x.variant_id for x in group)
-        out.append(Finding(kind="F13", text=f"truncation ({who}): " + "; ".join(parts) + ": cut before training",
+        cut = any(x for _, x in nums)
+        out.append(Finding(kind="F13", text=f"truncation ({who}): " + "; ".join(parts)
+                           + (": cut before training" if cut else ": nothing is cut"),
                            variants=tuple(x.variant_id for x in group), numbers=tuple(nums)))
     return out
 

@@ -33,6 +33,7 @@ class Repriced:
     cost_basis: str
     electricity_usd_per_kwh: float | None = None  # the region's price (catalog region data); None: unknown
     electricity_cost_usd: float | None = None  # the run's electricity bill there (facility energy x that price)
+    pue: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,8 +99,30 @@ def reprice(results: list[VariantResult], site: SiteSpec, regions: list[str]) ->
             out.append(Repriced(region=region, variant_id=r.variant_id, grid_g_co2e_per_kwh=p.grid_g_co2e_per_kwh,
                                 emissions_kg_co2e=p.emissions_kg_co2e, cost_usd=p.cost_usd, cost_basis=p.cost_basis,
                                 electricity_usd_per_kwh=p.electricity_usd_per_kwh,
-                                electricity_cost_usd=p.electricity_cost_usd))
+                                electricity_cost_usd=p.electricity_cost_usd, pue=p.pue))
     return out
+
+
+def where_findings(results: Sequence[VariantResult], rep: Sequence[Repriced]) -> list[Finding]:
+    """F10 across regions: F1 (cheapest vs greenest, with its cause) over every ok variant at the site and in each
+    re-priced region (options named ``variant@region``); the same measurements, so only the regions' prices, grids
+    and PUEs separate an option from the same variant elsewhere."""
+    if not rep:
+        return []
+    options = [dataclasses.replace(r, variant_id=f"{r.variant_id}@{r.region or 'site'}") for r in results
+               if r.status == "ok"]
+    by_id = {r.variant_id: r for r in results}
+    for x in rep:
+        options.append(dataclasses.replace(
+            by_id[x.variant_id], variant_id=f"{x.variant_id}@{x.region}", region=x.region,
+            grid_g_co2e_per_kwh=x.grid_g_co2e_per_kwh, pue=x.pue, emissions_kg_co2e=x.emissions_kg_co2e,
+            cost_usd=x.cost_usd, cost_basis=x.cost_basis, electricity_usd_per_kwh=x.electricity_usd_per_kwh,
+            electricity_cost_usd=x.electricity_cost_usd))
+    from greentrain.experiment.findings import cheapest_vs_greenest
+
+    regions = len({x.region for x in rep})
+    return [dataclasses.replace(f, kind="F10", text=f"where to run (the site and {regions} re-priced region(s)): "
+                                f"{f.text}") for f in cheapest_vs_greenest(options)]
 
 
 def _region_findings(rep: list[Repriced]) -> list[Finding]:
@@ -141,7 +164,8 @@ def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = Non
 
     findings += pruning_finding(results, {v["variant_id"]: int(v.get("max_steps", 0)) for v in man["variants"]})
     return ExperimentReport(name=str(man["name"]), results=tuple(results),
-                            findings=tuple(findings + _region_findings(rep)), pareto=tuple(pareto_set(results)),
+                            findings=tuple(findings + _region_findings(rep)
+                                           + where_findings(results, rep)), pareto=tuple(pareto_set(results)),
                             quality=quality_of(results),
                             repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts),
                             repeats=tuple(repeat_summaries(results)))
