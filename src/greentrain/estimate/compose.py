@@ -25,8 +25,8 @@ from greentrain.estimate.memory import (
     StateBytes,
     device_memory,
     grad_bytes_per_param,
+    held_micro_batches,
     loss_bytes_per_logit,
-    stage_memory_args,
     state_bytes_per_param,
     transient_bytes,
     weight_bytes_per_param,
@@ -37,7 +37,7 @@ from greentrain.estimate.memory import (
 from greentrain.estimate.parallel_costs import ranks_per_node
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
-from greentrain.num import Num
+from greentrain.num import Num, where
 from greentrain.scenario import Scenario
 from greentrain.workload import Workload
 
@@ -216,15 +216,17 @@ class StageTransients:
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num, stage: int,
                      gpipe: Num = False) -> StageTransients:
-    """memory.stage_memory_args and memory.transient_bytes of pipeline stage ``stage``."""
+    """Pipeline stage ``stage`` of MEMORY_STAGES: its parameters and transient tensors (memory.transient_bytes:
+    memory.held_micro_batches of its layers' activations; the embedding on the first stage, the head and the
+    loss on the last, the one stage of a pipeline of one holding both)."""
     w = sc.workload
-    a = stage_memory_args(stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=gpipe, params=st.stage_params,
-                          trainable=st.stage_trainable, activations=st.stage_activation_bytes)
-    acts, temp = transient_bytes(spec=sc.model, held=a["held"], stage_activation_bytes=a["stage_activation_bytes"],
+    held = held_micro_batches(stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=gpipe)
+    acts, temp = transient_bytes(spec=sc.model, held=held, stage_activation_bytes=st.stage_activation_bytes[stage],
                                  tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
-                                 e=w.activation_bytes, embedding=a["embedding"], head=a["head"],
+                                 e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),
                                  loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
-    return StageTransients(params=a["params"], trainable=a["trainable"], activations_bytes=acts, temporary_bytes=temp)
+    return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
+                           activations_bytes=acts, temporary_bytes=temp)
 
 
 def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency) -> MemoryBreakdown:

@@ -13,7 +13,7 @@ num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies 
 flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
 Pipeline: stage r of 1F1B holds min(pp - r, micro-batches) micro-batches of its layers; interleaving
 multiplies by 1 + (pp-1)/(pp*vpp); GPipe holds every micro-batch (Korthikanti et al. §4.2.3, Narayanan 2021);
-the first stage adds the embedding's, the last the head's and the loss's buffers (stage_memory_args).
+the first stage adds the embedding's, the last the head's and the loss's buffers (transient_bytes).
 Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
 + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates
 gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et al. Fig. 1.
@@ -168,17 +168,13 @@ def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute
     return repl + (act.split_bytes + scores) / tp
 
 
-def stage_memory_args(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: Any, params: tuple[Any, Any, Any],
-                      trainable: tuple[Any, Any, Any], activations: tuple[Any, Any, Any]) -> dict[str, Any]:
-    """What device_memory needs of pipeline stage ``stage`` (0 the first, 1 the second, 2 the last): its
-    parameters and layers' activations, the micro-batches it holds in flight (1F1B: pp - rank, Narayanan et al.
-    2021 §2.2; interleaving adds (pp-1)/(pp*vpp), Korthikanti et al. 2022 §4.2.3; GPipe: all of them), and
-    its ends."""
+def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: Any) -> Any:
+    """Micro-batches of activations pipeline stage ``stage`` (0 the first, 1 the second, 2 the last) holds in
+    flight: 1F1B pp - rank (Narayanan et al. 2021 §2.2), interleaving adds (pp-1)/(pp*vpp) (Korthikanti et al.
+    2022 §4.2.3), GPipe all of them."""
     rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
     held = minimum(pp - rank, num_micro) * where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
-    held = where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
-    return dict(params=params[stage], trainable=trainable[stage], held=held, stage_activation_bytes=activations[stage],
-                embedding=stage == 0, head=where(pp == 1, True, stage == 2))
+    return where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,

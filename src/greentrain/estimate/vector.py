@@ -253,21 +253,18 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
 def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Splits:
     """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp)."""
     first, inverse = _groups([k.code, t.pp, t.vpp])
-    f = {"pp": t.pp[first].astype(np.float64), "vpp": t.vpp[first].astype(np.float64)}
-    return Splits(one=_split_rows(sc, k.at(first), f, eff), row=inverse)
-
-
-def _split_rows(sc: Scenario, k: dict[str, FloatArray], f: dict[str, FloatArray], eff: Efficiency) -> StageSplit:
-    """stage.split_stages over columns: the pipeline placement of every row."""
-    lt = LayerTotals(fwd_s=k["fwd"], bwd_s=k["bwd"], recompute_s=k["rec"], tp_s=k["tp"], cp_s=k["cp"],
-                     ep_s=k["ep"], params=k["params"], activation_bytes=k["act"], trainable=k["trainable"])
-    emb = EndCosts(fwd_s=k["emb_fwd"], bwd_s=k["emb_bwd"], params=k["emb_params"], trainable=k["emb_trainable"])
-    head_1 = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"], params=k["head_params_1"],
-                      trainable=k["head_trainable_1"])
-    head_n = EndCosts(fwd_s=k["head_fwd"], bwd_s=k["head_bwd"], params=k["head_params_n"],
-                      trainable=k["head_trainable_n"])
-    return split_stages(lt, emb, pipeline_head(f["pp"], head_1, head_n), layers=float(sc.model.total_layers),
-                        pp=f["pp"], vpp=f["vpp"], balance=eff.pipeline_balance, balance_units=balance_units(sc))
+    c, pp = k.at(first), t.pp[first].astype(np.float64)
+    lt = LayerTotals(fwd_s=c["fwd"], bwd_s=c["bwd"], recompute_s=c["rec"], tp_s=c["tp"], cp_s=c["cp"],
+                     ep_s=c["ep"], params=c["params"], activation_bytes=c["act"], trainable=c["trainable"])
+    emb = EndCosts(fwd_s=c["emb_fwd"], bwd_s=c["emb_bwd"], params=c["emb_params"], trainable=c["emb_trainable"])
+    head_1 = EndCosts(fwd_s=c["head_fwd"], bwd_s=c["head_bwd"], params=c["head_params_1"],
+                      trainable=c["head_trainable_1"])
+    head_n = EndCosts(fwd_s=c["head_fwd"], bwd_s=c["head_bwd"], params=c["head_params_n"],
+                      trainable=c["head_trainable_n"])
+    one = split_stages(lt, emb, pipeline_head(pp, head_1, head_n), layers=float(sc.model.total_layers), pp=pp,
+                       vpp=t.vpp[first].astype(np.float64), balance=eff.pipeline_balance,
+                       balance_units=balance_units(sc))
+    return Splits(one=one, row=inverse)
 
 
 def _timing(sc: Scenario, t: StrategyTable, split: Splits, num_micro: npt.NDArray[np.int64],
