@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from greentrain import units
+from greentrain.errors import ConfigError
 from greentrain.experiment.findings import Finding
 from greentrain.experiment.results import VariantResult
 from greentrain.experiment.search_spec import PrunerSpec
@@ -43,13 +45,32 @@ def trial_env(storage_url: str, study: str, trial_id: int, objective: str, prune
                        "pruner": asdict(pruner)})
 
 
+def open_storage(optuna: Any, url: str) -> Any:
+    """``journal:PATH`` a journal file (its writes locked, for runners sharing a file system), else an SQLAlchemy
+    URL (``sqlite:///PATH`` for one host, PostgreSQL or MySQL for several): what optuna-dashboard opens too."""
+    from optuna.storages import JournalStorage, RDBStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if url.startswith("journal:"):
+        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}  # runners wait, not fail
+    for tries_left in (2, 1, 0):
+        try:
+            return RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as e:  # an unknown dialect, a missing driver, an unreachable server: one line
+            if tries_left and type(e).__name__ in ("IntegrityError", "OperationalError"):
+                time.sleep(1.0)  # another runner was creating the schema at the same instant
+                continue
+            raise ConfigError("storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    raise AssertionError("unreachable")
+
+
 class _Reporter:
     """The worker's handle on its trial: report a value at a step, and whether the pruner stops it here."""
 
     def __init__(self, setting: dict[str, Any]) -> None:
         import optuna
-
-        from greentrain.experiment.search import open_storage
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.pruner = PrunerSpec(**setting["pruner"])
@@ -93,6 +114,11 @@ def pruning_callback() -> Any:
         @property
         def pruned_at_step(self) -> int | None:
             return self.reporter.pruned_at_step
+
+        def finish(self, measured: Any) -> Any:
+            """The worker's measurements of a pruned trial: why, and the last in-training eval_loss as its own."""
+            measured.pruned, measured.eval_loss = self.reason(), measured.in_train.losses[-1]
+            return measured
 
         def reason(self) -> str:
             r = self.reporter

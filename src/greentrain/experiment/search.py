@@ -7,6 +7,8 @@
       space:
         train.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}     # a range (floats: 3 significant digits)
         train.optim: [adamw_torch, adafactor]                             # a list: categorical
+      pruner: median                              # none (default) | median | hyperband: experiment/pruning.py
+      timeout_s: 3600                             # no trial is asked for after this much wall time
 
 Each trial is a variant run by the runner (its own folder, phases, resume, waste), named by its settings
 (``learning_rate=0.00354+optim=adafactor``; ``base`` for the base's own values, enqueued first).
@@ -31,7 +33,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.experiment import runner
 from greentrain.experiment.extras import missing_modules
-from greentrain.experiment.pruning import TRIAL_ENV, make_pruner, trial_env
+from greentrain.experiment.pruning import TRIAL_ENV, make_pruner, open_storage, trial_env
 from greentrain.experiment.results import VariantResult, read_result
 from greentrain.experiment.runner import Progress, RunOptions
 from greentrain.experiment.search_spec import GOALS, Dimension
@@ -96,27 +98,6 @@ def _storage(optuna: Any, out: Path, url: str) -> Any:
 def _url(out: Path, url: str) -> str:
     """The storage's URL as a worker opens it: the default journal as ``journal:`` its absolute path."""
     return url or f"journal:{(out / JOURNAL).resolve()}"
-
-
-def open_storage(optuna: Any, url: str) -> Any:
-    """``journal:PATH`` a journal file (its writes locked, for runners sharing a file system), else an SQLAlchemy
-    URL (``sqlite:///PATH`` for one host, PostgreSQL or MySQL for several): what optuna-dashboard opens too."""
-    from optuna.storages import JournalStorage, RDBStorage
-    from optuna.storages.journal import JournalFileBackend
-
-    if url.startswith("journal:"):
-        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}  # runners wait, not fail
-    for tries_left in (2, 1, 0):
-        try:
-            return RDBStorage(url, engine_kwargs=kwargs)
-        except Exception as e:  # an unknown dialect, a missing driver, an unreachable server: one line
-            if tries_left and type(e).__name__ in ("IntegrityError", "OperationalError"):
-                time.sleep(1.0)  # another runner was creating the schema at the same instant
-                continue
-            raise ConfigError("storage", url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
-    raise AssertionError("unreachable")
 
 
 def study_name(exp: Experiment) -> str:

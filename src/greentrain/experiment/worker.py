@@ -201,6 +201,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     from transformers import PrinterCallback, set_seed
 
     from greentrain.experiment.build import build_model, build_tokenizer, encode, example_lengths, training_arguments
+    from greentrain.experiment.pruning import pruning_callback
     from greentrain.measure.hf import GreentrainTrainerCallback
 
     m = _Measured()
@@ -223,13 +224,10 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         trainer_cls, early_stop = _trainer_class(job.task)
         cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name="train.jsonl", write_outputs=False,
                                        print_summary=False, count_flops=job.hooks)
-        from greentrain.experiment.pruning import pruning_callback
-
         pruning = pruning_callback()  # a trial of a pruned search: reports each evaluation to Optuna
-        callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else []) + \
-            ([pruning] if pruning is not None else [])
+        callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else []) + [pruning]
         trainer = trainer_cls(model=model, args=training_arguments(job, out_dir / "hf", seed, cuda),
-                              train_dataset=train_ds, eval_dataset=eval_ds, callbacks=callbacks)
+                              train_dataset=train_ds, eval_dataset=eval_ds, callbacks=[c for c in callbacks if c])
         trainer.gt_callback, trainer.gt_in_train, trainer.gt_out_dir = cb, m.in_train, out_dir
         trainer.remove_callback(PrinterCallback)  # the runner reports; no metric dicts on stdout
     finally:
@@ -246,8 +244,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     m.hf_total_flos = float(trainer.state.total_flos)
     m.step_times_s = _train_steps(out_dir / "train.jsonl", cb.tracker.t0, m.in_train.windows_s)
     if pruning is not None and pruning.pruned_at_step is not None:  # no final evaluation or generation
-        m.pruned, m.eval_loss = pruning.reason(), m.in_train.losses[-1]
-        return m
+        return pruning.finish(m)
     ev_tracker = _tracker(out_dir, "eval").start()
     try:
         m.eval_loss = float(trainer.evaluate()["eval_loss"])

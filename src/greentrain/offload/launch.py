@@ -128,15 +128,7 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
                   executor: str = "greentrain") -> dict[str, Any]:
     if framework != "pytorch":
         raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
-    if executor not in EXECUTORS:
-        raise ConfigError("offload.executor", executor, f"must be one of {', '.join(EXECUTORS)}")
-    dev = _device(device)
-    if executor != "greentrain":
-        from greentrain.offload.stock import unavailable
-
-        reason = unavailable(executor, dev)
-        if reason:
-            raise ConfigError("offload.executor", executor, reason)
+    dev = _check_executor(executor, _device(device))
     need = check_host_memory(caps, dev, available_host_bytes())
     spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade, executor)
     import torch
@@ -191,6 +183,19 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
                 + ("the device is a byte budget (DeviceBytes)" if acct else f"{executor}'s host and device are one "
                    "memory here, so no device peak is measured; host_peak_gib is the process's peak RSS growth"),
     }
+
+
+def _check_executor(executor: str, dev: str) -> str:
+    """The device, once the executor is known and can run on it (its library installed, CUDA where needed)."""
+    if executor not in EXECUTORS:
+        raise ConfigError("offload.executor", executor, f"must be one of {', '.join(EXECUTORS)}")
+    if executor != "greentrain":
+        from greentrain.offload.stock import unavailable
+
+        reason = unavailable(executor, dev)
+        if reason:
+            raise ConfigError("offload.executor", executor, reason)
+    return dev
 
 
 def _trainer(executor: str, model: Any, plan: OffloadPlan, dev: str, acct: Any, micro_batches: int) -> Any:
