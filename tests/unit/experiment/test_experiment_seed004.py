@@ -285,3 +285,11 @@ def test_min_new_tokens_and_length_penalty_reach_generate(make_experiment: Any) 
     assert free["before_eos"] == [0, 0, 0, 0]  # without a minimum the summaries end at once
     assert held["min_new_tokens"] == 6 and held["length_penalty"] == 0.5 and held["num_beams"] == 2
     assert held["before_eos"] == [6, 6, 6, 6]  # EOS held back for 6 new tokens
+
+
+def test_a_causal_lm_truncation_finding_speaks_of_the_joined_sequence() -> None:
+    r = row("lm", task="causal-lm", max_source_tokens=48, max_target_tokens=16, source_tokens_p50=40.0,
+            source_tokens_p95=60.0, source_tokens_longest=70, source_truncated_fraction=0.1)
+    (f,) = truncation([r])
+    assert f.text == ("truncation (every variant): 10.0% of the sequences are longer than 64 tokens (p50 40, p95 60, "
+                      "longest 70): cut before training")
