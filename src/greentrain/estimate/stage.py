@@ -33,10 +33,8 @@ MTP_GROUP = "mtp"  # model/ops.py's name of the multi-token-prediction layers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LayerTotals:
-    """Every transformer layer of the model for one micro-batch on one device, before the pipeline split
-    (split_stages places them). Depends on tp, cp, ep, sp, the micro-batch size and the recomputation only,
-    so the vectorised search computes it once per key."""
+class MicroBatchTimes:
+    """One micro-batch's compute and exposed in-layer communication on one device (float | ndarray)."""
 
     fwd_s: Num
     bwd_s: Num
@@ -44,6 +42,14 @@ class LayerTotals:
     tp_s: Num
     cp_s: Num
     ep_s: Num
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerTotals(MicroBatchTimes):
+    """Every transformer layer of the model for one micro-batch on one device, before the pipeline split
+    (split_stages places them). Depends on tp, cp, ep, sp, the micro-batch size and the recomputation only,
+    so the vectorised search computes it once per key."""
+
     params: Num
     activation_bytes: Num
     trainable: Num  # the share of ``params`` that carries gradients and optimizer state (fine-tuning)
@@ -78,16 +84,10 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StageSplit:
+class StageSplit(MicroBatchTimes):
     """One micro-batch on the slowest pipeline stage (its layers plus the embedding or LM head), per device, over
     float | ndarray (one strategy, or a column per strategy)."""
 
-    fwd_s: Num
-    bwd_s: Num
-    recompute_s: Num
-    tp_s: Num
-    cp_s: Num
-    ep_s: Num
     params: Num  # the stage holding the most parameters (its ends included)
     activation_bytes: Num  # the first stage's layers, one micro-batch (it holds the most in flight)
     layers: Num  # layers of the stage that sets the pace

@@ -16,7 +16,6 @@ tests/unit/estimate/test_column_costs.py the stage functions over columns agains
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -145,60 +144,33 @@ class Splits:
         return self.one.take(self.row[rows])
 
 
+@dataclass(frozen=True, slots=True)
+class _Pairs:
+    """Distinct (ZeRO stage, offload) pairs, a column each."""
+
+    zero: npt.NDArray[np.int64]
+    offload_optimizer: npt.NDArray[np.bool_]
+
+
 class _Rows:
-    """The rows ``rows`` of a StrategyTable, read as a compose.StepStrategy: a column is gathered when the
-    composition first reads it (the table's derived names, grad_group and sequence_parallel, included), in
-    ``shape``; with ``pairs``, the ZeRO stage and offloading are read from those rows instead (a grid: groups
-    down, (ZeRO, offload) pairs across)."""
+    """The rows ``rows`` of a StrategyTable, read as a compose.StepStrategy: a column (the table's derived names,
+    grad_group and sequence_parallel, included) is gathered when the composition first reads it, in ``shape``;
+    with ``pairs``, the ZeRO stage and offloading are read from those instead (a grid: groups down, (ZeRO,
+    offload) pairs across)."""
 
     def __init__(self, table: StrategyTable, rows: npt.NDArray[np.int64], shape: tuple[int, ...] = (-1,),
-                 pairs: _Rows | None = None) -> None:
+                 pairs: _Pairs | None = None) -> None:
         self._table, self._rows, self._shape, self._pairs = table, rows, shape, pairs
 
-    def _col(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # only for names not yet read: every column once
+        if name.startswith("_"):
+            raise AttributeError(name)
         if self._pairs is not None and name in ("zero", "offload_optimizer"):
-            return getattr(self._pairs, name)
-        return getattr(self._table, name)[self._rows].reshape(self._shape)
-
-    @cached_property
-    def dp(self) -> Any:
-        return self._col("dp")
-
-    @cached_property
-    def tp(self) -> Any:
-        return self._col("tp")
-
-    @cached_property
-    def pp(self) -> Any:
-        return self._col("pp")
-
-    @cached_property
-    def vpp(self) -> Any:
-        return self._col("vpp")
-
-    @cached_property
-    def cp(self) -> Any:
-        return self._col("cp")
-
-    @cached_property
-    def zero(self) -> Any:
-        return self._col("zero")
-
-    @cached_property
-    def micro_batch_size(self) -> Any:
-        return self._col("micro_batch_size")
-
-    @cached_property
-    def offload_optimizer(self) -> Any:
-        return self._col("offload_optimizer")
-
-    @cached_property
-    def grad_group(self) -> Any:
-        return self._col("grad_group")
-
-    @cached_property
-    def sequence_parallel(self) -> Any:
-        return self._col("sequence_parallel")
+            col = getattr(self._pairs, name)
+        else:
+            col = getattr(self._table, name)[self._rows].reshape(self._shape)
+        self.__dict__[name] = col
+        return col
 
 
 def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
@@ -236,17 +208,21 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     micro-batches in flight and transient tensors) and on its ZeRO stage and offloading (the state's bytes per
     parameter): it is evaluated over the grid of the distinct values of each, broadcast, and read at each row."""
     groups, group_of = _groups([split.row[rows], t.dp[rows]])
-    pairs, pair_of = _groups([t.zero[rows], t.offload_optimizer[rows].astype(np.int64)])
+    pair = t.zero[rows] * 2 + t.offload_optimizer[rows]  # ZeRO stage 0-3 and offloading as one code 0-7
+    used = np.flatnonzero(np.bincount(pair, minlength=8))
+    lookup = np.zeros(8, dtype=np.int64)
+    lookup[used] = np.arange(len(used))
+    pair_of, pairs = lookup[pair], _Pairs(zero=(used // 2)[None, :], offload_optimizer=(used % 2 == 1)[None, :])
     at = rows[groups]
     g = _Rows(t, at, (-1, 1))
-    state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=_Rows(t, rows[pairs], (1, -1))), eff)
+    state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff)
     st = split.one.take(split.row[at][:, None])
-    total = np.zeros((len(groups), len(pairs)))
+    total = np.zeros((len(groups), len(used)))
     for stage in MEMORY_STAGES:  # GPipe is not in the vectorised space
         parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
         stage_total = stage_memory(parts, state, eff).total_bytes
         total = np.where(memory_stage_present(stage, g.pp), np.maximum(total, stage_total), total)
-    out: FloatArray = total.reshape(-1)[group_of * len(pairs) + pair_of]
+    out: FloatArray = total.reshape(-1)[group_of * len(used) + pair_of]
     return out
 
 
