@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         from greentrain.experiment.plan import plan_experiment
         from greentrain.experiment.spec import load_experiment
 
-        plan = plan_experiment(load_experiment(args.experiment))
+        plan = plan_experiment(load_experiment(args.experiment), lengths=True)
         if args.json:
             print(json.dumps(plan.to_dict(), indent=1))
         else:

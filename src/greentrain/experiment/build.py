@@ -15,11 +15,11 @@ import torch
 from torch import nn
 
 from greentrain.errors import ConfigError
-from greentrain.experiment.data import LengthStats, TextPairs, length_stats
+from greentrain.experiment.data import TextPairs
 from greentrain.experiment.job import Job
+from greentrain.experiment.lengths import EOS_ID, PAD_ID, UNK_ID, wordlevel_tokenizer
 from greentrain.experiment.predict import SPECIAL_TOKENS, hf_config
 
-PAD_ID, EOS_ID, UNK_ID = 0, 1, 2  # the order of predict.SPECIAL_TOKENS
 IGNORE_INDEX = -100  # label positions the loss skips (padding)
 
 
@@ -50,16 +50,8 @@ def build_tokenizer(job: Job, train: TextPairs) -> Any:
 
     if job.tokenizer_kind == "path" or job.model.init == "pretrained":
         return AutoTokenizer.from_pretrained(job.tokenizer_path or job.model.path, local_files_only=True)
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS[UNK_ID]))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.train_from_iterator([*train.sources, *train.targets],
-                            trainers.WordLevelTrainer(special_tokens=list(SPECIAL_TOKENS)))
-    eos = SPECIAL_TOKENS[EOS_ID]
-    tok.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, EOS_ID)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=SPECIAL_TOKENS[PAD_ID], eos_token=eos,
-                                   unk_token=SPECIAL_TOKENS[UNK_ID])
+    return PreTrainedTokenizerFast(tokenizer_object=wordlevel_tokenizer(train), pad_token=SPECIAL_TOKENS[PAD_ID],
+                                   eos_token=SPECIAL_TOKENS[EOS_ID], unk_token=SPECIAL_TOKENS[UNK_ID])
 
 
 def build_model(job: Job, vocab: int) -> nn.Module:
@@ -186,16 +178,6 @@ def generate(model: nn.Module, tokenizer: Any, sources: tuple[str, ...], job: Jo
     return out
 
 
-def token_lengths(tokenizer: Any, pairs: TextPairs, job: Job) -> tuple[list[int], list[int]]:
-    """Uncut token lengths (special tokens included, as the model would see them) of the sources and targets;
-    a causal LM: of each source and its target joined (encode()'s text), and no target side."""
-    if job.task == CAUSAL:
-        joined = tokenizer([f"{s} {t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)])
-        return [len(x) for x in joined["input_ids"]], []
-    return ([len(x) for x in tokenizer(list(pairs.sources))["input_ids"]],
-            [len(x) for x in tokenizer(list(pairs.targets))["input_ids"]])
-
-
 def generated_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
     """Tokens of each generated summary (special tokens excluded)."""
     return [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
@@ -212,14 +194,3 @@ def tree_bytes(folder: Path) -> float:
     """Bytes of the regular files under ``folder`` (what storage bills)."""
     return float(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()))
 
-
-def example_lengths(tokenizer: Any, splits: tuple[TextPairs, ...], job: Job) -> tuple[LengthStats, LengthStats | None]:
-    """Length statistics of every example of a variant (train + eval + test) against the max lengths: sources
-    and targets; a causal LM: the joined sequence against max_source_tokens + max_target_tokens, no target."""
-    pairs = TextPairs(sources=tuple(s for p in splits for s in p.sources),
-                      targets=tuple(t for p in splits for t in p.targets))
-    src, tgt = token_lengths(tokenizer, pairs, job)
-    d = job.data
-    if job.task == CAUSAL:
-        return length_stats(src, d.max_source_tokens + d.max_target_tokens), None
-    return length_stats(src, d.max_source_tokens), length_stats(tgt, d.max_target_tokens)

@@ -1,4 +1,6 @@
-"""``greentrain experiment plan``: every variant predicted by the planner, summed, checked against the budget.
+"""``greentrain experiment plan``: every variant predicted by the planner, summed, checked against the budget,
+and (``lengths=True``, the CLI's plan) the token lengths of its examples against its max lengths: truncation is
+seen before any compute is spent (experiment/lengths.py; finding F13's text).
 
 No torch: the planner is analytical. Time, energy, CO2e and $ need ``site.chip`` (the chip the runs will use);
 without it the plan gives FLOPs, tokens and memory, and the budget is checked on measured totals while running.
@@ -7,11 +9,15 @@ A search (Optuna) is planned as its base job times its trials.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from greentrain import units
 from greentrain.errors import ConfigError
-from greentrain.experiment.job import BudgetSpec
+from greentrain.experiment.data import LengthStats
+from greentrain.experiment.findings import Finding, truncation
+from greentrain.experiment.job import BudgetSpec, Job
 from greentrain.experiment.predict import Prediction, predict
 from greentrain.experiment.spec import Experiment
 from greentrain.results.experiment import ExperimentPlanResult
@@ -23,6 +29,7 @@ class PlanRow:
     settings: str
     prediction: Prediction
     num_steps: int
+    lengths: tuple[LengthStats, LengthStats | None] | None = None  # sources, targets; None: not counted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +42,7 @@ class ExperimentPlan:
     budget: BudgetSpec
     over_budget: tuple[str, ...]  # one sentence per exceeded limit
     search_trials: int = 0  # a search: its trials, each predicted as the base (the one row)
+    truncation: tuple[Finding, ...] = ()  # F13 per distinct length distribution of the rows
 
     def to_dict(self) -> dict[str, object]:
         return {**ExperimentPlanResult.head(), "name": self.name,
@@ -43,11 +51,44 @@ class ExperimentPlan:
                               "tokens_per_step": r.prediction.tokens_per_step,
                               "memory_bytes": r.prediction.memory_bytes, "chip": r.prediction.chip,
                               "train_s": r.prediction.train_s, "energy_j": r.prediction.energy_j,
-                              "emissions_kg_co2e": r.prediction.kg_co2e, "cost_usd": r.prediction.cost_usd}
+                              "emissions_kg_co2e": r.prediction.kg_co2e, "cost_usd": r.prediction.cost_usd,
+                              **length_fields(r)}
                              for r in self.rows],
+                "truncation": [f.text for f in self.truncation],
                 "energy_kwh": units.j_to_kwh(self.energy_j) if self.energy_j is not None else None,
                 "emissions_kg_co2e": self.kg_co2e, "cost_usd": self.cost_usd, "over_budget": list(self.over_budget),
                 "search_trials": self.search_trials}
+
+
+def length_fields(r: PlanRow) -> dict[str, Any]:
+    """The row's length figures under VariantResult's names (usage.py's), empty when not counted."""
+    from greentrain.experiment.usage import length_fields as fields
+
+    return {} if r.lengths is None else fields(r.lengths[0], r.lengths[1])
+
+
+def _truncation(rows: list[PlanRow], jobs: dict[str, Job]) -> tuple[Finding, ...]:
+    from greentrain.experiment.results import VariantResult
+
+    counted = [VariantResult(variant_id=r.variant_id, config_hash="", status="ok",
+                             max_source_tokens=jobs[r.variant_id].data.max_source_tokens,
+                             max_target_tokens=jobs[r.variant_id].data.max_target_tokens, **length_fields(r))
+               for r in rows if r.lengths is not None]
+    return tuple(truncation(counted))
+
+
+def _lengths(jobs: dict[str, Job]) -> dict[str, tuple[LengthStats, LengthStats | None] | None]:
+    """Each variant's lengths, counted once per distinct data, tokenizer and task."""
+    from greentrain.experiment.lengths import planned_lengths
+
+    done: dict[Any, tuple[LengthStats, LengthStats | None] | None] = {}
+    out = {}
+    for vid, job in jobs.items():
+        key = (job.task, job.data, job.tokenizer_kind, job.tokenizer_path, job.model.init, job.model.path)
+        if key not in done:
+            done[key] = planned_lengths(job)
+        out[vid] = done[key]
+    return out
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -67,7 +108,9 @@ def budget_breaches(budget: BudgetSpec, energy_j: float | None, kg: float | None
     return tuple(out)
 
 
-def plan_experiment(exp: Experiment) -> ExperimentPlan:
+def plan_experiment(exp: Experiment, lengths: bool = False) -> ExperimentPlan:
+    """Every variant predicted and summed; with ``lengths`` also its examples' token lengths (the CLI's plan;
+    the runner's budget check needs none)."""
     rows = []
     for v in exp.variants:
         try:
@@ -81,7 +124,14 @@ def plan_experiment(exp: Experiment) -> ExperimentPlan:
     energy, kg, usd = (None if x is None else n * x for x in (_sum([r.prediction.energy_j for r in rows]),
                                                               _sum([r.prediction.kg_co2e for r in rows]),
                                                               _sum([r.prediction.cost_usd for r in rows])))
+    trunc: tuple[Finding, ...] = ()
+    if lengths:
+        jobs = {v.variant_id: v.job for v in exp.variants}
+        counted = _lengths(jobs)
+        rows = [dataclasses.replace(r, lengths=counted[r.variant_id]) for r in rows]
+        trunc = _truncation(rows, jobs)
     return ExperimentPlan(name=exp.name, rows=tuple(rows), energy_j=energy, kg_co2e=kg, cost_usd=usd,
+                          truncation=trunc,
                           search_trials=exp.search.trials if exp.search is not None else 0,
                           budget=exp.base.budget, over_budget=budget_breaches(exp.base.budget, energy, kg, usd,
                                                                               "predicted"))

@@ -16,6 +16,11 @@ from greentrain.experiment.job import Job
 from greentrain.measure.summary import Measurement
 
 
+def length_fields(source: LengthStats | None, target: LengthStats | None) -> dict[str, Any]:
+    """VariantResult's token-length fields of the sources' and the targets' statistics."""
+    return {**_lengths("source", source), **_lengths("target", target)}
+
+
 def _lengths(prefix: str, s: LengthStats | None) -> dict[str, Any]:
     if s is None:
         return {}
@@ -36,7 +41,7 @@ def usage_fields(*, job: Job, train: Measurement, gpu_utilization_percent: float
         "mean_power_w": energy_j / wall_s if wall_s > 0 else None,
         "train_power_w": train_energy_j / train_s if train_s > 0 else None,
         "max_source_tokens": job.data.max_source_tokens, "max_target_tokens": job.data.max_target_tokens,
-        **_lengths("source", source_lengths), **_lengths("target", target_lengths),
+        **length_fields(source_lengths, target_lengths),
         "generated_tokens_mean": sum(generated_tokens) / len(generated_tokens) if generated_tokens else None,
         "model_bytes": model_bytes, "output_bytes": output_bytes,
         "storage_cost_usd": storage_cost_usd(output_bytes, job.site.storage_usd_per_gb_month,

@@ -29,6 +29,7 @@ from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.data import load_splits
 from greentrain.experiment.executors import THREADS_ENV
 from greentrain.experiment.job import Job, parse_job
+from greentrain.experiment.lengths import example_lengths
 from greentrain.experiment.predict import calibrated_train_s, predict
 from greentrain.experiment.quality import rouge
 from greentrain.experiment.results import VariantResult, write_result
@@ -200,7 +201,7 @@ class _Measured:
 def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) -> _Measured:
     from transformers import PrinterCallback, set_seed
 
-    from greentrain.experiment.build import build_model, build_tokenizer, encode, example_lengths, training_arguments
+    from greentrain.experiment.build import build_model, build_tokenizer, encode, training_arguments
     from greentrain.experiment.pruning import pruning_callback
     from greentrain.measure.hf import GreentrainTrainerCallback
 
@@ -216,7 +217,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         train, ev, test = load_splits(d.source, d.path, d.source_column, d.target_column,
                                       (d.train_size, d.eval_size, d.test_size), 0)
         tok = build_tokenizer(job, train)
-        m.lengths = example_lengths(tok, (train, ev, test), job)
+        m.lengths = example_lengths(tok.backend_tokenizer, (train, ev, test), job)
         model = build_model(job, len(tok))
         m.params = sum(p.numel() for p in model.parameters())
         m.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

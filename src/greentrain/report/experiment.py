@@ -203,6 +203,8 @@ def render_plan(plan: ExperimentPlan) -> None:
                       f"${_f(plan.cost_usd, '.4g')}")
     for line in plan.over_budget:
         console.print(f"[red]over budget[/red]: {line}")
+    for f in plan.truncation:  # token lengths against the max lengths, before anything trains
+        console.print(f"[bold]{f.kind}[/bold] {f.text}")
 
 
 def render_report(rep: ExperimentReport, findings: bool = True) -> None:

@@ -221,10 +221,31 @@ def test_the_example_finds_the_cheapest_is_not_the_greenest_and_why(example_dir:
     assert "## Re-priced in other regions" in (example_dir / "report.md").read_text()
 
 
+def test_plan_counts_truncation_before_anything_trains(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    from greentrain.cli.main import main
+
+    path = tmp_path / "cut.yaml"
+    path.write_text("name: cut\ndata: {max_source_tokens: 32}\naxes:\n  data.max_source_tokens: [64]\n")
+    assert main(["experiment", "plan", str(path), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    base, wide = plan["variants"]
+    # synthetic-news, seed 0, 1024 + 128 + 128 examples: 3-5 sentences of 5-9 words, p50 29 tokens with the EOS
+    assert (base["source_tokens_p50"], base["source_tokens_longest"]) == (29.0, 38)
+    assert base["source_truncated_fraction"] == pytest.approx(0.2828125) and wide["source_truncated_fraction"] == 0.0
+    assert plan["truncation"][0].startswith("truncation (base): 28.3% of the sources are longer than 32 tokens")
+    assert plan["truncation"][1].endswith("nothing is cut")
+
+
 @pytest.mark.slow
 def test_the_worker_records_utilisation_power_lengths_and_storage(example_dir: Path) -> None:
+    from greentrain.experiment.plan import length_fields, plan_experiment
+    from greentrain.experiment.spec import load_experiment
+
+    planned = {r.variant_id: length_fields(r) for r in plan_experiment(load_experiment(EXAMPLE), lengths=True).rows}
     for v in json.loads((example_dir / "results.json").read_text())["variants"]:
         r = VariantResult.from_dict(v)
+        assert planned[r.variant_id] == {k: getattr(r, k) for k in planned[r.variant_id]}  # plan = worker
         assert r.utilization_source == "cpu-time" and r.gpu_utilization_percent is None
         assert r.cpu_utilization_percent is not None and 0 < r.cpu_utilization_percent <= 100
         assert r.mean_power_w == pytest.approx(r.energy_j / r.wall_s)
