@@ -55,3 +55,17 @@ def test_tracker_on_cuda_times_memory_energy(tmp_path: Path) -> None:
     gpu = [x for x in m.meters if x.name == "gpu"]
     if gpu:  # nvidia-ml-py installed and the GPU has an energy counter (Volta or newer)
         assert gpu[0].measured and m.gpu_energy_j > 0
+
+
+def test_the_tracker_leaves_the_cuda_peak_to_the_training(tmp_path: Path) -> None:
+    """The Tracker reads torch.cuda.max_memory_allocated and never resets it: a Trainer's or the user's own
+    reading after the run still sees the run's peak (on an H200 the reset cut a 47 GB peak to 15 GB)."""
+    model, opt, idx = _model()
+    big = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")  # 256 MiB, freed before the steps
+    del big
+    with Tracker(model, out_dir=tmp_path, print_summary=False, meters=False) as t:
+        for _ in range(3):
+            train_step(model, opt, idx)
+            t.step()
+    assert torch.cuda.max_memory_allocated() >= 256 * 2**20
+    assert t.measurement is not None and t.measurement.peak_cuda_bytes >= 256 * 2**20

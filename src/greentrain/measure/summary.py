@@ -239,6 +239,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     notes = [cut_note] if cut_note else []
     if not samples:
         notes.append("no energy samples in the record")
+    notes += sorted({str(r["flop_note"]) for r in steps if r.get("flop_note")})
     if n == 0:
         notes.append("no step markers: per-step figures are 0 (call Tracker.step() or use greentrain.auto)")
     m = Measurement(

@@ -219,6 +219,8 @@ class Tracker:
         self._t_mark = now
         if self.hooks is not None:
             rec.update(self.hooks.finish_step())
+            if self.hooks.flop_note and self.num_steps == 0:
+                rec["flop_note"] = self.hooks.flop_note
             seen_tokens, seen_samples = self.hooks.pop_batch_counts()
             tokens = seen_tokens if tokens is None else tokens
             samples = seen_samples if samples is None else samples
