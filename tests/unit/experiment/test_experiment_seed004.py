@@ -246,7 +246,10 @@ def test_the_worker_records_utilisation_power_lengths_and_storage(example_dir: P
     for v in json.loads((example_dir / "results.json").read_text())["variants"]:
         r = VariantResult.from_dict(v)
         assert planned[r.variant_id] == {k: getattr(r, k) for k in planned[r.variant_id]}  # plan = worker
-        assert r.utilization_source == "cpu-time" and r.gpu_utilization_percent is None
+        if r.device == "cpu":  # on a CUDA machine the GPU's NVML utilisation is recorded instead
+            assert r.utilization_source == "cpu-time" and r.gpu_utilization_percent is None
+        else:
+            assert r.utilization_source == "nvml" and 0 <= (r.gpu_utilization_percent or 0.0) <= 100
         assert r.cpu_utilization_percent is not None and 0 < r.cpu_utilization_percent <= 100
         assert r.mean_power_w == pytest.approx(r.energy_j / r.wall_s)
         assert r.train_power_w == pytest.approx(r.train_energy_j / r.train_s)
