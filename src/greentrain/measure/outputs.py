@@ -151,13 +151,28 @@ def _tokens_per_s(m: Measurement) -> str:
     return f"{m.tokens_per_s:.1f}" if m.tokens > 0 else "n/a (no tokens counted)"
 
 
+def _per_step(m: Measurement, text: str) -> str:
+    """n/a without step markers (``track --no-hooks``, a script that never steps): 0 would read as measured."""
+    return text if m.num_steps > 0 else "n/a (no steps marked)"
+
+
+def _flop(m: Measurement, text: str) -> str:
+    return text if m.flop > 0 else "n/a (not counted)"
+
+
+def _memory_row(m: Measurement) -> tuple[str, str]:
+    """The CUDA allocator's peak when there is one, else the process tree's resident memory, named as such."""
+    name = "peak memory (CUDA)" if m.peak_cuda_bytes > 0 else "peak memory (host RSS)"
+    return name, f"{units.bytes_to_gib(m.memory_bytes):.3f} GiB"
+
+
 def summary_rows(m: Measurement) -> list[tuple[str, str]]:
     """The summary's (quantity, value) rows: run figures, energy by meter, CO2e and cost when known."""
     lab = {x.name: "measured" if x.measured else "estimated" for x in m.meters}
     rows = [("duration", f"{m.duration_s:.2f} s"), ("steps", str(m.num_steps)),
-            ("step time (steady)", f"{m.step_time_s * 1e3:.2f} ms"), ("tokens/s", _tokens_per_s(m)),
-            ("FLOP per step", _si(m.flop_per_step, "FLOP")), ("FLOP/s", _si(m.flop_per_s, "FLOP/s")),
-            ("peak memory", f"{units.bytes_to_gib(m.memory_bytes):.3f} GiB"),
+            ("step time (steady)", _per_step(m, f"{m.step_time_s * 1e3:.2f} ms")), ("tokens/s", _tokens_per_s(m)),
+            ("FLOP per step", _per_step(m, _flop(m, _si(m.flop_per_step, "FLOP")))),
+            ("FLOP/s", _per_step(m, _flop(m, _si(m.flop_per_s, "FLOP/s")))), _memory_row(m),
             ("GPU energy", f"{m.gpu_energy_j:.1f} J ({lab.get('gpu', 'none')})"),
             ("CPU energy", f"{m.cpu_energy_j:.1f} J ({lab.get('cpu', 'none')})"),
             ("RAM energy", f"{m.ram_energy_j:.1f} J ({lab.get('ram', 'none')})"),
