@@ -99,7 +99,9 @@ def _run_locked(command: list[str], out: Path, site: Site | None, args: argparse
                                             "before the signal"))
         if lost:
             m = replace(m, notes=(*m.notes, f"{lost}: the figures cover the records written before it"))
-        _report(m, out, args, lost)
+        written = _report(m, out, args, lost)
+    if not written:
+        return 1
     if lost:
         print(f"greentrain track: error: {lost}; the command ran to its end (exit {done.code}); the "
               f"measurement covers the records written before it", file=sys.stderr)
@@ -115,17 +117,19 @@ def _summarize(args: argparse.Namespace) -> int:
     by_track = (out / "track.jsonl").is_file()
     with fields_as_flags(SUMMARIZE_FLAGS), files.folder_lock(out, "--summarize", "greentrain track run"):
         m = merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue)
-        _report(m, out, args)
-    return 0
+        return 0 if _report(m, out, args) else 1
 
 
-def _report(m: Measurement, out: Path, args: argparse.Namespace, lost: str = "") -> None:
+def _report(m: Measurement, out: Path, args: argparse.Namespace, lost: str = "") -> bool:
+    """Write and print the outputs; False (after one line on stderr) when they could not be written: a full
+    disk or an I/O error at the end is a fault of the machine, exit 1, not bad input (2)."""
     try:
         paths = write_outputs(m, out, project_name=args.project_name)
     except ConfigError as e:  # a full disk at the end: the records stay, a later --summarize writes the outputs
         kept = f" (and {lost})" if lost else ""
-        raise ConfigError(e.field, e.value, f"{e.rule}{kept}; the run's records are kept in {out}: "
-                          f"`greentrain track --summarize {out}` writes the outputs once there is room") from None
+        print(f"greentrain track: error: {e}{kept}; the run's records are kept in {out}: "
+              f"`greentrain track --summarize {out}` writes the outputs once there is room", file=sys.stderr)
+        return False
     try:
         if args.json:
             print(json.dumps(m.to_json(), indent=2))
@@ -134,3 +138,4 @@ def _report(m: Measurement, out: Path, args: argparse.Namespace, lost: str = "")
         print(f"greentrain: wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     except OSError:  # the terminal went away (SIGHUP): the files are written, which is what matters
         pass
+    return True

@@ -189,7 +189,8 @@ def test_full_disk_at_track_outputs_says_how_to_recover(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(files, "_stage", stage)
     out = tmp_path / "o"
-    assert main(["track", "--no-hooks", "--out", str(out), "--", sys.executable, "-c", "pass"]) == 2
+    # a fault of the machine, not bad input: 1 (as a full disk during the run), never 2
+    assert main(["track", "--no-hooks", "--out", str(out), "--", sys.executable, "-c", "pass"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"greentrain track --summarize {out}" in err
     assert sorted(p.name for p in out.iterdir()) == [".lock", "track.jsonl"]  # measurement.json removed too
