@@ -16,7 +16,7 @@ Methods (each figure a fraction of the catalog chip's datasheet peak, as efficie
   efficiency.Efficiency.attention's model top(d) x s / (s + half).
 - memory: the STREAM triad a = b + 2 c (McCalpin 1995: three arrays moved) on 2^28 elements.
 - host link: 1 GiB host -> device and back, from pinned and from pageable memory (seed 002's transfers).
-- fp8 GEMMs, each SDPA backend and MoE grouped GEMMs: bench_gpu_kernels_more.py (raw figures in results.json).
+- fp8 GEMMs, each SDPA backend and MoE grouped GEMMs: bench_gpu_kernel_variants.py (raw figures in results.json).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ import yaml
 from greentrain.hardware.catalog import get_chip
 
 try:  # run as a script (benchmarks/ on sys.path) or loaded by path from the tests
-    import bench_gpu_kernels_more as more
+    import bench_gpu_kernel_variants as more
 except ImportError:  # pragma: no cover
     import importlib.util as _ilu
 
-    _path = Path(__file__).with_name("bench_gpu_kernels_more.py")
-    _spec = _ilu.spec_from_file_location("bench_gpu_kernels_more", _path)
+    _path = Path(__file__).with_name("bench_gpu_kernel_variants.py")
+    _spec = _ilu.spec_from_file_location("bench_gpu_kernel_variants", _path)
     assert _spec and _spec.loader
     more = _ilu.module_from_spec(_spec)
     _spec.loader.exec_module(more)
