@@ -25,7 +25,7 @@ def test_a_missing_mlflow_names_the_extra(tmp_path: Path, monkeypatch: pytest.Mo
     assert not (tmp_path / "out" / "report.md").exists()  # refused before any work
 
 
-def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any,
+def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any, mlflow_store: Any,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
     from mlflow.tracking import MlflowClient
@@ -34,11 +34,11 @@ def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any,
 
     out = tmp_path / "out"
     make_folder(out)  # base and fast are ok; later and stale are pending (never logged)
+    mlflow_store(out / "mlflow.db")  # the schema MLflow would build at its first use (the store stays empty)
     for expected in ("2 run(s) logged, 0 already there", "0 run(s) logged, 2 already there"):
         assert main(["experiment", "report", str(out), "--mlflow"]) == 0
         assert expected in capsys.readouterr().err
-    assert (out / "mlflow.db").is_file()
-    client = MlflowClient(tracking_uri=tracking_uri(out, True))
+    client = MlflowClient(tracking_uri=tracking_uri(out, True))  # the runs are in the folder's own store
     every = client.search_runs([client.get_experiment_by_name("hand").experiment_id])
     (parent,) = [r for r in every if "greentrain.parent" in r.data.tags]  # one per experiment, kept on rerun
     runs = [r for r in every if r is not parent]
@@ -53,7 +53,8 @@ def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any,
 
 @pytest.mark.slow
 def test_child_runs_have_real_times_step_curves_and_env_settings(tmp_path: Path, make_folder: Any,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 mlflow_store: Any) -> None:
     """Issue 26 item 3: a variant's run spans its real start and end, carries the Trainer's step curves, and
     MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME are honoured."""
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
@@ -72,7 +73,7 @@ def test_child_runs_have_real_times_step_curves_and_env_settings(tmp_path: Path,
                                                            started_unix=1.7e9))
     (base / LOG_HISTORY).write_text(json.dumps([{"loss": 3.0 - s, "energy_kwh": 1e-5 * s, "step": s}
                                                 for s in (2, 4, 6)]))
-    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    uri = mlflow_store(tmp_path / "elsewhere.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team")
     monkeypatch.chdir(tmp_path)  # a user's own store keeps MLflow's default artifact root, ./mlruns of the cwd

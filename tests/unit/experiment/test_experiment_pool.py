@@ -1,6 +1,8 @@
 """Executors with real workers (issue 27 item 1): ``--jobs 2`` gives ``--jobs 1``'s results; a worker killed
 mid-run is retried and counted as waste; two runners on one folder run every variant exactly once; submitit's
-local executor and a local Ray cluster run the same study with the same results."""
+local executor and a local Ray cluster run the same study with the same results. Where the worker process is not
+what a test is about (two runners, Ray, submitit), the variants run inline in the runner, the Ray task or the
+submitit job: the same claims, retries and results, without a new process importing torch per variant."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +53,14 @@ def run_cli(exp: Path, out: Path, *flags: str) -> subprocess.Popen[str]:
                             text=True)
 
 
-def wait_for(cond: Any, timeout_s: float, what: str) -> None:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout_s:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def sequential(tmp_path_factory: pytest.TempPathFactory, make_experiment: Any) -> tuple[Path, Path]:
-    """The study run by ``--jobs 1`` (the baseline every executor must reproduce): (experiment file, folder)."""
+    """The study run by ``--jobs 1``, inline (the baseline every executor must reproduce, whether its variants
+    run in worker processes or not): (experiment file, folder)."""
     base = tmp_path_factory.mktemp("sequential")
     exp = tiny(make_experiment, base / "e.yaml")
-    assert main(["experiment", "run", str(exp), "--out", str(base / "one"), "--no-plot"]) == 0
+    assert main(["experiment", "run", str(exp), "--out", str(base / "one"), "--no-plot", "--isolation",
+                 "inline"]) == 0
     return exp, base / "one"
 
 
@@ -85,7 +80,8 @@ def test_two_jobs_give_the_results_of_one(tmp_path: Path, sequential: tuple[Path
     assert [r.variant_id for r in merged.results] == ["base", "train.learning_rate=0.001"]
 
 
-def test_a_killed_worker_is_retried_and_counted_as_waste(tmp_path: Path, make_experiment: Any) -> None:
+def test_a_killed_worker_is_retried_and_counted_as_waste(tmp_path: Path, make_experiment: Any,
+                                                         wait_for: Any) -> None:
     exp = tiny(make_experiment, tmp_path / "e.yaml", **{"train.max_steps": [150]})
     out = tmp_path / "out"
     proc = run_cli(exp, out, "--jobs", "2", "--max-retries", "1")
@@ -105,7 +101,7 @@ def test_a_killed_worker_is_retried_and_counted_as_waste(tmp_path: Path, make_ex
 def test_two_runners_on_one_folder_run_each_variant_once(tmp_path: Path, make_experiment: Any) -> None:
     exp = tiny(make_experiment, tmp_path / "e.yaml", **{"train.learning_rate": [1e-3, 2e-3]})
     out = tmp_path / "out"
-    runners = [run_cli(exp, out), run_cli(exp, out)]
+    runners = [run_cli(exp, out, "--isolation", "inline") for _ in range(2)]
     for p in runners:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -113,7 +109,7 @@ def test_two_runners_on_one_folder_run_each_variant_once(tmp_path: Path, make_ex
     assert sorted(got) == ["base", "train.learning_rate=0.001", "train.learning_rate=0.002"]
     assert all(r["status"] == "ok" and r["attempts"] == 1 for r in got.values())
     assert not (out / "attempts.csv").exists() and not (out / "attempts").exists()  # nothing run twice
-    for vid in got:  # one worker wrote each variant's training record
+    for vid in got:  # one runner wrote each variant's training record
         assert len({json.loads(x).get("pid") for x in (variant_dir(out, vid) / "train.jsonl").read_text()
                     .splitlines() if '"pid"' in x}) == 1
 
@@ -123,7 +119,7 @@ def test_submitit_local_job_array_runs_the_study(tmp_path: Path, sequential: tup
     exp, local = sequential
     array = tmp_path / "array"
     assert main(["experiment", "run", str(exp), "--out", str(array), "--no-plot", "--executor", "slurm",
-                 "--slurm", "cluster=local", "--slurm", "timeout_min=10"]) == 0
+                 "--slurm", "cluster=local", "--slurm", "timeout_min=10", "--isolation", "inline"]) == 0
     same_results(results(local), results(array))
     assert len(list((array / "slurm").glob("*_result.pkl"))) == 2  # one job of the array per variant
 
@@ -135,7 +131,7 @@ def test_a_local_ray_cluster_runs_the_study(tmp_path: Path, sequential: tuple[Pa
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         assert main(["experiment", "run", str(exp), "--out", str(rayed), "--no-plot", "--executor", "ray",
-                     "--max-retries", "1"]) == 0
+                     "--max-retries", "1", "--isolation", "inline"]) == 0
     finally:
         ray.shutdown()
     same_results(results(local), results(rayed))

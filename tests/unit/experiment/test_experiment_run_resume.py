@@ -1,5 +1,7 @@
 """Resume after a kill (one worker process per variant): finished variants stay, the killed one re-runs with its
-attempt counted as waste, then the rest; a changed value re-runs only its variant; a locked folder is refused."""
+attempt counted as waste, then the rest; a changed value re-runs only its variant; a locked folder is refused.
+The kill needs worker processes; the resumed runs are inline (the same claim and attempt bookkeeping, without
+importing torch again in a new process per variant)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +41,8 @@ def steps_in(path: Path) -> int:
     return path.read_text(encoding="utf-8").count('"type":"step"') if path.is_file() else 0
 
 
-def wait_for(cond: Any, timeout_s: float, what: str) -> None:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout_s:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_experiment: Any) -> None:
+def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_experiment: Any,
+                                                         wait_for: Any) -> None:
     exp = experiment(make_experiment, tmp_path / "e.yaml", 1e-3)
     out = tmp_path / "out"
     runner = subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp), "--out",
@@ -67,7 +61,7 @@ def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_ex
     mtime = base_result.stat().st_mtime_ns
     assert not (variant_dir(out, V2) / "result.json").exists()
 
-    assert main(["experiment", "run", str(exp), "--out", str(out), "--no-plot"]) == 0
+    assert main(["experiment", "run", str(exp), "--out", str(out), "--no-plot", "--isolation", "inline"]) == 0
     assert base_result.stat().st_mtime_ns == mtime  # finished: not run again
     r2 = json.loads((variant_dir(out, V2) / "result.json").read_text())
     assert r2["status"] == "ok" and r2["attempts"] == 2 and r2["wasted_energy_j"] > 0 and r2["num_steps"] == 150
@@ -82,7 +76,7 @@ def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_ex
     # a changed value re-runs only its own variant (a new id here, the old one no longer in the experiment)
     mtimes = {p: p.stat().st_mtime_ns for p in (base_result, variant_dir(out, V2) / "result.json")}
     exp2 = experiment(make_experiment, tmp_path / "e.yaml", 2e-3)
-    assert main(["experiment", "run", str(exp2), "--out", str(out), "--no-plot"]) == 0
+    assert main(["experiment", "run", str(exp2), "--out", str(out), "--no-plot", "--isolation", "inline"]) == 0
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
     assert json.loads((variant_dir(out, "train.learning_rate=0.002") / "result.json").read_text())["status"] == "ok"
 

@@ -1,5 +1,6 @@
 """One Optuna study, several runners (issue 27 item 3): two runners on one SQLite study (``--storage``) tell
-exactly N trials between them, each variant run once; a storage that cannot be opened is one line."""
+exactly N trials between them, each variant run once; a storage that cannot be opened is one line. The runners
+run their trials inline (the study's bookkeeping is the runners', not the worker processes')."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     out = tmp_path / "out"
     runners = [subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp),
-                                 "--out", str(out), "--no-plot", "--storage", url],
+                                 "--out", str(out), "--no-plot", "--storage", url, "--isolation", "inline"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for p in runners:
         _, err = p.communicate(timeout=600)

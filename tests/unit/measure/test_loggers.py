@@ -27,12 +27,13 @@ def _mlflow_metrics(uri: str, experiment: str | None = None) -> list[dict[str, l
             for r in runs]
 
 
-def test_hf_trainer_report_to_mlflow_gets_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_trainer_report_to_mlflow_gets_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      mlflow_store: Any) -> None:
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("mlflow")
     from greentrain.measure.hf import GreentrainTrainerCallback
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "hf")
     cfg = transformers.BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
@@ -73,14 +74,14 @@ def _tiny_lightning(pl: Any) -> Any:
     return Tiny()
 
 
-def test_lightning_csv_and_mlflow_loggers_one_folder_per_version(tmp_path: Path) -> None:
+def test_lightning_csv_and_mlflow_loggers_one_folder_per_version(tmp_path: Path, mlflow_store: Any) -> None:
     pl = pytest.importorskip("lightning.pytorch")
     pytest.importorskip("mlflow")
     from lightning.pytorch.loggers import CSVLogger, MLFlowLogger
 
     from greentrain.measure.lightning import GreentrainLightningCallback
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     ds = torch.utils.data.TensorDataset(torch.randn(32, 16), torch.randn(32, 1))
     for _fit in range(2):
         cb = GreentrainLightningCallback(region="fr", print_summary=False, interval_s=0.01,
@@ -103,14 +104,15 @@ def test_lightning_csv_and_mlflow_loggers_one_folder_per_version(tmp_path: Path)
     assert all(len(r["energy_kwh"]) >= 4 for r in runs)
 
 
-def test_accelerate_tracker_adds_figures_for_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_accelerate_tracker_adds_figures_for_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    mlflow_store: Any) -> None:
     accelerate = pytest.importorskip("accelerate")
     pytest.importorskip("mlflow")
     import mlflow
 
     from greentrain.measure.accelerate import GreentrainAccelerateTracker
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     mlflow.set_tracking_uri(uri)  # an earlier test's URI stays in MLflow's process-wide state otherwise
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
