@@ -8,9 +8,10 @@ soon as one argument is a column. A root leaf module, so that every floor (footp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,11 @@ FloatArray: TypeAlias = npt.NDArray[np.float64]
 # and which one a call gets is decided by its caller (one strategy, or a table of them).
 Num: TypeAlias = Any
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 _ARRAY = np.ndarray
+R = TypeVar("R", bound="DataclassInstance")
 
 
 def is_column(*xs: Any) -> bool:
@@ -64,6 +69,14 @@ def ceil(x: Num) -> Num:
 
 def log2(x: Num) -> Num:
     return np.log2(x) if isinstance(x, _ARRAY) else math.log2(x)
+
+
+def take(record: R, index: Any) -> R:
+    """A dataclass of columns at the rows ``index`` (a tuple of columns element by element): the vectorised
+    estimator evaluates a record once per group of strategies and gathers it to every row."""
+    def at(x: Any) -> Any:
+        return tuple(at(v) for v in x) if isinstance(x, tuple) else x[index]
+    return type(record)(**{f.name: at(getattr(record, f.name)) for f in dataclasses.fields(record)})
 
 
 def all_true(cond: Num) -> bool:

@@ -16,7 +16,7 @@ Memory: the first, a middle and the last pipeline stage (estimate/memory.py), th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from greentrain.estimate.efficiency import Efficiency
@@ -86,10 +86,6 @@ class PipelineTiming:
     pp_send_s: Num  # its pipeline sends (both passes, every virtual stage)
     bubble_s: Num
     dp_s: Num  # exposed data-parallel communication
-
-    def take(self, index: Any) -> PipelineTiming:
-        """The rows ``index`` of every column (vector.py evaluates once per group and gathers)."""
-        return PipelineTiming(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,9 +205,6 @@ class StageTransients:
     trainable: Num
     activations_bytes: Num
     temporary_bytes: Num
-
-    def take(self, index: Any) -> StageTransients:
-        return StageTransients(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num, stage: int,

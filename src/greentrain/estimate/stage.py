@@ -96,12 +96,6 @@ class StageSplit(MicroBatchTimes):
     trainable: Num = 0.0  # parameters with gradients on the stage holding the most of them (fine-tuning)
     stage_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
 
-    def take(self, index: Any) -> StageSplit:
-        """The rows ``index`` of every column (vector.py)."""
-        def at(x: Any) -> Any:
-            return tuple(at(v) for v in x) if isinstance(x, tuple) else x[index]
-        return StageSplit(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
-
 
 def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
     """The LM head of a pipeline of ``pp`` stages: end_parts' ``head_n`` when pp > 1, else ``head_1``."""

@@ -49,7 +49,7 @@ from greentrain.estimate.stage import (
 )
 from greentrain.estimate.step import step_flops
 from greentrain.model.ops import model_ops
-from greentrain.num import FloatArray
+from greentrain.num import FloatArray, take
 from greentrain.parallel.fields import LAYER_KEY_FIELDS
 from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
@@ -141,7 +141,7 @@ class Splits:
 
     def at(self, rows: npt.NDArray[np.int64]) -> StageSplit:
         """The split of the table's rows ``rows``."""
-        return self.one.take(self.row[rows])
+        return take(self.one, self.row[rows])
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +215,9 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     pair_of, pairs = lookup[pair], _Pairs(zero=(used // 2)[None, :], offload_optimizer=(used % 2 == 1)[None, :])
     at = rows[groups]
     g = _Rows(t, at, (-1, 1))
-    state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff)
-    st = split.one.take(split.row[at][:, None])
+    shards, shard_of = _groups([t.grad_group[at]])  # the state depends on the group's grad_group alone
+    state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
+    st = split.at(at[:, None])
     total = np.zeros((len(groups), len(used)))
     for stage in MEMORY_STAGES:  # GPipe is not in the vectorised space
         parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
@@ -249,7 +250,7 @@ def _timing(sc: Scenario, t: StrategyTable, split: Splits, num_micro: npt.NDArra
     ZeRO stage), what it depends on, gathered; the optimizer per row; compose.step_timing adds them up."""
     first, inverse = _groups([split.row[rows], t.dp[rows], t.zero[rows]])
     at = rows[first]
-    p = pipeline_timing(sc, _Rows(t, at), split.at(at), eff, num_micro[at]).take(inverse)
+    p = take(pipeline_timing(sc, _Rows(t, at), split.at(at), eff, num_micro[at]), inverse)
     return step_timing(p, step_optimizer_s(sc, _Rows(t, rows), split.one.trainable[split.row[rows]], eff))
 
 
