@@ -30,6 +30,9 @@ REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
 OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state element
 FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
+# How fp8 training scales its tensors (estimate/fp8.yaml prices each): one scale per tensor from the current amax
+# (tensorwise) or from an amax history (delayed), one per row (rowwise), one per 32-element block (mxfp8)
+FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "mxfp8")
 
 # Bytes of one activation element at each compute precision. fp8 training keeps activations that are
 # saved for backward in bf16 (Transformer Engine / Micikevicius et al. 2022), so 2 bytes.
@@ -51,6 +54,7 @@ class Workload:
     optimizer_dtype: str = "fp32"  # the optimizer's moments (bf16: seed 002's ml_dataflow)
     master_weights: bool = True  # an fp32 master copy of the weights under mixed precision
     finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
+    fp8_recipe: str = ""  # with precision fp8: one of FP8_RECIPES ("": the framework's, estimate/fp8.yaml)
 
     def __post_init__(self) -> None:
         require(self.global_batch_size >= 1, "workload.global_batch_size", self.global_batch_size, "must be >= 1")
@@ -79,6 +83,10 @@ class Workload:
                 f"must be one of {', '.join(OPTIMIZER_DTYPES)}")
         require(not (self.num_epochs > 0 and self.dataset_tokens == 0), "workload.dataset_tokens",
                 self.dataset_tokens, "must be given with num_epochs")
+        require(self.fp8_recipe in ("", *FP8_RECIPES), "workload.fp8_recipe", self.fp8_recipe,
+                f"must be one of {', '.join(FP8_RECIPES)}")
+        require(not self.fp8_recipe or self.precision == "fp8", "workload.fp8_recipe", self.fp8_recipe,
+                f"applies to precision fp8 only (precision is {self.precision})")
 
     @property
     def tokens_per_step(self) -> int:
@@ -102,7 +110,8 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "finetune"}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "finetune" and (f.name != "fp8_recipe" or self.fp8_recipe)}
         ft = self.finetune
         if ft.mode != "full":
             out["finetune"] = ft.mode
@@ -129,6 +138,8 @@ class Workload:
                 kw[k] = as_choice(v, f, GRAD_DTYPES)
             elif k == "optimizer_dtype":
                 kw[k] = as_choice(v, f, OPTIMIZER_DTYPES)
+            elif k == "fp8_recipe":
+                kw[k] = as_choice(v, f, FP8_RECIPES)
             elif k == "master_weights":
                 kw[k] = as_bool(v, f)
             elif k in ("train_tokens", "num_epochs", "dataset_tokens"):

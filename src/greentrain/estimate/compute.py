@@ -37,22 +37,24 @@ class Peaks:
     cast_kernels: float = 0.0  # the kernels that quantization launches per quantized operand (fp8.yaml)
 
 
-_PEAKS: dict[tuple[int, str], tuple[Chip, Peaks]] = {}
+_PEAKS: dict[tuple[int, str, str], tuple[Chip, Peaks]] = {}
 
 
-def compute_peaks(chip: Chip, precision: str) -> Peaks:
-    """_compute_peaks, once per chip and precision (keyed by identity, the chip kept alive: every estimate asks)."""
-    hit = _PEAKS.get((id(chip), precision))
+def compute_peaks(chip: Chip, precision: str, fp8_recipe: str = fp8.DEFAULT_RECIPE) -> Peaks:
+    """_compute_peaks, once per chip, precision and fp8 recipe (keyed by identity, the chip kept alive: every
+    estimate asks)."""
+    key = (id(chip), precision, fp8_recipe)
+    hit = _PEAKS.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]
-    peaks = _compute_peaks(chip, precision)
+    peaks = _compute_peaks(chip, precision, fp8_recipe or fp8.DEFAULT_RECIPE)
     if len(_PEAKS) > 1024:
         _PEAKS.clear()
-    _PEAKS[(id(chip), precision)] = (chip, peaks)
+    _PEAKS[key] = (chip, peaks)
     return peaks
 
 
-def _compute_peaks(chip: Chip, precision: str) -> Peaks:
+def _compute_peaks(chip: Chip, precision: str, fp8_recipe: str) -> Peaks:
     """fp8 training runs only the transformer layers' linear GEMMs in fp8: NVIDIA Transformer Engine's
     ``fp8_autocast`` covers te.Linear / LayerNormLinear / LayerNormMLP, while DotProductAttention computes in
     bf16 unless ``fp8_dpa`` is set (TE user guide, "Using FP8 with Transformer Engine"; FP8 attention is
@@ -61,10 +63,12 @@ def _compute_peaks(chip: Chip, precision: str) -> Peaks:
     if precision.lower() != "fp8":
         return Peaks(matmul=peak, attention=peak, ends=peak)
     half = chip.peak_flop_per_s("bf16")
-    # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16)
-    return Peaks(matmul=peak * fp8.gemm_ratio(chip.name), attention=half, ends=half,
-                 cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0),
-                 cast_kernels=fp8.recipe().kernels)
+    recipe = fp8.recipe(fp8.check_chip(fp8_recipe, chip.name))
+    # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16), and
+    # the recipe's scales may slow them (fp8.yaml gemm_factor: rowwise)
+    return Peaks(matmul=peak * fp8.gemm_ratio(chip.name) * recipe.gemm_factor, attention=half, ends=half,
+                 cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0, recipe.name),
+                 cast_kernels=recipe.kernels)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

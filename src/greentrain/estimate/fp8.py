@@ -8,6 +8,8 @@ the bf16 time.
 - ``Recipe``: the bytes a recipe's quantization moves per element of the forward GEMM's activation input and
   of the backward's output gradient (tensorwise current scaling, delayed, rowwise, MXFP8); the GEMMs that
   stay bf16 (attention core, LM head, router) have none (compute.compute_peaks decides which run in fp8).
+- ``recipe_for``: which recipe a run uses: the workload's ``fp8_recipe``, else its framework's default
+  (``framework_recipes``); MXFP8 only on chips whose tensor cores take block scales (``mxfp8_chips``).
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ class Recipe:
     writes: float
     source: str = ""
     kernels: float = 1.0  # kernels launched per quantized operand (each priced by estimate/compute.py kernels_s)
+    gemm_factor: float = 1.0  # the fp8 GEMM's speed with this recipe's scales over its speed with tensorwise ones
 
     def bytes_per_element(self, e: float) -> float:
         return self.e_reads * e + self.writes
 
 
 def recipe_names() -> tuple[str, ...]:
+    """The recipes fp8.yaml prices: the same names as workload.FP8_RECIPES (a test checks)."""
     return tuple(_data()["recipes"])
 
 
@@ -70,10 +74,38 @@ def recipe(name: str = DEFAULT_RECIPE) -> Recipe:
     key = name.strip().lower()
     table = _data()["recipes"]
     if key not in table:
-        raise ConfigError("fp8_recipe", name, f"is not a known fp8 recipe{did_you_mean(key, list(table))}")
+        raise ConfigError("fp8_recipe", name, f"is not a known fp8 recipe{did_you_mean(key, list(table))} "
+                          f"(the recipes: {', '.join(table)})")
     r = table[key]
     return Recipe(name=key, e_reads=float(r["e_reads"]), writes=float(r["writes"]), source=str(r.get("source", "")),
-                  kernels=float(r.get("kernels", 1)))
+                  kernels=float(r.get("kernels", 1)), gemm_factor=float(r.get("gemm_factor", 1.0)))
+
+
+def mxfp8_chips() -> tuple[str, ...]:
+    return tuple(_data().get("mxfp8_chips", ()))
+
+
+def framework_recipe(framework: str) -> str:
+    """The recipe ``framework`` runs when a run says fp8 and no recipe (fp8.yaml framework_recipes)."""
+    return str(_data().get("framework_recipes", {}).get(framework, DEFAULT_RECIPE))
+
+
+def check_chip(name: str, chip: str, field: str = "fp8_recipe") -> str:
+    """``name`` (a known recipe), refused on a chip that cannot run it: MXFP8 needs Blackwell's block-scaled
+    tensor cores (fp8.yaml mxfp8_chips)."""
+    key = recipe(name).name
+    if key == "mxfp8" and chip not in mxfp8_chips():
+        raise ConfigError(field, name, f"needs a chip with MXFP8 tensor cores ({', '.join(mxfp8_chips())}; "
+                          f"Blackwell), not {chip}: use tensorwise, delayed or rowwise")
+    return key
+
+
+@cache
+def recipe_for(precision: str, fp8_recipe: str, framework: str, chip: str) -> str:
+    """The recipe a run uses ("" unless fp8): its own ``fp8_recipe``, else its framework's, checked on ``chip``."""
+    if precision.lower() != "fp8":
+        return ""
+    return check_chip(fp8_recipe or framework_recipe(framework), chip)
 
 
 def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE) -> float:

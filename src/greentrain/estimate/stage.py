@@ -163,7 +163,7 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
     """Costs of each layer group that do not depend on the recomputation (the vectorised search reuses them),
     for ops.micro_batch sequences; ``sh`` may hold a column per strategy (estimate/vector.py)."""
     model, w, cl = sc.model, sc.workload, sc.cluster
-    peaks = compute_peaks(cl.chip, w.precision)
+    peaks = compute_peaks(cl.chip, w.precision, fp8.recipe_for(w.precision, w.fp8_recipe, eff.framework, cl.chip.name))
     bw, node = cl.chip.memory_bytes_per_s, cl.node_size
     tp_node, cp_node = ranks_per_node(1, sh.tp, node), ranks_per_node(sh.tp, sh.cp, node)
     e, b = w.activation_bytes, ops.micro_batch
