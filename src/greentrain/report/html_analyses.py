@@ -119,12 +119,21 @@ def _rel(pred: Any, meas: Any) -> float | None:
     return (pred - meas) / meas if ok else None
 
 
+def _utilization(v: Mapping[str, Any]) -> str:
+    """The training phase's utilisation, labelled: GPU (NVML) where measured, else CPU (CPU time)."""
+    gpu, cpu = v.get("gpu_utilization_percent"), v.get("cpu_utilization_percent")
+    if isinstance(gpu, (int, float)):
+        return f"GPU {gpu:.0f} %"
+    return f"CPU {cpu:.0f} %" if isinstance(cpu, (int, float)) else "-"
+
+
 def experiment_section(e: ExperimentResult, source: str) -> str:
     ran = [v for v in e.variants if v.get("status") == "ok"]
     scenario = f"experiment {e.name}: {len(e.variants)} variant(s), {len(ran)} run; quality: {e.quality.get('label')}"
     rows = [(v.get("variant_id"), v.get("status"), _opt(v.get("train_s"), dur), _opt(v.get("predicted_train_s"), dur),
              signed_pct(_rel(v.get("predicted_train_s"), v.get("train_s"))),
-             _opt(v.get("energy_j"), lambda j: energy(units.j_to_kwh(j))),
+             _opt(v.get("energy_j"), lambda j: energy(units.j_to_kwh(j))), _utilization(v),
+             _opt(v.get("mean_power_w"), lambda w: f"{num(w)} W"),
              _opt(v.get("emissions_kg_co2e"), mass), _opt(v.get("cost_usd"), lambda u: f"${num(u)}"),
              _opt(v.get(str(e.quality.get("field"))), lambda q: f"{q:.4g}")) for v in e.variants]
     body = (provenance("Measured by greentrain experiment run, each variant also predicted by the planner", source,
@@ -138,7 +147,8 @@ def experiment_section(e: ExperimentResult, source: str) -> str:
                                          [float(v["train_s"]) for v in timed], ("predicted", "measured"),
                                          "training seconds", "training time per variant"),
                        "Predicted against measured training time of each variant.")
-    body += table(("variant", "status", "train", "predicted", "error", "energy", "CO2e", "cost",
+    body += table(("variant", "status", "train", "predicted", "error", "energy", "utilisation", "mean power", "CO2e",
+                   "cost",
                    str(e.quality.get("label", "quality"))), rows, numeric_from=2, caption="variants")
     return body + notes(str(f.get("text", "")) for f in e.findings)
 
