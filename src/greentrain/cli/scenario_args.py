@@ -25,6 +25,7 @@ from greentrain.scenario import (
 from greentrain.search.pins import apply_pins, resolve_strategy
 from greentrain.workload import (
     FINETUNE_FIELDS,
+    FP8_RECIPES,
     GRAD_DTYPES,
     OPTIMIZER_DTYPES,
     OPTIMIZERS,
@@ -48,6 +49,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--tokens", type=positive_float, help="training tokens of the whole run")
     g.add_argument("--steps", type=_positive, help="optimizer steps of the whole run (instead of --tokens)")
     g.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"))
+    g.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                   help="with --precision fp8: how tensors are scaled: tensorwise (current scaling: torchao, "
+                   "NeMo fp8-cs), delayed (amax history: Transformer Engine, Megatron-LM), rowwise (torchao), mxfp8 "
+                   "(32-element blocks; Blackwell only). Default: the --framework's (`greentrain catalog frameworks`)")
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
                    help="the optimizer's moments: fp32 (default) or bf16 (pure bf16: with --no-master-weights)")
@@ -150,6 +155,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     ft = _finetune_flags(args, w)
     if ft is not None:
         changes["finetune"] = ft
+    changes.update(_fp8_recipe_flag(args, w, cl.chip.name))
     w = dataclasses.replace(w, **changes) if changes else w
     from_flags = not args.scenario  # the defaults are fixed with flags; a file's values in the file
     check_sequence(model, w, "--seq-len" if from_flags or args.seq_len is not None else "workload.seq_len",
@@ -171,6 +177,21 @@ def batch_is_default(args: argparse.Namespace) -> bool:
 
     workload = load_mapping(Path(args.scenario), field="scenario").get("workload")
     return not (isinstance(workload, dict) and "global_batch_size" in workload)
+
+
+def _fp8_recipe_flag(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, str]:
+    """The workload's fp8_recipe after --fp8-recipe and --precision: a file's recipe goes with a --precision that
+    is not fp8; the flag needs fp8; MXFP8 needs a Blackwell chip (estimate/fp8.py check_chip)."""
+    from greentrain.estimate import fp8
+
+    precision = getattr(args, "precision", None) or w.precision
+    flag = getattr(args, "fp8_recipe", None)
+    if flag is not None and precision != "fp8":
+        raise ConfigError("--fp8-recipe", flag, f"applies to --precision fp8 only (precision is {precision})")
+    name = flag if flag is not None else (w.fp8_recipe if precision == "fp8" else "")
+    if name:
+        fp8.check_chip(name, chip, "--fp8-recipe" if flag is not None else "workload.fp8_recipe")
+    return {"fp8_recipe": name} if name != w.fp8_recipe else {}
 
 
 def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:

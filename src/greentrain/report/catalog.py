@@ -96,6 +96,7 @@ def _models() -> tuple[list[dict[str, Any]], Table]:
 
 # ---- frameworks -----------------------------------------------------------------------------------------
 def _frameworks() -> tuple[list[dict[str, Any]], Table]:
+    from greentrain.estimate import fp8
     from greentrain.estimate.efficiency import efficiency_for, framework_names
 
     table = _table("Framework profiles (estimate/efficiency.yaml; kernel efficiency: fitted where the source says "
@@ -109,11 +110,13 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
                         "zero_stages": list(e.zero_stages), "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
-                        "precision_recipe": e.precision_recipe, "source": e.framework_source,
+                        "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
+                        "source": e.framework_source,
                         "attention_source": e.attention_source})
         table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,
                       ",".join(map(str, e.zero_stages)), "yes" if e.dp_overlap else "no",
-                      f"{e.kernel_efficiency:.2f}", e.precision_recipe, e.framework_source)
+                      f"{e.kernel_efficiency:.2f}", f"{e.precision_recipe}; fp8 {fp8.framework_recipe(name)}",
+                      e.framework_source)
     return records, table
 
 

@@ -41,6 +41,7 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "chips_per_node": sc.cluster.chips_per_node,
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
+        "fp8_recipe": _fp8_recipe(run),  # "" unless fp8 (estimate/fp8.py: the run's, else its framework's)
         "global_batch_size": sc.workload.global_batch_size,
         "global_batch_is_default": default_batch,
         "seq_len": sc.workload.seq_len,
@@ -97,6 +98,14 @@ def error_band(run: RunEstimate) -> dict[str, Any]:
     b = match.band
     return {"summary": match.describe(), "outside": match.outside, "how": match.how,
             "band": b.band if b else None, "runs": b.runs if b else 0, "class": b.label if b else ""}
+
+
+def _fp8_recipe(run: RunEstimate) -> str:
+    from greentrain.estimate import fp8
+
+    w = run.scenario.workload
+    return fp8.recipe_for(w.precision, w.fp8_recipe, run.efficiency.framework if run.efficiency else "megatron",
+                          run.scenario.cluster.chip.name)
 
 
 def _efficiency(run: RunEstimate) -> dict[str, Any]:
@@ -157,6 +166,9 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
             f" (custom intensity, not {d['region']}'s grid)" if d["region"] and run.scenario.site.source ==
             "given" else f" ({d['region']})" if d["region"] else " (custom intensity)")),
     ]
+    if d["fp8_recipe"]:
+        rows.append(("fp8 recipe", d["fp8_recipe"] + ("" if run.scenario.workload.fp8_recipe else
+                                                      " (the framework's default; --fp8-recipe to change)")))
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
     rows.append(("expected error", d["error_band"]["summary"]))
