@@ -194,6 +194,11 @@ def test_report_shows_utilisation_power_storage_and_regional_dollars(tmp_path: P
     train = next(e for e in emissions_rows(rep, "hand") if e["run_id"] == "base:train")
     assert train["cpu_utilization_percent"] == 48.0 and train["gpu_utilization_percent"] == ""
     assert train["cpu_power"] == pytest.approx(3.6e3 / 4 / 50.0)  # a quarter of the energy over 50 s of training
+    from greentrain.report.html_analyses import experiment_section
+    from greentrain.results.experiment import ExperimentResult
+
+    html = experiment_section(ExperimentResult.from_dict(rep.to_dict()), "results.json")
+    assert "<th class=\"n\">utilisation</th>" in html and ">CPU 48 %<" in html and ">36 W<" in html
 
 
 @pytest.fixture(scope="module")
