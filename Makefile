@@ -21,12 +21,17 @@ setup-dev: $(BIN)/activate
 run: setup
 	$(BIN)/greentrain plan
 
+# pytest-xdist: TEST_WORKERS processes (the CI machine has 2 cores), whole modules per worker (--dist loadscope)
+# so a module's shared fixture (a trained tiny model, a study run once) is built once; TEST_WORKERS=0 runs serially
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
+
 test: setup-dev
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # the edit loop: leaves out the multi-process tests and those marked slow (whole studies, long fuzz runs); CI runs all
 test-fast: setup-dev
-	$(BIN)/python -m pytest -m "not slow and not distributed" --ignore=tests/distributed
+	$(PYTEST) -m "not slow and not distributed" --ignore=tests/distributed
 
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks
