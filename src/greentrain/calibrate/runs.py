@@ -17,6 +17,7 @@ from greentrain import units
 from greentrain.config import read_text
 from greentrain.errors import ConfigError, GreentrainError, did_you_mean
 from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
+from greentrain.estimate.fp8 import check_chip
 from greentrain.estimate.recompute import check_selective_mode
 from greentrain.hardware.catalog import get_chip
 from greentrain.model.finetune import FULL
@@ -29,7 +30,7 @@ from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
-WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype")  # optional (docs/validation.md)
+WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype", "fp8_recipe")  # optional (docs/runs-csv.md)
 STRATEGY = CSV_COLUMNS  # parallel/fields.py: the Strategy fields a runs CSV may give
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
@@ -234,7 +235,8 @@ def _workload(r: _Row, fw: Efficiency | None) -> Workload:
     return Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
                     precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
                     optimizer_dtype=opt_dtype, master_weights=opt_dtype == "fp32",
-                    grad_dtype="fp32" if opt_dtype == "fp32" else "bf16", finetune=ft)
+                    grad_dtype="fp32" if opt_dtype == "fp32" else "bf16", finetune=ft,
+                    fp8_recipe=r.text("fp8_recipe").lower())
 
 
 def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...] = ()) -> Run:
@@ -257,6 +259,11 @@ def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
     from greentrain.footprint.site import Site
 
+    if workload.fp8_recipe:  # MXFP8 on Blackwell only (estimate/fp8.py)
+        try:
+            check_chip(workload.fp8_recipe, chip.name)
+        except ConfigError as e:
+            raise r._fail("fp8_recipe", workload.fp8_recipe, e.rule) from None
     recompute, mode = _recompute(r, fw.default_recompute if fw else "none")
     model = models.get(r)
     try:
