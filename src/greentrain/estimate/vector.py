@@ -55,7 +55,6 @@ from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
-KEY_FIELDS = LAYER_KEY_FIELDS  # parallel/fields.py: the fields that shard a layer's work
 _REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop")
 _END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "emb_trainable", "head_fwd", "head_bwd", "head_params_1",
                 "head_params_n", "head_trainable_1", "head_trainable_n", "model_flop")
@@ -112,7 +111,7 @@ def _groups(columns: list[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64]
 
 def _key_codes(t: StrategyTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct (tp, cp, ep, etp, micro-batch, sp) keys: a row of each, and every row's key."""
-    return _groups([getattr(t, f) for f in KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)])
+    return _groups([getattr(t, f) for f in LAYER_KEY_FIELDS] + [t.sequence_parallel.astype(np.int64)])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,7 +177,7 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     recomputation, and stage.end_parts."""
     first, inverse = _key_codes(t)
     w, n_rec = sc.workload, len(RECOMPUTE)
-    key = {f: getattr(t, f)[first] for f in KEY_FIELDS}
+    key = {f: getattr(t, f)[first] for f in LAYER_KEY_FIELDS}
     sp = t.sequence_parallel[first]
     out = np.empty((len(_REC_COLUMNS) + len(_END_COLUMNS), len(first), n_rec))
     flash = bool(t.flash_attention) and eff.attention_fused

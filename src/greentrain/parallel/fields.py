@@ -68,7 +68,7 @@ STRATEGY_FLAGS = tuple(f.flag for f in FIELDS.values() if f.flag)  # cli/scenari
 CSV_COLUMNS = tuple(f.name for f in FIELDS.values() if f.csv)  # calibrate/runs.py's strategy columns
 TABLE_INT_FIELDS = tuple(f.name for f in FIELDS.values() if f.table and f.kind in ("degree", "int", "choice"))
 TABLE_BOOL_FIELDS = tuple(f.name for f in FIELDS.values() if f.table and f.kind == "bool")
-LAYER_KEY_FIELDS = tuple(f.name for f in FIELDS.values() if f.layer_key)  # estimate/vector.py's KEY_FIELDS
+LAYER_KEY_FIELDS = tuple(f.name for f in FIELDS.values() if f.layer_key)  # estimate/vector.py's per-layer keys
 POSITIVE_FIELDS = tuple(f.name for f in FIELDS.values() if f.kind == "degree")  # Strategy checks them >= 1
 
 
