@@ -44,45 +44,11 @@ from torch import nn
 from greentrain.config import require
 from greentrain.measure.flops import LocalFlopCounter
 from greentrain.measure.meters import RssReader
+from greentrain.measure.selection import COMPILED_NOTE, is_compiled, select_modules
 
-_CONTAINERS = (nn.ModuleList, nn.ModuleDict)
+__all__ = ["BACKWARD_MODES", "COMPILED_NOTE", "ModuleHooks", "is_compiled", "select_modules"]
+
 BACKWARD_MODES = ("graph", "full")
-
-
-COMPILED_NOTE = ("FLOPs not counted: the model holds a torch.compile'd module, and torch's FLOP counter would make "
-                 "it run eagerly; take FLOPs from `greentrain plan` or an uncompiled run")
-
-
-def is_compiled(mod: nn.Module) -> bool:
-    """``torch.compile(m)``'s wrapper (OptimizedModule) or a module compiled in place (``m.compile()``)."""
-    return type(mod).__name__ == "OptimizedModule" or getattr(mod, "_compiled_call_impl", None) is not None
-
-
-def select_modules(model: nn.Module, depth: int | None) -> list[tuple[str, nn.Module]]:
-    """Modules to hook, root excluded: those ``depth`` call-levels down (ModuleList/ModuleDict do not
-    count as a level: they are never called), plus shallower leaves; ``depth=None``: every leaf. Nothing
-    inside a compiled module: its wrapper (OptimizedModule) is hooked, its contents are not."""
-    require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
-    out: list[tuple[str, nn.Module]] = []
-
-    def walk(prefix: str, mod: nn.Module, level: int) -> None:
-        if is_compiled(mod):
-            return
-        for name, child in mod.named_children():
-            qual = f"{prefix}.{name}" if prefix else name
-            if isinstance(child, _CONTAINERS):
-                walk(qual, child, level)
-                continue
-            is_leaf = not any(True for _ in child.children())
-            if getattr(child, "_compiled_call_impl", None) is not None:
-                continue  # compiled in place: its hooks would run inside the compiled frame
-            if is_leaf or type(child).__name__ == "OptimizedModule" or (depth is not None and level + 1 == depth):
-                out.append((qual, child))
-            else:
-                walk(qual, child, level + 1)
-
-    walk("", model, 0)
-    return out
 
 
 class _Clock:
