@@ -108,6 +108,10 @@ def _fp8_recipe(run: RunEstimate) -> str:
                           run.scenario.cluster.chip.name)
 
 
+def _fp8_text(run: RunEstimate, recipe: str) -> str:
+    return recipe + ("" if run.scenario.workload.fp8_recipe else " (the framework's default; --fp8-recipe to change)")
+
+
 def _efficiency(run: RunEstimate) -> dict[str, Any]:
     """What the prediction rests on: the framework profile and whether the chip has microbenchmark data."""
     eff, chip = run.efficiency, run.scenario.cluster.chip.name
@@ -166,9 +170,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
             f" (custom intensity, not {d['region']}'s grid)" if d["region"] and run.scenario.site.source ==
             "given" else f" ({d['region']})" if d["region"] else " (custom intensity)")),
     ]
-    if d["fp8_recipe"]:
-        rows.append(("fp8 recipe", d["fp8_recipe"] + ("" if run.scenario.workload.fp8_recipe else
-                                                      " (the framework's default; --fp8-recipe to change)")))
+    rows += [("fp8 recipe", _fp8_text(run, d["fp8_recipe"]))] if d["fp8_recipe"] else []
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
     rows.append(("expected error", d["error_band"]["summary"]))
