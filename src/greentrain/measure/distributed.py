@@ -61,6 +61,7 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
     it_energy_j = total("it_energy_j")
     statuses = sorted({m.status for m in per_rank})
     mp = float(model_parallel_size)
+    utils = [m.gpu_utilization_percent for m in per_rank if m.gpu_utilization_percent is not None]
     return replace(
         first, status=statuses[0] if len(statuses) == 1 else "mixed: " + ", ".join(statuses),
         world_size=len(per_rank), duration_s=duration_s, step_time_s=most("step_time_s"),
@@ -74,6 +75,7 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
         cpu_energy_j=total("cpu_energy_j"), ram_energy_j=total("ram_energy_j"), it_energy_j=it_energy_j,
         energy_j=total("energy_j"), energy_j_per_step=total("energy_j_per_step"),
         power_w=it_energy_j / duration_s if duration_s > 0 else 0.0,
+        gpu_utilization_percent=sum(utils) / len(utils) if utils else None,  # each rank its own GPU
         meters=tuple({(m.name, m.measured, m.source): m for r in per_rank for m in r.meters}.values()),
         modules=_modules(per_rank), ranks=tuple(rank_stats(i, m) for i, m in enumerate(per_rank)),
         notes=(*first.notes, f"aggregated over {len(per_rank)} ranks; steady step span {steps_s:.3g} s"))

@@ -300,6 +300,15 @@ class NvmlMeter:
         return EnergyReading(name="gpu", energy_j=mj * 1e-3, measured=True,
                              source="nvml:" + ",".join(str(i) for i in self._indices))
 
+    def utilization_percent(self) -> float | None:
+        """Mean over the meter's GPUs of NVML's utilisation: the percent of the last sample period (1/6 s to 1 s,
+        by product) in which a kernel ran (NVML API reference, nvmlUtilization_t); None where unsupported."""
+        try:
+            rates = [float(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu) for h in self._handles]
+        except Exception:  # NotSupported (some vGPUs), a driver hiccup: a missing reading, not a failed run
+            return None
+        return sum(rates) / len(rates)
+
     def close(self) -> None:
         # shutdown of a library we no longer use must not mask the run's outcome
         with contextlib.suppress(Exception):

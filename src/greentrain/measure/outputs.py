@@ -72,7 +72,8 @@ def codecarbon_row(m: Measurement, project_name: str = "greentrain", run_id: str
         "cpu_model": m.cpu_model, "gpu_count": _gpu_count(m.gpu_model), "gpu_model": m.gpu_model,
         "longitude": "", "latitude": "", "ram_total_size": ram_total_gb, "tracking_mode": "process",
         # the tracked process tree's (CodeCarbon averages the machine's): CPU time / (duration x CPUs), peak RSS
-        "cpu_utilization_percent": m.cpu_utilization_percent, "gpu_utilization_percent": "",
+        "cpu_utilization_percent": m.cpu_utilization_percent,
+        "gpu_utilization_percent": "" if m.gpu_utilization_percent is None else m.gpu_utilization_percent,
         "ram_utilization_percent": 100.0 * m.peak_rss_bytes / units.GIB / ram_total_gb if ram_total_gb else "",
         "ram_used_gb": m.peak_rss_bytes / units.GIB, "pue": m.pue, "wue": 0.0,
     }

@@ -237,6 +237,10 @@ class Sampler:
         for m in self.meters:
             r = m.read()
             rec[f"{r.name}_energy_j"] = rec.get(f"{r.name}_energy_j", 0.0) + r.energy_j
+            util = getattr(m, "utilization_percent", None)
+            percent = util() if util is not None else None
+            if percent is not None:  # NVML's GPU busy share of its last period (measure/meters.NvmlMeter)
+                rec["gpu_utilization_percent"] = percent
         rss = self.memory_bytes()
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
         rec["rss_bytes"] = rss

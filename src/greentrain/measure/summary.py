@@ -99,6 +99,7 @@ class Measurement:
     peak_cuda_reserved_bytes: float = 0.0
     # CPU seconds of the tracked process tree / (duration x logical CPUs), in %; 0 when not recorded
     cpu_utilization_percent: float = 0.0
+    gpu_utilization_percent: float | None = None  # mean of NVML's samples; None without an NVML meter
 
     @property
     def energy_kwh(self) -> float:
@@ -213,6 +214,12 @@ def _cpu_percent(ends: Sequence[dict[str, Any]], starts: Sequence[dict[str, Any]
     return 100.0 * cpu_s / (duration_s * n) if n and duration_s > 0 else 0.0
 
 
+def _gpu_percent(samples: Sequence[dict[str, Any]]) -> float | None:
+    """Mean NVML GPU utilisation over the run's samples (each the busy share of NVML's last period)."""
+    got = [float(r["gpu_utilization_percent"]) for r in samples if r.get("gpu_utilization_percent") is not None]
+    return sum(got) / len(got) if got else None
+
+
 def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, world_size: int | None = None,
               pue: float | None = None) -> Measurement:
     """Summary of one run record (the records of one rank, or of `greentrain track` and its child).
@@ -262,6 +269,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
         cpu_model=str(starts[-1].get("cpu_model", "")) if starts else "",
         gpu_model=str(starts[-1].get("gpu_model", "")) if starts else "", meters=tuple(meters.values()),
         cpu_utilization_percent=_cpu_percent(ends, starts, duration_s),
+        gpu_utilization_percent=_gpu_percent(samples),
         modules=_modules(records, n, energy_j / duration_s if duration_s > 0 else 0.0), notes=tuple(notes))
     return with_footprint(m, site) if site is not None else m
 

@@ -46,6 +46,11 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetName(self, handle: tuple[str, int]) -> str:
         return f"NVIDIA H100 80GB HBM3 #{handle[1]}"
 
+    utilization_percent = [40, 80, 100]  # per GPU, as nvmlUtilization_t.gpu
+
+    def nvmlDeviceGetUtilizationRates(self, handle: tuple[str, int]) -> types.SimpleNamespace:
+        return types.SimpleNamespace(gpu=self.utilization_percent[handle[1]], memory=0)
+
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -97,3 +102,22 @@ def test_default_meters_measure_the_gpu_through_nvml(fake: Any) -> None:
     assert meters[0].read().energy_j == pytest.approx(3.0)
     for m in meters:
         m.close()
+
+
+def test_utilization_is_the_mean_of_the_meters_gpus(fake: Any) -> None:
+    fake([1_000, 2_000, 3_000])
+    assert NvmlMeter([0, 1]).utilization_percent() == pytest.approx(60.0)
+
+
+def test_the_tracker_samples_utilization_into_emissions_csv(fake: Any, tmp_path: Any) -> None:
+    """The sampler records NVML's utilisation beside the energy; the summary and emissions.csv carry its mean
+    (CodeCarbon's gpu_utilization_percent column), as they carry the CPU's."""
+    from greentrain.measure.codecarbon import read_emissions
+    from greentrain.measure.tracker import Tracker
+
+    fake([5_000, 5_000])
+    with Tracker(None, out_dir=tmp_path, print_summary=False, interval_s=0.05, cpu_tdp_w=10.0) as t:
+        t.step()
+    m = t.measurement
+    assert m is not None and m.gpu_utilization_percent == pytest.approx(60.0)  # GPUs 0 and 1: 40 and 80 %
+    assert float(read_emissions(tmp_path / "emissions.csv")[-1]["gpu_utilization_percent"]) == pytest.approx(60.0)
