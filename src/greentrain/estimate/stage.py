@@ -285,7 +285,8 @@ def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tup
     mtp_fwd = mtp_bwd = mtp_p = mtp_t = 0.0
     for g in ops.layers:
         if g.name == MTP_GROUP:
-            t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision).matmul, bw, eff, peak)
+            recipe = fp8.recipe_for(w.precision, w.fp8_recipe, eff.framework, cl.chip.name)
+            t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision, recipe).matmul, bw, eff, peak)
             mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
             p = g.count * _kind_params(g.params, g.expert_params, sh)
             mtp_p, mtp_t = mtp_p + p, mtp_t + p * (1.0 - g.frozen_params / g.params)
