@@ -46,7 +46,7 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetName(self, handle: tuple[str, int]) -> str:
         return f"NVIDIA H100 80GB HBM3 #{handle[1]}"
 
-    utilization_percent = [40, 80, 100]  # per GPU, as nvmlUtilization_t.gpu
+    utilization_percent = (40, 80, 100)  # per GPU, as nvmlUtilization_t.gpu
 
     def nvmlDeviceGetUtilizationRates(self, handle: tuple[str, int]) -> types.SimpleNamespace:
         return types.SimpleNamespace(gpu=self.utilization_percent[handle[1]], memory=0)
