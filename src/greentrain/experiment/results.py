@@ -46,6 +46,8 @@ class VariantResult:
     started_unix: float = 0.0  # when the worker started (seconds since the epoch)
     # work
     num_steps: int = 0
+    world_size: int = 1  # processes (devices) the variant trained on, data parallel (runtime.devices)
+    global_batch_size: int = 0  # examples per optimizer step: world_size x per-device batch x accumulation
     samples: float = 0.0
     tokens_source: float = 0.0  # encoder tokens trained on (padding included: fixed shapes)
     tokens_target: float = 0.0
