@@ -53,7 +53,8 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "qwen2-7b": (7.62e9, 0.005, "Qwen/Qwen2-7B model page: 7.62B"),
     "gemma-7b": (8_537_680_896, 1e-9,
                  "Gemma Team 2024, Table 2: 786,432,000 embedding + 7,751,248,896 non-embedding"),
-    # 2024-2026 families (model/hf_families_2024.py); the fixtures carry the shape keys of each public config.json.
+    # 2024-2026 families (model/hf_llama.py, hf_moe.py, hf_ssm.py); the fixtures carry the shape keys of each
+    # public config.json.
     "qwen3-8b": (8.2e9, 0.005, "Qwen/Qwen3-8B model card: 8.2B"),
     "qwen3-30b-a3b": (30.5e9, 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
     "qwen3-235b-a22b": (235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B total, 22B activated"),

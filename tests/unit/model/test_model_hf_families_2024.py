@@ -1,6 +1,6 @@
-"""The 2024-2026 families (model/hf_families_2024.py) and the layers they brought: MLA, fine-grained MoE with shared
-experts and first dense layers, sliding-window/full interleaving, sinks, QK-norm, sandwich norms, squared ReLU,
-Mamba / Mamba-2 mixers, multi-token prediction.
+"""The 2024-2026 families (readers in model/hf_llama.py, hf_moe.py and hf_ssm.py) and the layers they brought:
+MLA, fine-grained MoE with shared experts and first dense layers, sliding-window/full interleaving, sinks,
+QK-norm, sandwich norms, squared ReLU, Mamba / Mamba-2 mixers, multi-token prediction.
 
 Parameter counts against transformers and the published figures are in test_model_hf.py. Here:
 1. FLOPs: a tiny config of every family is built by transformers on the CPU and run forward and backward under
