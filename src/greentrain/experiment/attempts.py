@@ -49,7 +49,8 @@ def variant_dir(out_dir: Path, variant_id: str) -> Path:
 
 
 def _record_energy_j(folder: Path) -> tuple[float, float]:
-    """(wall seconds, IT energy) recorded by the phase trackers in ``folder`` (a killed run's records too)."""
+    """(wall seconds, IT energy) recorded by the phase trackers in ``folder`` (a killed run's records too); a
+    variant of several devices: every rank's energy, rank 0's time (``<phase>.rank<r>.jsonl``, experiment/ranks.py)."""
     from greentrain.measure.records import read_jsonl
     from greentrain.measure.summary import summarize
 
@@ -61,7 +62,7 @@ def _record_energy_j(folder: Path) -> tuple[float, float]:
             m = summarize(read_jsonl(path))
         except ConfigError:
             continue
-        wall, energy = wall + m.duration_s, energy + m.it_energy_j
+        wall, energy = wall + (m.duration_s if ".rank" not in path.name else 0.0), energy + m.it_energy_j
     return wall, energy
 
 
