@@ -131,7 +131,7 @@ class _Evaluator:
 def _predicted_mfu(run: Run, step_time_s: float) -> float:
     """Model FLOPs per step over (time x chips x peak): greentrain's MFU of the run at ``step_time_s``."""
     sc = run.scenario
-    from greentrain.estimate.step import step_flops
+    from greentrain.estimate.compose import step_flops
     from greentrain.model.ops import model_ops
 
     w = sc.workload

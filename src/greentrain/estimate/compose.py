@@ -35,8 +35,10 @@ from greentrain.estimate.memory import (
     workload_optimizer_bytes,
 )
 from greentrain.estimate.parallel_costs import ranks_per_node
+from greentrain.estimate.recompute import recomputed_flop
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
+from greentrain.model.ops import ModelOps
 from greentrain.num import Num, where
 from greentrain.scenario import Scenario
 from greentrain.workload import Workload
@@ -157,6 +159,42 @@ def compose_step(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency)
     return step_timing(p, step_optimizer_s(sc, s, st.trainable, eff))
 
 
+def step_flops(sc: Scenario, ops: ModelOps, flash: bool, mode: str = "attention") -> tuple[float, dict[str, float]]:
+    """Model FLOPs of one step, and per recomputation choice the extra hardware FLOPs per sequence.
+
+    Model FLOPs: forward + the backward that runs (3 x forward when every weight trains; ModelOps.train_flop).
+    Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
+    layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
+    attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
+    forward runs again (the time model recomputes the forward only). Layers with no backward (below every
+    trainable parameter) are not recomputed. ``mode``: what selective recomputes (estimate/recompute.py)."""
+    train, layer_fwd, core_fwd, sac_fwd = _flop_parts(ops)
+    model_flop = train / ops.micro_batch * sc.workload.global_batch_size
+    return model_flop, {r: recomputed_flop(r, mode, layer_fwd=layer_fwd, core_fwd=core_fwd, op_sac_fwd=sac_fwd,
+                                           flash=flash) for r in ("none", "selective", "full")}
+
+
+_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float, float]]] = {}
+
+
+def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
+    """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores, their op-SAC
+    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed
+    by identity with the object kept alive)."""
+    hit = _FLOP_PARTS.get(id(ops))
+    if hit is not None and hit[0] is ops:
+        return hit[1]
+    trained = [g for g in ops.layers if any(op.backward_share for op in g.ops)]
+    layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
+    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
+    sac_fwd = sum(g.count * sum(op.flop * op.sac_recompute for op in g.ops) for g in trained) / ops.micro_batch
+    parts = (ops.train_flop(), layer_fwd, core_fwd, sac_fwd)
+    if len(_FLOP_PARTS) > 4096:
+        _FLOP_PARTS.clear()
+    _FLOP_PARTS[id(ops)] = (ops, parts)
+    return parts
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRates:
     """Throughput and utilisation of a step (float | ndarray)."""
@@ -170,7 +208,7 @@ class StepRates:
 
 
 def step_rates(sc: Scenario, step_s: Num, bubble_s: Num, model_flop: Num, recomputed_flop_per_seq: Num) -> StepRates:
-    """MFU and HFU over the cluster's peak (step.step_flops gives the FLOPs), tokens per second, utilisation."""
+    """MFU and HFU over the cluster's peak (step_flops gives the FLOPs), tokens per second, utilisation."""
     w, cl = sc.workload, sc.cluster
     hw_flop = model_flop + recomputed_flop_per_seq * w.global_batch_size
     peak_total = step_s * cl.num_chips * cl.chip.peak_flop_per_s(w.precision)

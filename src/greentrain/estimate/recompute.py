@@ -70,7 +70,7 @@ def recomputed_s(recompute: str, mode: str, *, forward_s: Any, attention_core_s:
 
 def recomputed_flop(recompute: str, mode: str, *, layer_fwd: float, core_fwd: float, op_sac_fwd: float,
                     flash: bool) -> float:
-    """Extra hardware FLOPs per sequence (step.step_flops): a full layer forward, the op-SAC share, 1/N of the
+    """Extra hardware FLOPs per sequence (compose.step_flops): a full layer forward, the op-SAC share, 1/N of the
     layers, or Megatron's attention core counted forward and backward (Korthikanti et al. §6)."""
     flop: float = _recomputed(recompute, mode, layer=layer_fwd, op_sac=op_sac_fwd,
                               core=0.0 if flash else 3.0 * core_fwd)

@@ -19,11 +19,11 @@ from greentrain.estimate.compose import (
     stage_memory,
     stage_transients,
     state_bytes,
+    step_flops,
     step_rates,
 )
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.memory import MemoryBreakdown
-from greentrain.estimate.recompute import recomputed_flop
 from greentrain.estimate.stage import StageSplit, stage_costs
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
@@ -95,42 +95,6 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"device, {cl.chip.name} has {units.bytes_to_gib(cl.chip.memory_bytes):.1f} GiB "
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
     return _assemble(sc, s, ops, st, timing, mem, first_stage, eff)
-
-
-def step_flops(sc: Scenario, ops: ModelOps, flash: bool, mode: str = "attention") -> tuple[float, dict[str, float]]:
-    """Model FLOPs of one step, and per recomputation choice the extra hardware FLOPs per sequence.
-
-    Model FLOPs: forward + the backward that runs (3 x forward when every weight trains; ModelOps.train_flop).
-    Hardware FLOPs as Korthikanti et al. 2022 §6 define them: full recomputation adds one forward of every
-    layer (96 B s L h^2 (1 + s/6h + V/16Lh), Narayanan et al. 2021 eq. 3); selective recomputation adds the
-    attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
-    forward runs again (the time model recomputes the forward only). Layers with no backward (below every
-    trainable parameter) are not recomputed. ``mode``: what selective recomputes (estimate/recompute.py)."""
-    train, layer_fwd, core_fwd, sac_fwd = _flop_parts(ops)
-    model_flop = train / ops.micro_batch * sc.workload.global_batch_size
-    return model_flop, {r: recomputed_flop(r, mode, layer_fwd=layer_fwd, core_fwd=core_fwd, op_sac_fwd=sac_fwd,
-                                           flash=flash) for r in ("none", "selective", "full")}
-
-
-_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float, float]]] = {}
-
-
-def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
-    """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores, their op-SAC
-    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed
-    by identity with the object kept alive)."""
-    hit = _FLOP_PARTS.get(id(ops))
-    if hit is not None and hit[0] is ops:
-        return hit[1]
-    trained = [g for g in ops.layers if any(op.backward_share for op in g.ops)]
-    layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
-    core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
-    sac_fwd = sum(g.count * sum(op.flop * op.sac_recompute for op in g.ops) for g in trained) / ops.micro_batch
-    parts = (ops.train_flop(), layer_fwd, core_fwd, sac_fwd)
-    if len(_FLOP_PARTS) > 4096:
-        _FLOP_PARTS.clear()
-    _FLOP_PARTS[id(ops)] = (ops, parts)
-    return parts
 
 
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageSplit, t: StepTiming,

@@ -4,7 +4,7 @@ One source of truth: nothing here composes a term. The per-layer costs (compute 
 communication, parameters, activations) come from stage.layer_group_costs / sum_layer_totals and
 stage.end_parts, evaluated over the columns of the distinct (tp, cp, ep, etp, sp) keys of each micro-batch
 size and summed under each recomputation choice; the pipeline split from stage.split_stages; model and
-hardware FLOPs from step.step_flops; the step's time, rates and memory from estimate/compose.py, the functions
+hardware FLOPs from compose.step_flops; the step's time, rates and memory from estimate/compose.py, the functions
 estimate_step calls, with a StrategyTable's columns instead of a Strategy's numbers. What this module adds is
 where each is evaluated: once per distinct value of what it depends on (the split per key, recomputation, pp
 and vpp; the micro-batch time, bubble and DP communication per split, dp and ZeRO stage; the stages'
@@ -30,6 +30,7 @@ from greentrain.estimate.compose import (
     stage_memory,
     stage_transients,
     state_bytes,
+    step_flops,
     step_optimizer_s,
     step_rates,
     step_timing,
@@ -47,7 +48,6 @@ from greentrain.estimate.stage import (
     split_stages,
     sum_layer_totals,
 )
-from greentrain.estimate.step import step_flops
 from greentrain.model.ops import model_ops
 from greentrain.num import FloatArray, take
 from greentrain.parallel.fields import LAYER_KEY_FIELDS
