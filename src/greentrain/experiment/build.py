@@ -19,11 +19,13 @@ from greentrain.experiment.data import TextPairs
 from greentrain.experiment.job import Job
 from greentrain.experiment.lengths import EOS_ID, PAD_ID, UNK_ID, wordlevel_tokenizer
 from greentrain.experiment.predict import SPECIAL_TOKENS, hf_config
+from greentrain.model import families
 
 IGNORE_INDEX = -100  # label positions the loss skips (padding)
 
 
 CAUSAL = "causal-lm"
+DECODER_START_IDS = {"pad": PAD_ID, "eos": EOS_ID}  # FineTuning.decoder_start -> the word-level tokenizer's id
 
 
 def _arguments_class(job: Job) -> Any:
@@ -63,9 +65,9 @@ def build_model(job: Job, vocab: int) -> nn.Module:
     else:
         cfg = {k: v for k, v in hf_config(job, vocab).items() if k != "model_type"}
         special: dict[str, Any] = {"pad_token_id": PAD_ID, "eos_token_id": EOS_ID, "bos_token_id": EOS_ID}
-        if job.task != CAUSAL:
-            special.update(decoder_start_token_id=EOS_ID if job.model.arch == "bart" else PAD_ID,
-                           forced_bos_token_id=None, forced_eos_token_id=None)
+        if job.task != CAUSAL:  # the token the family's decoder starts from (its record, model/families.py)
+            start = DECODER_START_IDS[families.finetuning(job.model.arch).decoder_start]
+            special.update(decoder_start_token_id=start, forced_bos_token_id=None, forced_eos_token_id=None)
         config = AutoConfig.for_model(job.model.arch, **{**cfg, **special})
         model = auto.from_config(config)
     freeze(model, job.model.freeze)
@@ -74,13 +76,6 @@ def build_model(job: Job, vocab: int) -> nn.Module:
     return model
 
 
-# Hugging Face's module names of each LoRA target (model/finetune.py's names), per architecture
-LORA_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
-                "t5": {"q": ("q",), "k": ("k",), "v": ("v",), "o": ("o",), "up": ("wi", "wi_1"), "down": ("wo",)},
-                "bart": {"q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",), "o": ("out_proj",), "up": ("fc1",),
-                         "down": ("fc2",)},
-                "llama": {t: (f"{t}_proj",) for t in ("q", "k", "v", "o", "gate", "up", "down")}}
-LORA_MODULES["pegasus"] = LORA_MODULES["bart"]
 
 
 class LoraLinear(nn.Module):
@@ -109,7 +104,8 @@ def add_lora(model: nn.Module, arch: str, targets: tuple[str, ...], rank: int) -
     (self and cross) and MLP block; returns the number of adapted projections."""
     for p in model.parameters():
         p.requires_grad_(False)
-    names = {n for t in targets for n in LORA_MODULES[arch][t]}
+    modules = families.finetuning(arch).lora_modules  # each target's module names: the family's record
+    names = {n for t in targets for n in modules[t]}
     count = 0
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):

@@ -15,25 +15,21 @@ from typing import Any
 from greentrain.config import BOUNDS, as_float, as_int, check_keys, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.experiment.data import SYNTHETIC_SOURCES
-from greentrain.experiment.hf_names import CONFIG_KEYS, OPTIM_NAMES
+from greentrain.experiment.hf_names import OPTIM_NAMES
+from greentrain.model import families
+from greentrain.model.family import FINETUNE_TASKS
 
 JOB_SECTIONS = ("task", "data", "tokenizer", "model", "train", "early_stopping", "eval", "site", "budget",
                 "tracking", "runtime")
-TASKS = ("summarization", "causal-lm")
 # summarization: an encoder-decoder (Seq2SeqTrainer, ROUGE); causal-lm: a decoder-only model (Trainer, loss and
-# perplexity) trained on each source and its target joined, max_source_tokens + max_target_tokens long.
-ARCHS_BY_TASK = {"summarization": ("t5", "bart", "pegasus"), "causal-lm": ("llama", "gpt2")}
-ARCHS = tuple(a for archs in ARCHS_BY_TASK.values() for a in archs)
+# perplexity) trained on each source and its target joined, max_source_tokens + max_target_tokens long. The
+# architectures of each task are the model families whose record (model/families.py) says it fine-tunes for it.
+TASKS = FINETUNE_TASKS
 PRECISIONS = ("fp32", "bf16", "fp16")
 FREEZABLE_BY_TASK = {"summarization": ("embeddings", "encoder", "decoder"), "causal-lm": ("embeddings",)}
 FREEZABLE = FREEZABLE_BY_TASK["summarization"]
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 METRICS_BY_TASK = {"summarization": ROUGE_METRICS, "causal-lm": ("perplexity",)}
-# LoRA targets (the planner's names, model/finetune.py) each architecture's projections carry; GPT-2 fuses q, k, v
-LORA_TARGETS = {"t5": ("q", "k", "v", "o", "up", "down"), "bart": ("q", "k", "v", "o", "up", "down"),
-                "pegasus": ("q", "k", "v", "o", "up", "down"),
-                "llama": ("q", "k", "v", "o", "gate", "up", "down")}
-LORA_ARCHS = tuple(LORA_TARGETS)
 # keys without a default: absent from the resolved job unless given, so files written before them keep their hash
 OPTIONAL_KEYS = {"model": ("lora", "save"), "eval": ("length_penalty", "min_new_tokens"),
                  "site": ("storage_usd_per_gb_month", "storage_months")}
@@ -203,10 +199,11 @@ def _data(d: dict[str, Any]) -> DataSpec:
 
 
 def _model(d: dict[str, Any], task: str) -> ModelSpec:
-    archs = ARCHS_BY_TASK[task]
+    archs = tuple(f.model_type for f in families.finetunable(task))
     require(d["arch"] in archs, "model.arch", d["arch"], f"must be one of {', '.join(archs)} for task {task}")
     require(isinstance(d["config"], dict), "model.config", d["config"], "must be a mapping of config fields")
-    check_keys(d["config"], CONFIG_KEYS[d["arch"]], "model.config")  # a typo was silently ignored
+    # a typo was silently ignored: the keys the family's config class accepts (its record, model/families.py)
+    check_keys(d["config"], families.finetuning(d["arch"]).accepted_config_keys, "model.config")
     require(d["init"] in ("random", "pretrained"), "model.init", d["init"], "must be random or pretrained")
     require(d["init"] != "pretrained" or bool(d["path"]), "model.path", d["path"],
             "init: pretrained needs a local checkpoint folder (nothing is downloaded)")
@@ -230,13 +227,15 @@ def _lora(d: Any, arch: str, freeze: list[str]) -> tuple[int, tuple[str, ...]]:
     require(isinstance(d, dict), "model.lora", d, "must be a mapping {rank, targets} or null")
     check_keys(d, ("rank", "targets"), "model.lora")
     require(not freeze, "model.lora", d, "freezes every base weight itself: give model.freeze or model.lora")
-    require(arch in LORA_ARCHS, "model.lora", arch, f"adapters are built for {', '.join(LORA_ARCHS)} (GPT-2 "
-            "fuses q, k and v in one Conv1D)")
+    ft = families.finetuning(arch)
+    built = ", ".join(f.model_type for f in families.finetunable() if f.finetuning and f.finetuning.lora_modules)
+    require(bool(ft.lora_modules), "model.lora", arch, f"adapters are built for {built}"
+            + (f" ({ft.no_lora_reason})" if ft.no_lora_reason else ""))
     targets = d.get("targets", ["q", "v"])
     require(isinstance(targets, list) and bool(targets), "model.lora.targets", targets, "must be a non-empty list")
     for t in targets:
-        require(t in LORA_TARGETS[arch], "model.lora.targets", t,
-                f"must be one of {', '.join(LORA_TARGETS[arch])} for {arch}")
+        require(t in ft.lora_targets, "model.lora.targets", t,
+                f"must be one of {', '.join(ft.lora_targets)} for {arch}")
     return as_int(d.get("rank", 16), "model.lora.rank", minimum=1), tuple(str(t) for t in targets)
 
 

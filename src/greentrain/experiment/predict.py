@@ -22,29 +22,14 @@ from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.data import load_splits
 from greentrain.experiment.job import Job
+from greentrain.model import families
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
-# The fields the planner reads, at the defaults of transformers' T5Config, BartConfig, PegasusConfig,
-# LlamaConfig and GPT2Config (transformers 4.46-5.x; tests/unit/experiment/test_experiment_predict.py checks them
-# against the installed classes).
-ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
-           "feed_forward_proj": "relu", "tie_word_embeddings": True},
-    "bart": {"model_type": "bart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
-             "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
-             "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
-             "tie_word_embeddings": True},
-    "pegasus": {"model_type": "pegasus", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
-                "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
-                "decoder_ffn_dim": 4096, "activation_function": "gelu", "max_position_embeddings": 1024,
-                "tie_word_embeddings": True},
-    # decoder-only (task causal-lm); head_dim and num_key_value_heads follow hidden_size and the heads when absent
-    "llama": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-              "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048,
-              "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False},
-    "gpt2": {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "activation_function": "gelu_new",
-             "n_positions": 1024, "tie_word_embeddings": True},
-}
+# arch -> the fields the planner reads, at the installed transformers config class's defaults: each family's
+# record (model/families.py, FineTuning.defaults) with its model_type; tests/unit/experiment compares them with the
+# installed classes.
+ARCH_DEFAULTS: families.FamilyView[dict[str, Any]] = families.FamilyView(
+    lambda f: None if f.finetuning is None else {"model_type": f.model_type, **f.finetuning.defaults})
 PLANNER_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 FLOPS_ONLY_CHIP = "h100-sxm"  # any chip: FLOPs, tokens and memory do not depend on it
 
@@ -84,7 +69,7 @@ def vocab_size(job: Job) -> int:
 def hf_config(job: Job, vocab: int) -> dict[str, Any]:
     """The config.json mapping the worker builds its model from."""
     m = job.model
-    cfg = dict(ARCH_DEFAULTS[m.arch])
+    cfg: dict[str, Any] = {"model_type": m.arch, **families.finetuning(m.arch).defaults}
     if m.init == "pretrained":
         cfg.update(load_mapping(Path(m.path) / "config.json", "model.path"))
     if m.config_path:

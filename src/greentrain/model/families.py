@@ -49,9 +49,11 @@ def model_type_of_architecture(class_name: str) -> str | None:
     return max(matches)[1] if matches else None
 
 
-def finetunable(task: str) -> tuple[ModelFamily, ...]:
-    """The families ``greentrain experiment`` builds for ``task``, in the order they were registered."""
-    return tuple(f for f in _REGISTRY.values() if f.finetuning is not None and f.finetuning.task == task)
+def finetunable(task: str | None = None) -> tuple[ModelFamily, ...]:
+    """The families ``greentrain experiment`` builds (for ``task``, or for any), in the order they were
+    registered."""
+    return tuple(f for f in _REGISTRY.values()
+                 if f.finetuning is not None and (task is None or f.finetuning.task == task))
 
 
 def finetuning(model_type: str) -> FineTuning:
@@ -83,7 +85,7 @@ class FamilyView(Mapping[str, T]):
         return sum(1 for _ in self)
 
 
-# Registration order is the order the experiment lists its families in (t5, bart, pegasus; llama, gpt2).
-for _module in (hf_llama, hf_gpt, hf_encdec, hf_moe, hf_ssm):
+# Registration order is the order the experiment lists its families in: t5, bart, pegasus, llama, gpt2.
+for _module in (hf_encdec, hf_llama, hf_gpt, hf_moe, hf_ssm):
     for _family in _module.FAMILIES:
         register(_family)
