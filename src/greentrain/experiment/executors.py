@@ -11,6 +11,8 @@
 * **Local pool.** ``--jobs N`` runs N variants at once, each in its own worker process: with GPUs, each worker gets
   its own device or device group (``CUDA_VISIBLE_DEVICES`` split into N groups); on a CPU box each worker gets
   ``cores // N`` torch threads (unless the file sets ``runtime.num_threads``). ``--jobs 1`` is the sequential run.
+  A variant of ``runtime.devices: D`` needs D GPUs in its worker's group (else one line before anything runs); on
+  a CPU box its D ranks share the worker's threads (``cores // (N x D)`` each).
 """
 
 from __future__ import annotations
@@ -150,6 +152,21 @@ def local_slots(jobs: int, environ: Mapping[str, str] | None = None, cores: int 
     n = cores if cores is not None else len(os.sched_getaffinity(0))
     threads = str(max(1, n // jobs))
     return [Slot(i, ((THREADS_ENV, threads), ("OMP_NUM_THREADS", threads))) for i in range(jobs)]
+
+
+def check_device_groups(slots: Sequence[Slot], devices: int, jobs: int,
+                        environ: Mapping[str, str] | None = None) -> None:
+    """Each worker's device group holds ``devices`` GPUs (a variant's ``runtime.devices``) on a GPU box; on a CPU
+    box any number of ranks runs (gloo), each with its share of the worker's threads (experiment/ranks.py)."""
+    env = os.environ if environ is None else environ
+    every = _gpus(env)
+    if not every:
+        return
+    smallest = min(len([g for g in dict(s.env).get("CUDA_VISIBLE_DEVICES", ",".join(every)).split(",") if g])
+                   for s in slots)
+    if smallest < devices:
+        raise ConfigError("runtime.devices", devices, f"exceeds the {smallest} GPU(s) of each worker's device group "
+                          f"({len(every)} GPU(s) here over --jobs {jobs}): lower --jobs or runtime.devices")
 
 
 def run_pool(items: Sequence[T], slots: Sequence[Slot],

@@ -32,7 +32,7 @@ ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 METRICS_BY_TASK = {"summarization": ROUGE_METRICS, "causal-lm": ("perplexity",)}
 # keys without a default: absent from the resolved job unless given, so files written before them keep their hash
 OPTIONAL_KEYS = {"model": ("lora", "save"), "eval": ("length_penalty", "min_new_tokens"),
-                 "site": ("storage_usd_per_gb_month", "storage_months")}
+                 "site": ("storage_usd_per_gb_month", "storage_months"), "runtime": ("devices", "nodes")}
 # TrainingArguments fields a job may set (checked again against the installed transformers at run time).
 TRAIN_ARGS = ("per_device_train_batch_size", "max_steps", "num_train_epochs", "learning_rate", "lr_scheduler_type",
               "warmup_steps", "optim", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
@@ -61,8 +61,11 @@ DEFAULTS: dict[str, Any] = {
     "tracking": {"hooks": True, "mlflow": None},
     # torch's intra-op threads (null: torch's default, one per core). On a shared machine 1 avoids OpenMP
     # threads spinning against other processes (6x slower steps measured at load 7 on 2 cores).
+    # devices (optional, 1: absent from the resolved job): processes of the variant under torchrun, one per device
+    # (GPU, or a CPU process with gloo), data parallel (DDP); nodes: only 1 so far
     "runtime": {"num_threads": None},
 }
+MAX_DEVICES = 64  # one node: torchrun starts one process per device; the largest nodes hold 8-16 GPUs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,8 +163,9 @@ class Job:
     budget: BudgetSpec
     hooks: bool
     mlflow: str | bool | None  # true: sqlite:///DIR/mlflow.db (experiment.tracking); a URI; None: no MLflow
-    num_threads: int | None
+    num_threads: int | None  # torch threads of each process (each rank with runtime.devices > 1)
     resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
+    devices: int = 1  # processes (ranks) of the variant on one node: data parallel, global batch = devices x batch
 
 
 def _merge(defaults: dict[str, Any], given: dict[str, Any], where: str,
@@ -335,6 +339,7 @@ def parse_job(raw: dict[str, Any]) -> Job:
     require(tracking["mlflow"] in (None, True, False) or (isinstance(tracking["mlflow"], str) and
                                                          bool(tracking["mlflow"])), "tracking.mlflow",
             tracking["mlflow"], "must be true (a SQLite store in the output folder), a tracking URI, or null")
+    devices = _devices(sections["runtime"])  # before the resolved job is taken: devices 1 is left out of it
     resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
                 "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
     return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
@@ -344,7 +349,22 @@ def parse_job(raw: dict[str, Any]) -> Job:
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
                num_threads=None if sections["runtime"]["num_threads"] is None else
-               as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1))
+               as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1),
+               devices=devices)
+
+
+def _devices(runtime: dict[str, Any]) -> int:
+    """runtime.devices (1 to MAX_DEVICES) and runtime.nodes (1); both left out of the resolved job (and so of the
+    config hash) when 1, so a one-device file hashes as it did before the fields existed."""
+    devices = as_int(runtime.pop("devices", 1), "runtime.devices", minimum=1)
+    require(devices <= MAX_DEVICES, "runtime.devices", devices, f"must be <= {MAX_DEVICES} (the processes of one "
+            "node: one per device under torchrun)")
+    nodes = as_int(runtime.pop("nodes", 1), "runtime.nodes", minimum=1)
+    require(nodes == 1, "runtime.nodes", nodes, "multi-node variants are not supported yet: give runtime.devices "
+            "(the devices of one node)")
+    if devices > 1:
+        runtime["devices"] = devices  # in the resolved job: another result, another hash
+    return devices
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:

@@ -46,6 +46,7 @@ from greentrain.experiment.spec import Experiment, Variant
 from greentrain.results.experiment import ExperimentManifest
 
 WORKER_ERROR = "greentrain experiment: error: "  # the worker's one-line refusal on stderr
+FAILED_PREFIX = "greentrain experiment: variant "  # a worker's (a rank's) one line when its variant raised
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,18 +109,21 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
             write_result(folder / "result.json", r)
             return r
     env = {**os.environ, **dict(env_extra), "GREENTRAIN_EXPERIMENT_RUNNER_PID": str(os.getpid())}
-    proc = subprocess.run([sys.executable, "-m", "greentrain.experiment.worker", str(spec_path)],
+    # runtime.devices > 1: the launcher that becomes torchrun over the worker (experiment/ranks.py)
+    module = "greentrain.experiment.ranks" if v.job.devices > 1 else "greentrain.experiment.worker"
+    proc = subprocess.run([sys.executable, "-m", module, str(spec_path)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
-    if proc.returncode == 2:
-        lines = proc.stderr.strip().splitlines()
-        raise GreentrainError(lines[-1].removeprefix(WORKER_ERROR) if lines else "refused by the worker")
+    lines = proc.stderr.strip().splitlines()
+    refusals = [x for x in lines if x.startswith(WORKER_ERROR)]  # under torchrun: a rank's, torchrun exits 1
+    if proc.returncode == 2 or (refusals and proc.returncode != 0):
+        raise GreentrainError((refusals or lines or ["refused by the worker"])[-1].removeprefix(WORKER_ERROR))
     got = read_result(folder / "result.json")
     if got is not None:
         return got
     if killed_ok and proc.returncode < 0:  # killed (OOM killer, preemption): the caller retries
         return None
-    # the worker died without a result (killed, out of memory)
-    tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    # the worker died without a result (killed, out of memory; under torchrun: a rank's error, then the others)
+    tail = ([x for x in lines if x.startswith(FAILED_PREFIX)] or lines or [""])[-1]
     r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
                       seed=v.seed, attempts=attempt, status="failed",
                       reason=f"worker exited {proc.returncode} without a result {tail}".strip(),
@@ -228,11 +232,26 @@ def check_executor(opts: RunOptions) -> None:
     require(opts.jobs == 1 or opts.isolation == "process", "jobs", opts.jobs, "needs process isolation")
 
 
+def check_devices(chosen: Sequence[Variant], opts: RunOptions) -> None:
+    """Variants of several devices (runtime.devices) run as torchrun's processes: process isolation, and in the
+    local pool a device group of at least as many GPUs for each worker (executors.check_device_groups)."""
+    most = max((v.job.devices for v in chosen), default=1)
+    if most == 1:
+        return
+    require(opts.isolation == "process", "runtime.devices", most, "needs process isolation (torchrun starts one "
+            "process per device)")
+    if opts.executor == "local":
+        from greentrain.experiment.executors import check_device_groups, local_slots
+
+        check_device_groups(local_slots(opts.jobs), most, opts.jobs)
+
+
 def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
     """Checks before anything is written: the budget of the plan, the extras, the training arguments."""
     from greentrain.experiment.plan import plan_experiment
 
     check_executor(opts)
+    check_devices(chosen, opts)
     plan = plan_experiment(exp)
     if plan.over_budget and not opts.over_budget_ok:
         raise over_budget_error(plan.over_budget[0])

@@ -9,6 +9,7 @@ Four phases, each measured by its own greentrain Tracker (its own record in the 
 Evaluation inside training (early stopping) gets its own tracker too; its time, energy and FLOPs are taken
 out of the training figures (the hooks' step is closed right after it) and added to ``eval``. The phases'
 energies sum to the total by construction; ``other_s`` is the wall time outside train, eval and predict.
+With ``runtime.devices: N`` the worker becomes torchrun and each of its N ranks runs the phases (ranks.py).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import Any
 import torch
 
 from greentrain.errors import ConfigError
+from greentrain.experiment import ranks
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.data import load_splits
-from greentrain.experiment.executors import THREADS_ENV
 from greentrain.experiment.job import Job, parse_job
 from greentrain.experiment.lengths import example_lengths
 from greentrain.experiment.predict import calibrated_train_s, predict
@@ -38,10 +39,9 @@ from greentrain.experiment.utilization import GpuUtilizationSampler
 from greentrain.files import write_text_atomic
 from greentrain.measure.records import read_jsonl
 from greentrain.measure.summary import Measurement
-from greentrain.measure.tracker import Tracker
 
 RESULT_FILE = "result.json"
-PARENT_ENV = "GREENTRAIN_EXPERIMENT_RUNNER_PID"  # the runner's pid, set by the runner for its workers
+PARENT_ENV = ranks.PARENT_ENV  # the runner's pid, set by the runner for its workers
 
 
 @dataclass(slots=True)
@@ -53,11 +53,6 @@ class _InTrainEval:
     losses: list[float] = field(default_factory=list)
 
 
-def _tracker(out_dir: Path, name: str) -> Tracker:
-    return Tracker(None, out_dir=out_dir, jsonl_name=f"{name}.jsonl", write_outputs=False, print_summary=False,
-                   count_flops=False)
-
-
 def not_applicable_reason(job: Job, cuda: bool) -> str:
     """Why this variant cannot run here as asked ("" when it can); never run silently as something else."""
     if job.train.precision == "fp16" and not cuda:
@@ -66,6 +61,8 @@ def not_applicable_reason(job: Job, cuda: bool) -> str:
         return f"bf16 is not supported by {torch.cuda.get_device_name()}"
     if job.train.args.get("deepspeed") and not cuda:
         return "DeepSpeed needs CUDA"
+    if cuda and job.devices > torch.cuda.device_count():
+        return f"runtime.devices {job.devices} needs {job.devices} GPUs; {torch.cuda.device_count()} visible"
     return ""
 
 
@@ -96,7 +93,7 @@ def _trainer_class(task: str) -> Any:
             if cb is None or not cb.tracker.running or self.gt_in_train is None:
                 return super().evaluate(*args, **kwargs)
             rec = self.gt_in_train
-            tracker = _tracker(self.gt_out_dir, f"eval_in_train_{len(rec.measurements)}").start()
+            tracker = ranks.phase_tracker(self.gt_out_dir, f"eval_in_train_{len(rec.measurements)}").start()
             t0 = time.perf_counter()
             try:
                 metrics = super().evaluate(*args, **kwargs)
@@ -123,10 +120,6 @@ def _train_steps(train_jsonl: Path, t0: float, windows: list[tuple[float, float]
         if nxt is not None:
             times[nxt] -= b - a
     return times
-
-
-def _phase_energy(m: Measurement | None) -> float:
-    return m.it_energy_j if m is not None else 0.0
 
 
 def _base_result(variant: dict[str, Any], job: Job, cuda: bool) -> VariantResult:
@@ -160,17 +153,21 @@ def run_variant(variant: dict[str, Any], out_dir: Path) -> VariantResult:
     cuda = torch.cuda.is_available()
     result = _with_prediction(_base_result(variant, job, cuda), job)
     reason = not_applicable_reason(job, cuda)
+    rank0 = ranks.rank_world()[0] == 0  # under torchrun (runtime.devices > 1) rank 0 alone writes the result
     if reason:
         result = replace(result, status="not_applicable", reason=reason, wall_s=time.perf_counter() - wall0)
-        write_result(out_dir / RESULT_FILE, result)
+        if rank0:
+            write_result(out_dir / RESULT_FILE, result)
         return result
     threads = torch.get_num_threads()
     try:
         measured = _run_phases(job, int(variant["seed"]), out_dir, cuda, wall0)
     finally:
         torch.set_num_threads(threads)  # inline runs share the process with the caller
-    result = _assemble(result, job, measured, time.perf_counter() - wall0)
-    write_result(out_dir / RESULT_FILE, result)
+    if rank0:
+        result = _assemble(result, job, measured, time.perf_counter() - wall0)
+        write_result(out_dir / RESULT_FILE, result)
+    ranks.finish()
     return result
 
 
@@ -206,11 +203,10 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     from greentrain.measure.hf import GreentrainTrainerCallback
 
     m = _Measured()
-    if job.num_threads is not None:
-        torch.set_num_threads(job.num_threads)
-    elif os.environ.get(THREADS_ENV, "").isdigit():  # a worker of a local pool: its share of the cores
-        torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    other = _tracker(out_dir, "other").start()
+    threads = ranks.process_threads(job.num_threads, ranks.rank_world()[2])  # a pool's or a rank's share
+    if threads is not None:
+        torch.set_num_threads(threads)
+    other = ranks.phase_tracker(out_dir, "other").start()
     try:
         set_seed(seed)
         d = job.data
@@ -223,7 +219,7 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         train_ds, eval_ds = encode(tok, train, job), encode(tok, ev, job)
         trainer_cls, early_stop = _trainer_class(job.task)
-        cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name="train.jsonl", write_outputs=False,
+        cb = GreentrainTrainerCallback(out_dir=out_dir, jsonl_name=ranks.jsonl_name("train"), write_outputs=False,
                                        print_summary=False, count_flops=job.hooks)
         pruning = pruning_callback()  # a trial of a pruned search: reports each evaluation to Optuna
         callbacks = [cb] + ([early_stop(job.early_stopping.patience)] if job.early_stopping else []) + [pruning]
@@ -243,10 +239,10 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.train = cb.tracker.stop()  # on_train_end stopped it already unless train() raised
         m.gpu_utilization_percent = util.stop() if util is not None else None
     m.hf_total_flos = float(trainer.state.total_flos)
-    m.step_times_s = _train_steps(out_dir / "train.jsonl", cb.tracker.t0, m.in_train.windows_s)
+    m.step_times_s = _train_steps(out_dir / ranks.jsonl_name("train"), cb.tracker.t0, m.in_train.windows_s)
     if pruning is not None and pruning.pruned_at_step is not None:  # no final evaluation or generation
         return pruning.finish(m)
-    ev_tracker = _tracker(out_dir, "eval").start()
+    ev_tracker = ranks.phase_tracker(out_dir, "eval").start()
     try:
         m.eval_loss = float(trainer.evaluate()["eval_loss"])
     finally:
@@ -254,26 +250,30 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
     _predict_phase(m, trainer, tok, test, job, seed, out_dir)
     from greentrain.experiment.build import save_model, tree_bytes
 
-    if job.model.save:
-        m.model_bytes = save_model(trainer, tok, out_dir / "model")
-    m.output_bytes = tree_bytes(out_dir)  # what the variant keeps (result.json aside)
+    if ranks.rank_world()[0] == 0:  # DDP: every rank holds the same weights; rank 0 writes (no collective)
+        m.model_bytes = save_model(trainer, tok, out_dir / "model") if job.model.save else 0.0
+        m.output_bytes = tree_bytes(out_dir)  # what the variant keeps (result.json aside)
     return m
-
 
 
 def _predict_phase(m: _Measured, trainer: Any, tok: Any, test: Any, job: Job, seed: int, out_dir: Path) -> None:
     """Summaries of the test split and their ROUGE; a causal LM: its loss on the test split and the perplexity."""
     from greentrain.experiment.build import encode, generate, generated_tokens
 
-    tracker = _tracker(out_dir, "predict").start()
+    tracker = ranks.phase_tracker(out_dir, "predict").start()
     try:
         if job.task == "causal-lm":
             m.test_loss = float(trainer.evaluate(encode(tok, test, job), metric_key_prefix="test")["test_loss"])
             return
-        preds = generate(trainer.model, tok, test.sources, job)
-        m.scores = rouge(preds, test.targets, job.eval.metrics, seed=seed)
+        rank, world, _ = ranks.rank_world()  # several ranks: each decodes its share, rank 0 scores them all
+        preds = ranks.gather_in_order(generate(trainer.model, tok, tuple(ranks.share(test.sources, rank, world)),
+                                               job))
+        if preds is not None:
+            m.scores = rouge(preds, test.targets, job.eval.metrics, seed=seed)
     finally:
         m.predict = tracker.stop()
+    if preds is None:
+        return
     write_text_atomic(out_dir / "predictions.jsonl", "".join(
         json.dumps({"prediction": p, "reference": r}) + "\n" for p, r in zip(preds, test.targets, strict=True)),
         "predictions")
@@ -288,11 +288,12 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
     train_s = m.train.duration_s - in_train_s
     eval_s = (m.eval.duration_s if m.eval else 0.0) + in_train_s
     predict_s = m.predict.duration_s if m.predict else 0.0
-    energies = {"train": _phase_energy(m.train) - in_train_j, "eval": _phase_energy(m.eval) + in_train_j,
-                "predict": _phase_energy(m.predict), "other": _phase_energy(m.other)}
+    energies = {"train": m.train.it_energy_j - in_train_j, "eval": getattr(m.eval, "it_energy_j", 0.0) + in_train_j,
+                "predict": getattr(m.predict, "it_energy_j", 0.0), "other": getattr(m.other, "it_energy_j", 0.0)}
     energy_j = sum(energies.values())
     n = m.train.num_steps
-    per_step = job.train.batch_size * job.train.grad_accum
+    world = m.train.world_size  # the ranks the train phase gathered (runtime.devices): data parallel
+    per_step = job.train.batch_size * job.train.grad_accum * world  # the global batch
     tokens_source = float(n * per_step * job.data.max_source_tokens)
     tokens_target = float(n * per_step * job.data.max_target_tokens)
     steps_s = sum(m.step_times_s)
@@ -304,7 +305,8 @@ def _assemble(r: VariantResult, job: Job, m: _Measured, wall_s: float) -> Varian
     status, reason = ("ok", "") if m.train.status == "ok" else ("failed", m.train.status)
     return replace(
         r, status="pruned" if m.pruned and status == "ok" else status, reason=m.pruned or reason,
-        precision_effective=m.precision_effective, num_steps=n, samples=float(n * per_step),
+        precision_effective=m.precision_effective, num_steps=n, world_size=world, global_batch_size=per_step,
+        samples=float(n * per_step),
         tokens_source=tokens_source, tokens_target=tokens_target, flop=m.train.flop,
         flop_per_step=m.train.flop_per_step, hf_total_flos=m.hf_total_flos, params=m.params,
         trainable_params=m.trainable, wall_s=wall_s, train_s=train_s, eval_s=eval_s, predict_s=predict_s,
@@ -340,20 +342,6 @@ def failed_result(variant: dict[str, Any], reason: str, wall_s: float) -> Varian
                          wasted_energy_j=float(variant.get("wasted_energy_j", 0.0)))
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: SIGKILL this worker when the runner dies (prctl PR_SET_PDEATHSIG). SIGKILL, not SIGTERM: a library
-    may handle SIGTERM (a worker outlived its killed runner with SIGTERM); the records lose at most 0.5 s."""
-    if sys.platform.startswith("linux"):
-        import contextlib
-        import ctypes
-        import signal
-
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent_pid:  # the runner died before the call above
-        os._exit(1)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the worker process: VARIANT.json in its variant folder; exit 0 ok or not applicable,
     1 failed (result.json says why), 2 bad input."""
@@ -365,9 +353,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"greentrain experiment: error: {e}", file=sys.stderr)
             return 2
         return 0
-    _die_with_parent(int(os.environ.get(PARENT_ENV, os.getppid())))
+    ranks.die_with_parent(int(os.environ.get(PARENT_ENV, os.getppid())))  # the runner, or torchrun's agent
     path = Path(args[0])
     variant = json.loads(path.read_text(encoding="utf-8"))
+    refused = ranks.launch(path, variant["job"], PARENT_ENV)  # runtime.devices > 1: this worker becomes torchrun
+    if refused:
+        print(f"greentrain experiment: error: variant {variant['variant_id']}: {refused}", file=sys.stderr)
+        return 2
     wall0 = time.perf_counter()
     try:
         result = run_variant(variant, path.parent)
@@ -375,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"greentrain experiment: error: variant {variant['variant_id']}: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        write_result(path.parent / RESULT_FILE, failed_result(variant, f"{type(e).__name__}: {e}",
-                                                              time.perf_counter() - wall0))
+        if ranks.rank_world()[0] == 0:
+            write_result(path.parent / RESULT_FILE, failed_result(variant, f"{type(e).__name__}: {e}",
+                                                                  time.perf_counter() - wall0))
         print(f"greentrain experiment: variant {variant['variant_id']} failed: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1
