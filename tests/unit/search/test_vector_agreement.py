@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from greentrain.errors import InfeasibleError
-from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
-from greentrain.estimate.step import estimate_step
-from greentrain.estimate.vector import estimate_steps
-from greentrain.scenario import Scenario, scenario_from_dict
+from greentrain.estimate.efficiency import efficiency_for, framework_names
+from greentrain.scenario import scenario_from_dict
 from greentrain.search.space import SearchSpace, table
 
-# The same functions over floats and columns: only numpy's and Python's rounding of the same operations differs.
-RTOL = 1e-12
-SAMPLES = 20
+SAMPLES = 20  # random rows, and as many of those the columns keep, per check
+Agree = Callable[..., int]  # conftest.scalar_equals_vector
 
 
 def _sc(model: str, chip: str, chips: int, batch: int, seq: int, **workload: Any) -> dict[str, Any]:
@@ -43,52 +40,27 @@ SCENARIOS: tuple[dict[str, Any], ...] = (
 FRAMEWORKS = tuple(framework_names())  # every profile of efficiency.yaml
 
 
-def _agree(sc: Scenario, eff: Efficiency, seed: int, space: SearchSpace) -> int:
-    """Random rows of the scenario's search table: the same figures and feasibility both ways; how many fit."""
-    rows = table(sc, space)
-    est = estimate_steps(sc, rows, eff=eff)
-    at = {int(i): j for j, i in enumerate(est.index)}
-    feasible, rng = 0, random.Random(seed)
-    picks = rng.sample(range(len(rows)), min(SAMPLES, len(rows)))  # mostly infeasible on large models
-    picks += rng.sample([int(i) for i in est.index], min(SAMPLES, len(est.index)))  # feasible by the columns
-    for i in picks:
-        s = rows.row(i)
-        if s.zero not in eff.zero_stages:
-            continue  # estimate_step refuses them; the search keeps to the framework's stages before estimating
-        try:
-            ref = estimate_step(sc, s, eff=eff)
-        except InfeasibleError:
-            assert i not in at, s.describe()
-            continue
-        assert i in at, s.describe()
-        feasible += 1
-        j = at[i]
-        for got, want in ((est.step_time_s[j], ref.step_time_s), (est.memory_bytes[j], ref.memory.total_bytes),
-                          (est.mfu[j], ref.mfu), (est.hfu[j], ref.hfu), (est.utilization[j], ref.utilization),
-                          (est.bubble_time_s[j], ref.bubble_time_s), (est.dp_comm_time_s[j], ref.dp_comm_time_s),
-                          (est.tokens_per_s[j], ref.tokens_per_s)):
-            assert got == pytest.approx(want, rel=RTOL, abs=1e-15), s.describe()
-    return feasible
-
-
 @pytest.mark.parametrize("k", range(len(FRAMEWORKS)), ids=FRAMEWORKS)
-def test_every_framework_profile_agrees(k: int) -> None:
+def test_every_framework_profile_agrees(k: int, scalar_equals_vector: Agree) -> None:
     """Each profile on one scenario, the pairing rotating so that every scenario meets two profiles or more."""
     sc = scenario_from_dict(SCENARIOS[k % len(SCENARIOS)])
     eff = efficiency_for(sc.cluster.chip.name, FRAMEWORKS[k])
-    assert _agree(sc, eff, seed=k, space=SearchSpace(max_micro_batch=4)) >= 5
+    rows = table(sc, SearchSpace(max_micro_batch=4))
+    assert scalar_equals_vector(sc, rows, random.Random(k), SAMPLES, SAMPLES, eff) >= 5
 
 
 @pytest.mark.parametrize("mode", ["attention", "op", "layer-2", "layer-3"])
-def test_every_selective_mode_agrees(mode: str) -> None:
+def test_every_selective_mode_agrees(mode: str, scalar_equals_vector: Agree) -> None:
     sc = scenario_from_dict(SCENARIOS[0])
     eff = dataclasses.replace(efficiency_for("h100-sxm", "torchtitan"), selective_recompute=mode)
-    assert _agree(sc, eff, seed=7, space=SearchSpace(recompute=("selective",), max_micro_batch=2)) >= 5
+    rows = table(sc, SearchSpace(recompute=("selective",), max_micro_batch=2))
+    assert scalar_equals_vector(sc, rows, random.Random(7), SAMPLES, SAMPLES, eff) >= 5
 
 
 @pytest.mark.parametrize("flash", [True, False])
-def test_naive_attention_and_loss_kernels_agree(flash: bool) -> None:
+def test_naive_attention_and_loss_kernels_agree(flash: bool, scalar_equals_vector: Agree) -> None:
     sc = scenario_from_dict(SCENARIOS[4])
+    rows = table(sc, SearchSpace(flash_attention=flash, max_micro_batch=2))
     for loss in ("fp32", "fused", "chunked"):
         eff = dataclasses.replace(efficiency_for("a100-80gb", "megatron"), loss_kernel=loss)
-        assert _agree(sc, eff, seed=3, space=SearchSpace(flash_attention=flash, max_micro_batch=2)) >= 5
+        assert scalar_equals_vector(sc, rows, random.Random(3), SAMPLES, SAMPLES, eff) >= 5
