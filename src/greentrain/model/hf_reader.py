@@ -125,8 +125,8 @@ def full_attention_interval(r: ConfigReader, num_layers: int, default: int) -> i
     return k
 
 
-def llama_fields(r: ConfigReader, *, tied_default: bool = False, bias_keys: tuple[str, ...] = ("attention_bias",
-                 "mlp_bias")) -> dict[str, Any]:
+def llama_fields(r: ConfigReader, *, tied_default: bool = False,
+                 bias_keys: tuple[str, ...] = ("attention_bias", "mlp_bias")) -> dict[str, Any]:
     """LlamaConfig (and Mistral, Mixtral, Qwen2, Gemma): pre-RMSNorm, rotary, SwiGLU, GQA.
 
     LlamaConfig: ``attention_bias`` (q, k, v, o biases) and ``mlp_bias`` (gate, up, down) default false;
