@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -147,6 +147,23 @@ def gather_in_order(mine: list[Any]) -> list[Any] | None:
     parts: list[Any] | None = [None] * dist.get_world_size() if rank == 0 else None
     dist.gather_object(mine, parts, dst=0)
     return [x for part in parts for x in part] if parts is not None else None
+
+
+@contextlib.contextmanager
+def eval_loss_per_rank(args: Any) -> Iterator[None]:
+    """Evaluate with ``average_tokens_across_devices`` off: with it (transformers' default) a DDP evaluation's
+    eval_loss is world_size x the loss (huggingface/transformers#35078: ``compute_loss`` multiplies by the number
+    of processes, which only the training's gradient averaging cancels); off, each rank's loss is its own mean and
+    the Trainer averages the ranks' (equal shares of the split: fixed padding)."""
+    flag = getattr(args, "average_tokens_across_devices", None)
+    if flag is None:
+        yield
+        return
+    args.average_tokens_across_devices = False
+    try:
+        yield
+    finally:
+        args.average_tokens_across_devices = flag
 
 
 def finish() -> None:

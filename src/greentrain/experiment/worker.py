@@ -89,6 +89,10 @@ def _trainer_class(task: str) -> Any:
         gt_out_dir: Path = Path(".")
 
         def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+            with ranks.eval_loss_per_rank(self.args):  # several ranks: transformers' eval_loss x world (#35078)
+                return self._gt_evaluate(*args, **kwargs)
+
+        def _gt_evaluate(self, *args: Any, **kwargs: Any) -> Any:
             cb = self.gt_callback
             if cb is None or not cb.tracker.running or self.gt_in_train is None:
                 return super().evaluate(*args, **kwargs)
