@@ -87,7 +87,10 @@ BOUNDS: dict[str, Bound] = {
     "electricity_usd_per_kwh": Bound(0.0, 10.0, "USD/kWh", "retail prices peaked near 1 USD/kWh (EU, 2022)"),
     # run length and power
     "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
+    "deadline_days": Bound(0.0, 10 * 365.25, "days", "10 years: longer than an accelerator's service life",
+                           lo_open=True),
     "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),
+    "budget_usd": Bound(0.0, 1e12, "USD", "the largest training runs are costed at ~1e9 USD", lo_open=True),
     "usd_per_chip_hour": Bound(0.0, 1e4, "USD/h", "clouds rent accelerators for 1-15 USD per chip-hour"),
     "hardware_usd_per_chip": Bound(0.0, 1e8, "USD", "a GPU costs 1e4-5e4 USD, a wafer-scale system ~3e6"),
     "lifetime_years": Bound(0.0, 30.0, "years", "accelerators are amortised over 3-6 years", lo_open=True),

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from greentrain import units
-from greentrain.cli.argtypes import finite_float, positive_float
+from greentrain.cli.argtypes import bounded, finite_float
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
 from greentrain.results.view import stamp
@@ -55,8 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--memory-headroom", type=finite_float, default=DEFAULT_MEMORY_HEADROOM,
                    help=f"fraction of device memory to leave free, in [0, 1) (default {DEFAULT_MEMORY_HEADROOM}: "
                         "real runs avoid the last few percent; 0 packs to the limit)")
-    c.add_argument("--budget-usd", type=positive_float, help="most the run may cost")
-    c.add_argument("--deadline-days", type=positive_float, help="longest the run may take")
+    c.add_argument("--budget-usd", type=bounded("budget_usd"), help="most the run may cost (USD)")
+    c.add_argument("--deadline-days", type=bounded("deadline_days"), help="longest the run may take")
 
 
 def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Profile
 from greentrain.estimate.vector import estimate_steps
@@ -62,8 +62,10 @@ class Constraints:
         require(0.0 <= self.memory_headroom < 1.0, "constraints.memory_headroom", self.memory_headroom,
                 "must be in [0, 1)")
         require(0.0 <= self.tie_tolerance < 1.0, "constraints.tie_tolerance", self.tie_tolerance, "must be in [0, 1)")
-        require(self.budget_usd >= 0, "constraints.budget_usd", self.budget_usd, "must be >= 0 (0: no limit)")
-        require(self.deadline_s >= 0, "constraints.deadline_s", self.deadline_s, "must be >= 0 (0: no limit)")
+        for value, kind, name in ((self.budget_usd, "budget_usd", "budget_usd"),
+                                  (self.deadline_s, "duration_s", "deadline_s")):
+            if value != 0:  # 0: no limit
+                BOUNDS[kind].check(value, f"constraints.{name}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
