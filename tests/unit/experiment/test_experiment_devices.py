@@ -138,14 +138,17 @@ TINY = {"data": {"train_size": 32, "eval_size": 8, "test_size": 8, "max_source_t
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory, make_experiment: Any) -> tuple[Path, Any]:
-    """The tiny variant on 2 ranks (torchrun, gloo), run by the runner as any variant (its worker process)."""
+    """The tiny variant on 2 CPU ranks (torchrun, gloo), run by the runner as any variant (its worker process)."""
+    return _run_tiny(tmp_path_factory.mktemp("devices"), make_experiment, (("CUDA_VISIBLE_DEVICES", ""),))
+
+
+def _run_tiny(out: Path, make_experiment: Any, env: tuple[tuple[str, str], ...]) -> tuple[Path, Any]:
     pytest.importorskip("transformers")
     pytest.importorskip("rouge_score")
     from greentrain.experiment.runner import NoProgress, run_in_folder
 
-    out = tmp_path_factory.mktemp("devices")
     v = experiment_from_dict(make_experiment(**TINY), "tiny.yaml").variants[0]
-    run_in_folder(out, v, "process", NoProgress())
+    run_in_folder(out, v, "process", NoProgress(), env=env)
     return out, v
 
 
@@ -187,3 +190,18 @@ def test_two_ranks_train_one_variant_and_rank0_gathers_them(two_ranks: tuple[Pat
     assert two.rouge1 is not None and two.eval_loss is not None and two.perplexity is None
     # 2 steps from a random init: about ln(vocabulary) per token, not world_size x it (transformers#35078)
     assert 0.5 * math.log(vocab_size(v.job)) < two.eval_loss < 1.3 * math.log(vocab_size(v.job))
+
+
+@pytest.mark.slow
+def test_two_gpus_train_one_variant_with_nccl(tmp_path: Path, make_experiment: Any) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    from greentrain.experiment.results import read_result
+    from greentrain.experiment.runner import variant_dir
+
+    out, v = _run_tiny(tmp_path, make_experiment, ())
+    r = read_result(variant_dir(out, v.variant_id) / "result.json")
+    assert r is not None and r.status == "ok" and r.device != "cpu", r
+    assert (r.world_size, r.global_batch_size, r.memory_source) == (2, 8, "cuda-peak")
+    assert r.predicted_flop_per_step == pytest.approx(r.flop_per_step, rel=1e-9)
