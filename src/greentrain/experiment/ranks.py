@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -113,6 +114,13 @@ def exec_torchrun(spec_path: Path, devices: int, parent_env: str, num_threads: i
     sys.stderr.flush()
     cmd = torchrun_command(spec_path, devices)
     os.execve(cmd[0], cmd, env)
+
+
+def rank_killed(stderr: str) -> bool:
+    """Whether torchrun's report names a rank killed by a signal (the OOM killer, a preemption) as the root cause
+    of its failure: ``Root Cause (first observed failure): ... exitcode  : -9``; a rank that raised exits 1."""
+    found = re.search(r"Root Cause \(first observed failure\):.*?exitcode\s*:\s*(-?\d+)", stderr, re.DOTALL)
+    return found is not None and int(found.group(1)) < 0
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -41,6 +41,7 @@ from greentrain.experiment.attempts import (  # noqa: F401 (names the report and
 )
 from greentrain.experiment.executors import Slot
 from greentrain.experiment.extras import missing_modules, require_modules
+from greentrain.experiment.ranks import rank_killed
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
 from greentrain.results.experiment import ExperimentManifest
@@ -120,7 +121,7 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
     got = read_result(folder / "result.json")
     if got is not None:
         return got
-    if killed_ok and proc.returncode < 0:  # killed (OOM killer, preemption): the caller retries
+    if killed_ok and (proc.returncode < 0 or rank_killed(proc.stderr)):  # OOM killer, preemption: retried
         return None
     # the worker died without a result (killed, out of memory; under torchrun: a rank's error, then the others)
     tail = ([x for x in lines if x.startswith(FAILED_PREFIX)] or lines or [""])[-1]

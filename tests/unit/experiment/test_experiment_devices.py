@@ -67,6 +67,29 @@ def test_ranks_records_threads_and_shares() -> None:
                    "greentrain.experiment.worker", "v.json"]
 
 
+TORCHRUN_REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+greentrain.experiment.worker FAILED
+-------------------------------------------------------
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 10753)  (SIGTERM)
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 10754)
+=======================================================
+"""
+
+
+def test_a_rank_killed_by_a_signal_is_told_from_a_rank_that_raised() -> None:
+    assert ranks.rank_killed(TORCHRUN_REPORT.format(code="-9 (SIGKILL)"))  # torchrun 2.13's report, trimmed
+    assert not ranks.rank_killed(TORCHRUN_REPORT.format(code="1"))  # the others were then sent SIGTERM
+    assert not ranks.rank_killed("greentrain experiment: variant base failed: ValueError: x")
+
+
 def test_the_launcher_becomes_torchrun_only_where_it_can(monkeypatch: pytest.MonkeyPatch) -> None:
     from greentrain.experiment.pruning import TRIAL_ENV
 
