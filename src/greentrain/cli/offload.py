@@ -84,6 +84,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl.add_argument("--seq-len", "--seq", dest="seq_len", required=True, help="tokens per sequence")
     pl.add_argument("--device-gib", required=True, help="device memory cap, GiB")
     pl.add_argument("--host-gib", required=True, help="host memory cap, GiB")
+    pl.add_argument("--micro-batches", help="micro-batches (rounds) per optimizer step, as `train` runs them "
+                    "(default: as many as keep the optimizer near 1 %% of the step)")
+    pl.add_argument("--host-threads", help="CPU threads of the host optimizer (default 8; `train` uses its "
+                    "machine's torch.get_num_threads())")
     _common(pl)
     hm = sub.add_parser("heatmap", help="the planner over a grid; PNG panels and/or JSON")
     hm.add_argument("--model", required=True, help="comma list of models")
@@ -129,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
 def _policy(args: argparse.Namespace) -> OffloadPolicy:
     from greentrain.offload.config import OffloadPolicy
 
-    return OffloadPolicy(downgrade=not args.no_downgrade)
+    rounds = getattr(args, "micro_batches", None)
+    threads = getattr(args, "host_threads", None)
+    return OffloadPolicy(downgrade=not args.no_downgrade,
+                         rounds_per_step=_int_one(rounds, "offload.micro_batches") if rounds else None,
+                         host_threads=_int_one(threads, "offload.host_threads") if threads else None)
 
 
 def _scenario(model: str, chip: str, seq_len: int, host_link: str, batch: int = 1) -> Scenario:
@@ -186,6 +194,9 @@ def compare_with_plan(plan: OffloadPlan, profile: FrameworkProfile, sc: Scenario
     reasons.append(f"placement: optimizer on the {plan.optimizer_on} ({plan.optimizer_time_s:.3g} s per step of "
                    f"{plan.step_time_s:.3g} s), {plan.resident_layers} layers resident, recompute "
                    f"{100 * plan.recompute_fraction:.1f} % of FLOPs, bound by {plan.bound}")
+    if plan.host_copy_time_s > 0:
+        reasons.append(f"the executor's synchronous host gradient copies ({plan.host_copy_time_s:.3g} s per step, "
+                       f"{plan.num_rounds} micro-batches)")
     shown = f"{ref:,.0f} tokens/s" if ref is not None else "does not fit on the device"
     summary = (f"`greentrain plan` for this model, chip, sequence and step (everything on the device): {shown}; this "
                f"plan's {plan.tokens_per_s:,.0f} differs by " + "; ".join(reasons))

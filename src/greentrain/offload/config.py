@@ -66,6 +66,8 @@ class OffloadPolicy:
     downgrade: bool = True  # full -> attention where the link time exceeds the recompute it saves
     loss_chunk_tokens: int = 4096
     chips_per_host_link: int = 1  # GPUs behind one host link share its bandwidth
+    host_threads: int | None = None  # CPU threads of the host optimizer; None: offload.yaml cpu.host_threads
+    rounds_per_step: int | None = None  # micro-batches (rounds) per optimizer step; None: the batch rule
 
     def __post_init__(self) -> None:
         if self.resident_layers is not None:
@@ -79,6 +81,10 @@ class OffloadPolicy:
         require(self.loss_chunk_tokens >= 1, "offload.loss_chunk_tokens", self.loss_chunk_tokens, "must be >= 1")
         require(self.chips_per_host_link >= 1, "offload.chips_per_host_link", self.chips_per_host_link,
                 "must be >= 1")
+        for name, value in (("host_threads", self.host_threads), ("rounds_per_step", self.rounds_per_step)):
+            if value is not None:
+                require(isinstance(value, int) and 1 <= value <= 100_000, f"offload.{name}", value,
+                        "must be a whole number from 1 to 100,000")
         if self.activation_levels is not None:
             allowed = ("device", *LEVELS)
             for key, n in self.activation_levels.items():
@@ -109,6 +115,10 @@ class FrameworkProfile:
     # element-wise ops (model/ops.py eager kinds) run as chains of eager kernels, at the executor's counted bytes
     # (offload/eager.py); (): each one fused kernel, as ml_dataflow's C kernels
     eager_ops: tuple[str, ...] = ()
+    # the host side of a host optimizer (offload/host.py): "overlapped" (gradients out over the pinned link while
+    # the backward runs, a fused CPU AdamW per layer as they arrive) or "executor" (greentrain's StreamingTrainer:
+    # synchronous pageable gradient copies in the backward, clipping and a single-tensor AdamW after it)
+    host_side: str = "overlapped"
 
 
 @cache
@@ -151,7 +161,8 @@ def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkPr
         master_weights=False if bf16 else None, state_dtype_bytes=2.0 if bf16 else 0.0, grads_round_trip=False,
         ends_host_copy=False, matmul_scale=1.0,
         attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2, lookahead=True,
-        eager_ops=EXECUTOR_EAGER_OPS)  # offload/llama.py's RMSNorm, rotary and SwiGLU product
+        eager_ops=EXECUTOR_EAGER_OPS,  # offload/llama.py's RMSNorm, rotary and SwiGLU product
+        host_side="executor")
 
 
 PROFILES = ("pytorch", "ml_dataflow")
@@ -175,12 +186,13 @@ EXECUTORS = ("greentrain", *STOCK_EXECUTORS)  # greentrain: offload/train.py und
 
 
 def stock_profile(name: str, state: str = "mixed") -> FrameworkProfile:
-    """The planner's profile of a stock executor: the pytorch profile's kernels and host AdamW, its own name."""
+    """The planner's profile of a stock executor: the pytorch profile's kernels and host AdamW, its own name, and
+    the overlapped host side (pinned gradient copies during the backward, a fused CPU AdamW; offload/host.py)."""
     if name not in STOCK_EXECUTORS:
         raise ConfigError("offload.executor", name, f"must be one of {', '.join(EXECUTORS)}")
     from dataclasses import replace
 
-    return replace(pytorch_profile(state=state), name=name)
+    return replace(pytorch_profile(state=state), name=name, host_side="overlapped")
 
 
 def stock_policy(name: str, num_layers: int, downgrade: bool = True) -> OffloadPolicy:

@@ -104,7 +104,17 @@ def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, sp
     full = t * (e * (6 * d + 3 * q + 2 * kv + up * 2 * f + 2) + LSE_BYTES * heads)
     att = t * (e * (d + 2 * q + 2 * kv) + LSE_BYTES * heads)
     inp = layer_activation(spec, nseq, span, e, moe=False, flash=True).input_bytes
-    return {"input": inp, "attention": att, "full": full, "device": full}
+    # device working set of a layer's backward (its MLP backward is the peak, tests/unit/offload): the MLP's
+    # activation gradients (up x ffn + hidden per token) over what is live; input: the whole layer recomputed
+    # (= full) too; attention: the post-attention checkpoint's inputs (x, the attention output) back from the
+    # host and what it recomputes (its norm, the attention output it projects, the SwiGLU tensors); full: what
+    # the MLP backward unpacks (the same post-attention tensors). Accounted on the tiny llama (fp32, 256 and
+    # 1,024 tokens, 2026-11-26), bytes per token over the executor's fixed bytes: input 6,176 (modelled 5,912),
+    # attention 4,620 (4,868), full 3,080 (3,076).
+    post = t * e * (3 * d + 1 + q + up * 2 * f)
+    grads = t * e * (up * f + d)
+    return {"input": inp, "attention": att, "full": full, "device": full, "activation_grads": grads,
+            "working_attention": t * e * (d + q) + post + grads, "working_full": post}
 
 
 def scaled_efficiency(eff: Efficiency, profile: FrameworkProfile) -> Efficiency:
@@ -134,6 +144,7 @@ class ChunkCosts:
     optimizer_bytes_per_param: float
     end_params: float
     table_params: float  # one vocabulary x hidden table (embedding or head)
+    largest_tensor_params: float  # a layer's largest weight (an MLP matrix, ffn x hidden)
     ends_fwd_s: float  # embedding + head + loss, one chunk
     ends_bwd_s: float
     model_flop_per_chunk: float  # 3 x forward, every layer and the ends
@@ -226,6 +237,7 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
         weight_bytes_per_param=w, grad_bytes_per_param=g, optimizer_bytes_per_param=o,
         end_params=float(spec.embedding_params() + spec.output_params()),
         table_params=float(spec.vocab_size * spec.hidden_size),
+        largest_tensor_params=float(max(spec.ffn_hidden_size, spec.q_width, spec.hidden_size) * spec.hidden_size),
         ends_fwd_s=sum(op_s(op) for op in ends), ends_bwd_s=sum(op_bwd_s(op) for op in ends),
         model_flop_per_chunk=3.0 * (spec.num_layers * _flop(layer, profile.causal) + _flop(ends, False)),
         head_logit_bytes_per_token=spec.vocab_size * (e + 4.0), context_bytes=ctx,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import resource
 from collections.abc import Iterator
@@ -95,12 +96,16 @@ def host_memory_capped(limit_bytes: float) -> Iterator[None]:
 
 
 def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str, device: str,
-              host_link: str = "", downgrade: bool = True, executor: str = "greentrain") -> tuple[Any, OffloadPlan]:
+              host_link: str = "", downgrade: bool = True, executor: str = "greentrain",
+              host_threads: int | None = None) -> tuple[Any, OffloadPlan]:
     """The spec and the plan the executor will follow (fp32 on CPU, bf16 on CUDA): the pytorch profile's best
-    placement for greentrain's executor, a stock executor's own placement priced (offload/config.py)."""
+    placement for greentrain's executor, a stock executor's own placement priced (offload/config.py); for the
+    step the run takes (``micro_batches`` rounds and one optimizer step, the host AdamW on ``host_threads``)
+    and the model it builds: offload/llama.py's head is its own matrix, so the plan counts an untied head
+    whatever the model's config says (Llama 3.2 1B ties it: 262.7 M parameters more, 1.96 GiB of bf16 state)."""
     from greentrain.offload.llama import TINY_LLAMA
 
-    spec = load_model(TINY_LLAMA if model == "tiny" else model)
+    spec = dataclasses.replace(load_model(TINY_LLAMA if model == "tiny" else model), tied_embeddings=False)
     precision = "bf16" if device == "cuda" else "fp32"
     cluster = {"chip": chip, "num_chips": 1} | ({"host_link": host_link} if host_link else {})
     sc = scenario_from_dict({"model": spec.to_dict(), "cluster": cluster,
@@ -111,15 +116,17 @@ def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, c
         eff = dataclasses.replace(eff, reserved_bytes=0.0)
     state = "bf16" if device == "cuda" else "mixed"  # the masters are the model's dtype: bf16 on CUDA, fp32 on CPU
     if executor == "greentrain":
-        return spec, plan_offload(sc, caps, OffloadPolicy(downgrade=downgrade), pytorch_profile(state=state), eff=eff)
-    plan = plan_offload(sc, caps, stock_policy(executor, spec.num_layers, downgrade), stock_profile(executor, state),
-                        eff=eff)
+        policy = OffloadPolicy(downgrade=downgrade, rounds_per_step=micro_batches, host_threads=host_threads)
+        return spec, plan_offload(sc, caps, policy, pytorch_profile(state=state), eff=eff)
+    policy = dataclasses.replace(stock_policy(executor, spec.num_layers, downgrade), rounds_per_step=micro_batches,
+                                 host_threads=host_threads)
+    plan = plan_offload(sc, caps, policy, stock_profile(executor, state), eff=eff)
     if plan.device.total_bytes > caps.device_bytes:  # its placement is fixed: the planner cannot make it fit
         raise ConfigError("offload.device_gib", round(units.bytes_to_gib(caps.device_bytes), 3),
                           f"{executor} keeps {'one layer' if executor == 'fsdp2' else 'every layer'}'s weights and "
                           f"every activation on the device: the planner prices "
                           f"{units.bytes_to_gib(plan.device.total_bytes):.4g} GiB; give a larger cap or use "
-                          "--executor greentrain")
+                          "offload.executor greentrain")
     return spec, plan
 
 
@@ -130,8 +137,10 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
         raise ConfigError("offload.framework", framework, "the executor runs pytorch plans (ml_dataflow predicts only)")
     dev = _check_executor(executor, _device(device))
     need = check_host_memory(caps, dev, available_host_bytes())
-    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade, executor)
-    import torch
+    import torch  # its intra-op threads run the executor's host AdamW: the plan prices this machine's
+
+    spec, plan = make_plan(model, caps, seq_len, micro_batches, chip, dev, host_link, downgrade, executor,
+                           host_threads=torch.get_num_threads())
 
     from greentrain.offload.llama import build_llama, synthetic_batch
     from greentrain.offload.stock import one_process_group
@@ -163,6 +172,16 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
             raise ConfigError("offload.host_gib", round(units.bytes_to_gib(caps.host_bytes), 3),
                               f"the run needed more host memory than its cap ({units.bytes_to_gib(need):.1f} GiB "
                               "with the emulated device): give a larger cap or a smaller model/sequence") from None
+    return _result(executor, spec, dev, plan, chip, caps, seq_len, micro_batches, stats, acct is not None)
+
+
+def _result(executor: str, spec: Any, dev: str, plan: OffloadPlan, chip: str, caps: OffloadCaps, seq_len: int,
+            micro_batches: int, stats: list[Any], accounted: bool) -> dict[str, Any]:
+    """What `offload train` prints: measured per run and per step, beside the plan's prediction."""
+    import torch
+
+    steps = len(stats)
+    acct = accounted
     timed = stats[1:] or stats  # the first step warms up
     tps = sum(s.tokens for s in timed) / sum(s.step_time_s for s in timed)
     flop_per_token = plan.mfu * _peak(plan, chip) * plan.step_time_s / plan.tokens_per_step
@@ -176,9 +195,15 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
         "device_peak_gib": gib(max(s.device_peak_bytes for s in stats)) if dev == "cuda" or acct else None,
         "host_peak_gib": gib(max(s.host_bytes for s in stats)),
         "h2d_gb": stats[-1].h2d_bytes / 1e9, "d2h_gb": stats[-1].d2h_bytes / 1e9,
+        # per step (the first includes the trainer's first loads): the next GPU session splits the step with these
+        "step_times_s": [s.step_time_s for s in stats], "optimizer_times_s": [s.optimizer_time_s for s in stats],
+        "step_h2d_gb": [(b - a) / 1e9 for a, b in itertools.pairwise([0, *(s.h2d_bytes for s in stats)])],
+        "step_d2h_gb": [(b - a) / 1e9 for a, b in itertools.pairwise([0, *(s.d2h_bytes for s in stats)])],
         "placement": {"resident_layers": plan.resident_layers, "activation_slots": plan.slots()},
         "predicted": {"tokens_per_s": plan.tokens_per_s, "mfu": plan.mfu, "device_gib": gib(plan.device.total_bytes),
-                      "host_gib": gib(plan.host.total_bytes), "bound": plan.bound},
+                      "host_gib": gib(plan.host.total_bytes), "bound": plan.bound, "step_time_s": plan.step_time_s,
+                      "optimizer_time_s": plan.optimizer_time_s, "host_copy_time_s": plan.host_copy_time_s,
+                      "num_rounds": plan.num_rounds, "host_threads": torch.get_num_threads()},
         "note": "" if dev == "cuda" else "CPU run: tokens/s is the CPU's and the prediction is for the chip named; "
                 + ("the device is a byte budget (DeviceBytes)" if acct else f"{executor}'s host and device are one "
                    "memory here, so no device peak is measured; host_peak_gib is the process's peak RSS growth"),

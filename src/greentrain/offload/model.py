@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from greentrain.offload.costs import ChunkCosts
+from greentrain.offload.host import HostCosts
 from greentrain.offload.pipeline import RoundLayers, round_times
 
 FloatArray = npt.NDArray[np.float64]
@@ -32,7 +33,7 @@ class Setting:
     cc: ChunkCosts
     beta_bytes_per_s: float  # pinned host link per direction, this chip's share
     optimizer_on: str
-    cpu_adam_params_per_s: float
+    host: HostCosts  # the host side of a host optimizer (offload/host.py)
     reserved_bytes: float
     loss_chunk_tokens: int
     ends_host_copy: bool
@@ -41,6 +42,16 @@ class Setting:
     layer_major: bool  # every chunk of a round runs a layer before the next: its weights move once per round
     min_device_slots: int = 0  # ml_dataflow keeps at least two activation slots on the device (dataflow.py)
     lookahead: bool = False  # rounds as a bounded-buffer pipeline (offload/pipeline.py), not layer by layer
+    rounds_per_step: int = 0  # fixed micro-batches per optimizer step; 0: the batch rule (rounds_for)
+
+    @property
+    def host_serial(self) -> bool:
+        """Gradients copied synchronously on the host in the backward (the executor's host side)."""
+        return self.optimizer_on == "host" and not self.host.grads_on_link
+
+    def grad_copy_s(self, params: float) -> float:
+        """Seconds the compute stream waits for the host copies of ``params`` gradients in one round."""
+        return params * self.host.grad_copy_s_per_param if self.host_serial else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,12 +65,16 @@ class Evaluated:
     h2d_s: FloatArray  # per round, link busy time host -> device
     d2h_s: FloatArray
     exposed_s: FloatArray  # per round, time the compute waits on the link (fills included)
+    host_s: FloatArray  # per round, time the compute waits for synchronous host gradient copies (in exposed_s)
     recompute_s: FloatArray
     recompute_flop: FloatArray
 
 
-def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray) -> dict[str, FloatArray]:
-    """Device bytes by category (section 4.3 step 1)."""
+def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArray,
+                 levels: tuple[FloatArray, FloatArray, FloatArray] | None = None) -> dict[str, FloatArray]:
+    """Device bytes by category (section 4.3 step 1). ``levels``: the home slots (input, attention, full) of a
+    chosen plan, whose backward working set is the largest of its levels'; None: a whole recomputed layer, the
+    largest (the search's bound, so a plan fits its cap whatever levels it takes)."""
     cc = st.cc
     p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
     on_device_opt = st.optimizer_on == "device-streamed"
@@ -76,6 +91,8 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
         resident = r * p * w
         more = (st.grad_buffers - 1) * p * g
         ring = loaded + p * g + np.where(dev_slots >= 1, np.maximum(0.0, more - cc.saved_bytes["device"]), more)
+        if st.host_serial:  # the executor's hook copies each gradient at once and drops it: one tensor's at a time
+            ring = loaded + cc.largest_tensor_params * g
         # every activation on the device: the executor peaks at the start of the backward (the head's backward,
         # every slot live), when the ring holds only the streamed layers it prefetches ahead of the resident
         # ones (k - r of them) and one gradient buffer (tests/unit/offload/test_offload_budget.py,
@@ -92,7 +109,14 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     head = st.loss_chunk_tokens * cc.head_logit_bytes_per_token
     # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
     # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute
-    working = np.where(dev_slots == 0, cc.saved_bytes["device"], 0.0)
+    sb = cc.saved_bytes
+    grads = sb.get("activation_grads", 0.0)  # the layer in backward's activation gradients (executor profiles)
+    need = sb["device"] + grads + 0.0 * r
+    if levels is not None and "working_full" in sb:
+        n_in, n_att, n_full = levels
+        need = np.where(n_in > 0, need, np.where(n_att > 0, sb["working_attention"],
+                                                 np.where(n_full > 0, sb["working_full"], need)))
+    working = np.where(dev_slots == 0, need, grads)
     zeros = np.zeros_like(r, dtype=np.float64)
     return {
         "reserved": zeros + st.reserved_bytes,
@@ -139,9 +163,11 @@ def offloaded_optimizer_s(st: Setting, r: FloatArray, backward_s: FloatArray, fi
         streamed = np.maximum(adam, np.maximum(p * (w + g + o) / beta, p * (w + o) / beta))
         return (cc.num_layers - r) * streamed + r * adam + cc.end_params * cc.adam_device_s_per_param
     params = cc.num_layers * p + cc.end_params
-    cpu = params / st.cpu_adam_params_per_s
     upload = (r * p + cc.end_params) * w / beta
-    tail = (p + cc.table_params) / st.cpu_adam_params_per_s  # layer 0 and the embedding table, the last gradients
+    if not st.host.overlapped:  # the executor: clipping and AdamW after the last backward, then the upload
+        return params * st.host.optimizer_s_per_param + upload
+    cpu = params / st.host.adam_params_per_s
+    tail = (p + cc.table_params) / st.host.adam_params_per_s  # layer 0 and the embedding table, the last gradients
     return np.maximum(cpu - (backward_s - first_layer_s), tail) + upload
 
 
@@ -172,15 +198,18 @@ def _pipelined(st: Setting, r: FloatArray, k: FloatArray, t: dict[str, FloatArra
     ``offloaded_optimizer_s``)."""
     cc, beta = st.cc, st.beta_bytes_per_s
     host = st.optimizer_on == "host"
-    rate = st.cpu_adam_params_per_s
+    rate = st.host.adam_params_per_s
     cpu = ((cc.end_params - cc.table_params) / rate, cc.layer_params / rate, cc.table_params / rate)
     lay = RoundLayers(num_layers=cc.num_layers, streamed=cc.num_layers - r, ring=int(np.max(k)) + 1,
                       grad_buffers=st.grad_buffers, fwd_s=t["cf"], bwd_s=t["cb"], load_fwd_s=t["h2d_f"],
                       out_fwd_s=t["acts"], load_bwd_s=(t["h2d_b"], t["acts"]), grad_s=(t["d2h_b"], t["g_res"]),
-                      ends_s=cc.chunks_per_round * (cc.ends_fwd_s + cc.ends_bwd_s), cpu_s=cpu if host else None)
+                      ends_s=cc.chunks_per_round * (cc.ends_fwd_s + cc.ends_bwd_s) + st.grad_copy_s(cc.end_params),
+                      cpu_s=cpu if host and st.host.overlapped else None)
     rt = round_times(lay)
     if not host:
         return rt.period_s, 0.0 * rt.period_s
+    if not st.host.overlapped:
+        return rt.period_s, offloaded_optimizer_s(st, r, 0.0 * r, 0.0 * r)
     upload = (r * cc.layer_params + cc.end_params) * cc.weight_bytes_per_param / beta
     return rt.period_s, rt.cpu_s + upload
 
@@ -197,22 +226,24 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     acts = (n_in * sb["input"] + n_att * sb["attention"] + n_full * sb["full"]) / L  # per layer, each way
     rec = n_in * rs["input"] + n_att * rs["attention"] + n_full * rs["full"]
     rec_flop = n_in * rf["input"] + n_att * rf["attention"] + n_full * rf["full"]
-    cf, cb = n * cc.fwd_s, n * cc.bwd_s + rec / L
+    host_copy = st.grad_copy_s(n * p)  # a layer's synchronous host gradient copies block its backward
+    cf, cb = n * cc.fwd_s, n * cc.bwd_s + rec / L + host_copy
     wt, gt = (p * w, p * g) if st.layer_major else (n * p * w, n * p * g)  # per round
+    g_out = 0.0 if st.host_serial else gt  # gradients over the link
     g_in = gt if st.grads_round_trip else 0.0
     streamed = L - r
     # streamed layers
     h2d_f, d2h_f = wt / beta, acts / beta
-    h2d_b, d2h_b = (wt + acts + g_in) / beta, gt / beta
+    h2d_b, d2h_b = (wt + acts + g_in) / beta, g_out / beta
     fwd_st = np.where(single, np.maximum(cf + h2d_f, d2h_f), np.maximum(cf, np.maximum(h2d_f, d2h_f)))
     bwd_st = np.where(single, np.maximum(cb + np.maximum((wt + g_in) / beta, d2h_b), h2d_b),
                       np.maximum(cb, np.maximum(h2d_b, d2h_b)))
     # resident layers: only activations move, and under a host optimizer their gradients leave too (each in its
     # post-accumulate hook: the device keeps no gradient of a resident layer, device_parts)
-    g_res = gt if st.optimizer_on == "host" else 0.0
+    g_res = g_out if st.optimizer_on == "host" else 0.0
     fwd_res = np.maximum(cf, acts / beta)
     bwd_res = np.maximum(cb, np.maximum(acts / beta, g_res / beta))
-    ends = n * (cc.ends_fwd_s + cc.ends_bwd_s)
+    ends = n * (cc.ends_fwd_s + cc.ends_bwd_s) + st.grad_copy_s(cc.end_params)
     g_last = np.where(streamed > 0, d2h_b, g_res / beta)  # the backward's last layer (layer 0)
     round_s = _round_s(fill_s=np.where(streamed > 0, wt / beta, 0.0), fwd_s=streamed * fwd_st + r * fwd_res,
                        acts_s=acts / beta, cf=cf, cb=cb, ends_s=ends,
@@ -220,7 +251,8 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
                        first_bwd_s=np.where(r > 0, bwd_res, np.maximum(cb, d2h_b)),
                        rest_bwd_s=(streamed - (r == 0)) * bwd_st + (r - (r > 0)) * bwd_res,
                        drain_s=st.grad_buffers * np.maximum(0.0, g_last - cb), fwd_d2h_s=L * acts / beta)
-    compute = L * (cf + cb) + ends
+    host_s = L * host_copy + st.grad_copy_s(cc.end_params)
+    compute = L * (cf + cb) + ends - host_s
     h2d = streamed * (h2d_f + h2d_b) + r * acts / beta
     d2h = streamed * (d2h_f + d2h_b) + r * (acts + g_res) / beta
     round_s = np.maximum(round_s, np.maximum(h2d, d2h))  # a round never beats its busiest link
@@ -236,11 +268,15 @@ def evaluate(st: Setting, r: FloatArray, n_in: FloatArray, n_att: FloatArray, n_
     zero = 0.0 * round_s
     return Evaluated(host_bytes=np.asarray(host, dtype=np.float64),
                      round_s=round_s, optimizer_s=opt, compute_s=compute + zero, h2d_s=h2d, d2h_s=d2h,
-                     exposed_s=round_s - compute, recompute_s=rec + zero, recompute_flop=rec_flop + zero)
+                     exposed_s=round_s - compute, host_s=host_s + zero, recompute_s=rec + zero,
+                     recompute_flop=rec_flop + zero)
 
 
-def rounds_for(round_s: FloatArray, opt_s: FloatArray, share: float) -> FloatArray:
-    """Rounds per step so the optimizer is at most ``share`` of the step (ml_dataflow's batch rule)."""
+def rounds_for(round_s: FloatArray, opt_s: FloatArray, share: float, fixed: int = 0) -> FloatArray:
+    """Rounds per step so the optimizer is at most ``share`` of the step (ml_dataflow's batch rule), or the
+    ``fixed`` micro-batches per step a run takes."""
+    if fixed:
+        return np.full_like(np.asarray(round_s, dtype=np.float64), float(fixed))
     return np.maximum(1.0, np.ceil(opt_s / (share * round_s) - 1e-9))
 
 
@@ -248,5 +284,8 @@ def steady_tokens_per_s(st: Setting, ev: Evaluated, share: float) -> FloatArray:
     """Tokens/s with the optimizer amortised over the rounds of the batch rule taken as a real number: the
     optimizer adds min(its time, share x round) per round. A whole number of rounds gives within share/rounds
     of this; taking it continuous keeps the prediction monotonic in memory and bandwidth (a faster link can
-    otherwise lower the rounds and so the amortisation)."""
+    otherwise lower the rounds and so the amortisation). With ``rounds_per_step`` fixed, the step's own tokens/s:
+    R rounds and one optimizer step."""
+    if st.rounds_per_step:
+        return st.cc.tokens_per_round / (ev.round_s + ev.optimizer_s / st.rounds_per_step)
     return st.cc.tokens_per_round / (ev.round_s + np.minimum(ev.optimizer_s, share * ev.round_s))

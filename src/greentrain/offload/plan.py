@@ -29,6 +29,7 @@ from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, offload_constants, pytorch_profile
 from greentrain.offload.costs import ChunkCosts, chunk_costs
 from greentrain.offload.dataflow import MIN_DEVICE_SLOTS
+from greentrain.offload.host import host_costs
 from greentrain.offload.model import (
     Evaluated,
     FloatArray,
@@ -93,10 +94,11 @@ class OffloadPlan:
     mfu: float
     hfu: float
     recompute_fraction: float  # recomputed FLOPs / hardware FLOPs
-    bound: str  # compute | h2d | d2h | optimizer
+    bound: str  # compute | h2d | d2h | host (synchronous host gradient copies) | optimizer
     minimum_device_bytes: float
     minimum_host_bytes: float
     needs_sequence_chunking: bool
+    host_copy_time_s: float = 0.0  # per step: the compute waits for synchronous host gradient copies (executor)
 
     def slots(self) -> dict[str, int]:
         return dict(self.activation_slots)
@@ -128,9 +130,11 @@ def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
     cc = chunk_costs(sc.model, sc.cluster.chip, eff, profile, w.seq_len, _micro_batch(sc), w.precision,
                      w.optimizer, w.grad_dtype)
     beta = link.bytes_per_s * float(k["link"]["pinned_copy_efficiency"]) / policy.chips_per_host_link
-    cpu = float(k["cpu"]["adam_params_per_s_per_thread"]) * float(k["cpu"]["adam_threads"])
+    master = 2.0 if profile.state_dtype_bytes == 2 else 4.0  # the host AdamW's masters: bf16 state, else fp32
+    host = host_costs(profile, grad_bytes_per_param=cc.grad_bytes_per_param, master_bytes=master,
+                      threads=policy.host_threads or int(k["cpu"]["host_threads"]), pinned_bytes_per_s=beta)
     return Setting(cc=cc, beta_bytes_per_s=beta, optimizer_on=policy.optimizer_on or profile.optimizer_on,
-                   cpu_adam_params_per_s=cpu, reserved_bytes=eff.reserved_bytes,
+                   host=host, reserved_bytes=eff.reserved_bytes, rounds_per_step=policy.rounds_per_step or 0,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
                    grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds,
@@ -318,12 +322,12 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
     k = int(best.k[0])
     n_in, n_att, n_full = _levels(cc, best.home, best.u)
     ev = best.ev or evaluate(st, best.r, n_in, n_att, n_full, single=best.k == 0, k=best.k)
-    rounds = float(rounds_for(ev.round_s, ev.optimizer_s, share)[0])
+    rounds = float(rounds_for(ev.round_s, ev.optimizer_s, share, st.rounds_per_step)[0])
     step = rounds * float(ev.round_s[0]) + float(ev.optimizer_s[0])
     peak = sc.cluster.chip.peak_flop_per_s(sc.workload.precision)
     model_flop = rounds * cc.chunks_per_round * cc.model_flop_per_chunk
     rec_flop = rounds * float(ev.recompute_flop[0])
-    dev = device_parts(st, best.r, best.r * 0 + k, best.dev)
+    dev = device_parts(st, best.r, best.r * 0 + k, best.dev, (n_in, n_att, n_full))
     host = host_parts(st, best.r, n_in, n_att, n_full)
     L = cc.num_layers
     acts = float((n_in * cc.saved_bytes["input"] + n_att * cc.saved_bytes["attention"]
@@ -332,7 +336,8 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
     w_bytes = cc.layer_params * cc.weight_bytes_per_param if streamed else 0.0
     g_bytes = cc.layer_params * cc.grad_bytes_per_param if streamed else 0.0
     opt = float(ev.optimizer_s[0])
-    busy = {"compute": float(ev.compute_s[0]), "h2d": float(ev.h2d_s[0]), "d2h": float(ev.d2h_s[0])}
+    busy = {"compute": float(ev.compute_s[0]), "h2d": float(ev.h2d_s[0]), "d2h": float(ev.d2h_s[0]),
+            "host": float(ev.host_s[0])}
     bound = "optimizer" if opt > rounds * float(ev.round_s[0]) else max(busy, key=lambda x: busy[x])
     mins = minimum_bytes(st, caps, 0 if st.min_device_slots else k)
     slots = (("device", int(best.dev[0])), ("input", int(n_in[0])), ("attention", int(n_att[0])),
@@ -353,4 +358,4 @@ def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkPr
         hfu=(model_flop + rec_flop) / (step * peak),
         recompute_fraction=rec_flop / (model_flop + rec_flop), bound=bound,
         minimum_device_bytes=sum(v for v in mins[0].values()), minimum_host_bytes=sum(v for v in mins[1].values()),
-        needs_sequence_chunking=cc.chunks_per_round > 1)
+        needs_sequence_chunking=cc.chunks_per_round > 1, host_copy_time_s=rounds * float(ev.host_s[0]))

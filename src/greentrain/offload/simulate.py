@@ -120,15 +120,16 @@ def _layers(st: Setting, plan: OffloadPlan) -> list[_Layer]:
     rec = sum(s[x] * rs[x] for x in ("input", "attention", "full")) / L
     p, w, g = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param
     wt, gt = (p * w, p * g) if st.layer_major else (n * p * w, n * p * g)
-    host_adam = st.optimizer_on == "host"
+    host_adam = st.optimizer_on == "host" and not st.host_serial  # the executor copies gradients on the host,
+    copy = st.grad_copy_s(n * p)  # synchronously, inside the backward
     out = []
     for i in range(L):
         streamed = i < L - plan.resident_layers
         g_in = gt if streamed and st.grads_round_trip else 0.0
-        out.append(_Layer(streamed=streamed, fwd_s=n * cc.fwd_s, bwd_s=n * cc.bwd_s + rec,
+        out.append(_Layer(streamed=streamed, fwd_s=n * cc.fwd_s, bwd_s=n * cc.bwd_s + rec + copy,
                           fwd_in_bytes=wt if streamed else 0.0, fwd_out_bytes=acts,
                           bwd_in_bytes=(wt if streamed else 0.0) + acts + g_in,
-                          bwd_out_bytes=gt if streamed or host_adam else 0.0))
+                          bwd_out_bytes=0.0 if st.host_serial else gt if streamed or host_adam else 0.0))
     return out
 
 
@@ -177,7 +178,8 @@ def _round(run: _Run, st: Setting, layers: list[_Layer], after: int | None) -> _
     """Tasks of one round (forward, ends, backward) starting after task ``after``."""
     dag, L = run.dag, len(layers)
     fwd, outs = _forward(run, layers, after)
-    ends = dag.add(run.compute, st.cc.chunks_per_round * (st.cc.ends_fwd_s + st.cc.ends_bwd_s), (fwd[-1],))
+    ends = dag.add(run.compute, st.cc.chunks_per_round * (st.cc.ends_fwd_s + st.cc.ends_bwd_s)
+                   + st.grad_copy_s(st.cc.end_params), (fwd[-1],))
     bwd: dict[int, int] = {}
     grads: dict[int, int] = {}
     prev = ends
@@ -201,8 +203,12 @@ def _optimizer(run: _Run, st: Setting, plan: OffloadPlan, rnd: _RoundTasks) -> N
     turn, last, grads = rnd.turnaround, rnd.last, rnd.grads
     p, w, g, o = cc.layer_params, cc.weight_bytes_per_param, cc.grad_bytes_per_param, cc.optimizer_bytes_per_param
     L, r = cc.num_layers, plan.resident_layers
+    if st.optimizer_on == "host" and not st.host.overlapped:  # the executor: clip and AdamW after the backward
+        cpu = dag.add(run.cpu, (L * p + cc.end_params) * st.host.optimizer_s_per_param, (last,))
+        dag.add(run.h2d, (r * p + cc.end_params) * w, (cpu,))
+        return
     if st.optimizer_on == "host":  # CPU AdamW: the head after the turnaround, each layer as its gradients
-        rate = st.cpu_adam_params_per_s  # arrive, the embedding table after the last layer
+        rate = st.host.adam_params_per_s  # arrive, the embedding table after the last layer
         done = [dag.add(run.cpu, (cc.end_params - cc.table_params) / rate, (turn,))]
         done += [dag.add(run.cpu, p / rate, (grads[i],)) for i in reversed(range(L))]
         done.append(dag.add(run.cpu, cc.table_params / rate, (last,)))

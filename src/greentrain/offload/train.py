@@ -56,8 +56,9 @@ class StepStats:
     tokens: int
     device_peak_bytes: int  # accounted (CPU) or torch.cuda.max_memory_allocated
     host_bytes: int  # masters, gradients, optimizer states and the peak of host activations
-    h2d_bytes: int
+    h2d_bytes: int  # since the trainer was built (its first loads included)
     d2h_bytes: int
+    optimizer_time_s: float = 0.0  # clipping, the host AdamW and the device refresh (after the last backward)
 
 
 class _Holder:
@@ -299,15 +300,19 @@ class StreamingTrainer:
                 loss.backward()
                 total += float(loss.detach())
                 del x, loss
+            if self.cuda:
+                torch.cuda.synchronize()
+            t_opt = time.perf_counter()
             self._optimizer_step()
         if self.cuda:
             torch.cuda.synchronize()
+        t_end = time.perf_counter()
         n_tokens = sum(mb.shape[0] * seq for mb in micro_batches)
         peak = (self.acct.peak_bytes if self.acct is not None else
                 torch.cuda.max_memory_allocated(self.dev) if self.cuda else 0)
-        return StepStats(loss=total, step_time_s=time.perf_counter() - t0, tokens=n_tokens, device_peak_bytes=peak,
+        return StepStats(loss=total, step_time_s=t_end - t0, tokens=n_tokens, device_peak_bytes=peak,
                          host_bytes=self.host_state_bytes() + self._host_act_peak, h2d_bytes=self.h2d,
-                         d2h_bytes=self.d2h)
+                         d2h_bytes=self.d2h, optimizer_time_s=t_end - t_opt)
 
     def _optimizer_step(self) -> None:
         with self._host():

@@ -117,4 +117,6 @@ def test_bf16_state_fits_8b_in_100_gib_of_host(capsys: pytest.CaptureFixture[str
     assert "minimum host" in capsys.readouterr().err
     assert main([*base, "--state", "bf16"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["host_memory_gib"]["total"] <= 100 and d["tokens_per_s"] >= 6000
+    # tokens/s: the executor's host side at 8 threads (offload/host.py; 2,686 on 2026-11-26: its synchronous
+    # pageable gradient copies and single-tensor AdamW; 8,700 when the host side was priced overlapped)
+    assert d["host_memory_gib"]["total"] <= 100 and 2000 <= d["tokens_per_s"] <= 4000
