@@ -69,7 +69,9 @@ def test_heatmap_is_a_grid_with_one_colourbar(tmp_path):
     w, h = fig.get_size_inches()
     assert w <= 15.0 and h <= 9.5
     texts = [t.get_text() for ax in panels for t in ax.texts]
-    assert len(texts) == sum(c.fits for c in cells) and all(t.endswith("k") for t in texts)
+    # thousands as "6.39k", below 1,000 plain (the pytorch profile's 8B cells since its host side is priced)
+    assert len(texts) == sum(c.fits for c in cells) and all(t.endswith("k") or float(t) < 1e3 for t in texts)
+    assert any(t.endswith("k") for t in texts)
     assert write_heatmap(cells, "tokens_per_s", tmp_path / "h.png", "pytorch").stat().st_size > 0
 
 
