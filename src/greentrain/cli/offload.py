@@ -163,7 +163,8 @@ def _plan(args: argparse.Namespace) -> int:
     same_step = _scenario(_model(args.model), args.chip, seq, args.host_link, max(1, plan.tokens_per_step // seq))
     compared = compare_with_plan(plan, profile, same_step)
     if args.json:
-        print(json.dumps(plan_to_dict(plan) | {"compared_with_plan": compared}, indent=2))
+        extra = {"host_copy_time_s": plan.host_copy_time_s, "compared_with_plan": compared}
+        print(json.dumps(plan_to_dict(plan) | extra, indent=2))
     else:
         render_plan(plan)
         print(compared["summary"])

@@ -16,6 +16,13 @@ def test_train_tiny_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert r["model"] == "tiny-llama" and len(r["losses"]) == 2 and r["tokens_per_s"] > 0
     assert r["device_peak_gib"] <= 0.004
     assert r["device_peak_gib"] == pytest.approx(r["predicted"]["device_gib"], rel=0.15)
+    # per step, for a GPU session to split the step: the optimizer phase is part of each step
+    assert len(r["step_times_s"]) == len(r["optimizer_times_s"]) == 2
+    assert all(0 < o < s for o, s in zip(r["optimizer_times_s"], r["step_times_s"], strict=True))
+    assert r["step_d2h_gb"][1] > 0 and sum(r["step_d2h_gb"]) == pytest.approx(r["d2h_gb"])
+    p = r["predicted"]
+    assert p["num_rounds"] == 1 and p["host_threads"] >= 1 and p["host_copy_time_s"] > 0
+    assert p["step_time_s"] > p["optimizer_time_s"] > 0
 
 
 @pytest.mark.parametrize("argv,message", [
