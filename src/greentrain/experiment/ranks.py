@@ -175,7 +175,10 @@ def eval_loss_per_rank(args: Any) -> Iterator[None]:
 
 
 def finish() -> None:
-    """Close the process group accelerate opened (each rank, after its last collective)."""
+    """Close the process group accelerate opened (each rank under torchrun, after its last collective; an inline
+    run leaves its caller's process group alone)."""
+    if not under_torchrun():
+        return
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
