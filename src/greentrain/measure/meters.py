@@ -332,9 +332,20 @@ def prepare_estimates() -> None:
     codecarbon.match_cpu(cpu_model_name())
 
 
+def _rapl_readable() -> bool:
+    try:
+        RaplMeter()
+    except OSError:
+        return False
+    return True
+
+
 def default_meters(root_pid: int, *, cpu_tdp_w: float | None = None, gpu: bool = True,
-                   rapl: bool = True, gpu_indices: Sequence[int] | None = None) -> list[EnergyMeter]:
-    """The best meter available for GPU, CPU and RAM: measured where possible, else estimated."""
+                   rapl: bool = True, gpu_indices: Sequence[int] | None = None,
+                   host: bool = True) -> list[EnergyMeter]:
+    """The best meter available for GPU, CPU and RAM: measured where possible, else estimated. ``host=False``:
+    the GPU alone (another process meters this node's CPU and RAM); ``rapl=False`` with a readable RAPL counter:
+    no CPU meter either (the process allowed RAPL reads the whole socket, this one's CPU included)."""
     meters: list[EnergyMeter] = []
     if gpu:
         try:
@@ -342,6 +353,10 @@ def default_meters(root_pid: int, *, cpu_tdp_w: float | None = None, gpu: bool =
         except OSError as e:  # no NVIDIA GPU, or no nvidia-ml-py: say so only when a GPU is there
             if Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia").exists():
                 notice(f"GPU energy not measured ({e}); install greentrain[gpu] for NVML")
+    if not host:
+        return meters
+    if not rapl and cpu_tdp_w is None and _rapl_readable():
+        return [*meters, RamEstimateMeter(root_pid)]
     cpu: EnergyMeter | None = None
     if rapl and cpu_tdp_w is None:
         try:

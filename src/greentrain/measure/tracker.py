@@ -192,12 +192,15 @@ class Tracker:
             return self.meters_arg
         if not self.meters_arg:
             return []
-        gpus = None
+        gpus, root, host = None, os.getpid(), True
         if self.world_size > 1:  # each rank measures its own GPU; RAPL (whole socket) only on local rank 0
             visible = visible_gpu_indices()
             gpus = [visible[local_rank] if visible and local_rank < len(visible) else local_rank]
-        return default_meters(os.getpid(), cpu_tdp_w=self.cpu_tdp_w, gpu_indices=gpus,
-                              rapl=local_rank == 0)
+            if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1:
+                # torchrun: the node's host (CPU, RAM) is metered once, by local rank 0, over the agent's process
+                # tree (every local rank): per-rank RAM estimates would count CodeCarbon's 10 W floor N times
+                host, root = local_rank == 0, os.getppid()
+        return default_meters(root, cpu_tdp_w=self.cpu_tdp_w, gpu_indices=gpus, rapl=local_rank == 0, host=host)
 
     def attach(self, model: nn.Module) -> None:
         """Install the module hooks on ``model`` (done by ``start`` when a model was given)."""
