@@ -165,8 +165,9 @@ def check_device_groups(slots: Sequence[Slot], devices: int, jobs: int,
     smallest = min(len([g for g in dict(s.env).get("CUDA_VISIBLE_DEVICES", ",".join(every)).split(",") if g])
                    for s in slots)
     if smallest < devices:
-        raise ConfigError("runtime.devices", devices, f"exceeds the {smallest} GPU(s) of each worker's device group "
-                          f"({len(every)} GPU(s) here over --jobs {jobs}): lower --jobs or runtime.devices")
+        raise ConfigError("runtime.devices", devices,
+                          f"exceeds the {smallest} GPU(s) of each worker's device group ({len(every)} GPU(s) here "
+                          f"over {jobs} jobs): run fewer jobs at once or lower runtime.devices")
 
 
 def run_pool(items: Sequence[T], slots: Sequence[Slot],

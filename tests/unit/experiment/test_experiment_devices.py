@@ -112,7 +112,7 @@ def test_the_local_pool_gives_a_variant_its_devices() -> None:
     with pytest.raises(ConfigError) as e:
         check_device_groups(slots, 3, 2, env)
     assert str(e.value) == ("runtime.devices=3: exceeds the 2 GPU(s) of each worker's device group (4 GPU(s) here "
-                            "over --jobs 2): lower --jobs or runtime.devices")
+                            "over 2 jobs): run fewer jobs at once or lower runtime.devices")
     check_device_groups([Slot(0)], 4, 1, env)  # --jobs 1: every visible GPU
     with pytest.raises(ConfigError):
         check_device_groups([Slot(0)], 5, 1, env)
