@@ -212,6 +212,35 @@ def levels() -> None:
             f"{lv} {_level_peak(seq, 1, lv):.3f}" for lv in ("input", "attention", "full")))
     print("input, 256 tokens, 1-3 sequences per micro-batch: " + ", ".join(
         f"{n}: {_level_peak(256, n, 'input'):.3f}" for n in (1, 2, 3)))
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.model.load import load_model
+    from greentrain.offload.llama import TINY_LLAMA, build_llama, stack_of, synthetic_batch
+    from greentrain.offload.testing import DeviceBytes
+    from greentrain.offload.train import StreamingTrainer
+    from greentrain.scenario import scenario_from_dict
+
+    spec = load_model(TINY_LLAMA)  # _level_peak set torch to one thread
+    eff = dataclasses.replace(efficiency_for("h100-sxm", "ddp"), reserved_bytes=0.0)
+    rng, over = random.Random(3), 0
+    ratios: list[float] = []
+    while len(ratios) < 40:  # the planner's own plans at 2-3 sequences per micro-batch, random caps
+        n, seq = rng.choice([2, 3]), rng.choice([64, 128, 256])
+        caps = OffloadCaps(device_bytes=rng.uniform(0.5, 12) * 2**20, host_bytes=2**30)
+        sc = scenario_from_dict({"model": TINY_LLAMA, "cluster": {"chip": "h100-sxm", "num_chips": 1},
+                                 "workload": {"seq_len": seq, "global_batch_size": n, "precision": "fp32"},
+                                 "strategy": {"micro_batch_size": n}})
+        try:
+            plan = plan_offload(sc, caps, OffloadPolicy(loss_chunk_tokens=256, prefetch_depth=rng.choice([1, 2])),
+                                eff=eff)
+        except InfeasibleError:
+            continue
+        tr = StreamingTrainer(stack_of(build_llama(spec, seed=1)), plan, lr=1e-3, accountant=DeviceBytes(1e12),
+                              loss_chunk_tokens=256)
+        peak = tr.step(synthetic_batch(spec.vocab_size, 2, n, seq, seed=0)).device_peak_bytes
+        ratios.append(peak / plan.device.total_bytes)
+        over += peak > caps.device_bytes
+    print(f"planner's plans at 2-3 sequences: {len(ratios)}, peak / plan {min(ratios):.3f}-{max(ratios):.3f}, "
+          f"{sum(abs(r - 1) <= 0.15 for r in ratios)} within 15 %, {over} over the cap")
 
 
 def fresh() -> None:
