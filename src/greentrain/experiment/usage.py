@@ -1,9 +1,10 @@
 """The seed's resource figures of one variant, from what the worker measured (no torch): utilisation and mean
 power, token lengths and truncation, stored bytes and their cost, the electricity bill at the site.
 
-Utilisation: NVML's GPU utilisation (experiment/utilization.py) when a GPU was read, else the CPU's (the train
-phase Tracker's CPU seconds of the process tree / (its duration x logical CPUs), as CodeCarbon's
-cpu_utilization_percent); ``utilization_source`` says which. Mean power: IT energy (before PUE) over time.
+Utilisation: NVML's GPU utilisation (sampled by the train phase's Tracker, measure/records.Sampler) when a GPU
+was read, else the CPU's (the train phase Tracker's CPU seconds of the process tree / (its duration x logical
+CPUs), as CodeCarbon's cpu_utilization_percent); ``utilization_source`` says which. Mean power: IT energy
+(before PUE) over time.
 """
 
 from __future__ import annotations

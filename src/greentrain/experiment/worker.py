@@ -35,7 +35,6 @@ from greentrain.experiment.predict import calibrated_train_s, predict
 from greentrain.experiment.quality import rouge
 from greentrain.experiment.results import VariantResult, write_result
 from greentrain.experiment.usage import usage_fields
-from greentrain.experiment.utilization import GpuUtilizationSampler
 from greentrain.files import write_text_atomic
 from greentrain.measure.records import read_jsonl
 from greentrain.measure.summary import Measurement
@@ -235,13 +234,13 @@ def _run_phases(job: Job, seed: int, out_dir: Path, cuda: bool, wall0: float) ->
         m.other = other.stop()
     mp = str(getattr(trainer.accelerator, "mixed_precision", "no"))
     m.precision_effective = {"no": "fp32"}.get(mp, mp)
-    util = GpuUtilizationSampler().start() if cuda else None
     m.train_t0 = time.perf_counter()
     try:
         trainer.train()
     finally:
         m.train = cb.tracker.stop()  # on_train_end stopped it already unless train() raised
-        m.gpu_utilization_percent = util.stop() if util is not None else None
+    # NVML's utilisation, sampled by the train phase's Tracker with its energy (measure/records.Sampler)
+    m.gpu_utilization_percent = m.train.gpu_utilization_percent if m.train is not None else None
     m.hf_total_flos = float(trainer.state.total_flos)
     m.step_times_s = _train_steps(out_dir / ranks.jsonl_name("train"), cb.tracker.t0, m.in_train.windows_s)
     if pruning is not None and pruning.pruned_at_step is not None:  # no final evaluation or generation

@@ -10,8 +10,6 @@ import csv
 import dataclasses
 import importlib.util
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from greentrain.experiment.data import length_stats
 from greentrain.experiment.findings import cheapest_vs_greenest, truncation, why_not_greenest
 from greentrain.experiment.job import parse_job
 from greentrain.experiment.results import VariantResult
-from greentrain.experiment.utilization import GpuUtilizationSampler
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-cheapest-not-greenest.yaml"
 
@@ -85,50 +82,6 @@ def test_length_stats_by_hand() -> None:
     assert (s.count, s.truncated, s.longest_tokens, s.p50_tokens) == (10, 2, 10, 5.5)
     assert s.p95_tokens == pytest.approx(9.55) and s.truncated_fraction == 0.2
     assert length_stats([], 8).truncated_fraction == 0.0
-
-
-class FakeNvml(types.ModuleType):
-    """The three calls of the utilisation sampler over a list of readings (percent)."""
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, readings: list[int], fail_init: bool = False) -> None:
-        super().__init__("pynvml")
-        self.readings, self.fail_init = list(readings), fail_init
-        self.calls: list[str] = []
-
-    def nvmlInit(self) -> None:
-        if self.fail_init:
-            raise self.NVMLError("Driver Not Loaded")
-        self.calls.append("init")
-
-    def nvmlShutdown(self) -> None:
-        self.calls.append("shutdown")
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:
-        return types.SimpleNamespace(gpu=self.readings.pop(0) if len(self.readings) > 1 else self.readings[0],
-                                     memory=0)
-
-
-def test_gpu_utilisation_is_the_mean_of_nvml_readings(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeNvml([90, 30, 60])
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    sampler = GpuUtilizationSampler(interval_s=3600.0)  # the thread never wakes: readings at start and stop only
-    sampler.start()
-    sampler.sample()
-    assert sampler.stop() == pytest.approx((90 + 30 + 60) / 3)
-    assert fake.calls == ["init", "shutdown"]
-
-
-@pytest.mark.parametrize("module", [None, FakeNvml([50], fail_init=True)])
-def test_without_nvml_there_is_no_gpu_utilisation(monkeypatch: pytest.MonkeyPatch, module: Any) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", module)  # None: not installed
-    assert GpuUtilizationSampler().start().stop() is None
 
 
 def row(vid: str, **kw: Any) -> VariantResult:
