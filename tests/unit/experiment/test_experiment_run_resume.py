@@ -1,7 +1,7 @@
 """Resume after a kill (one worker process per variant): finished variants stay, the killed one re-runs with its
 attempt counted as waste, then the rest; a changed value re-runs only its variant; a locked folder is refused.
-The kill needs worker processes; the resumed runs are inline (the same claim and attempt bookkeeping, without
-importing torch again in a new process per variant)."""
+The kill needs worker processes; the first variant and the resumed runs are inline (the same claim and attempt
+bookkeeping, without importing torch again in a new process per variant)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,11 @@ def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_ex
                                                          wait_for: Any) -> None:
     exp = experiment(make_experiment, tmp_path / "e.yaml", 1e-3)
     out = tmp_path / "out"
+    # base finishes first, inline here (a worker process of its own would only import torch again)
+    assert main(["experiment", "run", str(exp), "--out", str(out), "--no-plot", "--isolation", "inline",
+                 "--only", "base"]) == 0
+    base_result = variant_dir(out, "base") / "result.json"
+    mtime = base_result.stat().st_mtime_ns
     runner = subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp), "--out",
                                str(out), "--no-plot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     train2 = variant_dir(out, V2) / "train.jsonl"
@@ -57,8 +62,7 @@ def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_ex
     worker_pid = int(start["pid"])
     wait_for(lambda: not Path(f"/proc/{worker_pid}").exists() or
              Path(f"/proc/{worker_pid}/stat").read_text().split()[2] == "Z", 30, "the worker to die with its parent")
-    base_result = variant_dir(out, "base") / "result.json"
-    mtime = base_result.stat().st_mtime_ns
+    assert base_result.stat().st_mtime_ns == mtime  # finished: not run again by the killed runner either
     assert not (variant_dir(out, V2) / "result.json").exists()
 
     assert main(["experiment", "run", str(exp), "--out", str(out), "--no-plot", "--isolation", "inline"]) == 0
