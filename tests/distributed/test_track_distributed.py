@@ -150,8 +150,10 @@ def test_rank0_aggregates_flops_tokens_energy_and_times(job: Path) -> None:
         assert r["flop"] == pytest.approx(o.flop, rel=1e-12)
         assert r["it_energy_j"] == pytest.approx(o.it_energy_j, rel=1e-12)
     assert m["step_time_s"] == pytest.approx(max(o.step_time_s for o in own), rel=1e-12)
-    # energy: each rank metered itself; the job's is the sum (x PUE), and carbon comes from that sum
-    assert own[0].it_energy_j > 0 and own[1].it_energy_j > 0
+    # energy: under torchrun local rank 0 meters the node's CPU and RAM over every local rank (measure/tracker.py),
+    # each rank its own GPU (none here); the job's is the sum (x PUE), and carbon comes from that sum
+    assert own[0].it_energy_j > 0 and own[0].cpu_energy_j > 0 and own[0].ram_energy_j > 0
+    assert own[1].cpu_energy_j == 0 and own[1].ram_energy_j == 0
     assert m["it_energy_j"] == pytest.approx(own[0].it_energy_j + own[1].it_energy_j, rel=1e-12)
     assert m["cpu_energy_j"] == pytest.approx(own[0].cpu_energy_j + own[1].cpu_energy_j, rel=1e-12)
     assert m["energy_j"] == pytest.approx(1.1 * m["it_energy_j"], rel=1e-9)

@@ -39,10 +39,10 @@ def unavailable(name: str, device: str) -> str:
     if name not in STOCK_EXECUTORS:
         return f"is not a stock executor ({', '.join(STOCK_EXECUTORS)})"
     module, cuda_only = NEEDS[name]
+    if cuda_only and device != "cuda":  # first: installing the library would not help on this device
+        return f"runs on CUDA only ({module}'s CPU offload moves state off a GPU); use --device cuda"
     if find_spec(module) is None:
         return f"needs {module}, which is not installed: {EXTRA.get(name, '')}"
-    if cuda_only and device != "cuda":
-        return f"runs on CUDA only ({module}'s CPU offload moves state off a GPU); use --device cuda"
     return ""
 
 

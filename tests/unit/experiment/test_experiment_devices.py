@@ -200,8 +200,10 @@ def test_two_ranks_train_one_variant_and_rank0_gathers_them(two_ranks: tuple[Pat
     assert two.predicted_flop_per_step == pytest.approx(two.flop_per_step, rel=1e-9)
     # every rank's records, rank 0's result: the energy of both processes, phase by phase
     for phase in PHASES:
-        per_rank = [_records(two_dir, phase, r).it_energy_j for r in (0, 1)]
-        assert min(per_rank) > 0
+        ranks = [_records(two_dir, phase, r) for r in (0, 1)]
+        per_rank = [x.it_energy_j for x in ranks]
+        # torchrun: local rank 0 meters the node's CPU and RAM over both ranks, rank 1 its GPU alone (none here)
+        assert per_rank[0] > 0 and ranks[1].cpu_energy_j == 0 and ranks[1].ram_energy_j == 0
         assert getattr(two, f"{phase}_energy_j") == pytest.approx(sum(per_rank), rel=1e-9)
     assert two.energy_j == pytest.approx(sum(getattr(two, f"{p}_energy_j") for p in PHASES), rel=1e-12)
     # generation shared over the ranks, gathered in order, scored once on rank 0
