@@ -39,7 +39,9 @@ def test_an_unusable_storage_is_one_line(tmp_path: Path, make_experiment: Any,
 
 
 @pytest.mark.slow
-def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path: Path, make_experiment: Any) -> None:
+def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path: Path, make_experiment: Any,
+                                                                       wait_for: Any) -> None:
+    """A runner process, joined once it trains by a second runner: this test's process (torch imported once)."""
     pytest.importorskip("transformers")
     import optuna
 
@@ -49,12 +51,15 @@ def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path:
     exp = tiny(make_experiment, tmp_path / "e.yaml", 4)
     url = f"sqlite:///{tmp_path / 'study.db'}"
     out = tmp_path / "out"
-    runners = [subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", "experiment", "run", str(exp),
-                                 "--out", str(out), "--no-plot", "--storage", url, "--isolation", "inline"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for p in runners:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err
+    args = ["experiment", "run", str(exp), "--out", str(out), "--no-plot", "--storage", url, "--isolation", "inline"]
+    other = subprocess.Popen([sys.executable, "-m", "greentrain.cli.main", *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(out.glob("variants/*/train.jsonl")), 240, "the other runner to train")
+        assert main(args) == 0
+    finally:
+        _, err = other.communicate(timeout=600)
+    assert other.returncode == 0, err
     study = _study(optuna, out, load_experiment(exp), optuna.storages.RDBStorage(url))
     done = told(study)
     assert len(done) == 4 and len({t.number for t in done}) == 4
