@@ -1,8 +1,8 @@
 """The ml_dataflow profile against ml_dataflow's recorded sweeps: read them, score the planner, fit its two
 kernel constants on the two cells design/offload.md section 4.4 names (nothing else is fitted).
 
-Recorded sweep CSV (shared/reference/calibration/README.md): chip, host_mem_gib, dev_mem_gib, seq_len, model_b,
-..., tokens_per_s, ...; a row of zeros is a run that could not be placed.
+Recorded sweep CSV (ml_dataflow's bench/reproduce_results/recorded_data, with a header): chip, host_mem_gib,
+dev_mem_gib, seq_len, model_b, ..., tokens_per_s, ...; a row of zeros is a run that could not be placed.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ bytes. Measured over 120 random plans (docs/offload.md, 2026-11-25): peak / plan
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -29,12 +28,7 @@ EFF = dataclasses.replace(efficiency_for("h100-sxm", "ddp"), reserved_bytes=0.0)
 LR, CHUNK = 1e-3, 256
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/unit/offload/conftest.py
 
 
 def scenario(seq: int) -> Scenario:

@@ -7,7 +7,6 @@ E3: after every step only the planned layers are loaded, no activation copy is l
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from functools import cache
 
 import pytest
@@ -31,13 +30,7 @@ SEQ, STEPS, LR, CLIP = 32, 3, 1e-2, 1.0
 EFF = dataclasses.replace(efficiency_for("h100-sxm", "ddp"), reserved_bytes=0.0)  # no CUDA context on CPU
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """The tiny model gains nothing from threads, and two threads on a busy 2-core machine spin (10x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/unit/offload/conftest.py
 
 
 def scenario(seq: int, micro_batch: int = 1) -> Scenario:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from importlib.util import find_spec
 
 import pytest
@@ -23,12 +22,7 @@ from greentrain.offload.stock import StockTrainer, one_process_group, unavailabl
 CUDA = torch.cuda.is_available()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/unit/offload/conftest.py
 
 
 def test_caps_are_keyword_only() -> None:
