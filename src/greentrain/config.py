@@ -86,6 +86,9 @@ BOUNDS: dict[str, Bound] = {
                                  "carbon-intensive national grids ~1,000 (IPCC AR5 WG3 Annex III; Ember 2024)"),
     "electricity_usd_per_kwh": Bound(0.0, 10.0, "USD/kWh", "retail prices peaked near 1 USD/kWh (EU, 2022)"),
     # run length and power
+    "sample_interval_s": Bound(0.0, 60.0, "s", "a RAPL package counter wraps at max_energy_range_uj (262 kJ on "
+                               "Intel servers: ~9 min at 500 W) and a sampler that misses a wrap loses its energy; "
+                               "a killed run loses its last interval (CodeCarbon samples every 15 s)", lo_open=True),
     "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
     "deadline_days": Bound(0.0, 10 * 365.25, "days", "10 years: longer than an accelerator's service life",
                            lo_open=True),

@@ -61,7 +61,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tupl
         "--model": (("1", "8"), ("nomodel",))}),
     "track": (("track", "--out", "{tmp}/track", "--", "true"), {
         "--cpu-tdp-w": ((), ("0", "-1", "1e5", *HUGE)), "--pue": ((), ("0.5", *HUGE)),
-        "--grid-g-per-kwh": ((), ("-1", *HUGE)), "--interval-s": ((), ("0", "-1"))}),
+        "--grid-g-per-kwh": ((), ("-1", *HUGE)), "--interval-s": ((), ("0", "-1", "61", *HUGE))}),
     "emulate": (("emulate", "matmul"), {"--m": ((), ("0", "1e12", "200000")), "--k": ((), ("0", "-1", "1e12")),
                                         "--n": ((), ("0", "1e12"))}),
 }

@@ -61,6 +61,7 @@ CASES = [  # (argv, what the one-line refusal names)
      "batch_tokens"),
     (["simulate", "step", *FAST, "--link-slowdown", "1e12"], "--link-slowdown"),
     (["track", "--cpu-tdp-w", "1e9", "--", "true"], "--cpu-tdp-w"),
+    (["track", "--interval-s", "1e9", "--", "true"], "--interval-s"),
     (["offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "1e9"],
      "host_gib"),
     (["experiment", "plan", "{d}/optim.yaml"], "train.optim"),

@@ -72,7 +72,7 @@ def test_an_error_is_one_line_whatever_its_parts_hold() -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["track", "--interval-s", "0", "--out", "{tmp}/o", "--", "true"], "--interval-s=0.0: must be > 0"),
+    (["track", "--interval-s", "0", "--out", "{tmp}/o", "--", "true"], "--interval-s=0.0: must be in (0, 60] s"),
     (["track", "--cpu-tdp-w", "-1", "--out", "{tmp}/o", "--", "true"],
      "argument --cpu-tdp-w: '-1' must be in (0, 10,000] W"),
     (["track", "--summarize", "{tmp}"], "--summarize='{tmp}': holds no greentrain.jsonl"),

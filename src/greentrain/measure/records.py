@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from greentrain.config import require
+from greentrain.config import BOUNDS
 from greentrain.errors import ConfigError
 from greentrain.measure.meters import EnergyMeter, EnergyReading, cpu_model_name
 
@@ -216,7 +216,7 @@ class Sampler:
 
     def __init__(self, writer: JsonlWriter, meters: Sequence[EnergyMeter], t0: float,
                  memory_bytes: Callable[[], float], interval_s: float = FLUSH_INTERVAL_S) -> None:
-        require(interval_s > 0, "interval_s", interval_s, "must be > 0")
+        BOUNDS["sample_interval_s"].check(interval_s, "interval_s")
         self.writer = writer
         self.meters = list(meters)
         self.t0 = t0

@@ -83,13 +83,14 @@ class TrackedRun:
 
 
 def check_inputs(command: Sequence[str], cpu_tdp_w: float | None, interval_s: float) -> None:
-    """The command exists, the CPU TDP and the interval are positive: checked before anything is created."""
+    """The command exists, the CPU TDP and the sampling interval are in their config.BOUNDS: checked before
+    anything is created."""
     if not command:
         raise ConfigError("command", "", "give the command to run after --, e.g. -- python train.py")
     require(cpu_tdp_w is None or cpu_tdp_w > 0, "track.cpu_tdp_w", cpu_tdp_w, "must be > 0")
     if cpu_tdp_w is not None:  # upper end: config.BOUNDS (1e9 W was accepted)
         BOUNDS["cpu_tdp_w"].check(cpu_tdp_w, "track.cpu_tdp_w")
-    require(interval_s > 0, "track.interval_s", interval_s, "must be > 0")
+    BOUNDS["sample_interval_s"].check(interval_s, "track.interval_s")
     require(shutil.which(command[0]) is not None, "command", command[0], "not found or not executable")
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 from torch import nn
 
 from greentrain import units
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.measure.meters import (
     EnergyMeter,
     RssReader,
@@ -56,6 +56,8 @@ def _peak_flop_per_s(peak: float | None, chip: str | None, precision: str) -> fl
     """The peak FLOP/s that MFU divides by: given, or the catalog chip's dense peak at ``precision``."""
     require(peak is None or (peak > 0 and not chip), "peak_flop_per_s", peak,
             "must be > 0, and given instead of chip, not with it")
+    if peak is not None:
+        BOUNDS["chip_flop_per_s"].check(peak, "peak_flop_per_s")
     if chip:
         from greentrain.hardware.catalog import get_chip
 
@@ -109,18 +111,19 @@ class Tracker:
         # every input is checked here, before start() creates a file
         self.site = make_site(c["region"], c["grid_g_per_kwh"], c["pue"])
         self.pue: float | None = c["pue"]
-        require(c["interval_s"] > 0, "interval_s", c["interval_s"], "must be > 0")
+        BOUNDS["sample_interval_s"].check(c["interval_s"], "interval_s")
         require(c["depth"] is None or c["depth"] >= 1, "depth", c["depth"],
                 "must be >= 1 (or None for every leaf)")
         require(c["backward_hooks"] in ("graph", "full"), "backward_hooks", c["backward_hooks"],
                 "must be graph or full")
         self.backward_hooks: str = c["backward_hooks"]  # measure/hooks.py: autograd-graph hooks, or full hooks
-        require(c["cpu_tdp_w"] is None or c["cpu_tdp_w"] > 0, "cpu_tdp_w", c["cpu_tdp_w"], "must be > 0")
+        if c["cpu_tdp_w"] is not None:  # (0, 1e4] W, as `greentrain track --cpu-tdp-w`
+            BOUNDS["cpu_tdp_w"].check(c["cpu_tdp_w"], "cpu_tdp_w")
         # None: on for the decorator form (the function has no handle to call step()), off for `with`
         self.step_on_optimizer: bool | None = c["step_on_optimizer"]
         self._optimizer_hook: Any = None
         # ranks that share one batch (tp x pp x cp): rank 0 divides the summed tokens by it
-        require(c["model_parallel_size"] >= 1, "model_parallel_size", c["model_parallel_size"], "must be >= 1")
+        BOUNDS["num_chips"].check_int(c["model_parallel_size"], "model_parallel_size")
         self.model_parallel_size: int = c["model_parallel_size"]
         self.model, self.depth, self.count_flops = model, c["depth"], bool(c["count_flops"])
         self.use_hooks = bool(c["hooks"])
