@@ -45,7 +45,7 @@ DEFAULT_SCENARIO: dict[str, Any] = {
     "site": {"region": "us-east-1"},
 }
 CLUSTER_KEYS = ("chip", "num_chips", "chips_per_node", "intra_node_link", "inter_node_link", "host_link",
-                "host_memory_gib_per_node", "oversubscription")
+                "host_memory_gib_per_node", "oversubscription", "power_limit_w")
 SITE_KEYS = ("region", "grid_g_co2e_per_kwh", "pue", "electricity_usd_per_kwh")
 
 
@@ -78,6 +78,8 @@ class Scenario:
         }
         if c.host_link is not None:
             out["cluster"]["host_link"] = c.host_link.name
+        if c.chip.max_power_w > c.chip.tdp_w:  # run below the die's full power (hardware/chip.py power_limited)
+            out["cluster"]["power_limit_w"] = c.chip.tdp_w
         if c.inter_node.oversubscription != 1.0:  # the fabric's, applied to inter_node_link by build_cluster
             out["cluster"]["oversubscription"] = c.inter_node.oversubscription
         if self.strategy is not None:
@@ -121,6 +123,8 @@ def check_sequence(model: TransformerSpec, workload: Workload, seq_field: str = 
 def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     check_keys(data, CLUSTER_KEYS, "cluster")
     chip = get_chip(str(data.get("chip", DEFAULT_SCENARIO["cluster"]["chip"])))
+    if "power_limit_w" in data:
+        chip = chip.power_limited(as_float(data["power_limit_w"], "cluster.power_limit_w", positive=True))
     cpn = data.get("chips_per_node")
     if cpn is None and "chip" not in data:  # the default chip's node size (a named chip: its catalog's)
         cpn = DEFAULT_SCENARIO["cluster"]["chips_per_node"]

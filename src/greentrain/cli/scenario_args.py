@@ -42,6 +42,9 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--chip", type=name_text, help="chip name from `greentrain catalog chips`, or a chip YAML")
     g.add_argument("--num-chips", type=bounded("num_chips", integer=True))
     g.add_argument("--chips-per-node", type=bounded("chips_per_node", integer=True))
+    g.add_argument("--power-limit-w", type=positive_float, metavar="W",
+                   help="board power limit per chip (nvidia-smi --power-limit): below the chip's full limit it draws "
+                   "at most W and computes at the clock that leaves (default: the catalog's tdp_w)")
     g = p.add_argument_group("workload")
     g.add_argument("--global-batch", type=_positive, help="sequences per optimizer step")
     g.add_argument("--seq-len", type=_positive)
@@ -138,6 +141,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         chip = get_chip(args.chip) if args.chip else cl.chip
         cpn = args.chips_per_node or (cl.chips_per_node if not args.chip else None)
         cl = build_cluster(chip, args.num_chips or cl.num_chips, cpn)
+    if getattr(args, "power_limit_w", None) is not None:
+        cl = dataclasses.replace(cl, chip=cl.chip.power_limited(args.power_limit_w, "--power-limit-w"))
     w = sc.workload
     changes: dict[str, Any] = {}
     for flag, field in (("global_batch", "global_batch_size"), ("seq_len", "seq_len"),

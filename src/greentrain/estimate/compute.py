@@ -58,11 +58,13 @@ def _compute_peaks(chip: Chip, precision: str, fp8_recipe: str) -> Peaks:
     """fp8 training runs only the transformer layers' linear GEMMs in fp8: NVIDIA Transformer Engine's
     ``fp8_autocast`` covers te.Linear / LayerNormLinear / LayerNormMLP, while DotProductAttention computes in
     bf16 unless ``fp8_dpa`` is set (TE user guide, "Using FP8 with Transformer Engine"; FP8 attention is
-    off by default), and Megatron-LM's output layer is not a TE module. Other precisions: one peak."""
-    peak = chip.peak_flop_per_s(precision)
+    off by default), and Megatron-LM's output layer is not a TE module. Other precisions: one peak. Every peak
+    is the sustained one: x the chip's compute_clock_ratio under a power limit below the die's full one."""
+    clock = chip.compute_clock_ratio  # a board run below its die's full power limit (hardware/chip.py)
+    peak = chip.peak_flop_per_s(precision) * clock
     if precision.lower() != "fp8":
         return Peaks(matmul=peak, attention=peak, ends=peak)
-    half = chip.peak_flop_per_s("bf16")
+    half = chip.peak_flop_per_s("bf16") * clock
     recipe = fp8.recipe(fp8.check_chip(fp8_recipe, chip.name))
     # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16), and
     # the recipe's scales may slow them (fp8.yaml gemm_factor: rowwise)

@@ -19,7 +19,7 @@ from greentrain.hardware.chip import Chip, Link
 
 CHIP_KEYS = (
     "memory_gib", "memory_gb", "memory_bandwidth_gb_per_s", "fp32_tflop_per_s", "tf32_tflop_per_s",
-    "bf16_tflop_per_s", "fp16_tflop_per_s", "fp8_tflop_per_s", "tdp_w", "idle_w", "embodied_kg_co2e",
+    "bf16_tflop_per_s", "fp16_tflop_per_s", "fp8_tflop_per_s", "tdp_w", "idle_w", "max_power_w", "embodied_kg_co2e",
     "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "chips_per_node", "vendor",
     "aliases", "source", "sources",
 )
@@ -60,6 +60,7 @@ def chip_from_dict(name: str, data: dict[str, Any]) -> Chip:
         peak_fp8_flop_per_s=tf(num("fp8_tflop_per_s")),
         tdp_w=num("tdp_w"),
         idle_w=num("idle_w"),
+        max_power_w=num("max_power_w"),
         embodied_kg_co2e=num("embodied_kg_co2e"),
         price_usd_per_s=num("price_usd_per_hour") / units.HOUR_S,
         intra_node_link=str(data.get("intra_node_link", "")),

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+# A board run below its die's full power limit lowers its clock until the power fits: dynamic power
+# P - P_idle ~ f^n near the top of the voltage/frequency curve (P = C V^2 f, with V rising with f: n = 3 where V
+# ~ f, more where V climbs faster near the top). n from the one published pair of one die at two board limits,
+# the ml-engineering MAMF table (stas00/ml-engineering compute/accelerator/README.md @744d01e): A100 SXM (400 W)
+# 271.2 TFLOP/s, A100 PCIe 252.9 (GA100, same 1,410 MHz boost): 252.9 / 271.2 = ((300 - 40) / (400 - 40))^(1/n),
+# n = 4.66, taking the 80 GB PCIe's 300 W and the catalog's 40 W idle (the table does not say which PCIe part: the
+# 40 GB's 250 W gives n = 7.8, a milder slowdown). MLE notes a >= 5 % MAMF spread between GPUs of one node.
+POWER_CLOCK_EXPONENT = 4.7
+
+
+def power_limited_clock_ratio(limit_w: float, full_w: float, idle_w: float) -> float:
+    """The sustained clock of compute-bound kernels on a board limited to ``limit_w`` over the same die's at
+    ``full_w`` (POWER_CLOCK_EXPONENT); 1 when the limit is not below full power or either is unknown (0)."""
+    if limit_w <= 0 or full_w <= 0 or limit_w >= full_w or limit_w <= idle_w:
+        return 1.0
+    return float(((limit_w - idle_w) / (full_w - idle_w)) ** (1.0 / POWER_CLOCK_EXPONENT))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,8 +72,11 @@ class Chip:
     peak_tf32_flop_per_s: float = 0.0
     peak_fp16_flop_per_s: float = 0.0
     peak_fp8_flop_per_s: float = 0.0
-    tdp_w: float = 0.0  # 0: unknown
+    tdp_w: float = 0.0  # 0: unknown; the board's power limit as run (a lower configured limit included)
     idle_w: float = 0.0
+    # the die's full power limit, where its kernel figures (estimate/efficiency.yaml) were measured, when tdp_w is
+    # a lower one (H100 SXM run at 500 W: 700); 0: tdp_w. Compute-bound kernels run compute_clock_ratio slower.
+    max_power_w: float = 0.0
     embodied_kg_co2e: float = 0.0  # 0: unknown
     price_usd_per_s: float = 0.0  # public on-demand price per chip (0: unknown)
     intra_node_link: str = ""
@@ -73,7 +94,7 @@ class Chip:
                 "must be > 0")
         require(self.peak_bf16_flop_per_s > 0 or self.peak_fp16_flop_per_s > 0, f"{w}.peak_bf16_flop_per_s",
                 self.peak_bf16_flop_per_s, "a chip needs a 16-bit peak")
-        for f in ("tdp_w", "idle_w", "embodied_kg_co2e", "price_usd_per_s", "peak_fp32_flop_per_s",
+        for f in ("tdp_w", "idle_w", "max_power_w", "embodied_kg_co2e", "price_usd_per_s", "peak_fp32_flop_per_s",
                   "peak_tf32_flop_per_s", "peak_fp16_flop_per_s", "peak_fp8_flop_per_s"):
             require(getattr(self, f) >= 0, f"{w}.{f}", getattr(self, f), "must be >= 0")
         require(self.idle_w <= self.tdp_w or self.tdp_w == 0, f"{w}.idle_w", self.idle_w,
@@ -82,9 +103,28 @@ class Chip:
         BOUNDS["chip_memory_bytes"].check(self.memory_bytes, f"{w}.memory_bytes")
         BOUNDS["chip_memory_bytes_per_s"].check(self.memory_bytes_per_s, f"{w}.memory_bytes_per_s")
         BOUNDS["chip_power_w"].check(self.tdp_w, f"{w}.tdp_w")
+        BOUNDS["chip_power_w"].check(self.max_power_w, f"{w}.max_power_w")
+        require(self.max_power_w == 0 or self.max_power_w >= self.tdp_w, f"{w}.max_power_w", self.max_power_w,
+                f"must be >= tdp_w={self.tdp_w} (the die's full limit; 0: tdp_w)")
         for f in ("peak_bf16_flop_per_s", "peak_fp32_flop_per_s", "peak_tf32_flop_per_s", "peak_fp16_flop_per_s",
                   "peak_fp8_flop_per_s"):
             BOUNDS["chip_flop_per_s"].check(getattr(self, f), f"{w}.{f}")
+
+    @property
+    def compute_clock_ratio(self) -> float:
+        """What a power limit below the die's full one leaves of compute-bound throughput (1: none)."""
+        return power_limited_clock_ratio(self.tdp_w, self.max_power_w or self.tdp_w, self.idle_w)
+
+    def power_limited(self, limit_w: float, field: str = "cluster.power_limit_w") -> Chip:
+        """This chip run at a board power limit of ``limit_w`` (nvidia-smi --power-limit): the same die, drawing at
+        most ``limit_w`` and computing at the clock it leaves (compute_clock_ratio)."""
+        import dataclasses
+
+        full = self.max_power_w or self.tdp_w
+        require(full > 0, field, limit_w, f"needs the chip's power limit: {self.name} has no tdp_w in the catalog")
+        require(math.isfinite(limit_w) and self.idle_w < limit_w <= full, field, limit_w,
+                f"must be above {self.name}'s idle {self.idle_w:g} W and at most its full limit {full:g} W")
+        return dataclasses.replace(self, tdp_w=float(limit_w), max_power_w=full)
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense peak for a precision; fp16 falls back to bf16 and back (same tensor-core rate)."""
