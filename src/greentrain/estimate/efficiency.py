@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -27,107 +28,167 @@ from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
 
 DEFAULT_FRAMEWORK = "megatron"
-CHIP_KEYS = ("source", "matmul_max", "matmul_half_dim", "attention_max_d64", "attention_max_d128",
-             "attention_half_seq_causal", "attention_half_seq", "memory", "intra_node_link", "inter_node_link",
-             "kernel_floor_s", "kernel_gap_s")
-FRAMEWORK_KEYS = ("source", "kernel_efficiency", "host_layer_s", "host_layer_s_per_tp_pp_nodes",
-                  "grad_accum_bytes_per_param", "step_overhead_s",
-                  "dp_bucket_bytes", "dp_bucket_per_layer", "dp_overlap", "pipeline_balance", "zero_all_reduce",
-                  "zero_shards_master", "zero_stages", "fused_glu", "eager_ops", "reserved_gib", "fragmentation",
-                  "cpu_adam_params_per_s_per_node", "attention_kernel", "loss_kernel", "selective_recompute",
-                  "precision_recipe", "default_recompute", "cuda_graphs", "fuse_elementwise")
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
 LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
-_BOOLS = ("dp_overlap", "dp_bucket_per_layer", "zero_all_reduce", "zero_shards_master", "fused_glu", "cuda_graphs",
-          "fuse_elementwise")
-_FRACTIONS = ("matmul_max", "attention_max_d64", "attention_max_d128", "memory", "intra_node_link",
-              "inter_node_link", "kernel_efficiency")
+OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """What one Efficiency field is: which efficiency.yaml entry says it (``level``: chip or framework, kernel:
+    set from ``attention_kernels``, "" : bookkeeping of the loader), what kind of value it takes (``KINDS``) and
+    the rules a value must pass, each (test, the one-line rule an error prints). A new knob is one field."""
+
+    level: str
+    kind: str
+    rules: tuple[tuple[Callable[[Any], bool], str], ...] = ()
+    yaml_key: str = ""  # efficiency.yaml's key where it carries another unit (reserved_gib)
+    calibrated: bool = False  # a calibration profile (`greentrain calibrate`) may set it
+
+    def parse(self, value: Any, label: str, key: str = "") -> Any:
+        """``value`` as read under ``key`` (the field's name, or its ``yaml_key`` in another unit), converted to the
+        field's type and SI unit; one line when it is not one."""
+        if self.kind == "bool":
+            return as_bool(value, label)
+        if self.kind == "choice":
+            return str(value)
+        if self.kind in ("stages", "ops"):
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(label, value, "must be a list")
+            return tuple(int(z) if self.kind == "stages" else str(z) for z in value)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(label, value, "must be a number") from None
+        return units.gib_to_bytes(number) if key and key == self.yaml_key and key.endswith("_gib") else number
+
+    def check(self, name: str, value: Any) -> None:
+        shown = list(value) if isinstance(value, tuple) else value
+        for ok, rule in self.rules:
+            require(ok(value), f"efficiency.{name}", shown, rule)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+FRACTION = (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1]")
+NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "must be a finite number >= 0")
+KERNEL_TIME = (lambda v: _finite(v) and 0 <= v <= 1e-4, "must be in [0, 1e-4] s")
+NUMERIC_KINDS = ("fraction", "seconds", "bytes", "count", "rate")  # what calibrate may fit, with "bool"
+KINDS = (*NUMERIC_KINDS, "bool", "choice", "stages", "ops", "text")
+
+
+def _at_most(limit: float, unit: str = "") -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v <= limit), f"must be <= {limit:g}{' ' + unit if unit else ''}"
+
+
+def _one_of(choices: tuple[str, ...], rule: str = "") -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in choices), rule or f"must be one of {', '.join(choices)}"
+
+
+def _selective(v: Any) -> bool:
+    check_selective_mode(v)  # raises its own line naming the known modes
+    return True
+
+
+def knob(level: str, kind: str, *rules: tuple[Callable[[Any], bool], str], default: Any = dataclasses.MISSING,
+         yaml_key: str = "", calibrated: bool | None = None) -> Any:
+    """A dataclass field of Efficiency carrying its Knob (``calibrated``: numbers and flags unless told)."""
+    fit = kind in (*NUMERIC_KINDS, "bool") if calibrated is None else calibrated
+    meta = {"knob": Knob(level, kind, rules, yaml_key, fit)}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def knobs() -> dict[str, Knob]:
+    """Every Efficiency field's Knob, in field order."""
+    return {f.name: f.metadata["knob"] for f in dataclasses.fields(Efficiency)}
+
+
+def yaml_keys(level: str) -> tuple[str, ...]:
+    """The keys an efficiency.yaml entry of ``level`` (chip or framework) may have."""
+    extra = (OFFLOAD_KEY,) if level == "framework" else ()
+    return ("source", *(k.yaml_key or n for n, k in knobs().items() if k.level == level), *extra)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Efficiency:
     # --- the chip: fractions of datasheet peaks that kernels and collectives reach ---
-    matmul_max: float
-    matmul_half_dim: float
-    attention_max_d64: float = 0.567
-    attention_max_d128: float = 0.628
-    attention_half_seq_causal: float = 540.0
-    attention_half_seq: float = 150.0
-    memory: float
-    intra_node_link: float
-    inter_node_link: float
+    matmul_max: float = knob("chip", "fraction", FRACTION)
+    matmul_half_dim: float = knob("chip", "count", NON_NEGATIVE)
+    attention_max_d64: float = knob("chip", "fraction", FRACTION, default=0.567)
+    attention_max_d128: float = knob("chip", "fraction", FRACTION, default=0.628)
+    attention_half_seq_causal: float = knob("chip", "count", NON_NEGATIVE, default=540.0)
+    attention_half_seq: float = knob("chip", "count", NON_NEGATIVE, default=150.0)
+    memory: float = knob("chip", "fraction", FRACTION)
+    intra_node_link: float = knob("chip", "fraction", FRACTION)
+    inter_node_link: float = knob("chip", "fraction", FRACTION)
     # the shortest time a kernel occupies the device, and the launch gap eager PyTorch adds between two kernels
     # that CUDA graphs remove (estimate/compute.py prices each kernel at max(roofline, floor) + gap)
-    kernel_floor_s: float = 1.3e-6
-    kernel_gap_s: float = 1.3e-6
+    kernel_floor_s: float = knob("chip", "seconds", KERNEL_TIME, default=1.3e-6)
+    kernel_gap_s: float = knob("chip", "seconds", KERNEL_TIME, default=1.3e-6)
     # --- the framework: fixed costs, overlap and allocator ---
-    kernel_efficiency: float = 1.0  # what its GEMM and attention kernels reach of the chip's microbenchmark figures
-    cuda_graphs: bool = False  # the framework replays CUDA graphs: no launch gap between kernels
-    fuse_elementwise: bool = False  # adjacent element-wise ops fuse into one kernel (torch.compile)
-    host_layer_s: float = 0.0  # host time to issue one layer's forward + backward for one micro-batch
+    # what its GEMM and attention kernels reach of the chip's microbenchmark figures
+    kernel_efficiency: float = knob("framework", "fraction", FRACTION, default=1.0)
+    # the framework replays CUDA graphs: no launch gap between kernels
+    cuda_graphs: bool = knob("framework", "bool", default=False)
+    # adjacent element-wise ops fuse into one kernel (torch.compile)
+    fuse_elementwise: bool = knob("framework", "bool", default=False)
+    # host time to issue one layer's forward + backward for one micro-batch
+    host_layer_s: float = knob("framework", "seconds", NON_NEGATIVE, _at_most(1.0, "s"), default=0.0)
     # added to host_layer_s per tensor-parallel rank when the pipeline spans nodes (step_terms.micro_batch_s)
-    host_layer_s_per_tp_pp_nodes: float = 0.0
-    grad_accum_bytes_per_param: float = 0.0  # memory traffic per micro-batch accumulating gradients
-    step_overhead_s: float = 0.0
-    dp_bucket_bytes: float = 0.0  # 0: one bucket after the backward
-    dp_bucket_per_layer: bool = False
-    dp_overlap: bool = False
-    pipeline_balance: str = "even"  # how layers are placed on pipeline stages (estimate/pipeline.py)
-    zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the framework runs
-    fused_glu: bool = True  # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
-    eager_ops: tuple[str, ...] = ()  # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
-    zero_shards_master: bool = True  # ZeRO-1+ shards the fp32 master copy with the optimizer states
-    zero_all_reduce: bool = False  # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
-    reserved_bytes: float
-    fragmentation: float = 0.0
-    cpu_adam_params_per_s_per_node: float = 1.0e10
-    chip_source: str = ""
-    chip_has_data: bool = True  # False: the chip has no microbenchmark entry and takes the default's figures
-    framework: str = DEFAULT_FRAMEWORK
-    framework_source: str = ""
+    host_layer_s_per_tp_pp_nodes: float = knob("framework", "seconds", NON_NEGATIVE, _at_most(0.1, "s"),
+                                               default=0.0)
+    # memory traffic per micro-batch accumulating gradients
+    grad_accum_bytes_per_param: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)
+    step_overhead_s: float = knob("framework", "seconds", NON_NEGATIVE, default=0.0)
+    dp_bucket_bytes: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)  # 0: one bucket after the backward
+    dp_bucket_per_layer: bool = knob("framework", "bool", default=False)
+    dp_overlap: bool = knob("framework", "bool", default=False)
+    # how layers are placed on pipeline stages (estimate/pipeline.py)
+    pipeline_balance: str = knob("framework", "choice", _one_of(("even", "cost"), "must be even or cost"),
+                                 default="even", calibrated=True)
+    # the ZeRO stages the framework runs
+    zero_stages: tuple[int, ...] = knob("framework", "stages", (lambda v: bool(v) and all(
+        z in (0, 1, 2, 3) for z in v), "must be a non-empty subset of 0, 1, 2, 3"), default=(0, 1, 2, 3))
+    # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
+    fused_glu: bool = knob("framework", "bool", default=True)
+    # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
+    eager_ops: tuple[str, ...] = knob("framework", "ops", (lambda v: all(k in EAGER_OPS for k in v),
+                                                           f"must be a subset of {', '.join(EAGER_OPS)}"), default=())
+    # ZeRO-1+ shards the fp32 master copy with the optimizer states
+    zero_shards_master: bool = knob("framework", "bool", default=True)
+    # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
+    zero_all_reduce: bool = knob("framework", "bool", default=False)
+    reserved_bytes: float = knob("framework", "bytes", NON_NEGATIVE, yaml_key="reserved_gib")
+    fragmentation: float = knob("framework", "fraction", NON_NEGATIVE, _at_most(1.0), default=0.0)
+    cpu_adam_params_per_s_per_node: float = knob("framework", "rate", (lambda v: _finite(v) and v > 0,
+                                                                       "must be > 0"), default=1.0e10)
+    chip_source: str = knob("", "text", default="")
+    # False: the chip has no microbenchmark entry and takes the default's figures
+    chip_has_data: bool = knob("", "bool", default=True, calibrated=False)
+    framework: str = knob("", "text", default=DEFAULT_FRAMEWORK)
+    framework_source: str = knob("", "text", default="")
     # --- the kernels the framework runs (estimate/kernels.py, estimate/recompute.py) ---
-    attention_kernel: str = "fa2"  # whose curve the attention_* figures above are (kernels.ATTENTION_KERNELS)
-    attention_fused: bool = True  # False: the kernel materialises the scores (SDPA math)
-    attention_source: str = ""
-    loss_kernel: str = "fp32"  # LOSS_KERNELS: what the cross-entropy keeps per logit
-    selective_recompute: str = "attention"  # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
-    precision_recipe: str = "mixed"  # the framework's default precision recipe (PRECISION_RECIPES)
-    default_recompute: str = "none"  # what it recomputes when a run does not say (none, full or a selective mode)
+    # whose curve the attention_* figures above are (kernels.ATTENTION_KERNELS; kernels.py checks the name)
+    attention_kernel: str = knob("framework", "choice", default="fa2")
+    # False: the kernel materialises the scores (SDPA math)
+    attention_fused: bool = knob("kernel", "bool", default=True, calibrated=False)
+    attention_source: str = knob("kernel", "text", default="")
+    # LOSS_KERNELS: what the cross-entropy keeps per logit
+    loss_kernel: str = knob("framework", "choice", _one_of(LOSS_KERNELS), default="fp32")
+    # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
+    selective_recompute: str = knob("framework", "choice", (_selective, ""), default="attention")
+    # the framework's default precision recipe (PRECISION_RECIPES)
+    precision_recipe: str = knob("framework", "choice", _one_of(PRECISION_RECIPES), default="mixed")
+    # what it recomputes when a run does not say (none, full or a selective mode)
+    default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
+                                  default="none")
 
     def __post_init__(self) -> None:
-        for f in _FRACTIONS:
-            v = getattr(self, f)
-            require(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
-        for f in ("kernel_floor_s", "kernel_gap_s"):
-            v = getattr(self, f)
-            require(isinstance(v, (int, float)) and 0 <= v <= 1e-4, f"efficiency.{f}", v, "must be in [0, 1e-4] s")
-        for f in ("matmul_half_dim", "attention_half_seq_causal", "attention_half_seq", "host_layer_s",
-                  "host_layer_s_per_tp_pp_nodes",
-                  "grad_accum_bytes_per_param", "step_overhead_s", "dp_bucket_bytes", "reserved_bytes",
-                  "fragmentation"):
-            v = getattr(self, f)
-            require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"efficiency.{f}", v,
-                    "must be a finite number >= 0")
-        require(bool(self.zero_stages) and all(z in (0, 1, 2, 3) for z in self.zero_stages),
-                "efficiency.zero_stages", self.zero_stages, "must be a non-empty subset of 0, 1, 2, 3")
-        require(all(k in EAGER_OPS for k in self.eager_ops), "efficiency.eager_ops", list(self.eager_ops),
-                f"must be a subset of {', '.join(EAGER_OPS)}")
-        require(self.pipeline_balance in ("even", "cost"), "efficiency.pipeline_balance", self.pipeline_balance,
-                "must be even or cost")
-        require(self.host_layer_s <= 1.0, "efficiency.host_layer_s", self.host_layer_s, "must be <= 1 s")
-        require(self.host_layer_s_per_tp_pp_nodes <= 0.1, "efficiency.host_layer_s_per_tp_pp_nodes",
-                self.host_layer_s_per_tp_pp_nodes, "must be <= 0.1 s")
-        require(self.loss_kernel in LOSS_KERNELS, "efficiency.loss_kernel", self.loss_kernel,
-                f"must be one of {', '.join(LOSS_KERNELS)}")
-        require(self.precision_recipe in PRECISION_RECIPES, "efficiency.precision_recipe", self.precision_recipe,
-                f"must be one of {', '.join(PRECISION_RECIPES)}")
-        check_selective_mode(self.selective_recompute)
-        if self.default_recompute not in ("none", "full"):
-            check_selective_mode(self.default_recompute)
-        require(self.fragmentation <= 1.0, "efficiency.fragmentation", self.fragmentation, "must be <= 1")
-        require(self.cpu_adam_params_per_s_per_node > 0, "efficiency.cpu_adam_params_per_s_per_node",
-                self.cpu_adam_params_per_s_per_node, "must be > 0")
+        for name, k in _RULED:
+            k.check(name, getattr(self, name))
 
     @property
     def launch_gap_s(self) -> float:
@@ -147,6 +208,11 @@ class Efficiency:
         return top * seq_kv / (seq_kv + half)
 
 
+_RULED = tuple((n, k) for n, k in knobs().items() if k.rules)  # the fields __post_init__ checks
+CHIP_KEYS = yaml_keys("chip")
+FRAMEWORK_KEYS = yaml_keys("framework")
+
+
 @cache
 def _data() -> dict[str, Any]:  # read once; callers copy what they change
     text = resources.files("greentrain.estimate").joinpath("efficiency.yaml").read_text("utf-8")
@@ -164,23 +230,14 @@ def chip_names() -> tuple[str, ...]:
 
 
 def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
-    kw: dict[str, Any] = {k: float(v) for k, v in chip.items() if k != "source"}
-    for k, v in fw.items():
-        if k == "source":
+    """The Efficiency fields a merged chip entry and framework entry give, each parsed by its Knob."""
+    by_key = {k.yaml_key or n: (n, k) for n, k in knobs().items() if k.level in ("chip", "framework")}
+    kw: dict[str, Any] = {}
+    for key, v in (*chip.items(), *fw.items()):
+        if key in ("source", OFFLOAD_KEY):
             continue
-        if k in _BOOLS:
-            kw[k] = as_bool(v, f"efficiency.{k}")
-        elif k == "reserved_gib":
-            kw["reserved_bytes"] = units.gib_to_bytes(float(v))
-        elif k in ("pipeline_balance", "attention_kernel", "loss_kernel", "selective_recompute", "precision_recipe",
-                   "default_recompute"):
-            kw[k] = str(v)
-        elif k == "zero_stages":
-            kw[k] = tuple(int(z) for z in v)
-        elif k == "eager_ops":
-            kw[k] = tuple(str(x) for x in v)
-        else:
-            kw[k] = float(v)
+        name, k = by_key[key]
+        kw[name] = k.parse(v, f"efficiency.{key}", key)
     return kw
 
 
@@ -200,8 +257,8 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK, attention
     base_chip, base_fw = dict(chips["default"]), dict(frameworks["default"])
     merged_chip = {**base_chip, **(chip_entry or {})}
     merged_fw = {**base_fw, **frameworks[framework]}
-    check_keys(merged_chip, CHIP_KEYS, f"efficiency.chips.{chip or 'default'}")
-    check_keys(merged_fw, FRAMEWORK_KEYS, f"efficiency.frameworks.{framework}")
+    check_keys(merged_chip, yaml_keys("chip"), f"efficiency.chips.{chip or 'default'}")
+    check_keys(merged_fw, yaml_keys("framework"), f"efficiency.frameworks.{framework}")
     source = str(merged_chip.get("source", "")) if chip_entry else (
         f"{chip or 'chip'}: {base_chip['source']}")
     kw = _fields(merged_chip, merged_fw)
@@ -259,18 +316,12 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
         raise ConfigError("calibration.constants.reserved_bytes", constants["reserved_bytes"],
                           "was fitted against the device total before peak memory was compared as the "
                           "allocator's: refit with greentrain calibrate")
-    names = [f.name for f in dataclasses.fields(Efficiency) if f.name not in (
-        "chip_source", "chip_has_data", "framework", "framework_source", "attention_kernel", "attention_fused",
-        "attention_source", "loss_kernel", "selective_recompute", "precision_recipe", "default_recompute")]
-    check_keys(constants, names, "calibration.constants")
+    fitted = {n: k for n, k in knobs().items() if k.calibrated}
+    check_keys(constants, tuple(fitted), "calibration.constants")
     kw: dict[str, Any] = {}
-    for k, v in constants.items():
-        if k in _BOOLS:
-            kw[k] = as_bool(v, f"calibration.constants.{k}")
-        elif k == "pipeline_balance":
-            kw[k] = str(v)
-        elif isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"calibration.constants.{k}", v, "must be a number")
-        else:
-            kw[k] = float(v)
+    for name, v in constants.items():
+        label = f"calibration.constants.{name}"
+        if fitted[name].kind in NUMERIC_KINDS and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConfigError(label, v, "must be a number")
+        kw[name] = fitted[name].parse(v, label)
     return dataclasses.replace(eff, chip_source=f"{eff.chip_source}; calibrated by {Path(path).name}", **kw)
