@@ -159,6 +159,20 @@ def fit_half_dim(points: list[dict[str, float]], top: float) -> float:
     return float(grid[int(np.argmin(err))])
 
 
+def fit_matmul_curve(points: list[dict[str, float]], floor_s: float = 1e-4) -> tuple[float, float]:
+    """(top, h) of top x m/(m+h) x k/(k+h) x n/(n+h) fitted jointly (log least squares over a log grid of h, top
+    in closed form) on the GEMMs that ran at least ``floor_s`` (a single timed call has a ~30 us host floor)."""
+    kept = [p for p in points if p["time_s"] >= floor_s]
+    meas = np.log(np.array([p["fraction"] for p in kept]))
+    dims = np.array([[p["m"], p["k"], p["n"]] for p in kept], dtype=float)
+    grid = np.geomspace(1.0, 16384.0, 600)
+    log_shape = np.log(dims[None, :, :] / (dims[None, :, :] + grid[:, None, None])).sum(axis=2)
+    log_top = (meas[None, :] - log_shape).mean(axis=1)
+    err = ((meas[None, :] - log_top[:, None] - log_shape) ** 2).sum(axis=1)
+    i = int(np.argmin(err))
+    return float(np.exp(log_top[i])), float(grid[i])
+
+
 def fit_saturating(seqs: list[float], fractions: list[float]) -> tuple[float, float]:
     """(top, half) of top x s / (s + half) by least squares: top in closed form for each half of a log grid."""
     s, y = np.asarray(seqs, dtype=float), np.asarray(fractions, dtype=float)
