@@ -69,8 +69,10 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
     args.chip = chips[0] if chips else None
     args.region = regions[0] if regions else None
     base = scenario_from_args(args)
-    scs = [base] + [dataclasses.replace(base, cluster=build_cluster(get_chip(c), base.cluster.num_chips,
-                                                                   args.chips_per_node)) for c in chips[1:]]
+    limit = getattr(args, "power_limit_w", None)  # every chip type at the same board power limit
+    others = [get_chip(c) if limit is None else get_chip(c).power_limited(limit, "--power-limit-w") for c in chips[1:]]
+    scs = [base] + [dataclasses.replace(base, cluster=build_cluster(chip, base.cluster.num_chips, args.chips_per_node))
+                    for chip in others]
     extra = {"pue": args.pue} if args.pue is not None else {}
     sites = [site_from_dict({"region": r, **extra}) for r in regions] if len(regions) > 1 else []
     return scs, sites

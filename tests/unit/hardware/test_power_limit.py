@@ -98,3 +98,20 @@ def test_a_scenario_file_sets_the_limit_and_keeps_it_through_its_dict() -> None:
 def test_a_limit_outside_idle_and_full_power_is_refused(limit: object) -> None:
     with pytest.raises(ConfigError, match=r"cluster\.power_limit_w"):
         scenario_from_dict({"cluster": {"chip": "h100-sxm", "power_limit_w": limit}})
+
+
+def test_search_runs_every_chip_type_at_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    """The first chip type comes from the scenario, the others are built by the search: both at the limit."""
+    import json
+
+    from greentrain.cli.main import main
+
+    args = ["search", "--model", "llama3.2-1b", "--num-chips", "8", "--global-batch", "32", "--seq-len", "2048",
+            "--tokens", "1e10", "--top", "3", "--json"]
+    main([*args, "--chip", "a100-80gb,h100-sxm", "--power-limit-w", "300"])
+    ranked = json.loads(capsys.readouterr().out)["ranked"]
+    assert {(r["estimate"]["chip"], r["estimate"]["power_w_per_chip"]) for r in ranked} == {("h100-sxm", 300.0)}
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--chip", "h100-sxm,a100-80gb", "--power-limit-w", "450"])  # above the A100's 400 W
+    assert e.value.code == 2
+    assert "--power-limit-w=450" in capsys.readouterr().err
