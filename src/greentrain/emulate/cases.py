@@ -16,6 +16,7 @@ from enum import Enum
 
 from greentrain.emulate.sharding import Mesh2D, TensorSharding
 from greentrain.errors import ConfigError, did_you_mean
+from greentrain.parallel import schedules
 
 REL_TOLERANCE = 1e-5  # |out - ref|_max / |ref|_max, float32 (issue 7: "float32, 1e-5 relative")
 
@@ -29,8 +30,12 @@ class MatMulPolicy(str, Enum):
 
 
 class Schedule(str, Enum):
-    GPIPE = "gpipe"
-    ONE_F_ONE_B = "1f1b"
+    """The pipeline schedules emulate runs on torch.distributed (emulate/pipeline.py builds their sends and
+    receives): registered schedules (parallel/schedules.py), by their record's name. Any other registered
+    schedule is priced by plan and simulate but not emulated (`emulate pipeline --schedule` refuses it)."""
+
+    GPIPE = schedules.GPIPE.name
+    ONE_F_ONE_B = schedules.ONE_F_ONE_B.name
 
 
 def derive_policy(a: TensorSharding, b: TensorSharding, c: TensorSharding) -> MatMulPolicy:

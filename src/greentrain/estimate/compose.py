@@ -5,10 +5,11 @@ floats); estimate_steps (estimate/vector.py) with a StrategyTable and a StageSpl
 evaluated once per distinct value of what it depends on. Neither composes a term of its own.
 
 Step time (Narayanan et al. 2021 §2.2, 1F1B and interleaved schedules):
-    step = m * t_mb + (pp - 1) / vpp * t_mb + exposed DP communication + optimizer step
+    step = m * t_mb + bubble * t_mb + exposed DP communication + optimizer step
 with m micro-batches per pipeline, t_mb the forward + backward (+ recomputation) time of one micro-batch on
 the slowest stage including its exposed TP/CP/EP/PP communication (step_terms.micro_batch_s: or the host's
-time, when longer); the bubble is (pp-1)/vpp micro-batch times (GPipe has the same bubble, more memory).
+time, when longer); the bubble, in micro-batch times, is the schedule's (parallel/schedules.py: (pp-1)/vpp for
+1F1B, interleaved and GPipe, which holds more memory).
 MFU and HFU: Korthikanti et al. 2022 §6 / Chowdhery et al. 2022 App. B: model FLOPs / (step time x chips x
 peak); hardware FLOPs also count recomputation.
 Memory: the first, a middle and the last pipeline stage (estimate/memory.py), the largest of them.
@@ -40,13 +41,14 @@ from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
 from greentrain.num import Num, where
+from greentrain.parallel.schedules import by_schedule
 from greentrain.scenario import Scenario
 from greentrain.workload import Workload
 
 
 class StepStrategy(Protocol):
     """What the composition reads of a strategy: a parallel.Strategy (numbers) or a parallel.StrategyTable
-    (a column per strategy) satisfy it, derived names (grad_group, sequence_parallel) included."""
+    (a column per strategy) satisfy it, derived names (parallel/derived.py) included."""
 
     @property
     def dp(self) -> Any: ...
@@ -68,6 +70,10 @@ class StepStrategy(Protocol):
     def grad_group(self) -> Any: ...
     @property
     def sequence_parallel(self) -> Any: ...
+    @property
+    def stage_ranks(self) -> Any: ...
+    @property
+    def schedule_code(self) -> Any: ...
 
 
 def num_micro_batches(w: Workload, s: StepStrategy) -> Num:
@@ -115,14 +121,15 @@ def pp_payload_bytes(sc: Scenario, s: StepStrategy) -> Num:
 def pipeline_timing(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num) -> PipelineTiming:
     """The step up to the optimizer, of strategy ``s`` with the stage split ``st``."""
     cl = sc.cluster
-    pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.tp * s.cp * s.dp, cl=cl, eff=eff,
+    pp_mb = 2 * s.vpp * pp_send_s(pp=s.pp, tp=s.tp, inner=s.stage_ranks, cl=cl, eff=eff,
                                   payload_bytes=pp_payload_bytes(sc, s))
     comm_mb = st.tp_s + st.cp_s + st.ep_s + pp_mb
     accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
     device_mb = st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb
     t_mb = micro_batch_s(device_mb, st.layers, eff, tp=s.tp, pp=s.pp, cl=cl)
+    bubble = by_schedule(s.schedule_code, lambda r: r.bubble(s.pp, s.vpp))  # in micro-batch times
     return PipelineTiming(num_micro=num_micro, micro_batch_s=t_mb, device_s=device_mb, grad_accum_s=accum,
-                          micro_batch_comm_s=comm_mb, pp_send_s=pp_mb, bubble_s=(s.pp - 1) / s.vpp * t_mb,
+                          micro_batch_comm_s=comm_mb, pp_send_s=pp_mb, bubble_s=bubble * t_mb,
                           dp_s=dp_exposed_s(sc, s, st, eff, num_micro))
 
 
@@ -245,13 +252,13 @@ class StageTransients:
     temporary_bytes: Num
 
 
-def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num, stage: int,
-                     gpipe: Num = False) -> StageTransients:
+def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
+                     stage: int) -> StageTransients:
     """Pipeline stage ``stage`` of MEMORY_STAGES: its parameters and transient tensors (memory.transient_bytes:
     memory.held_micro_batches of its layers' activations; the embedding on the first stage, the head and the
     loss on the last, the one stage of a pipeline of one holding both)."""
     w = sc.workload
-    held = held_micro_batches(stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, gpipe=gpipe)
+    held = held_micro_batches(stage, pp=s.pp, vpp=s.vpp, num_micro=num_micro, schedule=s.schedule_code)
     acts, temp = transient_bytes(spec=sc.model, held=held, stage_activation_bytes=st.stage_activation_bytes[stage],
                                  tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
                                  e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),

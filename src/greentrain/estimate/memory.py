@@ -11,8 +11,8 @@ the 5as^2b/t scores terms; full recomputation keeps only the layer input 2*sbh (
 The formula here is the same accounting written per tensor, so it also covers GQA/MQA (K and V of width
 num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
 flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
-Pipeline: stage r of 1F1B holds min(pp - r, micro-batches) micro-batches of its layers; interleaving
-multiplies by 1 + (pp-1)/(pp*vpp); GPipe holds every micro-batch (Korthikanti et al. §4.2.3, Narayanan 2021);
+Pipeline: a stage holds the micro-batches its schedule keeps in flight (parallel/schedules.py, each schedule's
+``held`` rule: 1F1B pp - rank, interleaving 1 + (pp-1)/(pp*vpp) times that, GPipe all of them);
 the first stage adds the embedding's, the last the head's and the loss's buffers (transient_bytes).
 Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
 + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from greentrain.model.spec import LayerKind, TransformerSpec
-from greentrain.num import minimum, where
+from greentrain.num import where
+from greentrain.parallel.schedules import by_schedule
 from greentrain.workload import OPTIMIZER_DTYPES, Workload
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
@@ -168,13 +169,12 @@ def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute
     return repl + (act.split_bytes + scores) / tp
 
 
-def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, gpipe: Any) -> Any:
+def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, schedule: Any) -> Any:
     """Micro-batches of activations pipeline stage ``stage`` (0 the first, 1 the second, 2 the last) holds in
-    flight: 1F1B pp - rank (Narayanan et al. 2021 §2.2), interleaving adds (pp-1)/(pp*vpp) (Korthikanti et al.
-    2022 §4.2.3), GPipe all of them."""
+    flight under the pipeline schedule ``schedule`` (a parallel.schedules code, or a column of them): the
+    schedule's record says how many (its ``held`` rule and source)."""
     rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
-    held = minimum(pp - rank, num_micro) * where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
-    return where(gpipe, num_micro * 1.0, where(pp == 1, 1.0, held))
+    return by_schedule(schedule, lambda r: r.held(rank, pp, vpp, num_micro))
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,

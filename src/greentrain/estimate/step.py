@@ -7,6 +7,7 @@ one strategy, evaluates them with its numbers and assembles the breakdown.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from greentrain import units
@@ -15,6 +16,7 @@ from greentrain.estimate.compose import (
     MEMORY_STAGES,
     StepTiming,
     compose_step,
+    dp_exposed_s,
     memory_stage_present,
     stage_memory,
     stage_transients,
@@ -23,8 +25,11 @@ from greentrain.estimate.compose import (
     step_rates,
 )
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
-from greentrain.estimate.memory import MemoryBreakdown
+from greentrain.estimate.memory import MemoryBreakdown, workload_grad_bytes
+from greentrain.estimate.parallel_costs import axis_layout
+from greentrain.estimate.recompute import in_layer_comm_passes
 from greentrain.estimate.stage import StageSplit, stage_costs
+from greentrain.estimate.step_terms import bucket_bytes
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
 from greentrain.scenario import Scenario
@@ -64,15 +69,25 @@ def _memory(sc: Scenario, s: Strategy, st: StageSplit, num_micro: int,
             eff: Efficiency) -> tuple[MemoryBreakdown, MemoryBreakdown]:
     """The stage that needs the most memory, and the first stage (pipeline rank 0)."""
     state = state_bytes(sc, s, eff)
-    stages = [stage_memory(stage_transients(sc, s, st, eff, num_micro, stage, gpipe=s.schedule == "gpipe"), state, eff)
+    stages = [stage_memory(stage_transients(sc, s, st, eff, num_micro, stage), state, eff)
               for stage in MEMORY_STAGES if memory_stage_present(stage, s.pp)]
     return max(stages, key=lambda m: m.total_bytes), stages[0]
 
 
-def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,
-                  eff: Efficiency | None = None) -> StepEstimate:
-    """Analytical estimate of one training step. Raises InfeasibleError if the strategy does not divide
-    the model, or (with ``check_fit``) does not fit in the chip's memory."""
+@dataclass(frozen=True, slots=True)
+class _Evaluated:
+    """What estimate_step computes on its way to the estimate (estimate_micro_batch reads it too)."""
+
+    strategy: Strategy
+    eff: Efficiency
+    ops: ModelOps
+    split: StageSplit
+    timing: StepTiming
+    memory: MemoryBreakdown
+    first_stage: MemoryBreakdown
+
+
+def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Efficiency | None) -> _Evaluated:
     s = strategy or sc.strategy
     if s is None:
         raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
@@ -94,7 +109,64 @@ def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: 
             f"strategy {s.describe()} does not fit: needs {units.bytes_to_gib(mem.total_bytes):.1f} GiB per "
             f"device, {cl.chip.name} has {units.bytes_to_gib(cl.chip.memory_bytes):.1f} GiB "
             f"(short by {units.bytes_to_gib(short):.1f} GiB)", shortfall_bytes=short)
-    return _assemble(sc, s, ops, st, timing, mem, first_stage, eff)
+    return _Evaluated(strategy=s, eff=eff, ops=ops, split=st, timing=timing, memory=mem, first_stage=first_stage)
+
+
+def estimate_step(sc: Scenario, strategy: Strategy | None = None, *, check_fit: bool = True,
+                  eff: Efficiency | None = None) -> StepEstimate:
+    """Analytical estimate of one training step. Raises InfeasibleError if the strategy does not divide
+    the model, or (with ``check_fit``) does not fit in the chip's memory."""
+    e = _evaluate(sc, strategy, check_fit, eff)
+    return _assemble(sc, e.strategy, e.ops, e.split, e.timing, e.memory, e.first_stage, e.eff)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MicroBatchTiming:
+    """One micro-batch of one device on the slowest stage, as the event simulator runs it (sim/cluster.py), and
+    what follows the pipeline: the estimator's own terms, split into the passes the events need."""
+
+    schedule: str
+    pp: int
+    vpp: int
+    num_micro_batches: int
+    forward_s: float  # compute, and the forward's pass of the exposed in-layer (TP/CP/EP) collectives and host wait
+    backward_s: float  # backward + recomputation + gradient accumulation, and the other passes of those
+    pp_send_s: float  # its pipeline sends: both passes, every virtual stage
+    pp_crosses_nodes: bool
+    dp_reduce_s: float  # reducing one device's gradients with no backward to hide behind (0 with ZeRO-3)
+    dp_crosses_nodes: bool
+    dp_tail_s: float  # ZeRO-3: the step's exposed DP communication (its gathers run per micro-batch)
+    grad_bytes: float  # one device's gradients
+    bucket_bytes: float  # the framework's gradient bucket (0: all gradients at once; step_terms.bucket_bytes)
+    optimizer_s: float  # the optimizer step and the fixed per-step costs
+    step_s: float  # estimate_step's step time
+
+
+def estimate_micro_batch(sc: Scenario, strategy: Strategy | None = None, *,
+                         eff: Efficiency | None = None) -> MicroBatchTiming:
+    """estimate_step's micro-batch and step tail, for an event simulation of the pipeline (sim/cluster.py).
+
+    The exposed in-layer collectives of a micro-batch run in each pass that repeats them
+    (recompute.in_layer_comm_passes: 2 without recomputation, 3 with full): one pass is the forward's, the rest
+    the backward's; a host-bound micro-batch's wait is split the same way. The DP reduction is compose's
+    dp_exposed_s with the backward's window taken away (the events overlap it with the backward)."""
+    e = _evaluate(sc, strategy, True, eff)
+    s, st, t, eff = e.strategy, e.split, e.timing, e.eff
+    w, m = sc.workload, int(t.num_micro)
+    in_layer = st.tp_s + st.cp_s + st.ep_s
+    host_wait = max(0.0, t.micro_batch_s - t.device_s)
+    fwd_share = 1 / in_layer_comm_passes(s.recompute, eff.selective_recompute)
+    grad_bytes = workload_grad_bytes(st.trainable, w)
+    zero3, lay = s.zero == 3, axis_layout(s, sc.cluster)
+    return MicroBatchTiming(
+        schedule=s.schedule, pp=s.pp, vpp=s.vpp, num_micro_batches=m,
+        forward_s=st.fwd_s + fwd_share * (in_layer + host_wait),
+        backward_s=st.bwd_s + st.recompute_s + t.grad_accum_s + (1 - fwd_share) * (in_layer + host_wait),
+        pp_send_s=t.pp_send_s, pp_crosses_nodes=lay.pp_crosses_nodes,
+        dp_reduce_s=0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m),
+        dp_crosses_nodes=lay.dp < s.grad_group, dp_tail_s=t.dp_s if zero3 else 0.0,
+        grad_bytes=grad_bytes, bucket_bytes=bucket_bytes(grad_bytes, st.layers, eff), optimizer_s=t.optimizer_s,
+        step_s=t.step_s)
 
 
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageSplit, t: StepTiming,

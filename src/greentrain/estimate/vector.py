@@ -51,6 +51,7 @@ from greentrain.estimate.stage import (
 from greentrain.model.ops import model_ops
 from greentrain.num import FloatArray, take
 from greentrain.parallel.fields import LAYER_KEY_FIELDS
+from greentrain.parallel.schedules import by_schedule
 from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
@@ -218,7 +219,7 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
     st = split.at(at[:, None])
     total = np.zeros((len(groups), len(used)))
-    for stage in MEMORY_STAGES:  # GPipe is not in the vectorised space
+    for stage in MEMORY_STAGES:
         parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
         stage_total = stage_memory(parts, state, eff).total_bytes
         total = np.where(memory_stage_present(stage, g.pp), np.maximum(total, stage_total), total)
@@ -256,8 +257,8 @@ def _timing(sc: Scenario, t: StrategyTable, split: Splits, num_micro: npt.NDArra
 def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,
                    eff: Efficiency | None = None) -> StepArrays:
     """estimate_step for every row of ``table`` (which must divide the model: search/space.py builds such
-    tables). Rows that break the interleaved schedule's micro-batch rule, or (``check_fit``) need more than
-    ``capacity_bytes`` (default: the chip's memory) per device, are left out of the result."""
+    tables). Rows that break their schedule's micro-batch rule (parallel/schedules.py), or (``check_fit``) need
+    more than ``capacity_bytes`` (default: the chip's memory) per device, are left out of the result."""
     w, cl = sc.workload, sc.cluster
     eff = eff or efficiency_for(cl.chip.name)
     if len(table) == 0:
@@ -265,7 +266,8 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     k = _per_key(sc, table, eff)
     split = _split(sc, table, k, eff)
     num_micro = num_micro_batches(w, table)
-    rows = np.flatnonzero((table.vpp == 1) | (num_micro % table.pp == 0))  # the interleaving rule
+    fits = by_schedule(table.schedule_code, lambda r: r.micro_batches_fit(num_micro, table.pp))  # its rule
+    rows = np.flatnonzero(np.broadcast_to(fits, num_micro.shape))
     mem = _memory(sc, table, rows, split, num_micro, eff)
     if check_fit:
         fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)

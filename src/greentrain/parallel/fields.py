@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from greentrain.parallel.schedules import PIPELINE_SCHEDULES
+
 
 @dataclass(frozen=True, slots=True)
 class StrategyField:
@@ -40,8 +42,9 @@ FIELDS: dict[str, StrategyField] = {f.name: f for f in (
                   layer_key=True),
     StrategyField("offload_optimizer", "optimizer states in host memory (ZeRO-Offload)", "bool",
                   flag="offload_optimizer", csv=False),
-    StrategyField("schedule", "pipeline schedule: 1f1b, interleaved or gpipe (default: by vpp)", "choice",
-                  flag="schedule", csv=False, table=False),
+    StrategyField("schedule", "pipeline schedule (default: by vpp): " + "; ".join(
+        f"{r.name}, {r.help}" for r in PIPELINE_SCHEDULES.values()), "choice", flag="schedule", csv=False,
+        table=False),
     StrategyField("stage_layers", "layers of each pipeline stage, first to last (default: the framework "
                   "places them)", "layers", flag="stage_layers", csv=False, table=False),
 )}

@@ -14,21 +14,21 @@ from typing import Any
 from greentrain.config import as_bool, as_choice, as_int, check_keys, require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.model.spec import TransformerSpec
+from greentrain.num import Num
+from greentrain.parallel import derived
 from greentrain.parallel.fields import POSITIVE_FIELDS
+from greentrain.parallel.schedules import (
+    PIPELINE_SCHEDULES,
+    PipelineSchedule,
+    check_schedule,
+    get_schedule,
+    implied_schedule,
+    schedule_code,
+)
 
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("1f1b", "interleaved", "gpipe")
-
-
-def check_schedule(schedule: str, vpp: int, schedule_field: str, vpp_field: str) -> None:
-    """An explicit schedule must agree with vpp: vpp > 1 is the interleaved schedule (Narayanan et al. 2021
-    §2.2.2), and the interleaved schedule needs vpp > 1 model chunks per device. The field names are the
-    caller's (``strategy.vpp`` in YAML, ``--vpp`` on the command line, ``pins.vpp`` in a search)."""
-    if vpp > 1 and schedule != "interleaved":
-        raise ConfigError(schedule_field, schedule, f"conflicts with {vpp_field}={vpp}: vpp > 1 runs the "
-                          "interleaved schedule (give schedule interleaved, or vpp 1)")
-    if vpp == 1 and schedule == "interleaved":
-        raise ConfigError(schedule_field, schedule, f"needs {vpp_field} > 1 model chunks per device")
+SCHEDULES = PIPELINE_SCHEDULES  # the pipeline schedules by name (parallel/schedules.py, one record each)
+__all__ = ["RECOMPUTE", "SCHEDULES", "Strategy", "check_divisibility", "check_schedule"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +36,7 @@ class Strategy:
     dp: int = 1
     tp: int = 1
     pp: int = 1
-    vpp: int = 1  # virtual pipeline stages (model chunks) per device; > 1 means the interleaved schedule
+    vpp: int = 1  # virtual pipeline stages (model chunks) per device; > 1 means an interleaved schedule
     cp: int = 1
     ep: int = 1
     # expert tensor parallelism (Megatron Core expert_tensor_parallel_size): experts' matrices split over etp
@@ -47,7 +47,8 @@ class Strategy:
     recompute: str = "none"
     micro_batch_size: int = 1
     offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
-    schedule: str = ""  # "": by vpp (interleaved when vpp > 1, else 1f1b); an explicit one must agree with vpp
+    # parallel/schedules.py's name; "": by vpp (interleaved when vpp > 1, else 1f1b); an explicit one must agree
+    schedule: str = ""
     flash_attention: bool = True  # fused attention (FlashAttention/SDPA); False: Megatron-2022 naive attention
     # Layers of each pipeline stage, first to last, when the run pins them (Megatron-LM
     # --decoder-first/last-pipeline-num-layers, nanotron pp_layer_partition); (): the framework places them
@@ -61,9 +62,7 @@ class Strategy:
         require(self.recompute in RECOMPUTE, "strategy.recompute", self.recompute,
                 f"must be one of {', '.join(RECOMPUTE)}")
         if not self.schedule:
-            object.__setattr__(self, "schedule", "interleaved" if self.vpp > 1 else "1f1b")
-        require(self.schedule in SCHEDULES, "strategy.schedule", self.schedule,
-                f"must be one of {', '.join(SCHEDULES)}")
+            object.__setattr__(self, "schedule", implied_schedule(self.vpp).name)
         check_schedule(self.schedule, self.vpp, "strategy.schedule", "strategy.vpp")  # refused, never rewritten
         if self.vpp > 1:
             require(self.pp > 1, "strategy.vpp", self.vpp, "an interleaved schedule needs pp > 1")
@@ -78,7 +77,7 @@ class Strategy:
                     f"every stage needs a layer in each of its vpp = {self.vpp} model chunks (the embedding and "
                     "the loss count as one on the first and last stage)")
         require(self.etp >= 0, "strategy.etp", self.etp, "must be >= 0 (0: as tp)")
-        ranks = self.dp * self.cp * self.tp
+        ranks = self.stage_ranks
         if ranks % (self.ep * self.expert_tp):
             fits = [e for e in range(1, ranks + 1) if ranks % (e * self.expert_tp) == 0]
             raise ConfigError("strategy.ep", self.ep, f"ep*etp = {self.ep}*{self.expert_tp} must divide dp*cp*tp = "
@@ -86,24 +85,38 @@ class Strategy:
                               f"{', '.join(map(str, fits[:8]))}" + (", ..." if len(fits) > 8 else "")
                               + ("" if self.expert_tp == 1 else "; etp 1 allows more"))
 
+    # Derived names, each written once for a Strategy and a StrategyTable (parallel/derived.py)
     @property
     def num_chips(self) -> int:
-        return self.dp * self.tp * self.pp * self.cp
+        return int(derived.num_chips(self))
+
+    @property
+    def stage_ranks(self) -> int:
+        return int(derived.stage_ranks(self))
 
     @property
     def expert_tp(self) -> int:
         """Tensor-parallel degree of the experts (etp, or tp when not given)."""
-        return self.etp or self.tp
+        return int(derived.expert_tp(self))
 
     @property
     def grad_group(self) -> int:
-        """Ranks that hold the same weights and reduce their gradients together: data and context parallel
-        (context-parallel ranks see different tokens of the same sequences; Megatron-LM reduces over dp x cp)."""
-        return self.dp * self.cp
+        """Ranks that reduce their gradients together (dp x cp; derived.grad_group)."""
+        return int(derived.grad_group(self))
 
     @property
     def sequence_parallel(self) -> bool:
-        return self.sp and self.tp > 1
+        return bool(derived.sequence_parallel(self))
+
+    @property
+    def pipeline_schedule(self) -> PipelineSchedule:
+        """The record of this strategy's pipeline schedule (parallel/schedules.py)."""
+        return get_schedule(self.schedule)
+
+    @property
+    def schedule_code(self) -> Num:
+        """The schedule as a number (a StrategyTable row's is the one its vpp implies)."""
+        return schedule_code(self.schedule)
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
@@ -180,7 +193,6 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
     per_dp = s.dp * s.micro_batch_size
     need(global_batch_size % per_dp == 0,
          f"global_batch_size ({global_batch_size}) % (dp*micro_batch = {per_dp}) = {global_batch_size % per_dp}")
-    if s.vpp > 1:
-        n_micro = global_batch_size // per_dp
-        need(n_micro % s.pp == 0, f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 "
-             "(the interleaved schedule needs a multiple of pp)")
+    n_micro = global_batch_size // per_dp
+    need(bool(s.pipeline_schedule.micro_batches_fit(n_micro, s.pp)),
+         f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 (the {s.schedule} schedule needs a multiple of pp)")

@@ -1,8 +1,9 @@
 """StrategyTable: many strategies in columns (numpy arrays), the form the vectorised estimator works on.
 
 It is the same description as parallel/strategy.Strategy, one row per strategy: ``row(i)`` gives the
-Strategy back and ``from_strategies`` builds a table from Strategy objects. Every row uses the schedule
-implied by its vpp (1F1B, or interleaved when vpp > 1) and the template strategy's flash_attention.
+Strategy back and ``from_strategies`` builds a table from Strategy objects; both answer the same derived names
+(parallel/derived.py). Every row uses the searched schedule its vpp implies (parallel/schedules.py: 1F1B, or
+interleaved when vpp > 1) and the template strategy's flash_attention.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from greentrain.parallel import derived
 from greentrain.parallel.fields import TABLE_BOOL_FIELDS, TABLE_INT_FIELDS
+from greentrain.parallel.schedules import implied_codes
 from greentrain.parallel.strategy import RECOMPUTE, Strategy
 
 IntArray = npt.NDArray[np.int64]
@@ -48,19 +51,31 @@ class StrategyTable:
     def __len__(self) -> int:
         return len(self.dp)
 
+    # Strategy's derived names per row, each written once (parallel/derived.py)
     @property
-    def sequence_parallel(self) -> BoolArray:
-        return self.sp & (self.tp > 1)
+    def num_chips(self) -> IntArray:
+        return derived.num_chips(self)
 
     @property
-    def grad_group(self) -> IntArray:
-        """Strategy.grad_group per row: the ranks that reduce their gradients together (dp x cp)."""
-        return self.dp * self.cp
+    def stage_ranks(self) -> IntArray:
+        return derived.stage_ranks(self)
 
     @property
     def expert_tp(self) -> IntArray:
-        """Strategy.expert_tp per row: etp, or tp where etp is 0."""
-        return np.where(self.etp > 0, self.etp, self.tp)
+        return derived.expert_tp(self)
+
+    @property
+    def grad_group(self) -> IntArray:
+        return derived.grad_group(self)
+
+    @property
+    def sequence_parallel(self) -> BoolArray:
+        return derived.sequence_parallel(self)
+
+    @property
+    def schedule_code(self) -> IntArray:
+        """Each row's pipeline schedule (parallel/schedules.schedule_code): the searched one its vpp implies."""
+        return np.asarray(implied_codes(self.vpp), dtype=np.int64)
 
     def take(self, index: npt.ArrayLike) -> StrategyTable:
         """The rows at ``index`` (integer positions or a boolean mask)."""
@@ -82,8 +97,9 @@ class StrategyTable:
         flash = {s.flash_attention for s in strategies}
         if len(flash) > 1:
             raise ValueError("StrategyTable: strategies mix flash_attention on and off")
-        if any(s.schedule == "gpipe" for s in strategies):
-            raise ValueError("StrategyTable: the GPipe schedule is not part of the vectorised space")
+        for s in strategies:
+            if not s.pipeline_schedule.searched:
+                raise ValueError(f"StrategyTable: the {s.schedule} schedule is not part of the vectorised space")
         if any(s.stage_layers for s in strategies):
             raise ValueError("StrategyTable: pinned stage layouts are not part of the vectorised space")
         cols: dict[str, np.ndarray] = {}

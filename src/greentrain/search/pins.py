@@ -11,7 +11,8 @@ cli/scenario_args.py):
 - Fewer pins fix only what they name; the search chooses the rest among the strategies that keep them
   (``pinned_space``); dp, tp and pp all pinned also pin cp = 1 (the user sized the mesh).
 - `search` pins every field a scenario file's strategy sets (``file_pins``); what the vectorised search cannot
-  enumerate (a GPipe schedule, pinned stage layers) is refused in one line, never dropped.
+  enumerate (a schedule whose record is not ``searched``, e.g. GPipe; pinned stage layers) is refused in one
+  line, never dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.config import load_mapping
 from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.parallel.schedules import PIPELINE_SCHEDULES, get_schedule, implied_schedule
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, check_schedule
 
@@ -51,18 +53,20 @@ def _choice(pins: Mapping[str, Any], field: str, base: tuple[Any, ...], where: s
 
 def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where: str = "strategy") -> SearchSpace:
     """``base`` (default: the whole space) with every pinned field fixed; fields it does not pin stay searched.
-    A pin the vectorised search cannot keep (a GPipe schedule, uneven stage layers) is a ConfigError."""
+    A pin the vectorised search cannot keep (a schedule it does not search, uneven stage layers) is a ConfigError."""
     from greentrain.search.space import SearchSpace  # numpy: only when a search runs
 
     base = base or SearchSpace()
     if pins.get("stage_layers"):
         raise ConfigError(f"{where}.stage_layers", list(pins["stage_layers"]), "cannot be searched (the "
                           "search places layers evenly): plan this strategy with `greentrain plan`, or remove it")
-    if pins.get("schedule") == "gpipe":
-        raise ConfigError(f"{where}.schedule", "gpipe", "cannot be searched (the search enumerates 1f1b and "
-                          "interleaved): plan this strategy with `greentrain plan`, or remove it")
+    schedule = get_schedule(str(pins["schedule"]), f"{where}.schedule") if "schedule" in pins else None
+    if schedule is not None and not schedule.searched:
+        searched = " and ".join(r.name for r in PIPELINE_SCHEDULES.values() if r.searched)
+        raise ConfigError(f"{where}.schedule", schedule.name, f"cannot be searched (the search enumerates "
+                          f"{searched}): plan this strategy with `greentrain plan`, or remove it")
     degrees: dict[str, Any] = {k: int(pins[k]) for k in DEGREES if k in pins}
-    if "schedule" in pins and "vpp" not in degrees:  # 1f1b (an interleaved schedule always comes with vpp)
+    if schedule is not None and not schedule.interleaved and "vpp" not in degrees:  # one model chunk
         degrees["vpp"] = 1
     if {"dp", "tp", "pp"} <= set(degrees):  # the user sized the mesh: context parallelism only if asked for
         degrees.setdefault("cp", 1)
@@ -110,8 +114,9 @@ def whole_strategy(pins: Mapping[str, Any], sc: Scenario, num_chips: int,
         kw["dp"] = num_chips // (tp * pp * cp)
     if "sp" not in kw and "tp" in kw:
         kw["sp"] = kw["tp"] > 1
-    if "vpp" in kw and "schedule" not in kw and base.schedule != "gpipe":
-        kw["schedule"] = ""  # 1f1b or interleaved follow vpp (Strategy.schedule ""); a GPipe base still conflicts
+    if "vpp" in kw and "schedule" not in kw and base.schedule == implied_schedule(base.vpp).name:
+        kw["schedule"] = ""  # the base's vpp implied its schedule: the pinned vpp implies it now (Strategy.schedule
+        # ""); a schedule the base chose (gpipe) is kept and still conflicts with vpp > 1
     return dataclasses.replace(base, **kw)
 
 

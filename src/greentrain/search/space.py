@@ -3,8 +3,8 @@ whose degrees multiply to the number of chips and divide what they split.
 
 Divisibility uses parallel/strategy.check_divisibility (the estimator's own check), applied once per mesh
 (dp, tp, pp, vpp, cp, ep, sp) before the memory-saving choices are multiplied in; micro-batch sizes are the
-divisors of the per-replica batch, so the batch check holds by construction (the interleaved schedule's
-"micro-batches % pp" rule is left to the estimator, which leaves those rows out).
+divisors of the per-replica batch, so the batch check holds by construction (a schedule's
+micro-batch rule, parallel/schedules.py, is left to the estimator, which leaves those rows out).
 With fused (flash) attention there are no attention scores to drop, so selective recomputation is the same
 strategy as none (estimate/memory.py, estimate/stage.py) and is not enumerated twice.
 """

@@ -1,14 +1,13 @@
 """`greentrain simulate step`: one training step of a scenario, event by event.
 
-Costs come from the analytical model (estimate/step.py), so both price the same ops: per micro-batch, the
-forward and backward (+ recomputation) time of a stage, its exposed TP/CP/EP collectives (inside the layers:
-added to the stage's forward and backward, one pass of estimate/recompute.in_layer_comm_passes forward:
-1/2 when nothing is recomputed, 1/3 with full recomputation), the activation send between stages and the DP
-gradient reduction.
+Costs come from the analytical model (estimate/step.estimate_micro_batch, its MicroBatchTiming record), so both
+price the same ops: per micro-batch, the forward and backward (+ recomputation) time of a stage with its exposed
+TP/CP/EP collectives split between the passes as the estimator counts them, the activation send between stages,
+the DP gradient reduction, its bytes and the framework's buckets; this module only cuts them into model chunks.
 Every stage costs what estimate/step.py's slowest stage costs (uniform devices); one DP replica's pipeline
 is simulated, the others run the same schedule in lockstep.
 
-What the events add: the schedule itself (sim/schedules.py: GPipe, 1F1B, interleaved 1F1B) with each
+What the events add: the schedule itself (parallel/schedules.py's event orders: GPipe, 1F1B, interleaved 1F1B) with each
 micro-batch's dependencies instead of the closed-form bubble (pp - 1) / vpp; sends that block the sender
 (Megatron-LM's non-overlapped p2p) on links shared by concurrent transfers (sim/engine.py SharedLink: the
 node's NIC for traffic between nodes, NVLink within one); DP gradient buckets reduced as they become ready
@@ -28,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 from greentrain import units
 from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError
+from greentrain.parallel.schedules import build_order
 from greentrain.scenario import Scenario
 from greentrain.sim.engine import Engine, SharedLink
-from greentrain.sim.schedules import build_schedule
 from greentrain.sim.trace import Trace
 
 if TYPE_CHECKING:
     from greentrain.estimate.efficiency import Efficiency
+    from greentrain.estimate.step import MicroBatchTiming
 
 MAX_BUCKETS = 10_000  # per model chunk (DDP's default 25 MB: 5,600 for all of a 70B model's bf16 gradients)
 
@@ -56,12 +56,13 @@ class StepOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCosts:
-    """Per-chunk costs of one micro-batch on one device, from estimate/step.py."""
+    """Per-chunk costs of one micro-batch on one device: the estimator's MicroBatchTiming cut into the vpp model
+    chunks and 2 vpp sends the events run (``from_timing``), or given by hand."""
 
     pp: int
     vpp: int
     num_micro_batches: int
-    schedule: str
+    schedule: str  # a parallel/schedules.py name, agreeing with vpp
     forward_s: float  # one chunk's forward, TP/CP/EP forward collectives included
     backward_s: float  # one chunk's backward + recomputation + collectives
     send_s: float  # one activation or gradient send between adjacent virtual stages
@@ -75,44 +76,24 @@ class StepCosts:
     # the framework's gradient bucket (0: one bucket per model chunk); PyTorch DDP's 25 MiB by default
     bucket_bytes: float = 25 * 2**20
 
+    @classmethod
+    def from_timing(cls, t: MicroBatchTiming) -> StepCosts:
+        """The estimator's micro-batch, per model chunk and per send."""
+        return cls(pp=t.pp, vpp=t.vpp, num_micro_batches=t.num_micro_batches, schedule=t.schedule,
+                   forward_s=t.forward_s / t.vpp, backward_s=t.backward_s / t.vpp,
+                   send_s=t.pp_send_s / (2 * t.vpp) if t.pp > 1 else 0.0, pp_crosses_nodes=t.pp_crosses_nodes,
+                   dp_reduce_s=t.dp_reduce_s, dp_crosses_nodes=t.dp_crosses_nodes, dp_tail_s=t.dp_tail_s,
+                   grad_bytes=t.grad_bytes, optimizer_s=t.optimizer_s, analytic_step_time_s=t.step_s,
+                   bucket_bytes=t.bucket_bytes)
+
 
 def step_costs(sc: Scenario, eff: Efficiency | None = None) -> StepCosts:
-    """The analytical model's per-micro-batch costs, split into chunks and passes."""
-    from greentrain.estimate.compose import dp_exposed_s
-    from greentrain.estimate.efficiency import efficiency_for
-    from greentrain.estimate.memory import workload_grad_bytes
-    from greentrain.estimate.parallel_costs import axis_layout
-    from greentrain.estimate.recompute import in_layer_comm_passes
-    from greentrain.estimate.stage import stage_costs
-    from greentrain.estimate.step import estimate_step
-    from greentrain.estimate.step_terms import bucket_bytes
-    from greentrain.model.ops import model_ops
+    """The analytical model's per-micro-batch costs (estimate/step.estimate_micro_batch), split into chunks."""
+    from greentrain.estimate.step import estimate_micro_batch
 
-    s, w = sc.strategy, sc.workload
-    eff = eff or efficiency_for(sc.cluster.chip.name)
-    if s is None:
+    if sc.strategy is None:
         raise ConfigError("strategy", None, "simulate step needs a strategy")
-    est = estimate_step(sc, s, eff=eff)
-    m = est.num_micro_batches
-    ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                    s.flash_attention, w.finetune)
-    st = stage_costs(sc, s, ops, eff)
-    in_layer = (est.tp_comm_time_s + est.cp_comm_time_s + est.ep_comm_time_s) / m
-    fwd_share = 1 / in_layer_comm_passes(s.recompute, eff.selective_recompute)  # one pass of them is the forward
-    host_wait, accum = est.host_wait_time_s / m, est.grad_accum_time_s / m  # a host-bound micro-batch's wait
-    lay = axis_layout(s, sc.cluster)
-    zero3 = s.zero == 3
-    dp_reduce = 0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m)
-    grad_bytes = workload_grad_bytes(st.trainable, w)
-    return StepCosts(
-        pp=s.pp, vpp=s.vpp, num_micro_batches=m, schedule=s.schedule,
-        forward_s=(est.micro_batch_forward_s + fwd_share * (in_layer + host_wait)) / s.vpp,
-        backward_s=(est.micro_batch_backward_s + accum + (1 - fwd_share) * (in_layer + host_wait)) / s.vpp,
-        send_s=est.pp_comm_time_s / m / (2 * s.vpp) if s.pp > 1 else 0.0,
-        pp_crosses_nodes=lay.pp_crosses_nodes, dp_reduce_s=dp_reduce,
-        dp_crosses_nodes=lay.dp < s.grad_group, dp_tail_s=est.dp_comm_time_s if zero3 else 0.0,
-        grad_bytes=grad_bytes, optimizer_s=est.optimizer_time_s, analytic_step_time_s=est.step_time_s,
-        bucket_bytes=bucket_bytes(grad_bytes, st.layers, eff))  # the estimator's buckets (step_terms.num_buckets)
+    return StepCosts.from_timing(estimate_micro_batch(sc, sc.strategy, eff=eff))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,7 +145,7 @@ class _Pipeline:
         self.c, self.eng = c, Engine(trace)
         p, v, m = c.pp, c.vpp, c.num_micro_batches
         self.V, self.m = p * v, m
-        self.ops = build_schedule(c.schedule, p, v, m)
+        self.ops = build_order(c.schedule, p, v, m)
         self.ptr, self.busy = [0] * p, [False] * p
         self.slow = [opts.stragglers.get(d, 1.0) for d in range(p)]
         self.arrived: set[tuple[bool, int, int]] = set()  # (is_backward, micro-batch, virtual stage)
@@ -288,6 +269,6 @@ def simulate_costs(c: StepCosts, options: StepOptions | None = None, *,
                               slowdown=pipe.slow[d]) for d in range(c.pp))
     return StepSimResult(step_time_s=step, pipeline_time_s=pipe.end_s, dp_exposed_s=done - pipe.end_s + c.dp_tail_s,
                          optimizer_time_s=c.optimizer_s, analytic_step_time_s=c.analytic_step_time_s,
-                         schedule="interleaved" if c.vpp > 1 else c.schedule, pp=c.pp, vpp=c.vpp,
+                         schedule=c.schedule, pp=c.pp, vpp=c.vpp,
                          num_micro_batches=c.num_micro_batches, stages=stages, num_events=pipe.eng.num_events,
                          wall_s=time.perf_counter() - t0)
