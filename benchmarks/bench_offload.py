@@ -33,7 +33,7 @@ from functools import cache
 from greentrain import units
 from greentrain.errors import InfeasibleError
 from greentrain.offload.calibrate import cell_scenario
-from greentrain.offload.config import OffloadCaps, OffloadPolicy, ml_dataflow_profile, pytorch_profile
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, offload_framework
 from greentrain.offload.grid import offload_grid
 from greentrain.offload.plan import plan_offload
 from greentrain.offload.simulate import simulate_plan
@@ -46,7 +46,7 @@ CELLS = [("llama3.2-1b", 1024), ("llama3.2-1b", 4096), ("llama3.2-1b", 16384), (
 def grid() -> None:
     args = (["llama3.2-1b", "llama3-8b"], ["h100-sxm"], [4096, 8192, 16384, 32768], list(range(16, 80, 8)),
             [32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 200])
-    for profile in (ml_dataflow_profile(), pytorch_profile()):
+    for profile in (offload_framework("ml_dataflow"), offload_framework("pytorch")):
         offload_grid(*args[:2], [512], [20], [80], profile)  # warm the caches
         t0 = time.process_time()
         cells = offload_grid(*args, profile)
@@ -60,8 +60,8 @@ def _sc(model: str, seq: int, chip: str) -> Scenario:
 
 
 def crosscheck(seeds: tuple[int, ...] = (0, 5, 7), plans_per_seed: int = 200) -> None:
-    profiles = {"ml_dataflow": ml_dataflow_profile(), "pytorch": pytorch_profile(),
-                "pytorch-bf16": pytorch_profile(state="bf16")}
+    profiles = {"ml_dataflow": offload_framework("ml_dataflow"), "pytorch": offload_framework("pytorch"),
+                "pytorch-bf16": offload_framework("pytorch", "bf16")}
     errors: dict[bool, list[float]] = {True: [], False: []}
     by_profile: dict[str, list[float]] = {"pytorch": [], "ml_dataflow": []}
     single: list[float] = []
@@ -269,7 +269,7 @@ H200_RUN = {"tokens_per_s": 3998.0, "device_peak_gib": 21.64, "host_gib": 11.16}
 def h200(threads: int = 16) -> None:
     """What the planner predicts for that run now: the placement it ran (16 resident layers, every activation on
     the device) and the planner's own choice, 2 micro-batches per step, the host AdamW on ``threads`` threads."""
-    from greentrain.offload.config import pytorch_profile
+    from greentrain.offload.config import offload_framework
     from greentrain.offload.launch import make_plan
 
     caps = OffloadCaps.from_gib(device_gib=120, host_gib=48)
@@ -282,7 +282,7 @@ def h200(threads: int = 16) -> None:
     sc = scenario_from_dict({"model": model.to_dict(), "cluster": {"chip": "h200", "num_chips": 1},
                              "workload": {"seq_len": 8192, "global_batch_size": 2, "precision": "bf16"}})
     ran = plan_offload(sc, caps, OffloadPolicy(resident_layers=16, rounds_per_step=2, host_threads=threads),
-                       pytorch_profile(state="bf16"), eff=efficiency_for("h200", "ddp"))
+                       offload_framework("pytorch", "bf16"), eff=efficiency_for("h200", "ddp"))
     for name, plan in (("as run (16 resident)", ran), ("planner's choice", own)):
         rounds_s = plan.step_time_s - plan.optimizer_time_s
         print(f"{name}: {plan.tokens_per_s:,.0f} tokens/s (measured {H200_RUN['tokens_per_s']:,.0f}: "

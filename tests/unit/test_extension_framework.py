@@ -1,9 +1,12 @@
-"""Issue 25 item 5: a new training framework is one entry under ``frameworks:`` in estimate/efficiency.yaml for
-plan, search and the catalog (docs/extending.md; ``offload`` keeps its own FrameworkProfile, a known debt).
+"""Issue 25 item 5: a new training framework is one entry under ``frameworks:`` in estimate/efficiency.yaml, for
+plan, search, the catalog and, with an ``offload:`` block, `greentrain offload` (docs/extending.md).
 
-A fake framework, "toytorch", is added as one entry (the file's data, replaced for one test); nothing else is
-edited. A copy of ddp's entry must give ddp's figures to the last digit, and the same entry with half the kernel
-efficiency a slower step; the catalog lists it and an unknown name is still refused in one line.
+Fake frameworks are added as one entry each (the file's data, replaced for one test); nothing else is edited.
+"toytorch", a copy of the pytorch entry (greentrain's offload executor), must give pytorch's figures to the last
+digit in `plan`, `search` and `offload plan`; "toytorch-slow" (half the kernel efficiency) a slower step and
+"toytorch-fast" (a larger offload matmul scale) a faster offload plan; "toyflow", a copy of ml_dataflow's entry,
+ml_dataflow's plan (its layout is a knob of the block, not its name). The catalog lists them; an unknown name,
+a framework without an offload block and a bad offload key are each refused in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from greentrain.cli.main import main
 from greentrain.estimate import efficiency
 
 PLAN = ["plan", "--model", "llama3.2-1b", "--chip", "a100-80gb", "--num-chips", "8", "--json"]
+OFFLOAD = ["offload", "plan", "--model", "1", "--seq-len", "4096", "--device-gib", "20", "--host-gib", "80",
+           "--json"]
 
 
 def _clear_caches() -> None:
@@ -27,44 +32,86 @@ def _clear_caches() -> None:
 
 
 @pytest.fixture
-def toytorch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def toytorch(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     data: dict[str, Any] = copy.deepcopy(efficiency._data())
-    data["frameworks"]["toytorch"] = {**data["frameworks"]["ddp"], "source": "a test's copy of ddp"}
-    data["frameworks"]["toytorch-slow"] = {**data["frameworks"]["toytorch"], "kernel_efficiency": 0.5 * float(
-        data["frameworks"]["ddp"].get("kernel_efficiency", data["frameworks"]["default"]["kernel_efficiency"]))}
+    fws = data["frameworks"]
+    fws["toytorch"] = {**copy.deepcopy(fws["pytorch"]), "source": "a test's copy of pytorch"}
+    fws["toytorch-slow"] = {**copy.deepcopy(fws["toytorch"]), "kernel_efficiency": 0.5 * float(
+        fws["pytorch"].get("kernel_efficiency", fws["default"]["kernel_efficiency"]))}
+    fws["toytorch-fast"] = copy.deepcopy(fws["toytorch"])
+    fws["toytorch-fast"]["offload"]["matmul_scale"] = 1.2
+    fws["toyflow"] = copy.deepcopy(fws["ml_dataflow"])
     monkeypatch.setattr(efficiency, "_data", lambda: data)
     _clear_caches()
-    yield
+    yield data
     monkeypatch.undo()
-    _clear_caches()  # nothing cached from the fake entry outlives the test
+    _clear_caches()  # nothing cached from the fake entries outlives the test
 
 
-def _plan(framework: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     capsys.readouterr()
-    assert main([*PLAN, "--framework", framework]) == 0
+    assert main(args) == 0
     return dict(json.loads(capsys.readouterr().out))
 
 
-def test_plan_uses_the_new_framework_entry(toytorch: None, capsys: pytest.CaptureFixture[str]) -> None:
-    ddp, toy, slow = _plan("ddp", capsys), _plan("toytorch", capsys), _plan("toytorch-slow", capsys)
+def test_plan_uses_the_new_framework_entry(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    ref, toy, slow = (_run([*PLAN, "--framework", fw], capsys) for fw in ("pytorch", "toytorch", "toytorch-slow"))
     for key in ("step_time_s", "memory_bytes_per_device", "flop_per_step", "mfu"):
-        assert toy[key] == ddp[key], key
+        assert toy[key] == ref[key], key
     assert slow["step_time_s"] > 1.2 * toy["step_time_s"] and slow["flop_per_step"] == toy["flop_per_step"]
 
 
-def test_search_and_catalog_see_the_new_framework(toytorch: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_offload_plan_uses_the_same_entry(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    ref, toy, fast, flow, toyflow = (_run([*OFFLOAD, "--framework", fw], capsys) for fw in (
+        "pytorch", "toytorch", "toytorch-fast", "ml_dataflow", "toyflow"))
+    assert toy["framework"] == "toytorch" and toyflow["framework"] == "toyflow"
+
+    def plan(d: dict[str, Any]) -> dict[str, Any]:  # everything but the name and the sentences that say it
+        return {k: v for k, v in d.items() if k not in ("framework", "compared_with_plan")}
+
+    assert plan(toy) == plan(ref) and plan(toyflow) == plan(flow)
+    assert toy["compared_with_plan"]["plan_tokens_per_s"] == ref["compared_with_plan"]["plan_tokens_per_s"]
+    assert toy["tokens_per_s"] != flow["tokens_per_s"]  # the two blocks differ, and the plans with them
+    assert fast["tokens_per_s"] > toy["tokens_per_s"]
+    assert "framework 'toytorch-fast' (matmul x1.2" in fast["compared_with_plan"]["reasons"][0]
+
+
+def test_catalog_and_search_see_the_new_framework(toytorch: dict[str, Any],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "frameworks", "--json"]) == 0
     listed = {f["name"]: f for f in json.loads(capsys.readouterr().out)}
-    assert listed["toytorch"]["source"] == "a test's copy of ddp"
+    assert listed["toytorch"]["source"] == "a test's copy of pytorch"
+    assert listed["toytorch-fast"]["offload"]["matmul_scale"] == 1.2 and listed["ddp"]["offload"] is None
     best = {}
-    for fw in ("ddp", "toytorch"):
-        assert main(["search", "--model", "llama3.2-1b", "--chip", "a100-80gb", "--num-chips", "8",
-                     "--framework", fw, "--top", "1", "--json"]) == 0
-        best[fw] = json.loads(capsys.readouterr().out)["ranked"][0]
-    assert best["toytorch"]["step_time_s"] == best["ddp"]["step_time_s"]
-    assert best["toytorch"]["strategy"] == best["ddp"]["strategy"]
+    for fw in ("pytorch", "toytorch"):
+        best[fw] = _run(["search", "--model", "llama3.2-1b", "--chip", "a100-80gb", "--num-chips", "8",
+                         "--framework", fw, "--top", "1", "--json"], capsys)["ranked"][0]
+    assert best["toytorch"]["step_time_s"] == best["pytorch"]["step_time_s"]
+    assert best["toytorch"]["strategy"] == best["pytorch"]["strategy"]
+
+
+def test_a_bad_offload_block_is_one_line(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    block = toytorch["frameworks"]["toytorch"]["offload"]
+    for change, expected in ((("chunk_tokens", 1.5), "offload.chunk_tokens=1.5: must be a whole number"),
+                             (("host_side", "gpu"), "offload.host_side='gpu': must be one of overlapped, executor"),
+                             (("chunk_size", 1), "chunk_size"),
+                             (("matmul_scale", None), "misses matmul_scale")):
+        edited = dict(block)
+        if change[1] is None:
+            edited.pop(change[0])
+        else:
+            edited[change[0]] = change[1]
+        toytorch["frameworks"]["toytorch"]["offload"] = edited
+        capsys.readouterr()
+        assert main([*OFFLOAD, "--framework", "toytorch"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert expected in err and "efficiency.frameworks.toytorch.offload" in err and "\n" not in err
 
 
 def test_an_unknown_framework_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*PLAN, "--framework", "toytorch"]) == 2
     assert "framework='toytorch': is not a known framework" in capsys.readouterr().err
+    assert main([*OFFLOAD, "--framework", "ddp"]) == 2  # a framework, but without an offload block
+    err = capsys.readouterr().err
+    assert "offload.framework='ddp': must be a framework whose efficiency.yaml entry has an offload block" in err
+    assert "ml_dataflow, pytorch" in err

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.offload.calibrate import cell_scenario, fit_kernel_constants, read_recorded, score
-from greentrain.offload.config import OffloadCaps, OffloadPolicy, ml_dataflow_profile, offload_constants
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, offload_framework
 from greentrain.offload.plan import plan_offload
 
 CAL = Path(__file__).resolve().parents[1] / "data" / "calibration"  # copies of shared/reference/calibration
@@ -25,10 +25,10 @@ needs_data = pytest.mark.skipif(not all(p.exists() for p in SWEEPS), reason="cal
 
 
 def test_shipped_constants_are_the_two_cell_fit() -> None:
-    k = offload_constants()["ml_dataflow"]
+    k = offload_framework("ml_dataflow")  # its entry in estimate/efficiency.yaml
     mm, att = fit_kernel_constants()
-    assert k["matmul_scale"] == pytest.approx(mm, abs=2e-4)
-    assert k["attention_scale"] == pytest.approx(att, abs=2e-4)
+    assert k.matmul_scale == pytest.approx(mm, abs=2e-4)
+    assert k.attention_scale == pytest.approx(att, abs=2e-4)
 
 
 @needs_data
@@ -47,10 +47,10 @@ def test_seed_example_with_the_recorded_placement() -> None:
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 16384)
     caps = OffloadCaps.from_gib(device_gib=20, host_gib=80)
     recorded = plan_offload(sc, caps, OffloadPolicy(activation_levels={"device": 6, "attention": 6, "full": 4}),
-                            ml_dataflow_profile())
+                            offload_framework("ml_dataflow"))
     assert recorded.tokens_per_s == pytest.approx(41923, rel=0.10)
     all_full = plan_offload(sc, caps, OffloadPolicy(activation_levels={"device": 6, "full": 10}),
-                            ml_dataflow_profile())
+                            offload_framework("ml_dataflow"))
     assert all_full.tokens_per_s == pytest.approx(33748, rel=0.10)  # prev_data/h100_1B_results.csv (July 2025)
     assert all_full.tokens_per_s < 0.9 * recorded.tokens_per_s
     assert all_full.per_layer.exposed_s > 10 * recorded.per_layer.exposed_s  # the link, not the compute, waits
@@ -62,6 +62,6 @@ def test_seed_example_with_the_planners_own_placement() -> None:
     block per whole layer it keeps); measured +6.6 % on 2026-11-25."""
     plan = plan_offload(cell_scenario("llama3.2-1b", "h100-sxm", 16384), OffloadCaps.from_gib(device_gib=20,
                                                                                               host_gib=80),
-                        profile=ml_dataflow_profile())
+                        profile=offload_framework("ml_dataflow"))
     assert plan.tokens_per_s == pytest.approx(41923, rel=0.10)
     assert plan.slots()["device"] in (6, 7)

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
-from greentrain.offload.config import EXECUTORS, PROFILES
+from greentrain.offload.config import EXECUTORS
 
 if TYPE_CHECKING:
-    from greentrain.offload.config import FrameworkProfile, OffloadPolicy
+    from greentrain.offload.config import OffloadFramework, OffloadPolicy
     from greentrain.offload.plan import OffloadPlan
     from greentrain.scenario import Scenario
 
@@ -66,11 +66,14 @@ def _ints(text: str, field: str) -> list[int]:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chip", default="h100-sxm", help="catalog chip(s) (default h100-sxm)")
-    p.add_argument("--framework", choices=PROFILES, default="pytorch",
-                   help="pytorch: greentrain's executor; ml_dataflow: the seed system's own order (default pytorch)")
+    p.add_argument("--framework", default="pytorch",
+                   help="a framework whose efficiency.yaml entry has an offload block (`greentrain catalog "
+                   "frameworks`): pytorch, greentrain's executor; ml_dataflow, the seed system's own order "
+                   "(default pytorch)")
     p.add_argument("--host-link", default="", help="host link name from links.yaml (default: the chip's)")
     p.add_argument("--state", choices=("mixed", "bf16"), default="mixed",
-                   help="pytorch profile state: mixed (an fp32 master, the estimator's bytes) or bf16 (no master); "
+                   help="mixed: the framework's precision recipe (pytorch: an fp32 master, the estimator's bytes; "
+                   "ml_dataflow: bf16) or bf16 (every state bf16, no master); "
                    "train follows the model dtype (fp32 on CPU, bf16 on CUDA)")
     p.add_argument("--no-downgrade", action="store_true",
                    help="keep every host upgrade even where the link is slower than the recompute it saves")
@@ -149,7 +152,7 @@ def _scenario(model: str, chip: str, seq_len: int, host_link: str, batch: int = 
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from greentrain.offload.config import OffloadCaps, get_profile
+    from greentrain.offload.config import OffloadCaps, offload_framework
     from greentrain.offload.plan import plan_offload
     from greentrain.report.offload import plan_to_dict, render_plan
 
@@ -157,7 +160,7 @@ def _plan(args: argparse.Namespace) -> int:
     caps = OffloadCaps.from_gib(device_gib=_one(args.device_gib, "offload.device_gib"),
                                 host_gib=_one(args.host_gib, "offload.host_gib"))
     sc = _scenario(_model(args.model), args.chip, seq, args.host_link)
-    profile = get_profile(args.framework, args.state)
+    profile = offload_framework(args.framework, args.state)
     plan = plan_offload(sc, caps, _policy(args), profile)
     # `plan` on the same step: the sequences this plan's step holds, one per micro-batch, all on the device
     same_step = _scenario(_model(args.model), args.chip, seq, args.host_link, max(1, plan.tokens_per_step // seq))
@@ -171,7 +174,7 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare_with_plan(plan: OffloadPlan, profile: FrameworkProfile, sc: Scenario) -> dict[str, Any]:
+def compare_with_plan(plan: OffloadPlan, profile: OffloadFramework, sc: Scenario) -> dict[str, Any]:
     """What `greentrain plan` answers for the same model, chip, sequence and tokens per step (``sc``; everything
     on the device, its default kernel profile), and why this plan's tokens/s differs: kernels, element-wise ops,
     placement. One question, two numbers, the reasons printed beside them."""
@@ -184,9 +187,9 @@ def compare_with_plan(plan: OffloadPlan, profile: FrameworkProfile, sc: Scenario
         ref: float | None = estimate_run(sc, Strategy()).step.tokens_per_s
     except InfeasibleError:
         ref = None
-    reasons = [f"kernels: the {profile.name} profile's (matmul x{profile.matmul_scale:.3g}, attention "
-               f"x{profile.attention_scale:.3g} of the chip's efficiency; fixed costs of "
-               f"'{profile.efficiency_framework}'), `plan` uses '{DEFAULT_FRAMEWORK}'"]
+    reasons = [f"kernels: framework '{profile.framework}' (matmul x{profile.matmul_scale:.3g}, attention "
+               f"x{profile.attention_scale:.3g} of the chip's efficiency; its entry's fixed costs), `plan` uses "
+               f"'{DEFAULT_FRAMEWORK}'"]
     if profile.eager_ops:
         reasons.append(f"element-wise ops ({', '.join(profile.eager_ops)}) as eager PyTorch kernels, "
                        "`plan` fuses them")
@@ -244,11 +247,11 @@ def _heatmap(args: argparse.Namespace) -> int:
         measured = read_recorded(args.measured)
     if not args.output and not args.json and not args.html:
         raise ConfigError("--output", None, "give -o FILE.png, --html PAGE.html and/or --json")
-    from greentrain.offload.config import get_profile
+    from greentrain.offload.config import offload_framework
 
     if args.host_link:
         raise ConfigError("--host-link", args.host_link, "is taken from the chip's catalog entry in a heatmap")
-    cells = offload_grid(models, chips, seqs, devs, hosts, get_profile(args.framework, args.state), _policy(args))
+    cells = offload_grid(models, chips, seqs, devs, hosts, offload_framework(args.framework, args.state), _policy(args))
     if measured is not None:
         from greentrain.offload.grid import attach_measured
 

@@ -225,6 +225,21 @@ def framework_names() -> tuple[str, ...]:
     return tuple(k for k in _data()["frameworks"] if k != "default")
 
 
+def offload_framework_names() -> tuple[str, ...]:
+    """The frameworks whose entry carries an ``offload:`` block: those `greentrain offload` plans."""
+    return tuple(k for k, v in _data()["frameworks"].items() if k != "default" and OFFLOAD_KEY in (v or {}))
+
+
+def offload_block(framework: str) -> dict[str, Any]:
+    """The ``offload:`` block of ``framework``'s entry: its offload executor's knobs (offload/config.py reads
+    them); one line naming the frameworks that have one when it has none."""
+    names = offload_framework_names()
+    if framework not in names:
+        raise ConfigError("offload.framework", framework, "must be a framework whose efficiency.yaml entry has an "
+                          f"offload block{did_you_mean(framework, names)}")
+    return dict(_data()["frameworks"][framework][OFFLOAD_KEY])
+
+
 def chip_names() -> tuple[str, ...]:
     return tuple(k for k in _data()["chips"] if k != "default")
 

@@ -1,4 +1,4 @@
-"""The ml_dataflow profile against ml_dataflow's recorded sweeps: read them, score the planner, fit its two
+"""The ml_dataflow framework against ml_dataflow's recorded sweeps: read them, score the planner, fit its two
 kernel constants on the two cells design/offload.md section 4.4 names (nothing else is fitted).
 
 Recorded sweep CSV (ml_dataflow's bench/reproduce_results/recorded_data, with a header): chip, host_mem_gib,
@@ -8,13 +8,14 @@ dev_mem_gib, seq_len, model_b, ..., tokens_per_s, ...; a row of zeros is a run t
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from greentrain.config import read_text
 from greentrain.errors import ConfigError, InfeasibleError
-from greentrain.offload.config import FrameworkProfile, OffloadCaps, ml_dataflow_profile
+from greentrain.offload.config import OffloadCaps, OffloadFramework, offload_framework
 from greentrain.offload.plan import plan_offload
 from greentrain.scenario import Scenario, scenario_from_dict
 
@@ -64,7 +65,7 @@ def cell_scenario(model: str, chip: str, seq_len: int) -> Scenario:
                                "workload": {"seq_len": seq_len, "global_batch_size": 1}})
 
 
-def predict(cell: RecordedCell, profile: FrameworkProfile) -> float:
+def predict(cell: RecordedCell, profile: OffloadFramework) -> float:
     """Predicted tokens/s of a recorded cell; 0 when the planner says it does not fit."""
     try:
         return plan_offload(cell_scenario(cell.model, cell.chip, cell.seq_len),
@@ -85,8 +86,8 @@ class Score:
     errors: tuple[float, ...]
 
 
-def score(cells: list[RecordedCell], profile: FrameworkProfile | None = None) -> Score:
-    profile = profile or ml_dataflow_profile()
+def score(cells: list[RecordedCell], profile: OffloadFramework | None = None) -> Score:
+    profile = profile or offload_framework("ml_dataflow")
     errors, right, both = [], 0, 0
     for c in cells:
         p = predict(c, profile)
@@ -104,13 +105,13 @@ def score(cells: list[RecordedCell], profile: FrameworkProfile | None = None) ->
 def fit_kernel_constants(iterations: int = 60) -> tuple[float, float]:
     """(matmul_scale, attention_scale) that reproduce the two FIT_CELLS exactly: a fixed-point iteration
     (tokens/s scales close to 1/time, and the short cell is mostly matmul, the long one mostly attention)."""
-    mm, att = 1.0, 1.5
+    mm, att, base = 1.0, 1.5, offload_framework("ml_dataflow")
     for _ in range(iterations):
         ratios = []
         for model_b, seq, dev, host, tps in FIT_CELLS:
             cell = RecordedCell(chip="h100-sxm", model=MODELS[model_b], seq_len=seq, device_gib=dev, host_gib=host,
                                 tokens_per_s=tps)
-            ratios.append(tps / predict(cell, ml_dataflow_profile(mm, att)))
+            ratios.append(tps / predict(cell, dataclasses.replace(base, matmul_scale=mm, attention_scale=att)))
         mm *= ratios[0]
         att *= ratios[1]
         if max(abs(r - 1) for r in ratios) < 1e-6:

@@ -1,14 +1,17 @@
-"""Inputs of the offload planner: the memory caps, the policy knobs and the framework profiles.
+"""Inputs of the offload planner: the memory caps, the policy knobs and the frameworks it plans for.
 
-A framework profile says how a system moves and recomputes state (design/offload.md sections 2 and 5):
-``ml_dataflow`` is the seed system's own order (layer-major rounds over 16,384-token chunks, bf16 state at
-8 bytes per parameter, its three host save levels), ``pytorch`` is what greentrain's executor
-(offload/train.py) does (one micro-batch at a time, weights streamed per micro-batch, gradients to host in
-``post_accumulate_grad_hook``, activations through ``saved_tensors_hooks`` and checkpointing).
+A framework is one entry of estimate/efficiency.yaml; one with an ``offload:`` block is one `greentrain offload`
+plans (``OffloadFramework``, docs/offload-design.md sections 2 and 5): ``ml_dataflow`` is the seed system's own
+order (layer-major rounds over 16,384-token chunks, bf16 state at 8 bytes per parameter, its three host save
+levels), ``pytorch`` is what greentrain's executor (offload/train.py) does (one micro-batch at a time, weights
+streamed per micro-batch, gradients to host in ``post_accumulate_grad_hook``, activations through
+``saved_tensors_hooks`` and checkpointing). A stock executor (FSDP2, torchao, DeepSpeed) runs the pytorch
+framework with its own placement (``stock_policy``) and host side (``stock_executor``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -18,9 +21,9 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.config import BOUNDS, require
+from greentrain.config import BOUNDS, as_bool, check_keys, require
 from greentrain.errors import ConfigError
-from greentrain.offload.eager import EXECUTOR_EAGER_OPS
+from greentrain.estimate.efficiency import efficiency_for, offload_block
 
 # Host save levels of one layer's activations, cheapest in host memory first (ml_dataflow transformer_demo.c):
 # input: the layer input with K, V and the RMS statistics, the layer is recomputed; attention: + attention output
@@ -62,7 +65,7 @@ class OffloadPolicy:
     resident_layers: int | None = None
     prefetch_depth: int | None = None
     activation_levels: dict[str, int] | None = None
-    optimizer_on: str | None = None  # None: the profile's
+    optimizer_on: str | None = None  # None: the framework's
     downgrade: bool = True  # full -> attention where the link time exceeds the recompute it saves
     loss_chunk_tokens: int = 4096
     chips_per_host_link: int = 1  # GPUs behind one host link share its bandwidth
@@ -93,32 +96,93 @@ class OffloadPolicy:
                         "must be an integer >= 0")
 
 
+LAYOUTS = ("greentrain", "ml_dataflow")
+HOST_SIDES = ("overlapped", "executor")
+STATES = ("mixed", "bf16")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FrameworkProfile:
-    """How one training system places, moves and recomputes state."""
+class OffloadFramework:
+    """A framework as the offload planner reads it: one entry of estimate/efficiency.yaml, whose ``offload:``
+    block gives the fields below up to ``host_side`` and whose other keys (its kernels and fixed costs, what
+    `plan` reads too) give ``eager_ops`` and the state. ``name`` labels the plan: the framework, or the stock
+    executor that runs it (``stock_executor``)."""
 
     name: str
+    framework: str  # its efficiency.yaml entry (the estimator's kernels and fixed costs)
+    # whose accounting of a layer's saved activations and reserved buffers (offload/costs.py): "greentrain"
+    # (what autograd saves under offload/llama.py) or "ml_dataflow" (transformer_demo.c's save levels and the
+    # buffers its recording program reserves, offload/dataflow.py)
+    layout: str
     layer_major_rounds: bool  # True: every chunk of a round runs layer l before layer l+1 (weights move once)
     chunk_tokens: int  # tokens per chunk (sequences packed or split to it); 0: one micro-batch is one chunk
-    optimizer_on: str
-    master_weights: bool | None  # None: as the estimator (an fp32 master under 16-bit training)
-    state_dtype_bytes: float  # weight, gradient and Adam moments bytes each; 0: the estimator's per precision
+    optimizer_on: str  # OPTIMIZER_PLACES: the default the policy may override
     grads_round_trip: bool  # gradients accumulated on the host come back each round (layer-major)
     ends_host_copy: bool  # a 16-bit copy of the embedding and head lives in host memory too
     matmul_scale: float  # x the estimator's matmul efficiency of the chip (estimate/efficiency.yaml)
     attention_scale: float  # x the estimator's fused-attention efficiency of the chip
-    efficiency_framework: str  # the estimator's framework entry for fixed costs (estimate/efficiency.yaml)
     causal: bool = True  # attention scores over the causal half only (FlashAttention's causal mask)
     grad_buffers: int = 2  # device gradient buffers of streamed layers (2: one draining while one fills)
     lookahead: bool = False  # True: a link runs ahead of the compute as far as its buffers allow (pipeline.py);
     # False: each layer at max(compute, transfers each way), as ml_dataflow's congested July build measured
-    # element-wise ops (model/ops.py eager kinds) run as chains of eager kernels, at the executor's counted bytes
-    # (offload/eager.py); (): each one fused kernel, as ml_dataflow's C kernels
-    eager_ops: tuple[str, ...] = ()
     # the host side of a host optimizer (offload/host.py): "overlapped" (gradients out over the pinned link while
     # the backward runs, a fused CPU AdamW per layer as they arrive) or "executor" (greentrain's StreamingTrainer:
     # synchronous pageable gradient copies in the backward, clipping and a single-tensor AdamW after it)
     host_side: str = "overlapped"
+    # --- from the rest of the entry ---
+    # element-wise ops (model/ops.py eager kinds) run as chains of eager kernels, at the executor's counted bytes
+    # (offload/eager.py); (): each one fused kernel, as ml_dataflow's C kernels
+    eager_ops: tuple[str, ...] = ()
+    master_weights: bool | None = None  # None: as the estimator (an fp32 master under 16-bit training)
+    state_dtype_bytes: float = 0.0  # weight, gradient and Adam moments bytes each; 0: the estimator's per precision
+
+    def __post_init__(self) -> None:
+        w = f"efficiency.frameworks.{self.framework}.offload"
+        require(self.layout in LAYOUTS, f"{w}.layout", self.layout, f"must be one of {', '.join(LAYOUTS)}")
+        require(self.optimizer_on in OPTIMIZER_PLACES, f"{w}.optimizer_on", self.optimizer_on,
+                f"must be one of {', '.join(OPTIMIZER_PLACES)}")
+        require(self.host_side in HOST_SIDES, f"{w}.host_side", self.host_side,
+                f"must be one of {', '.join(HOST_SIDES)}")
+        require(self.chunk_tokens >= 0, f"{w}.chunk_tokens", self.chunk_tokens, "must be a whole number >= 0")
+        require(self.grad_buffers >= 1, f"{w}.grad_buffers", self.grad_buffers, "must be a whole number >= 1")
+        for name in ("matmul_scale", "attention_scale"):
+            v = getattr(self, name)
+            require(math.isfinite(v) and 0 < v <= 10, f"{w}.{name}", v, "must be in (0, 10]")
+
+
+# the offload block's keys, each read by its field's type; the others come from the rest of the entry
+_FROM_ENTRY = ("name", "framework", "eager_ops", "master_weights", "state_dtype_bytes")
+_BLOCK = {f.name: f for f in dataclasses.fields(OffloadFramework) if f.name not in _FROM_ENTRY}
+
+
+def _read(key: str, value: Any, where: str) -> Any:
+    kind = _BLOCK[key].type
+    if kind == "bool":
+        return as_bool(value, f"{where}.{key}")
+    if kind == "str":
+        return str(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind == "float" or value == int(value))
+    if not ok:
+        raise ConfigError(f"{where}.{key}", value, "must be a whole number" if kind == "int" else "must be a number")
+    return int(value) if kind == "int" else float(value)
+
+
+def offload_framework(name: str, state: str = "mixed") -> OffloadFramework:
+    """The framework ``name`` (an efficiency.yaml entry with an ``offload:`` block) as the planner reads it.
+    ``state`` "mixed": the framework's precision recipe (pytorch: an fp32 master, the estimator's bytes;
+    ml_dataflow: pure-bf16); "bf16": weights, gradients and Adam moments in bf16 without a master (what
+    greentrain's executor keeps when the model is bf16; 8B fits 100 GiB of host)."""
+    if state not in STATES:
+        raise ConfigError("offload.state", state, f"must be one of {', '.join(STATES)}")
+    block, where = offload_block(name), f"efficiency.frameworks.{name}.offload"
+    check_keys(block, tuple(_BLOCK), where)
+    missing = [k for k, f in _BLOCK.items() if k not in block and f.default is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(where, sorted(block), f"misses {', '.join(missing)}")
+    eff = efficiency_for("", name)
+    pure = state == "bf16" or eff.precision_recipe == "pure-bf16"
+    return OffloadFramework(name=name, framework=name, eager_ops=eff.eager_ops, master_weights=False if pure else None,
+                            state_dtype_bytes=2.0 if pure else 0.0, **{k: _read(k, v, where) for k, v in block.items()})
 
 
 @cache
@@ -128,44 +192,6 @@ def offload_constants() -> dict[str, Any]:
     assert isinstance(data, dict)
     return data
 
-
-def ml_dataflow_profile(matmul_scale: float | None = None, attention_scale: float | None = None) -> \
-        FrameworkProfile:
-    """als244/ml_dataflow at d6f941d0 (bench/transformer_demo.c): all state bf16, 2 + 2 + 2 + 2 bytes per
-    parameter, no fp32 master; device AdamW with m and v streamed per layer; gradients accumulated on the host.
-    What its recording program reserves, and its chunk rule, follow the build of the recorded sweeps
-    (transformer_record_throughput.c at b5d6b6e3: offload/dataflow.py)."""
-    k = offload_constants()["ml_dataflow"]
-    return FrameworkProfile(
-        name="ml_dataflow", layer_major_rounds=True, chunk_tokens=16384, optimizer_on="device-streamed",
-        master_weights=False, state_dtype_bytes=2.0, grads_round_trip=True, ends_host_copy=True,
-        matmul_scale=float(k["matmul_scale"] if matmul_scale is None else matmul_scale),
-        attention_scale=float(k["attention_scale"] if attention_scale is None else attention_scale),
-        efficiency_framework="megatron")
-
-
-STATES = ("mixed", "bf16")
-
-
-def pytorch_profile(*, causal: bool = True, state: str = "mixed") -> FrameworkProfile:
-    """greentrain's executor (offload/train.py) on stock PyTorch: the estimator's kernels, host AdamW; each
-    gradient leaves the device in its post-accumulate hook (two layers' gradients at a time: the accounted
-    executor peaks with one layer's draining and the next one's filling). State "mixed": the estimator's
-    bytes (an fp32 master under 16-bit training); "bf16": weights, gradients and Adam moments in bf16 without a
-    master (what the executor keeps when the model is bf16; 8B fits 100 GiB of host)."""
-    if state not in STATES:
-        raise ConfigError("offload.state", state, f"must be one of {', '.join(STATES)}")
-    bf16 = state == "bf16"
-    return FrameworkProfile(
-        name="pytorch", layer_major_rounds=False, chunk_tokens=0, optimizer_on="host",
-        master_weights=False if bf16 else None, state_dtype_bytes=2.0 if bf16 else 0.0, grads_round_trip=False,
-        ends_host_copy=False, matmul_scale=1.0,
-        attention_scale=1.0, efficiency_framework="ddp", causal=causal, grad_buffers=2, lookahead=True,
-        eager_ops=EXECUTOR_EAGER_OPS,  # offload/llama.py's RMSNorm, rotary and SwiGLU product
-        host_side="executor")
-
-
-PROFILES = ("pytorch", "ml_dataflow")
 
 # The offload people run, as the planner sees each one (offload/stock.py runs them): where weights, gradients,
 # optimizer state and activations live. None keeps activations on the device (no activation offload; all three
@@ -182,17 +208,16 @@ PROFILES = ("pytorch", "ml_dataflow")
 #              reduced to host buffers, fp32 master and Adam moments on the host (Ren et al. 2021, ZeRO-Offload,
 #              USENIX ATC, sections 3-4)
 STOCK_EXECUTORS = ("fsdp2", "torchao", "deepspeed")
-EXECUTORS = ("greentrain", *STOCK_EXECUTORS)  # greentrain: offload/train.py under the pytorch profile
+EXECUTORS = ("greentrain", *STOCK_EXECUTORS)  # greentrain: offload/train.py under the pytorch framework
 
 
-def stock_profile(name: str, state: str = "mixed") -> FrameworkProfile:
-    """The planner's profile of a stock executor: the pytorch profile's kernels and host AdamW, its own name, and
-    the overlapped host side (pinned gradient copies during the backward, a fused CPU AdamW; offload/host.py)."""
+def stock_executor(name: str, state: str = "mixed") -> OffloadFramework:
+    """The pytorch framework run by a stock executor: its kernels and host AdamW, the executor's name on the plan,
+    and the overlapped host side (pinned gradient copies during the backward, a fused CPU AdamW; offload/host.py).
+    Where it places state is its policy (``stock_policy``), not the framework's."""
     if name not in STOCK_EXECUTORS:
         raise ConfigError("offload.executor", name, f"must be one of {', '.join(EXECUTORS)}")
-    from dataclasses import replace
-
-    return replace(pytorch_profile(state=state), name=name, host_side="overlapped")
+    return dataclasses.replace(offload_framework("pytorch", state), name=name, host_side="overlapped")
 
 
 def stock_policy(name: str, num_layers: int, downgrade: bool = True) -> OffloadPolicy:
@@ -204,11 +229,3 @@ def stock_policy(name: str, num_layers: int, downgrade: bool = True) -> OffloadP
     return OffloadPolicy(resident_layers=0 if name == "fsdp2" else num_layers, prefetch_depth=1,
                          activation_levels={"device": num_layers, "input": 0, "attention": 0, "full": 0},
                          optimizer_on="host", downgrade=downgrade)
-
-
-def get_profile(name: str, state: str = "mixed") -> FrameworkProfile:
-    if name == "pytorch":
-        return pytorch_profile(state=state)
-    if name == "ml_dataflow":
-        return ml_dataflow_profile()
-    raise ConfigError("offload.framework", name, f"must be one of {', '.join(PROFILES)}")

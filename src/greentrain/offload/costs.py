@@ -3,7 +3,7 @@ backward, recomputation per save level), saved bytes per level, state bytes, and
 
 Everything is built on the estimator: ops from model/ops.py ``model_ops``, per-op roofline time from
 estimate/compute.py ``local_op``/``op_time_s``, activation bytes from estimate/memory.py ``layer_activation``,
-state bytes from estimate/memory.py; the ``pytorch`` profile's eager element-wise ops move the bytes counted for
+state bytes from estimate/memory.py; the ``pytorch`` framework's eager element-wise ops move the bytes counted for
 the executor's own modules (offload/eager.py). Two additions live here until the estimator takes them
 (design/offload.md section 4.2, "Estimator changes"):
 - ``context_attention_ops``: the attention core of a chunk that packs several short sequences, or that is one
@@ -35,7 +35,7 @@ from greentrain.estimate.memory import (
 from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, model_ops
 from greentrain.model.spec import TransformerSpec
-from greentrain.offload.config import LEVELS, FrameworkProfile
+from greentrain.offload.config import LEVELS, OffloadFramework
 from greentrain.offload.dataflow import chunk_activation_bytes, dataflow_chunking, host_sticky_parts, sticky_parts
 from greentrain.offload.eager import executor_eager_bytes
 
@@ -51,9 +51,9 @@ def context_attention_ops(ops: tuple[Op, ...], *, seq_len: int, span_tokens: int
                  if op.kind is OpKind.ATTENTION else op for op in ops)
 
 
-def profile_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision: str,
+def profile_bytes_per_param(profile: OffloadFramework, optimizer: str, precision: str,
                             grad_dtype: str) -> tuple[float, float, float]:
-    """(weight, gradient, optimizer) bytes per parameter under a framework profile (the estimator's
+    """(weight, gradient, optimizer) bytes per parameter under a framework (the estimator's
     memory.state_bytes_per_param is what a device holds of them after ZeRO sharding and offload).
     ``state_dtype_bytes`` set: every state in that dtype and Adam's two moments (the estimator's fp32 moment
     bytes x dtype / 4), plus a 4-byte master if asked."""
@@ -64,7 +64,7 @@ def profile_bytes_per_param(profile: FrameworkProfile, optimizer: str, precision
     return b, b, optimizer_bytes_per_param(optimizer, "bf16", b, bool(profile.master_weights))
 
 
-def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> dict[str, dict[str, float]]:
+def _recompute_fractions(spec: TransformerSpec, profile: OffloadFramework) -> dict[str, dict[str, float]]:
     """Forward ops recomputed in backward per host level: op name -> fraction of it.
 
     ml_dataflow (transformer_demo.c save levels): input keeps K, V and the norms' statistics, so the backward
@@ -73,7 +73,7 @@ def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> di
     not recomputed. PyTorch: checkpointing recomputes the whole layer forward (input); selective checkpointing
     that saves the attention kernel's outputs recomputes everything else (attention)."""
     q_share = spec.q_width / (spec.q_width + 2 * spec.kv_width)
-    if profile.name == "ml_dataflow":
+    if profile.layout == "ml_dataflow":
         attn = {"attn.norm": 1.0, "attn.qkv": q_share, "attn.out": 1.0, "attn.dropout_residual": 1.0,
                 "mlp.norm": 1.0, "mlp.up": 1.0, "mlp.act": 1.0}
         return {"input": {**attn, "attn.flash": 1.0}, "attention": attn, "full": {}}
@@ -83,13 +83,13 @@ def _recompute_fractions(spec: TransformerSpec, profile: FrameworkProfile) -> di
     return {"input": full, "attention": {n: 1.0 for n in names if n != "attn.flash"}, "full": {}}
 
 
-def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, span: int,
+def _saved_bytes(spec: TransformerSpec, profile: OffloadFramework, nseq: int, span: int,
                  e: float) -> dict[str, float]:
     """Bytes one layer saves for one chunk at each level, and kept on the device ("device")."""
     t = nseq * span
     d, q, kv, f, heads = spec.hidden_size, spec.q_width, spec.kv_width, spec.ffn_hidden_size, spec.num_heads
     up = 2 if spec.glu else 1
-    if profile.name == "ml_dataflow":  # per token: x; K, V; two RMS statistics | + LSE, attention output |
+    if profile.layout == "ml_dataflow":  # per token: x; K, V; two RMS statistics | + LSE, attention output |
         inp = t * (e * d + 2 * e * kv + 2 * RMS_STAT_BYTES)  # + Q, O output, FFN x1 and x3
         att = inp + t * (LSE_BYTES * heads + e * q)
         full = att + t * (e * q + e * d + up * e * f)
@@ -117,8 +117,8 @@ def _saved_bytes(spec: TransformerSpec, profile: FrameworkProfile, nseq: int, sp
             "working_attention": t * e * (d + q) + post + grads, "working_full": post}
 
 
-def scaled_efficiency(eff: Efficiency, profile: FrameworkProfile) -> Efficiency:
-    """The estimator's chip efficiency with the profile's two kernel scales (matmul, attention), capped at 1."""
+def scaled_efficiency(eff: Efficiency, profile: OffloadFramework) -> Efficiency:
+    """The estimator's chip efficiency with the framework's two kernel scales (matmul, attention), capped at 1."""
     a = profile.attention_scale
     return dataclasses.replace(eff, matmul_max=min(1.0, eff.matmul_max * profile.matmul_scale),
                                attention_max_d64=min(1.0, eff.attention_max_d64 * a),
@@ -170,7 +170,7 @@ def _flop(ops: tuple[Op, ...], causal: bool) -> float:
     return sum(op.flop * (0.5 if causal and op.kind is OpKind.ATTENTION else 1.0) for op in ops)
 
 
-def _chunking(profile: FrameworkProfile, spec: TransformerSpec, seq_len: int, micro_batch: int,
+def _chunking(profile: OffloadFramework, spec: TransformerSpec, seq_len: int, micro_batch: int,
               e: float) -> tuple[int, int, int, float]:
     """(sequences per chunk op list, span tokens, chunks per round, sequences per round). ml_dataflow
     (offload/dataflow.py ``dataflow_chunking``, the minimum chunk from the profile): a round has as many
@@ -185,7 +185,7 @@ def _chunking(profile: FrameworkProfile, spec: TransformerSpec, seq_len: int, mi
     return 1, chunk, per_seq * groups, float(groups * seqs_in_chunk)
 
 
-def _op_timers(chip: Chip, eff: Efficiency, profile: FrameworkProfile, precision: str,
+def _op_timers(chip: Chip, eff: Efficiency, profile: OffloadFramework, precision: str,
                e: float) -> tuple[Callable[[Op], float], Callable[[Op], float]]:
     """(forward, backward) roofline time of one op on one chip (estimate/compute.py ``op_time_s``). An op of
     ``profile.eager_ops`` moves the executor's counted eager bytes (offload/eager.py), forward and backward; every
@@ -205,7 +205,7 @@ def _op_timers(chip: Chip, eff: Efficiency, profile: FrameworkProfile, precision
 
 
 @cache
-def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: FrameworkProfile, seq_len: int,
+def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: OffloadFramework, seq_len: int,
                 micro_batch: int, precision: str, optimizer: str, grad_dtype: str) -> ChunkCosts:
     if spec.arch != "decoder" or spec.is_moe:
         raise ConfigError("model", spec.name, "offload plans need a dense decoder-only layer stack")
@@ -228,7 +228,7 @@ def chunk_costs(spec: TransformerSpec, chip: Chip, eff: Efficiency, profile: Fra
     t = nseq * span
     ctx = 2 * seq_len * spec.kv_width * (e + 4.0) if chunks > 1 else 0.0
     adam_bytes = w + g + o + w + o  # read weight, gradient, states; write weight and states
-    dataflow = profile.name == "ml_dataflow"
+    dataflow = profile.layout == "ml_dataflow"
     return ChunkCosts(
         chunk_tokens=t, chunks_per_round=chunks, sequences_per_round=seqs, num_layers=spec.num_layers,
         fwd_s=fwd, bwd_s=bwd, recompute_s=rec_s, recompute_flop=rec_f,

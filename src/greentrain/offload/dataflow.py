@@ -1,5 +1,5 @@
 """What ml_dataflow's recording program reserves on the device, and how it chunks a sequence (the
-``ml_dataflow`` profile's device layout).
+``ml_dataflow`` framework's device layout).
 
 Source: als244/ml_dataflow, ``bench/reproduce_results/transformer_record_throughput.c`` ``main`` at b5d6b6e3
 (2025-07-19), the build that recorded the H100 sweeps (recorded_data/h100_8b_short_results.csv 2025-07-18..23,

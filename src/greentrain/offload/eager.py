@@ -1,5 +1,5 @@
 """What greentrain's executor's own element-wise modules (offload/llama.py) read and write per element as eager
-PyTorch kernels, forward and backward: the bytes the ``pytorch`` profile prices (offload/costs.py).
+PyTorch kernels, forward and backward: the bytes the ``pytorch`` framework prices (offload/costs.py).
 
 Counted, not derived: tests/unit/offload/test_offload_eager.py runs each module under a ``TorchDispatchMode`` that
 sums the input and output bytes of every aten op (views move nothing; a broadcast operand counts once), on fp32

@@ -12,7 +12,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.footprint.model import footprint
 from greentrain.offload.calibrate import RecordedCell, cell_scenario
-from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy
+from greentrain.offload.config import OffloadCaps, OffloadFramework, OffloadPolicy
 from greentrain.offload.plan import OffloadPlan, plan_offload
 from greentrain.scenario import Scenario
 
@@ -87,7 +87,7 @@ def _cell(plan: OffloadPlan, sc: Scenario, device_gib: float, host_gib: float) -
 
 
 def offload_grid(models: Sequence[str], chips: Sequence[str], seq_lens: Sequence[int], device_gibs: Sequence[float],
-                 host_gibs: Sequence[float], profile: FrameworkProfile,
+                 host_gibs: Sequence[float], profile: OffloadFramework,
                  policy: OffloadPolicy | None = None) -> list[GridCell]:
     """One plan per cell; a cell that does not fit (or whose cap exceeds the chip) is ``fits=False``."""
     check_grid(models, chips, seq_lens, device_gibs, host_gibs)

@@ -1,6 +1,6 @@
 """What an offloading executor does on the host CPU each step, priced per parameter (issue 24, seed 002).
 
-Two ways a profile's host AdamW can run (``FrameworkProfile.host_side``):
+Two ways a framework's host AdamW can run (``OffloadFramework.host_side``):
 - ``overlapped``: gradients leave over the link at the pinned rate while the backward runs (asynchronous copies,
   double-buffered), and a fused CPU AdamW updates each layer as its gradients arrive (torchao's
   CPUOffloadOptimizer, DeepSpeed's CPU-Adam): the rate is ``cpu.adam_fused_params_per_s_per_thread``. What the
@@ -22,9 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greentrain.errors import ConfigError
-from greentrain.offload.config import FrameworkProfile, offload_constants
-
-HOST_SIDES = ("overlapped", "executor")
+from greentrain.offload.config import HOST_SIDES, OffloadFramework, offload_constants
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,7 +40,7 @@ class HostCosts:
         return self.grads_on_link
 
 
-def host_costs(profile: FrameworkProfile, *, grad_bytes_per_param: float, master_bytes: float, threads: int,
+def host_costs(profile: OffloadFramework, *, grad_bytes_per_param: float, master_bytes: float, threads: int,
                pinned_bytes_per_s: float) -> HostCosts:
     """The host side of ``profile``; ``master_bytes``: bytes of a host master (2: bf16 rates, else fp32)."""
     if profile.host_side not in HOST_SIDES:

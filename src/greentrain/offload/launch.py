@@ -20,9 +20,9 @@ from greentrain.offload.config import (
     EXECUTORS,
     OffloadCaps,
     OffloadPolicy,
-    pytorch_profile,
+    offload_framework,
+    stock_executor,
     stock_policy,
-    stock_profile,
 )
 from greentrain.offload.plan import OffloadPlan, plan_offload
 from greentrain.scenario import scenario_from_dict
@@ -98,7 +98,7 @@ def host_memory_capped(limit_bytes: float) -> Iterator[None]:
 def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, chip: str, device: str,
               host_link: str = "", downgrade: bool = True, executor: str = "greentrain",
               host_threads: int | None = None) -> tuple[Any, OffloadPlan]:
-    """The spec and the plan the executor will follow (fp32 on CPU, bf16 on CUDA): the pytorch profile's best
+    """The spec and the plan the executor will follow (fp32 on CPU, bf16 on CUDA): the pytorch framework's best
     placement for greentrain's executor, a stock executor's own placement priced (offload/config.py); for the
     step the run takes (``micro_batches`` rounds and one optimizer step, the host AdamW on ``host_threads``)
     and the model it builds: offload/llama.py's head is its own matrix, so the plan counts an untied head
@@ -117,10 +117,10 @@ def make_plan(model: str, caps: OffloadCaps, seq_len: int, micro_batches: int, c
     state = "bf16" if device == "cuda" else "mixed"  # the masters are the model's dtype: bf16 on CUDA, fp32 on CPU
     if executor == "greentrain":
         policy = OffloadPolicy(downgrade=downgrade, rounds_per_step=micro_batches, host_threads=host_threads)
-        return spec, plan_offload(sc, caps, policy, pytorch_profile(state=state), eff=eff)
+        return spec, plan_offload(sc, caps, policy, offload_framework("pytorch", state), eff=eff)
     policy = dataclasses.replace(stock_policy(executor, spec.num_layers, downgrade), rounds_per_step=micro_batches,
                                  host_threads=host_threads)
-    plan = plan_offload(sc, caps, policy, stock_profile(executor, state), eff=eff)
+    plan = plan_offload(sc, caps, policy, stock_executor(executor, state), eff=eff)
     if plan.device.total_bytes > caps.device_bytes:  # its placement is fixed: the planner cannot make it fit
         raise ConfigError("offload.device_gib", round(units.bytes_to_gib(caps.device_bytes), 3),
                           f"{executor} keeps {'one layer' if executor == 'fsdp2' else 'every layer'}'s weights and "

@@ -7,7 +7,7 @@ evenly over the layers, so each layer of a round costs (section 4.3 step 4, beta
     backward = max(n b + recompute, (weights_in + acts_in + grads_in) / beta, grads_out / beta)
 with weights moving only for the L - r streamed layers, plus one weight fill W / beta per pass that nothing
 hides, plus the ends (embedding, head, loss). The optimizer step comes once per step (rounds of it).
-A profile with ``lookahead`` (pytorch) times the round as a bounded-buffer pipeline instead (offload/pipeline.py:
+A framework with ``lookahead`` (pytorch) times the round as a bounded-buffer pipeline instead (offload/pipeline.py:
 the ring and the double buffers let a link run ahead of the compute), and the host AdamW from the gradients'
 arrival times; memory, busy times and the bound stay as above.
 """
@@ -110,7 +110,7 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
     # a layer recomputed in backward rebuilds its activations: one device slot of working set, unless device
     # slots exist: they belong to the last layers, whose backward runs first and frees them before any recompute
     sb = cc.saved_bytes
-    grads = sb.get("activation_grads", 0.0)  # the layer in backward's activation gradients (executor profiles)
+    grads = sb.get("activation_grads", 0.0)  # the layer in backward's activation gradients (executor frameworks)
     need = sb["device"] + grads + 0.0 * r
     if levels is not None and "working_full" in sb:
         n_in, n_att, n_full = levels

@@ -26,7 +26,7 @@ from greentrain import units
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.model.spec import TransformerSpec
-from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, offload_constants, pytorch_profile
+from greentrain.offload.config import OffloadCaps, OffloadFramework, OffloadPolicy, offload_constants, offload_framework
 from greentrain.offload.costs import ChunkCosts, chunk_costs
 from greentrain.offload.dataflow import MIN_DEVICE_SLOTS
 from greentrain.offload.host import host_costs
@@ -118,9 +118,9 @@ def _micro_batch(sc: Scenario) -> int:
     return sc.strategy.micro_batch_size if sc.strategy is not None else 1
 
 
-def make_setting(sc: Scenario, profile: FrameworkProfile, policy: OffloadPolicy,
+def make_setting(sc: Scenario, profile: OffloadFramework, policy: OffloadPolicy,
                  eff: Efficiency | None = None) -> Setting:
-    eff = eff or efficiency_for(sc.cluster.chip.name, profile.efficiency_framework)
+    eff = eff or efficiency_for(sc.cluster.chip.name, profile.framework)
     link = sc.cluster.host_link
     if link is None:
         raise ConfigError("cluster.host_link", None,
@@ -196,7 +196,7 @@ def _search(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, share
         single: FloatArray = np.asarray(sum(device_parts(st, r, 0 * r, 0 * r).values()))
         kk = np.where(fixed <= caps.device_bytes, kk, 0.0)
         fixed = np.where(kk > 0, fixed, single)
-    # fixed holds the profile's minimum device slots (ml_dataflow's two); more fill what is left
+    # fixed holds the framework's minimum device slots (ml_dataflow's two); more fill what is left
     extra = np.floor((caps.device_bytes - fixed) / cc.saved_bytes["device"])
     dev = np.clip(extra + st.min_device_slots, 0, slots)
     home = slots - dev
@@ -261,10 +261,10 @@ def _fixed_levels(st: Setting, policy: OffloadPolicy, k: int) -> _Candidates:
 
 
 def plan_offload(sc: Scenario, caps: OffloadCaps, policy: OffloadPolicy | None = None,
-                 profile: FrameworkProfile | None = None, *, eff: Efficiency | None = None) -> OffloadPlan:
+                 profile: OffloadFramework | None = None, *, eff: Efficiency | None = None) -> OffloadPlan:
     """The fastest placement under ``caps``. InfeasibleError names the minimum device and host memory."""
     policy = policy or OffloadPolicy()
-    profile = profile or pytorch_profile()
+    profile = profile or offload_framework("pytorch")
     st = make_setting(sc, profile, policy, eff)
     k = policy.prefetch_depth or 1
     share = float(offload_constants()["batch"]["optimizer_share"])
@@ -316,7 +316,7 @@ def _infeasible(st: Setting, caps: OffloadCaps, policy: OffloadPolicy, k: int, s
         f"{_size(need_h)} ({parts_h}); {knob}", shortfall_bytes=short)
 
 
-def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: FrameworkProfile, best: _Candidates,
+def _assemble(sc: Scenario, st: Setting, caps: OffloadCaps, profile: OffloadFramework, best: _Candidates,
               share: float) -> OffloadPlan:
     cc = st.cc
     k = int(best.k[0])

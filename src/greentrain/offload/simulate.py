@@ -5,8 +5,8 @@ weight fill per pass. Here the same plan runs as tasks on greentrain's discrete-
 one compute ``Stream``, one host-to-device and one device-to-host ``Link`` at the planner's pinned bandwidth,
 with the buffers a plan pays for in device memory as dependencies:
 - weights: a ring of ``prefetch_depth + 1`` layer buffers; a streamed layer's load waits for the layer
-  ``prefetch_depth + 1`` places earlier in the pass to finish (its buffer is free then). A profile without
-  look-ahead (``FrameworkProfile.lookahead``: ml_dataflow, whose link-congested July build shows no gain from
+  ``prefetch_depth + 1`` places earlier in the pass to finish (its buffer is free then). A framework without
+  look-ahead (``OffloadFramework.lookahead``: ml_dataflow, whose link-congested July build shows no gain from
   a deeper ring) runs with at most two buffers: its link at most one layer ahead, as its planner prices it;
 - forward activations: a layer's home activations leave after its forward; a layer does not start before the
   activations of the layer two places back have left (double buffering);
@@ -15,7 +15,7 @@ with the buffers a plan pays for in device memory as dependencies:
 - gradients: ``grad_buffers`` (two) layer buffers, a layer's leave while the next layer's backward runs;
 - optimizer: host AdamW layer by layer as gradients reach the host (a CPU ``Stream``), then the resident weights
   and the ends go back up; or device AdamW with each streamed layer's states in and out through the ring.
-The pytorch profile's planner runs the same dependencies as a recurrence (offload/pipeline.py).
+The pytorch framework's planner runs the same dependencies as a recurrence (offload/pipeline.py).
 Per-layer bytes and compute are the planner's (``offload/model.py`` ``Setting``): home activation slots spread
 evenly over the layers, as the planner assumes; resident layers are the last ones (as the executor keeps them).
 Rounds follow each other on the same resources, so one round's last transfers overlap the next one's start.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.offload.config import FrameworkProfile, OffloadPolicy
+from greentrain.offload.config import OffloadFramework, OffloadPolicy
 from greentrain.offload.model import Setting
 from greentrain.offload.plan import OffloadPlan, make_setting, scenario_hash
 from greentrain.scenario import Scenario
@@ -244,7 +244,7 @@ def _run(st: Setting, plan: OffloadPlan, layers: list[_Layer], rounds: int) -> t
     return run, eng, step, max(run.dag.end_s[t] for t in (rnd.last, *rnd.grads))  # the last gradient has left
 
 
-def simulate_plan(sc: Scenario, plan: OffloadPlan, profile: FrameworkProfile, policy: OffloadPolicy | None = None,
+def simulate_plan(sc: Scenario, plan: OffloadPlan, profile: OffloadFramework, policy: OffloadPolicy | None = None,
                   *, eff: Efficiency | None = None) -> SimulatedStep:
     """Run ``plan`` (made by ``plan_offload(sc, caps, policy, profile, eff=eff)``) on the event engine. Rounds
     are alike: past SIMULATED_ROUNDS, the step is the last simulated one plus the others at the period the

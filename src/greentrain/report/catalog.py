@@ -97,26 +97,30 @@ def _models() -> tuple[list[dict[str, Any]], Table]:
 # ---- frameworks -----------------------------------------------------------------------------------------
 def _frameworks() -> tuple[list[dict[str, Any]], Table]:
     from greentrain.estimate import fp8
-    from greentrain.estimate.efficiency import efficiency_for, framework_names
+    from greentrain.estimate.efficiency import efficiency_for, framework_names, offload_block, offload_framework_names
 
-    table = _table("Framework profiles (estimate/efficiency.yaml; kernel efficiency: fitted where the source says "
-                   "so)", ("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "kernel eff.",
-                           "precision", "source"),
-                   left=("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "precision", "source"))
+    table = _table("Frameworks (estimate/efficiency.yaml; kernel efficiency: fitted where the source says so; "
+                   "offload: its executor's knobs for `greentrain offload`)",
+                   ("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "kernel eff.", "precision",
+                    "offload", "source"),
+                   left=("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "precision", "offload",
+                         "source"))
     records = []
+    offloaded = offload_framework_names()
     for name in framework_names():
         e = efficiency_for("", name)
+        block = offload_block(name) if name in offloaded else None
         records.append({"name": name, "attention_kernel": e.attention_kernel, "loss_kernel": e.loss_kernel,
                         "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
                         "zero_stages": list(e.zero_stages), "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
-                        "source": e.framework_source,
+                        "offload": block, "source": e.framework_source,
                         "attention_source": e.attention_source})
         table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,
                       ",".join(map(str, e.zero_stages)), "yes" if e.dp_overlap else "no",
                       f"{e.kernel_efficiency:.2f}", f"{e.precision_recipe}; fp8 {fp8.framework_recipe(name)}",
-                      e.framework_source)
+                      f"yes (optimizer: {block['optimizer_on']})" if block else "", e.framework_source)
     return records, table
 
 

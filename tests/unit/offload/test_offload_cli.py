@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.cli.main import main
-from greentrain.offload.config import ml_dataflow_profile
+from greentrain.offload.config import offload_framework
 from greentrain.offload.grid import offload_grid
 
 CSV = Path(__file__).resolve().parents[2] / "data" / "calibration" / "dataflow-h100_8b_short.csv"
@@ -103,9 +103,9 @@ def test_grid_too_large(capsys: pytest.CaptureFixture[str]) -> None:
 def test_768_cell_grid_under_two_seconds() -> None:
     args = (["llama3.2-1b", "llama3-8b"], ["h100-sxm"], [4096, 8192, 16384, 32768], list(range(16, 80, 8)),
             [32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 200])
-    offload_grid(*args[:2], [512], [20], [80], ml_dataflow_profile())  # warm the model and chip caches
+    offload_grid(*args[:2], [512], [20], [80], offload_framework("ml_dataflow"))  # warm the model and chip caches
     t0 = time.process_time()  # CPU time: other jobs on the machine do not count
-    cells = offload_grid(*args, ml_dataflow_profile())
+    cells = offload_grid(*args, offload_framework("ml_dataflow"))
     assert len(cells) == 768
     assert time.process_time() - t0 < 2.0
 

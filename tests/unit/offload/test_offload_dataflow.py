@@ -9,7 +9,7 @@ import pytest
 
 from greentrain.errors import InfeasibleError
 from greentrain.offload.calibrate import cell_scenario
-from greentrain.offload.config import OffloadCaps, ml_dataflow_profile
+from greentrain.offload.config import OffloadCaps, offload_framework
 from greentrain.offload.dataflow import dataflow_chunking, sticky_parts
 from greentrain.offload.plan import plan_offload
 
@@ -22,8 +22,8 @@ def test_chunk_rule() -> None:
     assert dataflow_chunking(512, 16384) == (16384, 1, 32)
     assert dataflow_chunking(1000, 16384) == (17000, 1, 17)
     sc = cell_scenario("llama3-8b", "h100-sxm", 24576)  # not a multiple of 16,384: planned, one chunk per round
-    assert plan_offload(sc, OffloadCaps.from_gib(device_gib=40,
-                                                 host_gib=100), profile=ml_dataflow_profile()).chunk_tokens == 24576
+    assert plan_offload(sc, OffloadCaps.from_gib(device_gib=40, host_gib=100),
+                        profile=offload_framework("ml_dataflow")).chunk_tokens == 24576
 
 
 def test_sticky_buffers_of_8b() -> None:
@@ -35,7 +35,7 @@ def test_sticky_buffers_of_8b() -> None:
     for seq in (512, 8192, 16384):
         plan = plan_offload(cell_scenario("llama3-8b", "h100-sxm", seq), OffloadCaps.from_gib(device_gib=24,
                                                                                               host_gib=75),
-                            profile=ml_dataflow_profile())
+                            profile=offload_framework("ml_dataflow"))
         assert plan.slots()["device"] == 2  # recorded dev_acts at 24 GiB, every short sequence
         assert plan.device.total_bytes <= plan.caps.device_bytes
 
@@ -45,12 +45,12 @@ def test_single_block_when_no_more_fit() -> None:
     one gradient block, 2 device slots, 57 attention and 5 full; the planner finds that placement, slower than
     at 30 GiB (7,149 recorded), and 131,072 tokens at 24 GiB does not fit (recorded: failed)."""
     sc = cell_scenario("llama3-8b", "h100-sxm", 32768)
-    tight = plan_offload(sc, OffloadCaps.from_gib(device_gib=24, host_gib=80), profile=ml_dataflow_profile())
+    tight = plan_offload(sc, OffloadCaps.from_gib(device_gib=24, host_gib=80), profile=offload_framework("ml_dataflow"))
     assert tight.prefetch_depth == 0
     assert tight.slots() == {"device": 2, "input": 0, "attention": 57, "full": 5}
     assert tight.tokens_per_s == pytest.approx(6357, rel=0.10)
-    roomy = plan_offload(sc, OffloadCaps.from_gib(device_gib=30, host_gib=80), profile=ml_dataflow_profile())
+    roomy = plan_offload(sc, OffloadCaps.from_gib(device_gib=30, host_gib=80), profile=offload_framework("ml_dataflow"))
     assert roomy.prefetch_depth == 1 and roomy.tokens_per_s > 1.1 * tight.tokens_per_s
     with pytest.raises(InfeasibleError, match="minimum device"):
         plan_offload(cell_scenario("llama3-8b", "h100-sxm", 131072), OffloadCaps.from_gib(device_gib=24, host_gib=144),
-                     profile=ml_dataflow_profile())
+                     profile=offload_framework("ml_dataflow"))

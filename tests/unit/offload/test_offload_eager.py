@@ -18,7 +18,7 @@ from greentrain.estimate.efficiency import efficiency_for
 from greentrain.hardware.catalog import get_chip
 from greentrain.model.load import load_model
 from greentrain.model.ops import model_ops
-from greentrain.offload.config import ml_dataflow_profile, pytorch_profile
+from greentrain.offload.config import offload_framework
 from greentrain.offload.costs import chunk_costs
 from greentrain.offload.eager import EXECUTOR_EAGER_ELTS, executor_eager_bytes
 from greentrain.offload.llama import RMSNorm, rotary
@@ -77,14 +77,14 @@ def test_counted_bytes_per_element(kind: str, dtype: torch.dtype) -> None:
     assert counted == pytest.approx(EXECUTOR_EAGER_ELTS[kind], abs=0.02)
 
 
-def test_pytorch_profile_prices_the_counted_bytes() -> None:
-    """The pytorch profile's layer times grow by exactly the counted bytes over the fused ones at the chip's memory
+def test_pytorch_framework_prices_the_counted_bytes() -> None:
+    """The pytorch framework's layer times grow by exactly the counted bytes over the fused ones at the chip's memory
     bandwidth; ml_dataflow's C kernels stay fused."""
     spec, chip = load_model("llama3.2-1b"), get_chip("h100-sxm")
     eff = efficiency_for("h100-sxm", "ddp")
     args = (spec, chip, eff)
     rest = (4096, 1, "bf16", "adamw", "bf16")
-    eager, fused = pytorch_profile(), dataclasses.replace(pytorch_profile(), eager_ops=())
+    eager, fused = offload_framework("pytorch"), dataclasses.replace(offload_framework("pytorch"), eager_ops=())
     a, b = chunk_costs(*args, eager, *rest), chunk_costs(*args, fused, *rest)
     ops = [op for op in model_ops(spec, 1, 4096, 2.0, flash=True).layers[0].ops if op.eager_kind]
     assert {op.eager_kind for op in ops} == set(EXECUTOR_EAGER_ELTS)
@@ -93,7 +93,7 @@ def test_pytorch_profile_prices_the_counted_bytes() -> None:
              for i in (0, 1)]
     assert a.fwd_s - b.fwd_s == pytest.approx(extra[0], rel=1e-9)
     assert a.bwd_s - b.bwd_s == pytest.approx(extra[1], rel=1e-9)
-    dataflow = ml_dataflow_profile()  # the profile decides, not the efficiency's framework entry (ddp: eager)
+    dataflow = offload_framework("ml_dataflow")  # its entry decides, not the efficiency passed in (ddp: eager)
     assert dataflow.eager_ops == ()
     no_eager = dataclasses.replace(eff, eager_ops=())
     assert chunk_costs(*args, dataflow, *rest) == chunk_costs(spec, chip, no_eager, dataflow, *rest)

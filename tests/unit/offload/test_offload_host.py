@@ -11,7 +11,7 @@ import pytest
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.model.load import load_model
-from greentrain.offload.config import OffloadCaps, OffloadPolicy, offload_constants, pytorch_profile, stock_profile
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, offload_constants, offload_framework, stock_executor
 from greentrain.offload.host import host_costs
 from greentrain.offload.launch import make_plan
 from greentrain.offload.plan import plan_offload
@@ -29,7 +29,7 @@ def _sc(tied: bool = False) -> Scenario:
 
 
 def test_executor_rates_follow_the_master_dtype_and_the_threads() -> None:
-    prof = pytorch_profile(state="bf16")
+    prof = offload_framework("pytorch", "bf16")
     one = host_costs(prof, grad_bytes_per_param=2, master_bytes=2, threads=1, pinned_bytes_per_s=50e9)
     many = host_costs(prof, grad_bytes_per_param=2, master_bytes=2, threads=16, pinned_bytes_per_s=50e9)
     fp32 = host_costs(prof, grad_bytes_per_param=4, master_bytes=4, threads=1, pinned_bytes_per_s=50e9)
@@ -44,7 +44,7 @@ def test_executor_rates_follow_the_master_dtype_and_the_threads() -> None:
         2 / pageable + 1 / float(ex["bf16"]["accumulate_params_per_s_per_thread"]))
     slow_link = host_costs(prof, grad_bytes_per_param=2, master_bytes=2, threads=1, pinned_bytes_per_s=1e9)
     assert slow_link.grad_copy_s_per_param > one.grad_copy_s_per_param  # pageable never beats pinned
-    stock = host_costs(stock_profile("torchao"), grad_bytes_per_param=2, master_bytes=2, threads=8,
+    stock = host_costs(stock_executor("torchao"), grad_bytes_per_param=2, master_bytes=2, threads=8,
                        pinned_bytes_per_s=50e9)
     assert stock.overlapped and stock.adam_params_per_s == pytest.approx(
         8 * float(K["cpu"]["adam_fused_params_per_s_per_thread"]))
@@ -56,7 +56,7 @@ def test_bad_host_knobs_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"offload\.rounds_per_step"):
         OffloadPolicy(rounds_per_step=0)
     with pytest.raises(ConfigError, match=r"offload\.host_side"):
-        host_costs(dataclasses.replace(pytorch_profile(), host_side="gpu"), grad_bytes_per_param=2,
+        host_costs(dataclasses.replace(offload_framework("pytorch"), host_side="gpu"), grad_bytes_per_param=2,
                    master_bytes=2, threads=1, pinned_bytes_per_s=1e9)
 
 
@@ -64,10 +64,10 @@ def test_the_h200_run_is_priced_step_by_step() -> None:
     """Session 8's run (16 resident layers, 2 micro-batches, 16 host threads): the step is the two rounds, each
     waiting for every gradient's pageable copy, then clipping, AdamW and the upload, one after the other."""
     policy = OffloadPolicy(resident_layers=16, rounds_per_step=2, host_threads=16)
-    plan = plan_offload(_sc(), CAPS, policy, pytorch_profile(state="bf16"), eff=efficiency_for("h200", "ddp"))
+    plan = plan_offload(_sc(), CAPS, policy, offload_framework("pytorch", "bf16"), eff=efficiency_for("h200", "ddp"))
     spec = _sc().model
     params = spec.num_params()
-    host = host_costs(pytorch_profile(state="bf16"), grad_bytes_per_param=2, master_bytes=2, threads=16,
+    host = host_costs(offload_framework("pytorch", "bf16"), grad_bytes_per_param=2, master_bytes=2, threads=16,
                       pinned_bytes_per_s=1e12)
     link = _sc().cluster.host_link
     assert link is not None
@@ -78,7 +78,7 @@ def test_the_h200_run_is_priced_step_by_step() -> None:
     assert plan.tokens_per_s == pytest.approx(plan.tokens_per_step / plan.step_time_s, rel=1e-9)
     assert plan.bound == "optimizer"  # the host AdamW is longer than both rounds
     # the event engine runs the same schedule
-    sim = simulate_plan(_sc(), plan, pytorch_profile(state="bf16"), policy, eff=efficiency_for("h200", "ddp"))
+    sim = simulate_plan(_sc(), plan, offload_framework("pytorch", "bf16"), policy, eff=efficiency_for("h200", "ddp"))
     assert sim.step_time_s == pytest.approx(plan.step_time_s, rel=0.002)
 
 
@@ -87,7 +87,7 @@ def test_train_plans_the_untied_head_and_the_runs_micro_batches() -> None:
     state (8 bytes each) is what the H200 run's host held over the tied plan (11.16 against 9.21 GiB)."""
     plan = make_plan("llama3.2-1b", CAPS, 8192, 3, "h200", "cuda", host_threads=16)[1]
     tied = plan_offload(_sc(tied=True), CAPS, OffloadPolicy(rounds_per_step=3, host_threads=16),
-                        pytorch_profile(state="bf16"), eff=efficiency_for("h200", "ddp"))
+                        offload_framework("pytorch", "bf16"), eff=efficiency_for("h200", "ddp"))
     table = 128256 * 2048
     assert plan.num_rounds == 3
     assert plan.host.total_bytes - tied.host.total_bytes == pytest.approx(8 * table, rel=1e-9)

@@ -17,7 +17,7 @@ from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.estimate.step import estimate_step
 from greentrain.offload.calibrate import cell_scenario
-from greentrain.offload.config import OffloadCaps, OffloadPolicy, ml_dataflow_profile, pytorch_profile
+from greentrain.offload.config import OffloadCaps, OffloadPolicy, offload_framework
 from greentrain.offload.plan import plan_offload
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import scenario_from_dict
@@ -59,19 +59,20 @@ def test_chip_without_host_link() -> None:
 def test_infeasible_names_minima_and_knob() -> None:
     sc = cell_scenario("llama3-8b", "h100-sxm", 8192)
     with pytest.raises(InfeasibleError, match=r"minimum device .* GiB \(reserved.*minimum host .*raise device_gib"):
-        plan_offload(sc, OffloadCaps.from_gib(device_gib=6, host_gib=200), profile=ml_dataflow_profile())
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=6, host_gib=200), profile=offload_framework("ml_dataflow"))
     with pytest.raises(InfeasibleError, match=r"minimum host .*layer_state.*raise host_gib") as e:
-        plan_offload(sc, OffloadCaps.from_gib(device_gib=40, host_gib=40), profile=ml_dataflow_profile())
+        plan_offload(sc, OffloadCaps.from_gib(device_gib=40, host_gib=40), profile=offload_framework("ml_dataflow"))
     assert e.value.shortfall_bytes and e.value.shortfall_bytes > 0
 
 
 def test_minimum_device_is_where_feasibility_flips() -> None:
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
-    p = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=100), profile=ml_dataflow_profile())
+    dataflow = offload_framework("ml_dataflow")
+    p = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=100), profile=dataflow)
     need = p.minimum_device_bytes
-    plan_offload(sc, OffloadCaps(device_bytes=need * 1.0001, host_bytes=100 * GIB), profile=ml_dataflow_profile())
+    plan_offload(sc, OffloadCaps(device_bytes=need * 1.0001, host_bytes=100 * GIB), profile=dataflow)
     with pytest.raises(InfeasibleError):
-        plan_offload(sc, OffloadCaps(device_bytes=need * 0.999, host_bytes=100 * GIB), profile=ml_dataflow_profile())
+        plan_offload(sc, OffloadCaps(device_bytes=need * 0.999, host_bytes=100 * GIB), profile=dataflow)
 
 
 @pytest.mark.parametrize("name", ["pytorch", "ml_dataflow"])
@@ -79,7 +80,7 @@ def test_minimum_device_is_where_feasibility_flips() -> None:
                                                 ("llama3.2-1b", 16384, 20, 80), ("llama3.2-1b", 2048, 8, 40)])
 def test_every_plan_fits_its_caps(name: str, model: str, seq: int, dev: float, host: float) -> None:
     """bf16 state (ml_dataflow, 8 B/param) or mixed precision with an fp32 master (pytorch, 16 B/param)."""
-    profile = pytorch_profile() if name == "pytorch" else ml_dataflow_profile()
+    profile = offload_framework("pytorch") if name == "pytorch" else offload_framework("ml_dataflow")
     host *= 2 if name == "pytorch" else 1
     if name == "ml_dataflow":  # its July build reserves 15.6 GiB for 1B before any layer (offload/dataflow.py)
         dev = max(dev, 16)
@@ -100,8 +101,8 @@ def test_no_offload_caps_reproduce_estimate_step() -> None:
     sc = cell_scenario("llama3.2-1b", "h100-sxm", 4096)
     eff = efficiency_for("h100-sxm")  # what estimate_step uses
     caps, policy = OffloadCaps.from_gib(device_gib=80, host_gib=500), OffloadPolicy(optimizer_on="device-streamed")
-    plan = plan_offload(sc, caps, policy, dataclasses.replace(pytorch_profile(), eager_ops=()), eff=eff)
-    assert plan_offload(sc, caps, policy, pytorch_profile(), eff=eff).tokens_per_s < 0.95 * plan.tokens_per_s
+    plan = plan_offload(sc, caps, policy, dataclasses.replace(offload_framework("pytorch"), eager_ops=()), eff=eff)
+    assert plan_offload(sc, caps, policy, offload_framework("pytorch"), eff=eff).tokens_per_s < 0.95 * plan.tokens_per_s
     assert plan.resident_layers == 16 and plan.slots()["device"] == 16
     w = sc.workload.to_dict() | {"global_batch_size": plan.num_rounds}
     sc2 = scenario_from_dict({"model": "llama3.2-1b", "cluster": {"chip": "h100-sxm", "num_chips": 1}, "workload": w})

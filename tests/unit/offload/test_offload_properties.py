@@ -17,7 +17,7 @@ from greentrain.errors import InfeasibleError
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.estimate.step import estimate_step
 from greentrain.offload.calibrate import cell_scenario
-from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, ml_dataflow_profile, pytorch_profile
+from greentrain.offload.config import OffloadCaps, OffloadFramework, OffloadPolicy, offload_framework
 from greentrain.offload.plan import OffloadPlan, plan_offload
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, scenario_from_dict
@@ -30,8 +30,8 @@ def _sc(model: str, seq: int) -> Scenario:
     return cell_scenario(model, "h100-sxm", seq)
 
 
-def _profile(name: str) -> FrameworkProfile:
-    return ml_dataflow_profile() if name == "ml_dataflow" else pytorch_profile()
+def _profile(name: str) -> OffloadFramework:
+    return offload_framework("ml_dataflow") if name == "ml_dataflow" else offload_framework("pytorch")
 
 
 def _tps(cell: tuple[str, int], dev: float, host: float, prof: str, link_share: int = 1) -> float:
@@ -96,10 +96,10 @@ def test_a_faster_link_never_predicts_fewer_tokens(cell: tuple[str, int], dev: f
     assert tps(base * gain) >= tps(base) * (1 - 1e-9)
 
 
-def _fused_pytorch() -> FrameworkProfile:
+def _fused_pytorch() -> OffloadFramework:
     """The pytorch profile with its element-wise ops fused as estimate_step's default framework prices them (the
     executor's eager bytes, offload/eager.py, are checked in test_offload_eager.py)."""
-    return dataclasses.replace(pytorch_profile(), eager_ops=())
+    return dataclasses.replace(offload_framework("pytorch"), eager_ops=())
 
 
 @cache

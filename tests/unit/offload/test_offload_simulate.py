@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.offload.calibrate import cell_scenario
-from greentrain.offload.config import FrameworkProfile, OffloadCaps, OffloadPolicy, ml_dataflow_profile, pytorch_profile
+from greentrain.offload.config import OffloadCaps, OffloadFramework, OffloadPolicy, offload_framework
 from greentrain.offload.plan import plan_offload
 from greentrain.offload.simulate import simulate_plan
 from greentrain.scenario import Scenario
@@ -26,9 +26,9 @@ def _sc(model: str, seq: int, chip: str) -> Scenario:
     return cell_scenario(model, chip, seq)
 
 
-def _profile(name: str) -> FrameworkProfile:
-    return {"ml_dataflow": ml_dataflow_profile(), "pytorch": pytorch_profile(),
-            "pytorch-bf16": pytorch_profile(state="bf16")}[name]
+def _profile(name: str) -> OffloadFramework:
+    return {"ml_dataflow": offload_framework("ml_dataflow"), "pytorch": offload_framework("pytorch"),
+            "pytorch-bf16": offload_framework("pytorch", "bf16")}[name]
 
 
 plans = st.fixed_dictionaries({
@@ -101,8 +101,8 @@ def test_fixed_levels_and_the_seed_example() -> None:
     """The seed example with ml_dataflow's recorded placement (6 device, 6 attention, 4 full slots)."""
     sc = _sc("llama3.2-1b", 16384, "h100-sxm")
     policy = OffloadPolicy(activation_levels={"device": 6, "attention": 6, "full": 4})
-    plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=80), policy, ml_dataflow_profile())
-    sim = simulate_plan(sc, plan, ml_dataflow_profile(), policy)
+    plan = plan_offload(sc, OffloadCaps.from_gib(device_gib=20, host_gib=80), policy, offload_framework("ml_dataflow"))
+    sim = simulate_plan(sc, plan, offload_framework("ml_dataflow"), policy)
     assert sim.step_time_s == pytest.approx(plan.step_time_s, rel=0.01)
     assert sim.h2d_busy_s > 0 and sim.d2h_busy_s > 0
 
@@ -110,6 +110,6 @@ def test_fixed_levels_and_the_seed_example() -> None:
 def test_a_plan_for_another_scenario_is_refused() -> None:
     plan = plan_offload(_sc("llama3.2-1b", 4096, "h100-sxm"), OffloadCaps.from_gib(device_gib=20, host_gib=80))
     with pytest.raises(ConfigError, match=r"plan='llama3.2-1b'.*another model or sequence length"):
-        simulate_plan(_sc("llama3.2-1b", 16384, "h100-sxm"), plan, pytorch_profile())
+        simulate_plan(_sc("llama3.2-1b", 16384, "h100-sxm"), plan, offload_framework("pytorch"))
     with pytest.raises(ConfigError, match=r"plan.framework='pytorch'.*ml_dataflow"):
-        simulate_plan(_sc("llama3.2-1b", 4096, "h100-sxm"), plan, ml_dataflow_profile())
+        simulate_plan(_sc("llama3.2-1b", 4096, "h100-sxm"), plan, offload_framework("ml_dataflow"))

@@ -14,7 +14,7 @@ import torch
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.offload import launch
-from greentrain.offload.config import OffloadCaps, pytorch_profile
+from greentrain.offload.config import OffloadCaps, offload_framework
 from greentrain.offload.launch import make_plan, train_command
 from greentrain.offload.llama import TINY_LLAMA, build_llama, synthetic_batch
 from greentrain.offload.stock import StockTrainer, one_process_group, unavailable
@@ -48,8 +48,8 @@ def test_each_stock_executor_is_priced_with_its_own_placement(monkeypatch: pytes
     # fastest stock one (everything resident)
     assert plans["greentrain"].host_copy_time_s > 0
     assert all(plans[e].host_copy_time_s == 0 for e in ("fsdp2", "torchao", "deepspeed"))
-    overlapped = dataclasses.replace(pytorch_profile(state="mixed"), host_side="overlapped")
-    monkeypatch.setattr(launch, "pytorch_profile", lambda state: overlapped)
+    overlapped = dataclasses.replace(offload_framework("pytorch"), host_side="overlapped")
+    monkeypatch.setattr(launch, "offload_framework", lambda name, state: overlapped)
     alike = make_plan("tiny", caps, 64, 2, "h100-sxm", "cpu")[1]
     assert alike.tokens_per_s >= max(p.tokens_per_s for p in plans.values()) * (1 - 1e-9)
     assert alike.tokens_per_s > plans["greentrain"].tokens_per_s

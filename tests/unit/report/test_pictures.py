@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from greentrain.offload.config import get_profile
+from greentrain.offload.config import offload_framework
 from greentrain.offload.grid import offload_grid
 from greentrain.parallel.strategy import Strategy
 from greentrain.report import html_plots
@@ -56,7 +56,7 @@ def test_short_label_drops_defaults():
 
 def _cells():
     return offload_grid(["llama3.2-1b", "llama3-8b"], ["h100-sxm"], [4096, 8192, 16384], [16.0, 48.0, 80.0],
-                        [32.0, 256.0], get_profile("pytorch", "mixed"))
+                        [32.0, 256.0], offload_framework("pytorch", "mixed"))
 
 
 def test_heatmap_is_a_grid_with_one_colourbar(tmp_path):
