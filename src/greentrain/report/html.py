@@ -37,7 +37,9 @@ dt{font-size:.8em;color:#555}dd{margin:0;font-size:1.15em;font-weight:600}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}caption{text-align:left;font-weight:600;padding:.3em 0}
 th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;white-space:nowrap}th{background:#eef4ef}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.w{white-space:normal;min-width:14em}
-.cols{display:flex;flex-wrap:wrap;gap:2em}figure.plot{margin:1em 0}figure.plot svg{max-width:100%;height:auto}
+.cols{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}figure.plot{margin:1em 0}
+figure.plot svg{max-width:100%;height:auto}figure.wide{width:min(1340px,calc(100vw - 2em));position:relative;
+left:50%;transform:translateX(-50%)}figure.wide svg{width:100%}details summary{cursor:pointer;font-weight:600}
 figcaption{font-size:.85em;color:#555}ul.notes{font-size:.9em;color:#444}nav ul{columns:2}
 @media print{body{max-width:none}section{break-inside:avoid}}
 """

@@ -4,11 +4,11 @@ report/html_sections.py)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from greentrain import units
+from greentrain.report import heatmap
 from greentrain.report import html_plots as plots
 from greentrain.report.formats import dur, energy, mass, num, pct, si, signed_pct
 from greentrain.report.html_parts import (
@@ -64,50 +64,49 @@ def batch_time_section(b: BatchTimeResult, source: str) -> str:
                     caption="time per batch"))
 
 
-def _panels(h: OffloadHeatmapResult) -> tuple[list[tuple[str, list[float], list[float], list[list[float]]]], int]:
-    """Every (model, chip, sequence length) group as a panel, row by row: rows (model, chip), columns sequence
-    length; returns the panels and the number of columns."""
-    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
-    for c in h.cells:
-        groups.setdefault((str(c.get("model")), str(c.get("chip")), int(c.get("seq_len", 0))), []).append(c)
-    seqs = list(dict.fromkeys(k[2] for k in groups))
-    rows = list(dict.fromkeys(k[:2] for k in groups))
-    out = []
-    for model, chip, seq in [(*r, q) for r in rows for q in seqs if (*r, q) in groups]:
-        cells = groups[(model, chip, seq)]
-        xs = sorted({float(c.get("device_gib", 0.0)) for c in cells})
-        ys = sorted({float(c.get("host_gib", 0.0)) for c in cells})
-        grid = [[math.nan] * len(xs) for _ in ys]
-        for cell in cells:
-            value = cell.get(h.metric)
-            if cell.get("fits") and isinstance(value, (int, float)):
-                y, x = ys.index(float(cell.get("host_gib", 0.0))), xs.index(float(cell.get("device_gib", 0.0)))
-                grid[y][x] = float(value)
-        out.append((f"{model}, {chip}, seq {seq:,}", xs, ys, grid))
-    return out, max(len(seqs), 1)
+MAX_OPEN_ROWS = 40  # a longer table of cells is folded (<details>), its row count in the summary
+
+
+def _best_cell(h: OffloadHeatmapResult) -> tuple[str, str] | None:
+    """The key figure: the best cell of the metric (highest, or lowest where lower is better) and where it is."""
+    st = heatmap.style(h.metric)
+    fits = [c for c in h.cells if c.get("fits") and isinstance(c.get(h.metric), (int, float))]
+    if not fits:
+        return None
+    pick = min if st.lower_is_better else max
+    best = pick(fits, key=lambda c: float(c[h.metric]))
+    v = float(best[h.metric])
+    text = {"tokens_per_s": f"{v:,.0f} tokens/s", "mfu": pct(v)}.get(h.metric, f"{v:.3g} {st.label}")
+    where = (f"{best.get('model')}, seq {int(best.get('seq_len', 0)):,}, device {float(best.get('device_gib', 0)):g}"
+             f" / host {float(best.get('host_gib', 0)):g} GiB")
+    name = {"tokens_per_s": "tokens/s", "mfu": "MFU"}.get(h.metric, h.metric.replace("_", " "))
+    return f"{'lowest' if st.lower_is_better else 'highest'} {name}", f"{text} ({where})"
 
 
 def offload_heatmap_section(h: OffloadHeatmapResult, source: str) -> str:
     fits = [c for c in h.cells if c.get("fits")]
-    best = max(fits, key=lambda c: float(c.get(h.metric) or 0.0), default=None)
     scenario = f"{len(h.cells):,} cells (model x chip x sequence x device cap x host cap), {h.framework} framework"
-    figs = [("cells", f"{len(h.cells):,}"), ("fit", f"{len(fits):,}")]
-    if best is not None:
-        figs.append((f"highest {h.metric}", f"{float(best.get(h.metric) or 0.0):,.4g}"))
+    best = _best_cell(h)
+    figs = [("cells", f"{len(h.cells):,}"), ("fit", f"{len(fits):,}"), *([best] if best else [])]
     body = (provenance(f"Predicted by greentrain offload heatmap ({h.metric}); nothing measured", source,
                        scenario) + key_figures(figs))
-    panels, cols = _panels(h)
-    if panels:
-        body += figure(plots.heatmaps(panels, ("device memory cap (GiB)", "host memory cap (GiB)", h.metric),
-                                      f"{h.metric} by memory caps", cols=cols),
-                       f"Rows: model and chip; columns: sequence length; one colour scale. Hatched cells do not "
-                       f"fit. All {len(panels)} groups are drawn.")
+    if h.cells:
+        grid = heatmap.grid_from_cells(h.cells, h.metric)
+        svg, written = plots.heatmaps(grid, h.metric, f"{heatmap.style(h.metric).label} by memory caps")
+        groups = len(grid.rows) * len(grid.cols)
+        body += figure(svg, f"Rows: model and chip; columns: sequence length; x: device memory cap, y: host memory "
+                            f"cap; one colour scale. Hatched cells do not fit. All {groups} groups are drawn"
+                            + ("." if written else "; the cells are too small to write in: the table below has "
+                                                    "every value."), wide=True)
     rows = [(c.get("model"), c.get("chip"), c.get("seq_len"), f"{float(c.get('device_gib', 0)):g}",
              f"{float(c.get('host_gib', 0)):g}", "yes" if c.get("fits") else "no",
              f"{float(c.get('tokens_per_s') or 0):,.0f}", pct(float(c.get("mfu") or 0)), c.get("bound", ""))
             for c in h.cells]
-    return body + table(("model", "chip", "seq", "device GiB", "host GiB", "fits", "tokens/s", "MFU", "bound"),
-                        rows, numeric_from=2, caption="every cell")
+    cells = table(("model", "chip", "seq", "device GiB", "host GiB", "fits", "tokens/s", "MFU", "bound"),
+                  rows, numeric_from=2, caption="every cell")
+    if len(rows) > MAX_OPEN_ROWS:
+        cells = f"<details><summary>every cell ({len(rows):,} rows)</summary>{cells}</details>"
+    return body + cells
 
 
 def _opt(v: Any, fmt: Callable[[float], str]) -> str:

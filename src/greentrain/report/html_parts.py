@@ -29,9 +29,9 @@ WRAP_CHARS = 28  # a text cell longer than this may wrap
 
 
 def _cls(i: int, numeric_from: int, cell: object) -> str:
-    if i >= numeric_from:
-        return ' class="n"'
-    return ' class="w"' if len(str(cell)) > WRAP_CHARS else ""
+    if len(str(cell)) > WRAP_CHARS:  # a sentence (a note, a profile's summary), even in a numbers column
+        return ' class="w"'
+    return ' class="n"' if i >= numeric_from else ""
 
 
 def key_figures(items: Sequence[tuple[str, str]]) -> str:
@@ -40,8 +40,9 @@ def key_figures(items: Sequence[tuple[str, str]]) -> str:
     return f'<dl class="key">{cells}</dl>'
 
 
-def figure(svg: str, caption: str) -> str:
-    return f'<figure class="plot">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+def figure(svg: str, caption: str, wide: bool = False) -> str:
+    """A plot and its caption; ``wide``: the figure may use the window's width beyond the text column."""
+    return f'<figure class="plot{" wide" if wide else ""}">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
 
 
 def provenance(how: str, source: str, scenario: str) -> str:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from greentrain.report.heatmap import HeatGrid
 
 FIG_W_IN = 7.5  # figure width, inches (at the SVG's 72 points per inch: 540 px)
 GANTT_RESOLUTION = 300  # columns of a binned Gantt row (1.5 points of the plot each)
@@ -194,53 +197,20 @@ def gantt(rows: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], unit:
         return _svg(fig)
 
 
-HEATMAP_MIN_CELL_IN = 0.33  # a cell at least this wide (inches) has its value written in it (5.5 pt text)
+HEATMAP_W_IN = 13.9  # a heatmap grid is drawn wide (1,000 points, 1,334 px); the page shows it as a wide figure
 
 
-def _cell_text(v: float) -> str:
-    return f"{v / 1e3:.3g}k" if abs(v) >= 1e3 else f"{v:.3g}"
-
-
-def heatmaps(panels: Sequence[tuple[str, Sequence[float], Sequence[float], Sequence[Sequence[float]]]],
-             labels: tuple[str, str, str], title: str, cols: int = 2) -> str:
-    """Panels in a grid of ``cols`` columns (title, x values, y values, values[y][x]; NaN: no value, hatched), one
-    shared colour scale and one colourbar; drawn as vector cells (pcolormesh), not an embedded image; small panels
-    carry their values as text (thousands as ``12.3k``)."""
-    import math
-
+def heatmaps(grid: HeatGrid, metric: str, title: str) -> tuple[str, bool]:
+    """report/heatmap.py's grid as SVG (vector cells, pcolormesh, not an embedded image), HEATMAP_W_IN wide;
+    returns the SVG and whether the cells carry their values as text."""
     import matplotlib
-    import numpy as np
+    from matplotlib.figure import Figure
 
-    finite = [v for _, _, _, grid in panels for row in grid for v in row if math.isfinite(v)]
-    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-    cols = max(1, min(len(panels), cols))
-    rows = -(-len(panels) // cols)
+    from greentrain.report import heatmap
+
+    panel_h = heatmap.panel_height_in(grid, 4.0 + 2.2 * len(grid.rows))
     with matplotlib.rc_context(RC):
-        fig = _figure(0.8 + 2.3 * rows * min(1.0, 2.5 / cols) + 0.4)
-        axes = fig.subplots(rows, cols, squeeze=False)
-        mesh = None
-        for k, (ax, (name, xs, ys, grid)) in enumerate(zip(axes.flat, panels, strict=False)):
-            values = np.array(grid, dtype=float)
-            ax.add_patch(matplotlib.patches.Rectangle((0, 0), len(xs), len(ys), facecolor="#eeeeee",
-                                                      edgecolor="#999999", hatch="///", linewidth=0, zorder=0))
-            mesh = ax.pcolormesh(np.arange(len(xs) + 1), np.arange(len(ys) + 1), np.ma.masked_invalid(values),
-                                 cmap="viridis", vmin=lo, vmax=hi, zorder=1)
-            if (FIG_W_IN - 1.2) / cols / max(len(xs), 1) >= HEATMAP_MIN_CELL_IN:
-                for (y, x), v in np.ndenumerate(values):
-                    if math.isfinite(v):
-                        dark = (v - lo) / ((hi - lo) or 1.0) < 0.6
-                        ax.text(x + 0.5, y + 0.5, _cell_text(float(v)), ha="center", va="center",
-                                fontsize=5.5, color="white" if dark else "black")
-            ax.set_xticks(np.arange(len(xs)) + 0.5, [f"{x:g}" for x in xs], fontsize=7)
-            ax.set_yticks(np.arange(len(ys)) + 0.5, [f"{y:g}" for y in ys], fontsize=7)
-            if k // cols == rows - 1:
-                ax.set_xlabel(labels[0])
-            if k % cols == 0:
-                ax.set_ylabel(labels[1])
-            ax.set_title(name, loc="left", fontsize=7 if cols <= 2 else 6)
-        for ax in list(axes.flat)[len(panels):]:
-            ax.set_visible(False)
-        if mesh is not None:
-            fig.colorbar(mesh, ax=axes, label=labels[2])
+        fig = Figure(figsize=(HEATMAP_W_IN, 1.0 + panel_h * len(grid.rows)), layout="constrained")
+        font = heatmap.draw(fig, grid, metric, HEATMAP_W_IN, panel_h)
         fig.suptitle(title, x=0.02, ha="left")
-        return _svg(fig)
+        return _svg(fig), font is not None

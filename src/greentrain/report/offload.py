@@ -4,7 +4,6 @@ neither Rich nor matplotlib."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,6 @@ from greentrain import units
 from greentrain.offload.grid import GridCell
 from greentrain.offload.plan import OffloadPlan
 from greentrain.report.files import pyplot, save_figure
-
-LABELS = {"tokens_per_s": "tokens/s", "mfu": "MFU", "step_time_s": "step time (s)",
-          "joules_per_token": "J per token", "kg_co2e_per_mtok": "kg CO2e per M tokens"}
 
 
 def plan_to_dict(plan: OffloadPlan) -> dict[str, Any]:
@@ -76,8 +72,8 @@ def render_plan(plan: OffloadPlan, console: Console | None = None) -> None:
                   f"{plan.bound}; exposed transfer {lt.exposed_s * plan.num_rounds:.2f} s per step")
 
 
-MAX_FIG_W_IN, MAX_FIG_H_IN = 15.0, 9.5  # the whole grid fits a laptop screen at 100 dpi
-LOWER_IS_BETTER = ("step_time_s", "joules_per_token", "kg_co2e_per_mtok")
+MAX_FIG_W_IN, MAX_FIG_H_IN = 15.0, 9.5  # the whole grid fits a laptop screen (1,800 x 1,140 px at 120 dpi)
+PANEL_W_IN = (2.0, 6.0)  # a panel's width bounds before the figure's width bound
 
 
 def heatmap_layout(cells: Sequence[GridCell]) -> tuple[list[tuple[str, str]], list[int]]:
@@ -86,74 +82,21 @@ def heatmap_layout(cells: Sequence[GridCell]) -> tuple[list[tuple[str, str]], li
     return rows, list(dict.fromkeys(c.seq_len for c in cells))
 
 
-def cell_text(value: float, metric: str) -> str:
-    """A cell's annotation: tokens/s in thousands (``12.3k``), other metrics to three figures."""
-    if metric == "tokens_per_s":
-        return f"{value / 1e3:.3g}k" if value >= 1e3 else f"{value:.3g}"
-    return f"{value:.3g}"
-
-
-def _draw(ax: Any, cells: list[GridCell], devs: list[float], hosts: list[float], metric: str, norm: Any,
-          cmap: Any, fontsize: float) -> Any:
-    import numpy as np
-
-    grid = np.full((len(hosts), len(devs)), math.nan)
-    for c in cells:
-        if c.fits:
-            grid[hosts.index(c.host_gib), devs.index(c.device_gib)] = c.metric(metric)
-    ax.add_patch(pyplot().Rectangle((-0.5, -0.5), len(devs), len(hosts), facecolor="0.93", edgecolor="0.6",
-                                    hatch="///", linewidth=0, zorder=0))
-    im = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap, norm=norm, zorder=1)
-    for c in cells:
-        v = c.metric(metric)
-        if not c.fits or v != v:
-            continue
-        text = cell_text(v, metric)
-        if c.error is not None:
-            text += f"\n{100 * c.error:+.0f}%"
-        light = norm(v) < 0.6 if metric not in LOWER_IS_BETTER else norm(v) > 0.4
-        ax.text(devs.index(c.device_gib), hosts.index(c.host_gib), text, ha="center", va="center",
-                fontsize=fontsize, color="white" if light else "black")
-    ax.set_xticks(range(len(devs)), [f"{d:g}" for d in devs], fontsize=7)
-    ax.set_yticks(range(len(hosts)), [f"{h:g}" for h in hosts], fontsize=7)
-    return im
-
-
 def heatmap_figure(cells: Sequence[GridCell], metric: str, framework: str) -> Any:
-    """A grid of panels, rows (model, chip) and columns sequence length, each device GiB x host GiB; one colour
-    scale shared by every panel and one colourbar; hatched where the plan does not fit; with measured cells each
-    annotation adds the error (predicted / measured - 1)."""
-    import numpy as np
-    from matplotlib.colors import Normalize
+    """report/heatmap.py's grid (rows model and chip, columns sequence length, device x host GiB panels, one
+    colour scale, values in the cells; with measured cells each annotation adds the error, predicted / measured
+    - 1) in a figure at most MAX_FIG_W_IN x MAX_FIG_H_IN inches."""
+    from greentrain.report import heatmap
 
-    rows, cols = heatmap_layout(cells)
-    values = [c.metric(metric) for c in cells if c.fits and c.metric(metric) == c.metric(metric)]
-    norm = Normalize(min(values, default=0.0), max(values, default=1.0))
-    cmap = "viridis_r" if metric in LOWER_IS_BETTER else "viridis"
-    devs_n = max(len({c.device_gib for c in cells}), 1)
-    hosts_n = max(len({c.host_gib for c in cells}), 1)
-    panel_w = min(max(2.4, 0.5 * devs_n), (MAX_FIG_W_IN - 1.2) / len(cols))
-    panel_h = min(max(1.9, 0.32 * hosts_n), (MAX_FIG_H_IN - 0.8) / len(rows))
-    fontsize = float(np.clip(min(panel_w / devs_n * 14, panel_h / hosts_n * 22), 4.0, 8.0))
-    plt = pyplot()
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.2 + panel_w * len(cols), 0.8 + panel_h * len(rows)),
-                             squeeze=False, layout="constrained")
-    im = None
-    for r, (model, chip) in enumerate(rows):
-        for k, seq in enumerate(cols):
-            sub = [c for c in cells if (c.model, c.chip, c.seq_len) == (model, chip, seq)]
-            ax = axes[r][k]
-            im = _draw(ax, sub, sorted({c.device_gib for c in sub}), sorted({c.host_gib for c in sub}), metric,
-                       norm, cmap, fontsize)
-            ax.set_title(f"{model}, {chip}, seq {seq:,}", fontsize=8)
-            if r == len(rows) - 1:
-                ax.set_xlabel("device memory (GiB)", fontsize=8)
-            if k == 0:
-                ax.set_ylabel("host memory (GiB)", fontsize=8)
-    fig.colorbar(im, ax=axes, label=LABELS[metric] + (" (lower is better)" if metric in LOWER_IS_BETTER else ""),
-                 shrink=0.9)
-    fig.suptitle(f"offload planner ({framework} profile): {LABELS[metric]} by host and device memory; "
-                 f"hatched: does not fit", fontsize=9)
+    grid = heatmap.grid_from_cells([c.to_dict() for c in cells], metric)
+    panel_w = min(max(PANEL_W_IN[0], 0.42 * len(grid.xs)), PANEL_W_IN[1])
+    width = min(MAX_FIG_W_IN, heatmap.LEFT_IN + heatmap.RIGHT_IN + (panel_w + heatmap.GAP_IN) * len(grid.cols))
+    panel_h = heatmap.panel_height_in(grid, MAX_FIG_H_IN)
+    fig = pyplot().figure(figsize=(width, 1.0 + panel_h * len(grid.rows)), layout="constrained")
+    font = heatmap.draw(fig, grid, metric, width, panel_h)
+    note = "" if font is not None else "; cells too small to write in (--json has every value)"
+    fig.suptitle(f"offload planner ({framework} profile): {heatmap.style(metric).label} by host and device "
+                 f"memory; hatched: does not fit{note}", fontsize=9)
     return fig
 
 

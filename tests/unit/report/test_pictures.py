@@ -13,9 +13,10 @@ pytest.importorskip("matplotlib")
 from greentrain.offload.config import offload_framework
 from greentrain.offload.grid import offload_grid
 from greentrain.parallel.strategy import Strategy
-from greentrain.report import html_plots
+from greentrain.report import heatmap, html_plots
+from greentrain.report.heatmap import value_text
 from greentrain.report.html_analyses import offload_heatmap_section
-from greentrain.report.offload import heatmap_figure, write_heatmap
+from greentrain.report.offload import MAX_FIG_H_IN, MAX_FIG_W_IN, heatmap_figure, write_heatmap
 from greentrain.report.search import plot_search, search_figure, short_label
 from greentrain.results.analyses import OffloadHeatmapResult
 from greentrain.search.engine import Candidate, SearchResult
@@ -59,36 +60,73 @@ def _cells():
                         [32.0, 256.0], offload_framework("pytorch", "mixed"))
 
 
+def _panels(fig):
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
 def test_heatmap_is_a_grid_with_one_colourbar(tmp_path):
     cells = _cells()
     fig = heatmap_figure(cells, "tokens_per_s", "pytorch")
     bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    panels = _panels(fig)
     assert len(bars) == 1 and len(panels) == 2 * 3  # rows: models, columns: sequence lengths
-    assert {ax.images[0].get_clim() for ax in panels} == {panels[0].images[0].get_clim()}  # one scale
+    assert {ax.collections[0].get_clim() for ax in panels} == {panels[0].collections[0].get_clim()}  # one scale
+    assert bars[0].get_ylabel() == "thousand tokens/s"
     w, h = fig.get_size_inches()
-    assert w <= 15.0 and h <= 9.5
+    assert w <= MAX_FIG_W_IN and h <= MAX_FIG_H_IN
     texts = [t.get_text() for ax in panels for t in ax.texts]
-    # thousands as "6.39k", below 1,000 plain (the pytorch profile's 8B cells since its host side is priced)
-    assert len(texts) == sum(c.fits for c in cells) and all(t.endswith("k") or float(t) < 1e3 for t in texts)
-    assert any(t.endswith("k") for t in texts)
+    assert len(texts) == sum(c.fits for c in cells)  # every fitting cell carries its value
+    assert {float(t) for t in texts} == {float(value_text(c.tokens_per_s / 1e3)) for c in cells if c.fits}
+    # column titles on the top row only, the row names on the left column only
+    assert [ax.get_title() for ax in panels[:3]] == [f"sequence {s:,} tokens" for s in (4096, 8192, 16384)]
+    assert all(ax.get_title() == "" for ax in panels[3:])
+    assert [ax.get_ylabel().split("\n")[0] for ax in panels[::3]] == ["llama3.2-1b, h100-sxm", "llama3-8b, h100-sxm"]
     assert write_heatmap(cells, "tokens_per_s", tmp_path / "h.png", "pytorch").stat().st_size > 0
+
+
+def test_the_seeds_ten_group_heatmap_stays_readable():
+    """Issue 26: the 10-group sweep was one 5,040-px row with 4-pt cell text. Now a 2 x 5 grid within a laptop
+    screen whose cell text is at least MIN_FONT_PT, in the PNG and in the HTML page."""
+    cells = offload_grid(["llama3.2-1b", "llama3-8b"], ["h100-sxm"], [4096, 8192, 16384, 32768, 65536],
+                         [16.0 + 8 * i for i in range(9)], [32.0, 64.0, 128.0, 256.0], offload_framework("pytorch", "mixed"))
+    fig = heatmap_figure(cells, "tokens_per_s", "pytorch")
+    assert len(_panels(fig)) == 10 and fig.get_size_inches()[0] <= MAX_FIG_W_IN
+    sizes = {t.get_fontsize() for ax in _panels(fig) for t in ax.texts}
+    assert sizes and min(sizes) >= heatmap.MIN_FONT_PT
+    grid = heatmap.grid_from_cells([c.to_dict() for c in cells], "tokens_per_s")
+    assert heatmap.cell_font_pt(grid, html_plots.HEATMAP_W_IN, heatmap.panel_height_in(grid, 30.0)) is not None
+
+
+def test_heatmap_cells_too_small_are_left_blank_and_say_so():
+    cells = offload_grid(["llama3.2-1b"], ["h100-sxm"], [4096] * 1 + [8192, 16384, 32768, 65536, 131072],
+                         [8.0 + 2 * i for i in range(37)], [64.0, 256.0], offload_framework("pytorch", "mixed"))
+    fig = heatmap_figure(cells, "tokens_per_s", "pytorch")
+    assert not any(ax.texts for ax in _panels(fig)) and "too small" in fig.get_suptitle()
+
+
+def test_value_text_is_short_and_rounds_at_the_boundaries():
+    assert [value_text(v) for v in (0.9996, 0.977, 6.388, 10.93, 99.96, 312.4, 0.0531)] == [
+        "1.00", "0.98", "6.39", "10.9", "100", "312", "0.053"]
 
 
 def test_heatmap_html_draws_every_group():
     cells = _cells()
     h = OffloadHeatmapResult(metric="tokens_per_s", framework="pytorch", cells=tuple(c.to_dict() for c in cells))
     html = offload_heatmap_section(h, "test")
-    assert html.count("<svg") == 1 and "All 6 groups are drawn" in html
+    assert html.count("<svg") == 1 and "All 6 groups are drawn." in html
+    assert '<figure class="plot wide">' in html
+    for seq in ("4,096", "8,192", "16,384"):
+        assert html.count(f"sequence {seq} tokens") == 1
     for model in ("llama3.2-1b", "llama3-8b"):
-        for seq in ("4,096", "8,192", "16,384"):
-            assert f"{model}, h100-sxm, seq {seq}" in html
+        assert f"{model}, h100-sxm" in html
     assert len(re.findall(r'id="QuadMesh_\d+"', html)) == 6
+    assert re.search(r"<dt>highest tokens/s</dt><dd>15,\d{3} tokens/s \(llama3.2-1b, seq 16,384, device \d+ / host \d+ GiB",
+                     html)
 
 
-def test_html_heatmaps_share_one_colourbar():
-    svg = html_plots.heatmaps([(f"p{i}", [1.0, 2.0], [1.0], [[float(i), float("nan")]]) for i in range(4)],
-                              ("x (GiB)", "y (GiB)", "tokens/s"), "t", cols=2)
-    assert svg.count("p0") == 1 and svg.count("p3") == 1
-    assert len(re.findall(r'id="QuadMesh_\d+"', svg)) == 4  # one mesh per panel
-    assert svg.count("tokens/s") == 1  # one colourbar
+def test_heatmap_html_folds_a_long_table_of_cells():
+    cells = offload_grid(["llama3.2-1b"], ["h100-sxm"], [4096, 8192], [16.0, 32.0, 48.0, 64.0, 80.0],
+                         [32.0, 64.0, 128.0, 256.0, 512.0], offload_framework("pytorch", "mixed"))
+    h = OffloadHeatmapResult(metric="mfu", framework="pytorch", cells=tuple(c.to_dict() for c in cells))
+    html = offload_heatmap_section(h, "test")
+    assert "<details><summary>every cell (50 rows)</summary>" in html and "MFU (%)" in html
