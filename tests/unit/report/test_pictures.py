@@ -88,7 +88,8 @@ def test_the_seeds_ten_group_heatmap_stays_readable():
     """Issue 26: the 10-group sweep was one 5,040-px row with 4-pt cell text. Now a 2 x 5 grid within a laptop
     screen whose cell text is at least MIN_FONT_PT, in the PNG and in the HTML page."""
     cells = offload_grid(["llama3.2-1b", "llama3-8b"], ["h100-sxm"], [4096, 8192, 16384, 32768, 65536],
-                         [16.0 + 8 * i for i in range(9)], [32.0, 64.0, 128.0, 256.0], offload_framework("pytorch", "mixed"))
+                         [16.0 + 8 * i for i in range(9)], [32.0, 64.0, 128.0, 256.0],
+                         offload_framework("pytorch", "mixed"))
     fig = heatmap_figure(cells, "tokens_per_s", "pytorch")
     assert len(_panels(fig)) == 10 and fig.get_size_inches()[0] <= MAX_FIG_W_IN
     sizes = {t.get_fontsize() for ax in _panels(fig) for t in ax.texts}
@@ -120,8 +121,8 @@ def test_heatmap_html_draws_every_group():
     for model in ("llama3.2-1b", "llama3-8b"):
         assert f"{model}, h100-sxm" in html
     assert len(re.findall(r'id="QuadMesh_\d+"', html)) == 6
-    assert re.search(r"<dt>highest tokens/s</dt><dd>15,\d{3} tokens/s \(llama3.2-1b, seq 16,384, device \d+ / host \d+ GiB",
-                     html)
+    assert re.search(r"<dt>highest tokens/s</dt><dd>15,\d{3} tokens/s \(llama3.2-1b, seq 16,384, "
+                     r"device \d+ / host \d+ GiB", html)
 
 
 def test_heatmap_html_folds_a_long_table_of_cells():
