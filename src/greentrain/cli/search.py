@@ -132,9 +132,9 @@ def _run(args: argparse.Namespace) -> int:
             print(json.dumps(stamp("search", doc), indent=2))
             return 0
     from greentrain.report.console import stdout_console
-    from greentrain.report.search import render_search
+    from greentrain.report.search import precision_note, render_search
 
-    render_search(result, stdout_console(), pareto=args.pareto)
+    render_search(result, stdout_console(), pareto=args.pareto, precision=precision_note(scs, profile))
     return 0
 
 

@@ -58,8 +58,31 @@ def _table(title: str, rows: tuple[Candidate, ...]) -> Table:
     return t
 
 
-def render_search(result: SearchResult, console: Console, pareto: bool = False) -> None:
-    console.print(_table(f"Top {len(result.ranked)} strategies by {result.objective}", result.ranked))
+def fp8_recipes(scs: list[Scenario], profile: Profile) -> dict[str, str]:
+    """Each searched chip's fp8 recipe (estimate/fp8.py: the workload's, else the framework's), as `plan` says it;
+    empty unless the precision is fp8."""
+    from greentrain.estimate import fp8
+
+    return {sc.cluster.chip.name: fp8.recipe_for(sc.workload.precision, sc.workload.fp8_recipe,
+                                                 profile.for_chip(sc.cluster.chip.name).framework,
+                                                 sc.cluster.chip.name)
+            for sc in scs if sc.workload.precision.lower() == "fp8"}
+
+
+def precision_note(scs: list[Scenario], profile: Profile) -> str:
+    """The title's precision under fp8 (``fp8, rowwise recipe``; per chip when they differ); "" otherwise."""
+    recipes = fp8_recipes(scs, profile)
+    if not recipes:
+        return ""
+    if len(set(recipes.values())) == 1:
+        return f"fp8, {next(iter(recipes.values()))} recipe"
+    return "fp8, " + ", ".join(f"{r} on {chip}" for chip, r in recipes.items())
+
+
+def render_search(result: SearchResult, console: Console, pareto: bool = False, precision: str = "") -> None:
+    """``precision``: said in the title (``precision_note``) when given."""
+    title = f"Top {len(result.ranked)} strategies by {result.objective}" + (f", {precision}" if precision else "")
+    console.print(_table(title, result.ranked))
     if pareto:
         console.print(_table("Pareto front: run time x cost x CO2e", result.pareto))
     console.print(f"{result.num_feasible:,} of {result.num_candidates:,} candidates feasible, "
@@ -76,6 +99,10 @@ def search_to_dict(result: SearchResult, scs: list[Scenario], sites: list[Site],
 
     by_chip = {sc.cluster.chip.name: sc for sc in scs}
     by_region = {s.region: s for s in sites}
+    recipes = fp8_recipes(scs, profile)
+
+    def brief(c: Candidate) -> dict[str, Any]:  # the recipe ranked with: "" unless fp8 (as plan --json's)
+        return {**candidate_to_dict(c), "fp8_recipe": recipes.get(c.chip, "")}
 
     def full(c: Candidate) -> dict[str, Any]:
         sc = by_chip[c.chip]
@@ -83,11 +110,11 @@ def search_to_dict(result: SearchResult, scs: list[Scenario], sites: list[Site],
         sc = dataclasses.replace(sc, site=by_region[c.region]) if c.region in by_region else sc
         return plan_to_dict(estimate_run(sc, c.strategy, eff=profile.for_chip(sc.cluster.chip.name)))
 
-    return {"objective": result.objective, "num_candidates": result.num_candidates,
+    return {"objective": result.objective, "precision": scs[0].workload.precision if scs else "",
+            "num_candidates": result.num_candidates,
             "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,
-            "ranked": [{"rank": i + 1, **candidate_to_dict(c), "estimate": full(c)}
-                       for i, c in enumerate(result.ranked)],
-            "pareto": [candidate_to_dict(c) for c in result.pareto], "notes": list(result.notes)}
+            "ranked": [{"rank": i + 1, **brief(c), "estimate": full(c)} for i, c in enumerate(result.ranked)],
+            "pareto": [brief(c) for c in result.pareto], "notes": list(result.notes)}
 
 
 @contextmanager
