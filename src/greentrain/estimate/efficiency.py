@@ -4,6 +4,11 @@ profile written by `greentrain calibrate`.
 
 ``efficiency_for(chip, framework)`` merges the chip's entry over ``chips.default`` and the framework's over
 ``frameworks.default``; a chip without data falls back to the default and says so in ``chip_source``.
+
+Each field of ``Efficiency`` is a knob: its ``Knob`` metadata (``knob(level, kind, *rules)``) says which entry
+gives it, how YAML spells and converts it, the rules it must pass and whether a calibration profile may set it;
+the key lists, parsing, checks and errors below are derived from it. A framework entry may carry an ``offload:``
+block, its offload executor's knobs (``offload_block``; read by offload/config.py).
 """
 
 from __future__ import annotations
@@ -46,17 +51,26 @@ class Knob:
     yaml_key: str = ""  # efficiency.yaml's key where it carries another unit (reserved_gib)
     calibrated: bool = False  # a calibration profile (`greentrain calibrate`) may set it
 
+    def __post_init__(self) -> None:
+        if self.level not in ("chip", "framework", "kernel", "") or self.kind not in KINDS:
+            raise ValueError(f"Knob({self.level!r}, {self.kind!r}): level must be chip, framework, kernel or '', "
+                             f"kind one of {', '.join(KINDS)}")
+
     def parse(self, value: Any, label: str, key: str = "") -> Any:
         """``value`` as read under ``key`` (the field's name, or its ``yaml_key`` in another unit), converted to the
         field's type and SI unit; one line when it is not one."""
         if self.kind == "bool":
             return as_bool(value, label)
-        if self.kind == "choice":
+        if self.kind in ("choice", "text"):
             return str(value)
-        if self.kind in ("stages", "ops"):
+        if self.kind == "stages":
+            if not (isinstance(value, (list, tuple)) and all(type(z) is int for z in value)):
+                raise ConfigError(label, value, "must be a list of whole numbers")
+            return tuple(value)
+        if self.kind == "ops":
             if not isinstance(value, (list, tuple)):
                 raise ConfigError(label, value, "must be a list")
-            return tuple(int(z) if self.kind == "stages" else str(z) for z in value)
+            return tuple(str(z) for z in value)
         try:
             number = float(value)
         except (TypeError, ValueError):

@@ -66,6 +66,10 @@ def test_yaml_values_are_parsed_by_kind(edited: dict[str, Any]) -> None:
     efficiency.efficiency_for.cache_clear()
     with pytest.raises(ConfigError, match=r"efficiency.host_layer_s='fast': must be a number"):
         efficiency.efficiency_for("a100-80gb", "ddp")
+    edited["frameworks"]["ddp"] |= {"host_layer_s": 0.001, "zero_stages": ["one"]}
+    efficiency.efficiency_for.cache_clear()
+    with pytest.raises(ConfigError, match=r"efficiency.zero_stages=\['one'\]: must be a list of whole numbers"):
+        efficiency.efficiency_for("a100-80gb", "ddp")
     edited["frameworks"]["ddp"] = {"host_layer_ms": 1.0}
     efficiency.efficiency_for.cache_clear()
     with pytest.raises(ConfigError, match="host_layer_ms"):
