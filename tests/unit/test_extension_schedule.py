@@ -5,7 +5,7 @@ A fake schedule, "test-zb", runs 1F1B's event order and keeps 1F1B's memory rule
 zero-bubble schedule would). Every predictor then prices it or refuses it in one line: `plan` prices its record's
 bubble and memory, `simulate step` runs its record's event order, the vectorised `search` refuses it (its record
 says it is not searched), `emulate pipeline` refuses it (emulate runs its own schedules), and a YAML scenario
-accepts it. The record is removed after each test.
+accepts it. The record is unregistered after each test.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from greentrain.cli.main import main
-from greentrain.parallel.schedules import ONE_F_ONE_B, PIPELINE_SCHEDULES, PipelineSchedule, register
+from greentrain.parallel.schedules import ONE_F_ONE_B, PIPELINE_SCHEDULES, PipelineSchedule, register, unregister
 
 FAKE = "test-zb"
 STRATEGY = ["--pp", "4", "--tp", "8", "--dp", "2", "--zero", "1", "--recompute", "selective", "--micro-batch", "1"]
@@ -30,7 +30,7 @@ def fake_schedule() -> Iterator[PipelineSchedule]:
     record = register(dataclasses.replace(ONE_F_ONE_B, name=FAKE, help="a test's bubble-free 1F1B", searched=False,
                                           bubble=lambda pp, vpp: 0.0 * pp, source="a test"))
     yield record
-    del PIPELINE_SCHEDULES[FAKE]
+    unregister(FAKE)
 
 
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

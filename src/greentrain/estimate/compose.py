@@ -127,7 +127,7 @@ def pipeline_timing(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficien
     accum = grad_accum_s(st.trainable, cl.chip.memory_bytes_per_s, eff)
     device_mb = st.fwd_s + st.bwd_s + st.recompute_s + accum + comm_mb
     t_mb = micro_batch_s(device_mb, st.layers, eff, tp=s.tp, pp=s.pp, cl=cl)
-    bubble = by_schedule(s.schedule_code, lambda r: r.bubble(s.pp, s.vpp))  # in micro-batch times
+    bubble = by_schedule(s.schedule_code, "bubble", s.pp, s.vpp)  # in micro-batch times
     return PipelineTiming(num_micro=num_micro, micro_batch_s=t_mb, device_s=device_mb, grad_accum_s=accum,
                           micro_batch_comm_s=comm_mb, pp_send_s=pp_mb, bubble_s=bubble * t_mb,
                           dp_s=dp_exposed_s(sc, s, st, eff, num_micro))

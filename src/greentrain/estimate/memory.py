@@ -174,7 +174,7 @@ def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, schedul
     flight under the pipeline schedule ``schedule`` (a parallel.schedules code, or a column of them): the
     schedule's record says how many (its ``held`` rule and source)."""
     rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
-    return by_schedule(schedule, lambda r: r.held(rank, pp, vpp, num_micro))
+    return by_schedule(schedule, "held", rank, pp, vpp, num_micro)
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,

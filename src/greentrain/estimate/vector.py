@@ -266,7 +266,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     k = _per_key(sc, table, eff)
     split = _split(sc, table, k, eff)
     num_micro = num_micro_batches(w, table)
-    fits = by_schedule(table.schedule_code, lambda r: r.micro_batches_fit(num_micro, table.pp))  # its rule
+    fits = by_schedule(table.schedule_code, "micro_batches_fit", num_micro, table.pp)  # its rule
     rows = np.flatnonzero(np.broadcast_to(fits, num_micro.shape))
     mem = _memory(sc, table, rows, split, num_micro, eff)
     if check_fit:

@@ -26,7 +26,7 @@ import numpy as np
 
 from greentrain.config import require
 from greentrain.errors import ConfigError
-from greentrain.num import Num, is_column, minimum, where
+from greentrain.num import Num, minimum, where
 
 Op = tuple[bool, int, int]  # (is_backward, micro_batch, chunk)
 Order = list[list[Op]]  # per device, its ops in order
@@ -119,7 +119,9 @@ def interleaved_order(pp: int, vpp: int, m: int) -> Order:
     return out
 
 
-PIPELINE_SCHEDULES: dict[str, PipelineSchedule] = {}
+PIPELINE_SCHEDULES: dict[str, PipelineSchedule] = {}  # by name, in the order registered (schedule_code)
+_RECORDS: list[PipelineSchedule] = []  # by code: one estimate reads them a few times, kept beside the registry
+_CODES: dict[str, int] = {}
 
 
 def register(record: PipelineSchedule) -> PipelineSchedule:
@@ -131,7 +133,17 @@ def register(record: PipelineSchedule) -> PipelineSchedule:
                                for r in PIPELINE_SCHEDULES.values()):
         raise ValueError(f"pipeline schedule {record.name!r}: another searched schedule has the same chunk rule")
     PIPELINE_SCHEDULES[record.name] = record
+    _CODES[record.name] = len(_RECORDS)
+    _RECORDS.append(record)
     return record
+
+
+def unregister(name: str) -> None:
+    """Remove schedule ``name`` (a test's fake one); the codes of those registered after it move down."""
+    del PIPELINE_SCHEDULES[name]
+    _RECORDS[:] = PIPELINE_SCHEDULES.values()
+    _CODES.clear()
+    _CODES.update((r.name, i) for i, r in enumerate(_RECORDS))
 
 
 ONE_F_ONE_B = register(PipelineSchedule(
@@ -162,7 +174,7 @@ def implied_schedule(vpp: int) -> PipelineSchedule:
 
 def schedule_code(name: str) -> int:
     """``name``'s position in the registry: a StrategyTable row's schedule as a number."""
-    return list(PIPELINE_SCHEDULES).index(name)
+    return _CODES[name]
 
 
 def implied_codes(vpp: Num) -> Num:
@@ -170,16 +182,15 @@ def implied_codes(vpp: Num) -> Num:
     return where(vpp > 1, schedule_code(implied_schedule(2).name), schedule_code(implied_schedule(1).name))
 
 
-def by_schedule(code: Num, value: Callable[[PipelineSchedule], Num]) -> Num:
-    """``value`` of the schedule ``code`` names, or, for a column of codes, each row's (evaluated once per
-    schedule present)."""
-    records = list(PIPELINE_SCHEDULES.values())
-    if not is_column(code):
-        return value(records[code])
+def by_schedule(code: Num, rule: str, *args: Num) -> Num:
+    """The schedule ``code`` names applies its ``rule`` (held, bubble, micro_batches_fit) to ``args``; for a
+    column of codes, each row's schedule does (each evaluated once over every row, then picked)."""
+    if not isinstance(code, np.ndarray):
+        return getattr(_RECORDS[code], rule)(*args)
     present = np.unique(code) if code.size else np.zeros(1, dtype=np.int64)  # no rows: any record's, empty
-    out = value(records[present[-1]])
+    out = getattr(_RECORDS[present[-1]], rule)(*args)
     for c in present[:-1]:
-        out = np.where(code == c, value(records[c]), out)
+        out = np.where(code == c, getattr(_RECORDS[c], rule)(*args), out)
     return out
 
 

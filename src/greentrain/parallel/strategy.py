@@ -86,27 +86,11 @@ class Strategy:
                               + ("" if self.expert_tp == 1 else "; etp 1 allows more"))
 
     # Derived names, each written once for a Strategy and a StrategyTable (parallel/derived.py)
-    @property
-    def num_chips(self) -> int:
-        return int(derived.num_chips(self))
-
-    @property
-    def stage_ranks(self) -> int:
-        return int(derived.stage_ranks(self))
-
-    @property
-    def expert_tp(self) -> int:
-        """Tensor-parallel degree of the experts (etp, or tp when not given)."""
-        return int(derived.expert_tp(self))
-
-    @property
-    def grad_group(self) -> int:
-        """Ranks that reduce their gradients together (dp x cp; derived.grad_group)."""
-        return int(derived.grad_group(self))
-
-    @property
-    def sequence_parallel(self) -> bool:
-        return bool(derived.sequence_parallel(self))
+    num_chips = property(derived.num_chips)
+    stage_ranks = property(derived.stage_ranks)
+    expert_tp = property(derived.expert_tp)  # etp, or tp when not given
+    grad_group = property(derived.grad_group)  # dp x cp: the ranks that reduce their gradients together
+    sequence_parallel = property(derived.sequence_parallel)
 
     @property
     def pipeline_schedule(self) -> PipelineSchedule:

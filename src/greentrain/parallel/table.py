@@ -52,25 +52,11 @@ class StrategyTable:
         return len(self.dp)
 
     # Strategy's derived names per row, each written once (parallel/derived.py)
-    @property
-    def num_chips(self) -> IntArray:
-        return derived.num_chips(self)
-
-    @property
-    def stage_ranks(self) -> IntArray:
-        return derived.stage_ranks(self)
-
-    @property
-    def expert_tp(self) -> IntArray:
-        return derived.expert_tp(self)
-
-    @property
-    def grad_group(self) -> IntArray:
-        return derived.grad_group(self)
-
-    @property
-    def sequence_parallel(self) -> BoolArray:
-        return derived.sequence_parallel(self)
+    num_chips = property(derived.num_chips)
+    stage_ranks = property(derived.stage_ranks)
+    expert_tp = property(derived.expert_tp)
+    grad_group = property(derived.grad_group)
+    sequence_parallel = property(derived.sequence_parallel)
 
     @property
     def schedule_code(self) -> IntArray:

@@ -47,7 +47,7 @@ def test_the_event_order_checks_the_schedule_s_rules(args: tuple[str, int, int, 
 def test_the_micro_batch_rule_is_the_record_s_for_one_strategy_and_for_a_table() -> None:
     assert INTERLEAVED.micro_batch_multiple_of_pp and not ONE_F_ONE_B.micro_batch_multiple_of_pp
     table = StrategyTable.from_strategies([Strategy(pp=4), Strategy(pp=4, vpp=2), Strategy(pp=2, vpp=3)])
-    fits = by_schedule(table.schedule_code, lambda r: r.micro_batches_fit(np.array([6, 6, 6]), table.pp))
+    fits = by_schedule(table.schedule_code, "micro_batches_fit", np.array([6, 6, 6]), table.pp)
     assert list(fits) == [True, False, True]
 
 
