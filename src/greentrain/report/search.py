@@ -136,6 +136,7 @@ _SHORT = {"dp": "dp", "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "e
 # (x column, y column, colour column) of `points` per panel; columns: 0 run time, 1 cost, 2 CO2e
 _PANELS = ((0, 1, 2), (1, 2, 0))
 _AXIS = ("run time (days)", "cost (USD)", "CO2e (kg, operational + embodied)")
+_AXIS_SHORT = ("days", "USD", "kg CO2e")
 
 
 def short_label(c: Candidate) -> str:
@@ -169,56 +170,112 @@ def _near_front(pts: Any, n: int) -> Any:
     return mask
 
 
-def _scale(ax: Any, vals: Any, axis: str) -> None:
-    """Log scale where the values span more than a decade."""
+def _view(vals: Any) -> tuple[bool, float, float]:
+    """(log scale, low, high) of an axis that shows ``vals``: log where they span more than a decade; a margin
+    of 6 % of the span (in log space on a log axis)."""
     pos = vals[vals > 0]
-    if len(pos) and pos.max() > 10 * pos.min():
-        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    log = bool(len(pos)) and pos.max() > 10 * pos.min()
+    lo, hi = (pos.min(), pos.max()) if log else (vals.min(), vals.max())
+    if log:
+        pad = (hi / lo) ** 0.06 if hi > lo else 1.2
+        return True, float(lo / pad), float(hi * pad)
+    pad = 0.06 * (hi - lo) if hi > lo else 0.05 * abs(hi) or 1.0
+    return False, float(lo - pad), float(hi + pad)
+
+
+def _span(log: bool, lo: float, hi: float) -> float:
+    return float(np.log(hi / lo)) if log else hi - lo
+
+
+def _front_points(result: SearchResult) -> Any:
+    """The front in plotted units, in the result's order (search_figure sorts it by run time: point k is
+    number k + 1 in both panels and in the list)."""
+    return _columns(np.array([[c.run_time_s, c.cost_usd, c.emissions_kg_co2e] for c in result.pareto]
+                             or np.zeros((0, 3))))
 
 
 def _panel(ax: Any, fig: Any, result: SearchResult, pts: Any, near: Any, cols: tuple[int, int, int]) -> None:
+    """One panel zoomed on the candidates near the front and the front itself; the rest of the cloud beyond
+    the axes is counted in the legend."""
+    from matplotlib.ticker import EngFormatter
+
     x, y, z = cols
-    rest = np.flatnonzero(~near)
+    front = _front_points(result)
+    best = result.ranked[0]
+    b = _columns(np.array([[best.run_time_s, best.cost_usd, best.emissions_kg_co2e]]))[0]
+    shown = np.vstack([pts[near], front])
+    (xlog, x0, x1), (ylog, y0, y1) = _view(shown[:, x]), _view(shown[:, y])
+    best_shown = x0 <= b[x] <= x1 and y0 <= b[y] <= y1
+    if not best_shown:  # widen the view to the best unless that squeezes the front into a third of it
+        (wxlog, wx0, wx1), (wylog, wy0, wy1) = _view(np.append(shown[:, x], b[x])), _view(np.append(shown[:, y], b[y]))
+        if _span(wxlog, wx0, wx1) <= 3 * _span(xlog, x0, x1) and _span(wylog, wy0, wy1) <= 3 * _span(ylog, y0, y1):
+            (xlog, x0, x1), (ylog, y0, y1), best_shown = (wxlog, wx0, wx1), (wylog, wy0, wy1), True
+    inside = (pts[:, x] >= x0) & (pts[:, x] <= x1) & (pts[:, y] >= y0) & (pts[:, y] <= y1)
+    rest = np.flatnonzero(~near & inside)
     if len(rest) > MAX_POINTS:
         rest = np.sort(np.random.default_rng(0).choice(rest, MAX_POINTS, replace=False))
+    beyond = int((~inside).sum())
     ax.scatter(pts[rest, x], pts[rest, y], s=3, color="0.82", linewidths=0, rasterized=True,
-               label=f"other feasible ({int((~near).sum()):,})")
+               label=f"other feasible ({int((~near).sum()):,}; {beyond:,} beyond the axes)")
     sc = ax.scatter(pts[near, x], pts[near, y], c=pts[near, z], s=9, cmap="viridis", linewidths=0, alpha=0.8,
                     label=f"closest {int(near.sum()):,} to the front")
-    fig.colorbar(sc, ax=ax, label=_AXIS[z])
-    front = _columns(np.array([[c.run_time_s, c.cost_usd, c.emissions_kg_co2e] for c in result.pareto]
-                              or np.zeros((0, 3))))
+    fig.colorbar(sc, ax=ax, label=_AXIS[z], format=EngFormatter(sep=""))
     order = np.argsort(front[:, x], kind="stable")
     ax.plot(front[order, x], front[order, y], color="crimson", marker="o", markersize=6, linewidth=1.5,
             drawstyle="steps-post", label=f"Pareto front ({len(front)}, time x cost x CO2e)", zorder=3)
-    for k, i in enumerate(order[:MAX_LABELS]):
-        ax.annotate(f"{k + 1}: {short_label(result.pareto[i])}", (front[i, x], front[i, y]), fontsize=7,
-                    xytext=(14, 18 + 13 * (k % 4)), textcoords="offset points", color="crimson",
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
-                    arrowprops={"arrowstyle": "-", "color": "crimson", "lw": 0.6}, gid="front-label")
-    best = result.ranked[0]
-    b = _columns(np.array([[best.run_time_s, best.cost_usd, best.emissions_kg_co2e]]))[0]
+    for k in range(min(len(front), MAX_LABELS)):  # front[k] is front point k + 1 (numbered by run time)
+        ax.annotate(str(k + 1), (front[k, x], front[k, y]), fontsize=8, fontweight="bold", color="crimson",
+                    xytext=(6 + 4 * (k % 3), 6 + 7 * (k % 3)), textcoords="offset points", gid="front-label")
     ax.scatter([b[x]], [b[y]], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=4,
                label=f"best by {result.objective}")
-    _scale(ax, pts[:, x], "x")
-    _scale(ax, pts[:, y], "y")
+    if not best_shown:
+        eng = EngFormatter(places=2, sep="")
+        ax.text(0.98, 0.98, f"best by {result.objective} beyond the axes: {eng(b[x])} {_AXIS_SHORT[x]}, "
+                f"{eng(b[y])} {_AXIS_SHORT[y]}", transform=ax.transAxes, ha="right", va="top", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.6"})
+    for log, lo, hi, axis, set_scale, set_lim in ((xlog, x0, x1, ax.xaxis, ax.set_xscale, ax.set_xlim),
+                                                  (ylog, y0, y1, ax.yaxis, ax.set_yscale, ax.set_ylim)):
+        if log:
+            set_scale("log")
+        elif hi > 1e4:  # 3.1M, not 3100000 under a 1e6 offset
+            axis.set_major_formatter(EngFormatter(sep=""))
+        set_lim(lo, hi)
     ax.set_xlabel(_AXIS[x])
     ax.set_ylabel(_AXIS[y])
     ax.grid(True, which="both", alpha=0.25)
 
 
+def _front_list(result: SearchResult) -> list[str]:
+    """``k: label`` of the first MAX_LABELS front points (the front sorted by run time)."""
+    return [f"{k + 1}: {short_label(c)}" for k, c in enumerate(result.pareto[:MAX_LABELS])]
+
+
 def search_figure(result: SearchResult) -> Any:
-    """Two panels, run time x cost and cost x CO2e: the candidates closest to the front in colour (the third
-    quantity), the rest in light grey, the Pareto front as a line with its points labelled, the best circled."""
+    """Two panels, run time x cost and cost x CO2e, zoomed on the front: the candidates closest to it in colour
+    (the third quantity), the others in light grey, the Pareto front as a line with its points numbered (the
+    same numbers in both panels, listed under them), the best circled. A front of one point says why."""
+    from matplotlib.lines import Line2D
+
     plt = pyplot()
+    result = dataclasses.replace(result, pareto=tuple(sorted(result.pareto, key=lambda c: c.run_time_s)))
     pts = _columns(result.points)
     near = _near_front(pts, NEAR_FRONT)
-    fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.6 + 0.2 * -(-min(len(result.pareto), MAX_LABELS) // 2)),
+                             layout="constrained")
     for ax, cols in zip(axes, _PANELS, strict=True):
         _panel(ax, fig, result, pts, near, cols)
     axes[0].legend(fontsize=7, loc="upper left")
+    listed = _front_list(result)
+    more = len(result.pareto) - len(listed)
+    title = "Pareto front, by run time" + (f" (first {len(listed)}; --json lists all {len(result.pareto)})"
+                                           if more else "")
+    fig.legend([Line2D([], [], linestyle="none")] * len(listed), listed, loc="outside lower center", ncol=2,
+               fontsize=8, frameon=False, handlelength=0, labelcolor="crimson", title=title, title_fontsize=8)
+    why = (" The front is one point: that candidate is the fastest, cheapest and lowest-CO2e at once (one chip"
+           " type and one region make time, cost and CO2e rise together; search several with --chip, --region)."
+           if len(result.pareto) == 1 else "")
     fig.suptitle(f"greentrain search: {result.num_feasible:,} feasible of {result.num_candidates:,} candidates; "
-                 f"lower-left is better", fontsize=10)
+                 f"lower-left is better.{why}", fontsize=10, wrap=True)
     return fig
 
 

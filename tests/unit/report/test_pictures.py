@@ -28,26 +28,56 @@ def _candidate(strategy: Strategy, region: str, time_s: float, cost: float, co2:
                      mfu=0.5)
 
 
-def _search_result() -> SearchResult:
+def _search_result(n: int = 5000, pareto: int = 2) -> SearchResult:
     rng = np.random.default_rng(1)
-    points = np.column_stack([rng.uniform(1e4, 1e6, 5000), rng.uniform(1e2, 1e4, 5000), rng.uniform(1, 100, 5000)])
+    t = 10 ** rng.uniform(4, 6, n)  # run time, cost and CO2e rise together, as in a real search
+    points = np.column_stack([t, t / 50 * rng.uniform(1, 1.5, n), t / 1000 * rng.uniform(1, 1.5, n)])
     s = Strategy(dp=8, tp=1, pp=1, zero=3, micro_batch_size=4)
-    front = (_candidate(s, "us-west-2", 5e3, 200.0, 9.0), _candidate(s, "eu-north-1", 8e3, 150.0, 2.0))
-    return SearchResult(objective="time", num_candidates=6000, num_feasible=5002, search_time_s=0.1, ranked=front,
-                        pareto=front, points=np.vstack([points, [[5e3, 200.0, 9.0], [8e3, 150.0, 2.0]]]))
+    # given slowest first: the plot numbers the front by run time whatever the order
+    front = (_candidate(s, "eu-north-1", 8e3, 150.0, 2.0), _candidate(s, "us-west-2", 5e3, 200.0, 9.0))[:pareto]
+    return SearchResult(objective="time", num_candidates=n + 1000, num_feasible=n + 2, search_time_s=0.1,
+                        ranked=front, pareto=front,
+                        points=np.vstack([points, [[8e3, 150.0, 2.0], [5e3, 200.0, 9.0]]]))
 
 
-def test_search_plot_has_two_panels_and_labelled_front(tmp_path):
+def _numbers(ax):
+    """front point number -> its (x, y) in the panel."""
+    return {t.get_text(): t.xy for t in ax.texts if t.get_gid() == "front-label"}
+
+
+def test_search_plot_has_two_panels_and_a_numbered_front(tmp_path):
     fig = search_figure(_search_result())
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(panels) == 2 and len(fig.axes) == 4  # time x cost, cost x CO2e, each with its colourbar
+    days = 5e3 / 86400
+    # the same number is the same candidate in both panels: 1 is the fastest (us-west-2)
+    assert _numbers(panels[0]) == {"1": (pytest.approx(days), 200.0), "2": (pytest.approx(8e3 / 86400), 150.0)}
+    assert _numbers(panels[1]) == {"1": (200.0, 9.0), "2": (150.0, 2.0)}
+    listed = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert listed == ["1: dp8 tp1 pp1 z3 mb4 / h100-sxm / us-west-2", "2: dp8 tp1 pp1 z3 mb4 / h100-sxm / eu-north-1"]
     for ax in panels:
-        labels = [t.get_text() for t in ax.texts]
-        assert any("eu-north-1" in t and "dp8" in t and "z3" in t and "mb4" in t for t in labels), labels
-        assert len(labels) == 2  # one per front point
         assert "(" in ax.get_xlabel() and "(" in ax.get_ylabel()  # units
     assert panels[0].get_xscale() == "log" and panels[0].get_yscale() == "log"  # values span two decades
+    assert "one point" not in fig.get_suptitle()
     assert plot_search(_search_result(), tmp_path / "s.png").stat().st_size > 0
+
+
+def test_search_plot_zooms_on_the_front():
+    """Issue 26: the whole cloud drawn to its far corner left the front a dot in a corner. The axes end near
+    the candidates closest to the front; the grey cloud beyond them is counted in the legend."""
+    fig = search_figure(_search_result(n=40_000))
+    ax = fig.axes[0]
+    assert ax.get_xlim()[1] < 0.1 * 1e6 / 86400 and ax.get_ylim()[1] < 0.1 * 3e4  # the cloud: 1e6 s, 3e4 $
+    x0, x1 = ax.get_xlim()
+    assert x0 < 5e3 / 86400 < x1  # the front inside
+    grey = next(t.get_text() for t in ax.get_legend().get_texts() if t.get_text().startswith("other feasible"))
+    assert "beyond the axes" in grey and int(grey.split("; ")[1].split()[0].replace(",", "")) > 10_000
+
+
+def test_search_plot_explains_a_one_point_front():
+    fig = search_figure(_search_result(pareto=1))
+    assert "The front is one point" in fig.get_suptitle()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["1: dp8 tp1 pp1 z3 mb4 / h100-sxm / eu-north-1"]
 
 
 def test_short_label_drops_defaults():
