@@ -30,6 +30,7 @@ from torch import nn
 
 from greentrain import units
 from greentrain.config import BOUNDS, require
+from greentrain.measure.launcher import local_gpu, node_place
 from greentrain.measure.meters import (
     EnergyMeter,
     RssReader,
@@ -66,14 +67,14 @@ def _peak_flop_per_s(peak: float | None, chip: str | None, precision: str) -> fl
 
 
 def _rank_world() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torch.distributed when initialised, else torchrun's env."""
+    """(rank, world size, local rank) from torch.distributed when initialised, else the launcher's variables
+    (measure/launcher.py: torchrun, mpirun, Hydra, srun)."""
     import torch.distributed as dist
 
+    place = node_place()
     if dist.is_available() and dist.is_initialized():
-        rank, world = dist.get_rank(), dist.get_world_size()
-    else:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
+        return dist.get_rank(), dist.get_world_size(), place.local_rank
+    return place.rank, place.world_size, place.local_rank
 
 
 def _run_id(world_size: int) -> str:
@@ -197,12 +198,13 @@ class Tracker:
             return []
         gpus, root, host = None, os.getpid(), True
         if self.world_size > 1:  # each rank measures its own GPU; RAPL (whole socket) only on local rank 0
-            visible = visible_gpu_indices()
-            gpus = [visible[local_rank] if visible and local_rank < len(visible) else local_rank]
-            if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1:
-                # torchrun: the node's host (CPU, RAM) is metered once, by local rank 0, over the agent's process
-                # tree (every local rank): per-rank RAM estimates would count CodeCarbon's 10 W floor N times
-                host, root = local_rank == 0, os.getppid()
+            gpus = [local_gpu(visible_gpu_indices() or [], local_rank)]
+            place = node_place()
+            if not place.meters_own_host:
+                # torchrun, srun, mpirun: the node's host (CPU, RAM) is metered once, by local rank 0, over the
+                # launcher's per-node process tree (every local rank): per-rank RAM estimates would count
+                # CodeCarbon's 10 W floor once per rank
+                host, root = local_rank == 0, place.node_root_pid
         return default_meters(root, cpu_tdp_w=self.cpu_tdp_w, gpu_indices=gpus, rapl=local_rank == 0, host=host)
 
     def attach(self, model: nn.Module) -> None:
