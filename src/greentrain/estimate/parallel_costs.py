@@ -52,7 +52,7 @@ def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
     node = cluster.node_size
     return AxisLinks(tp=ranks_per_node(1, s.tp, node), cp=ranks_per_node(s.tp, s.cp, node),
                      dp=ranks_per_node(s.tp * s.cp, s.dp, node), ep=ranks_per_node(s.tp, s.ep, node),
-                     pp_crosses_nodes=bool(pp_crosses_nodes(s.tp * s.cp * s.dp, cluster)))
+                     pp_crosses_nodes=bool(pp_crosses_nodes(s.stage_ranks, cluster)))
 
 
 def tp_layer_s(tp: Num, sp: Num, cluster: Cluster, eff: Efficiency, payload_bytes: Num, per_node: Num,
