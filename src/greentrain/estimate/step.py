@@ -149,7 +149,8 @@ def estimate_micro_batch(sc: Scenario, strategy: Strategy | None = None, *,
     The exposed in-layer collectives of a micro-batch run in each pass that repeats them
     (recompute.in_layer_comm_passes: 2 without recomputation, 3 with full): one pass is the forward's, the rest
     the backward's; a host-bound micro-batch's wait is split the same way. The DP reduction is compose's
-    dp_exposed_s with the backward's window taken away (the events overlap it with the backward)."""
+    dp_exposed_s without the backward compute it hides behind (recomputation stays): the events overlap its
+    buckets with the backward themselves."""
     e = _evaluate(sc, strategy, True, eff)
     s, st, t, eff = e.strategy, e.split, e.timing, e.eff
     w, m = sc.workload, int(t.num_micro)
