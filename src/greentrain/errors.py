@@ -15,6 +15,10 @@ class GreentrainError(Exception):
     """Base class of the errors the CLI reports as one line with exit status 2."""
 
 
+# every character str.splitlines() breaks a line at, written as its escape (\n, \x0c, \u2028)
+_ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode("ascii") for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 class ConfigError(GreentrainError, ValueError):
     """Bad user input: names the field, the value and the rule."""
 
@@ -22,9 +26,8 @@ class ConfigError(GreentrainError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        # a field or rule may hold a line break (a YAML key "\n"): the message stays one line
-        message = f"{field}={shorten(value)}: {rule}"
-        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
+        # a field or rule may hold a line break (a YAML key "\n", "\f"): the message stays one line
+        super().__init__(f"{field}={shorten(value)}: {rule}".translate(_ESCAPED_BREAKS))
 
 
 MAX_QUOTED_CHARS = 120  # an error quotes at most this much of a value (a file may hold megabytes)
