@@ -7,12 +7,12 @@ the DP gradient reduction, its bytes and the framework's buckets; this module on
 Every stage costs what estimate/step.py's slowest stage costs (uniform devices); one DP replica's pipeline
 is simulated, the others run the same schedule in lockstep.
 
-What the events add: the schedule itself (parallel/schedules.py's event orders: GPipe, 1F1B, interleaved 1F1B) with each
-micro-batch's dependencies instead of the closed-form bubble (pp - 1) / vpp; sends that block the sender
-(Megatron-LM's non-overlapped p2p) on links shared by concurrent transfers (sim/engine.py SharedLink: the
-node's NIC for traffic between nodes, NVLink within one); DP gradient buckets reduced as they become ready
-during each model chunk's last backward (PyTorch DDP buckets, Li et al. 2020, VLDB, §3.2.3), sharing the
-link with the sends; stragglers (a stage computing slower) and slow inter-node links.
+What the events add: the schedule itself (its record's event order, parallel/schedules.py: GPipe, 1F1B,
+interleaved 1F1B) with each micro-batch's dependencies instead of the record's closed-form bubble; sends that
+block the sender (Megatron-LM's non-overlapped p2p) on links shared by concurrent transfers (sim/engine.py
+SharedLink: the node's NIC for traffic between nodes, NVLink within one); DP gradient buckets reduced as they
+become ready during each model chunk's last backward (PyTorch DDP buckets, Li et al. 2020, VLDB, §3.2.3),
+sharing the link with the sends; stragglers (a stage computing slower) and slow inter-node links.
 """
 
 from __future__ import annotations
