@@ -76,23 +76,53 @@ def paired_bars(labels: Sequence[str], first: Sequence[float], second: Sequence[
         return _svg(fig)
 
 
+def _eng_axes(ax: Any) -> None:
+    """Linear axes over 10,000 read 3.1M, not 3.1 under a 1e6 offset."""
+    from matplotlib.ticker import EngFormatter
+
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        if axis.get_scale() == "linear" and max(abs(lo), abs(hi)) > 1e4:
+            axis.set_major_formatter(EngFormatter(sep=""))
+
+
 def scatter(xs: Sequence[float], ys: Sequence[float], colours: Sequence[float], labels: tuple[str, str, str],
-            marked: Sequence[int] = (), title: str = "") -> str:
-    """Points x by y coloured by a third quantity; ``marked`` indices ringed (a Pareto front)."""
+            marked: Sequence[int] = (), title: str = "", front: Sequence[tuple[float, float]] = (),
+            numbered: bool = False) -> str:
+    """Points x by y coloured by a third quantity; ``marked`` indices ringed (on the Pareto front); ``front``:
+    (x, y) points drawn as a step line and numbered 1, 2, ... in the order given; ``numbered``: the points
+    numbered 1, 2, ... (a ranking) beside them."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
-        fig = _figure(3.4)
+        fig = _figure(3.6)
         ax = fig.add_subplot()
-        pts = ax.scatter(xs, ys, c=colours, cmap="viridis", s=28)
+        pts = ax.scatter(xs, ys, c=colours, cmap="viridis", s=28, zorder=3)
+        if numbered:  # points at one place (ties) share one label: "2,3,4"
+            at: dict[tuple[float, float], list[str]] = {}
+            for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+                at.setdefault((x, y), []).append(str(i + 1))
+            for (x, y), names in at.items():
+                ax.annotate(",".join(names), (x, y), xytext=(-4, 5), textcoords="offset points", fontsize=7,
+                            ha="right", color="#333333")
+        if front:
+            order = sorted(range(len(front)), key=lambda i: front[i])
+            ax.plot([front[i][0] for i in order], [front[i][1] for i in order], color=PALETTE[3], marker="D",
+                    markersize=4, linewidth=1.2, drawstyle="steps-post", zorder=2,
+                    label=f"Pareto front ({len(front)})")
+            for k, (x, y) in enumerate(front):
+                ax.annotate(f"P{k + 1}", (x, y), xytext=(5, -9), textcoords="offset points", fontsize=7,
+                            color=PALETTE[3], fontweight="bold")
         if marked:
             ax.scatter([xs[i] for i in marked], [ys[i] for i in marked], s=90, facecolors="none",
-                       edgecolors=PALETTE[3], linewidths=1.5, label="Pareto front")
-            ax.legend(loc="lower right")
+                       edgecolors=PALETTE[3], linewidths=1.5, label="ranked and on the front", zorder=4)
+        if marked or front:
+            ax.legend(loc="best", fontsize=7)
         fig.colorbar(pts, ax=ax, label=labels[2])
+        ax.margins(0.08)
         ax.set_xlabel(labels[0])
         ax.set_ylabel(labels[1])
         ax.set_title(title, loc="left")
+        _eng_axes(ax)
         return _svg(fig)
 
 

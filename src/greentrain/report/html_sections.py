@@ -100,10 +100,29 @@ def search_section(s: SearchResultView, source: str) -> str:
     body = (provenance(f"Predicted by greentrain search, ranked by {s.objective}; nothing measured", source,
                        f"best strategy: {scenario}") + key_figures(figs))
     if s.ranked:
-        body += figure(_search_scatter(s), "Each ranked strategy's run time and cost, coloured by CO2e.")
+        body += figure(_search_scatter(s), "The ranked strategies (numbered by rank, coloured by CO2e) and the "
+                                           "Pareto front of the whole search (P1, P2, ... as in the front's table), "
+                                           "by run time and cost.")
     body += table(("#", "chip", "chips", "region", "strategy", "days", "USD", "kg CO2e", "kWh", "GiB/dev", "MFU"),
                   rows, numeric_from=5, caption=f"top {len(rows)} strategies by {s.objective}")
+    front = [(f"P{k}", str(c.get("chip")), c.get("num_chips"), c.get("region") or "-", c.get("describe"),
+              f"{units.s_to_days(_f(c, 'run_time_s')):.2f}", f"{_f(c, 'cost_usd'):,.0f}",
+              f"{_f(c, 'emissions_kg_co2e'):,.0f}") for k, c in enumerate(_front(s), 1)]
+    if front:
+        body += table(("#", "chip", "chips", "region", "strategy", "days", "USD", "kg CO2e"), front, numeric_from=5,
+                      caption=f"Pareto front: run time x cost x CO2e ({len(front)} "
+                              f"{'strategy' if len(front) == 1 else 'strategies'})")
     return body + notes(str(n) for n in s.extra.get("notes", []) if isinstance(n, str))
+
+
+def _f(c: Mapping[str, Any], key: str) -> float:
+    v = c.get(key)
+    return float(v) if isinstance(v, (int, float)) else 0.0
+
+
+def _front(s: SearchResultView) -> list[Mapping[str, Any]]:
+    """The Pareto front by run time (P1 the fastest), as `search --plot` numbers it."""
+    return sorted(s.pareto, key=lambda c: _f(c, "run_time_s"))
 
 
 def _search_scatter(s: SearchResultView) -> str:
@@ -112,7 +131,9 @@ def _search_scatter(s: SearchResultView) -> str:
     marked = [i for i, r in enumerate(s.ranked) if (r.chip, r.num_chips, r.describe, r.region) in front]
     return plots.scatter([units.s_to_days(r.run_time_s) for r in s.ranked], [r.cost_usd for r in s.ranked],
                          [r.emissions_kg_co2e for r in s.ranked], ("run time (days)", "cost (USD)", "kg CO2e"),
-                         marked, "ranked strategies")
+                         marked, "ranked strategies and the Pareto front",
+                         front=[(units.s_to_days(_f(c, "run_time_s")), _f(c, "cost_usd")) for c in _front(s)],
+                         numbered=True)
 
 
 def sim_step_section(r: SimStepView, source: str) -> str:

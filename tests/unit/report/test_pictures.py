@@ -161,3 +161,31 @@ def test_heatmap_html_folds_a_long_table_of_cells():
     h = OffloadHeatmapResult(metric="mfu", framework="pytorch", cells=tuple(c.to_dict() for c in cells))
     html = offload_heatmap_section(h, "test")
     assert "<details><summary>every cell (50 rows)</summary>" in html and "MFU (%)" in html
+
+
+def test_html_search_draws_and_lists_the_whole_front(result_files):
+    """The page's search plot showed only the top-k, so a front point outside it was never drawn: now the
+    front is a line of P1, P2, ... (by run time) with its own table, and ties among the ranked share a label."""
+    from greentrain.report.html_sections import search_section
+    from greentrain.results.codec import load_result
+
+    view = load_result(result_files["search"])
+    html = search_section(view, "search.json")
+    front = sorted(view.pareto, key=lambda c: c["run_time_s"])
+    assert len(re.findall(r"<td>P\d+</td>", html)) == len(front) >= 1
+    svg = html[html.index("<svg"):html.index("</svg>")]
+    assert all(f"P{k}" in svg for k in range(1, len(front) + 1))
+    assert "Pareto front (" in svg and "1e6" not in svg and "1e5" not in svg  # no offset text on the axes
+
+
+def test_html_scatter_ties_share_one_label():
+    svg = html_plots.scatter([1.0, 2.0, 2.0, 2.0], [10.0, 20.0, 20.0, 20.0], [1.0, 2.0, 3.0, 4.0], ("x", "y", "z"),
+                             numbered=True)
+    assert "2,3,4" in svg and ">1<" in svg.replace(" ", "")
+
+
+def test_a_long_text_cell_wraps_in_a_numbers_column():
+    from greentrain.report.html_parts import table
+
+    html = table(("what", "value"), [("HFU", "62.3%"), ("expected error", "+/-3 % (80 % of 8 validated runs ...)")])
+    assert '<td class="n">62.3%</td>' in html and '<td class="w">+/-3 % (80 %' in html
