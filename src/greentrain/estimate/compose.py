@@ -41,25 +41,18 @@ from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
 from greentrain.num import Num, where
+from greentrain.parallel.derived import Fields
 from greentrain.parallel.schedules import by_schedule
 from greentrain.scenario import Scenario
 from greentrain.workload import Workload
 
 
-class StepStrategy(Protocol):
+class StepStrategy(Fields, Protocol):
     """What the composition reads of a strategy: a parallel.Strategy (numbers) or a parallel.StrategyTable
     (a column per strategy) satisfy it, derived names (parallel/derived.py) included."""
 
     @property
-    def dp(self) -> Any: ...
-    @property
-    def tp(self) -> Any: ...
-    @property
-    def pp(self) -> Any: ...
-    @property
     def vpp(self) -> Any: ...
-    @property
-    def cp(self) -> Any: ...
     @property
     def zero(self) -> Any: ...
     @property
