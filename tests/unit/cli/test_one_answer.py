@@ -34,7 +34,7 @@ def test_offload_plan_states_plans_answer_and_the_reasons(framework: str, reason
                   str(batch), "--json"], capsys)
     assert cmp["plan_tokens_per_s"] == pytest.approx(plan["tokens_per_s"], rel=1e-9)  # the same answer as `plan`
     reasons = " ".join(cmp["reasons"])
-    assert f"the {framework} profile" in reasons and "placement: optimizer on the" in reasons and reason in reasons
+    assert f"framework '{framework}'" in reasons and "placement: optimizer on the" in reasons and reason in reasons
 
 
 def test_plan_memory_is_a_breakdown_search_memory_is_a_total(capsys: pytest.CaptureFixture[str]) -> None:

@@ -83,8 +83,8 @@ def test_fp8_reaches_its_peak_no_later_than_bf16_above_the_host_floor() -> None:
 
 def test_the_joint_bf16_fit_recovers_its_constants_and_reads_the_h200_file() -> None:
     """bench_gpu_kernels.fit_matmul_curve: exact on points drawn from the model; on the H200 file (docs/validation.md
-    "bf16 GEMMs on the H200: the size curve kept") top 0.761 and h 242, and the Hopper entry's curve within 10 %
-    of the measured geometric mean at those shapes (it reads 7.3 % fast: the kept curve's known error)."""
+    "bf16 GEMMs on the H200: Hopper's size curve") top 0.761 and h 242; the Hopper entries take that h with the
+    published MAMF as their level, so they read the board's shapes 0.761 / 0.803 = 0.95 of the model."""
     fit = _bench().fit_matmul_curve
     shapes = [(m, k, n) for m in (1024, 4096, 16384) for k in (512, 2048, 8192) for n in (1024, 6144)]
     synthetic = [{"m": m, "k": k, "n": n, "time_s": 1.0,
@@ -97,4 +97,5 @@ def test_the_joint_bf16_fit_recovers_its_constants_and_reads_the_h200_file() -> 
     eff = efficiency_for("h200")
     kept = [p for p in points if p["time_s"] >= 1e-4]
     ratio = math.exp(sum(math.log(p["fraction"] / eff.matmul(p["m"], p["k"], p["n"])) for p in kept) / len(kept))
-    assert 0.9 < ratio < 0.96
+    assert eff.matmul_half_dim == pytest.approx(h, rel=0.03)
+    assert ratio == pytest.approx(top / eff.matmul_max, rel=0.01)
