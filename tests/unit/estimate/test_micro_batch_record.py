@@ -18,14 +18,13 @@ def _scenario(strategy: Strategy, chips: int = 16) -> Scenario:
     return dataclasses.replace(sc, strategy=strategy)
 
 
-@pytest.mark.parametrize("strategy", [
-    Strategy(dp=4, tp=4, zero=1), Strategy(dp=2, tp=4, pp=2, recompute="full"),
-    Strategy(dp=2, tp=2, pp=4, vpp=2, sp=True), Strategy(dp=8, tp=2, zero=3, recompute="selective")])
-@pytest.mark.parametrize("framework", ["megatron", "ddp", "torchtitan"])
+@pytest.mark.parametrize(("strategy", "framework"), [
+    (Strategy(dp=4, tp=4, zero=1), "megatron"), (Strategy(dp=2, tp=4, pp=2, recompute="full"), "megatron"),
+    (Strategy(dp=2, tp=2, pp=4, vpp=2, sp=True), "megatron"), (Strategy(dp=2, tp=4, pp=2, recompute="full"), "ddp"),
+    (Strategy(dp=2, tp=2, pp=4, vpp=2, sp=True), "ddp"), (Strategy(dp=8, tp=2, zero=3), "megatron"),
+    (Strategy(dp=8, tp=2, zero=3, recompute="selective"), "torchtitan"), (Strategy(dp=4, tp=4, zero=2), "torchtitan")])
 def test_the_record_adds_up_to_the_estimate(strategy: Strategy, framework: str) -> None:
     eff = efficiency_for("h100-sxm", framework=framework)
-    if strategy.zero not in eff.zero_stages:
-        pytest.skip(f"{framework} runs no ZeRO-{strategy.zero}")
     sc = _scenario(strategy)
     est, t = estimate_step(sc, eff=eff), estimate_micro_batch(sc, eff=eff)
     m = est.num_micro_batches
