@@ -34,7 +34,7 @@ from greentrain.results.codec import canonical_kind
 
 DEFAULT_FRAMEWORK = "megatron"
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
-LOSS_KERNELS = ("fp32", "fused", "chunked")  # memory.loss_bytes_per_logit
+LOSS_KERNELS = ("fp32", "fused", "compiled", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 

@@ -254,12 +254,17 @@ def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
     """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
     (efficiency.LOSS_KERNELS):
     - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
+    - compiled: the cross-entropy under torch.compile (torchtitan compiles its loss with the model; Hugging Face
+      models compiled whole): Inductor fuses the fp32 upcast, log-softmax and their backward, keeping the 16-bit
+      logits and a per-token fp32 log-sum-exp; the backward writes the 16-bit logit gradient beside the logits
+      (2 e). Checked on an H200 (BENCHMARKS.md "Session 8": compiled Llama 3.2 1B, 8 x 2,048 tokens, 42.34 GB
+      peak allocated; the plan's 10 bytes per logit gave 57.94 GB, 2 e gives 43.7 GB, tests/unit/estimate);
     - fused: a fused cross-entropy kernel (flash-attn's ``CrossEntropyLoss`` in ops/triton/cross_entropy.py,
       Liger's, Megatron's ``cross_entropy_loss_fusion``) reads the 16-bit logits and writes their gradient in
       place: the logits alone (e);
     - chunked: the head and loss run per chunk of tokens (torchtune ``CEWithChunkedOutputLoss``, Liger's
       fused linear cross-entropy), a chunk's logits at a time: none at the scale of the step."""
-    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "chunked": 0.0}[loss_kernel]
+    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "compiled": 2 * e, "chunked": 0.0}[loss_kernel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
