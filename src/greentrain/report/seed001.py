@@ -64,28 +64,34 @@ def traffic_text(r: TrafficReport) -> str:
     return "\n".join(lines)
 
 
+def sweep_figure(points: list[SweepPoint], title: str = "") -> Any:
+    """Tx and Rx bytes per chip over the whole run against chips, log-log; each swept point's chip count and
+    data-parallel degree are the x tick labels (the counts are not powers of two: 960 = 15 x 8 x 8 x dp)."""
+    from matplotlib.ticker import NullLocator
+
+    plt = pyplot()
+    chips = [p.num_chips for p in points]
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.75 * len(points) + 1.5), 4.4), layout="constrained")
+    ax.plot(chips, [p.tx_bytes_per_chip for p in points], marker="o", label="Tx (sent) bytes per chip")
+    ax.plot(chips, [p.rx_bytes_per_chip for p in points], marker="s", label="Rx (received) bytes per chip")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(chips, [f"{c:,}\ndp={p.dp}" for c, p in zip(chips, points, strict=True)], fontsize=7.5)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("chips (data-parallel degree swept)")
+    ax.set_ylabel("bytes per chip over the whole run")
+    ax.set_title(title or "greentrain traffic: network bytes per chip", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def plot_sweep(points: list[SweepPoint], path: str | Path, title: str = "") -> Path:
-    """Tx and Rx bytes per chip over the whole run against chips, log-log; written to ``path``."""
+    """sweep_figure written to ``path``."""
     if not points:
         raise ConfigError("plot", str(path), "no data-parallel degree of the sweep divides the layout")
     out = check_plot_path(path, "--plot")  # suffix, folder exists and is writable, matplotlib installed
-    plt = pyplot()
-    chips = [p.num_chips for p in points]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(chips, [p.tx_bytes_per_chip for p in points], marker="o", label="Tx bytes per chip")
-    ax.plot(chips, [p.rx_bytes_per_chip for p in points], marker="s", label="Rx bytes per chip")
-    for p in points:
-        ax.annotate(f"dp={p.dp}", (p.num_chips, p.rx_bytes_per_chip), fontsize=7, textcoords="offset points",
-                    xytext=(2, 4))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("chips (data-parallel degree swept)")
-    ax.set_ylabel("bytes per chip, whole run")
-    ax.set_title(title or "greentrain traffic: network bytes per chip")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    return save_figure(fig, out, dpi=100, flag="--plot")  # atomic; an OSError is a ConfigError
+    return save_figure(sweep_figure(points, title), out, dpi=100, flag="--plot")  # atomic; OSError: ConfigError
 
 
 # ---- batch time (simple_transformer.py) -----------------------------------------------------------------

@@ -189,3 +189,18 @@ def test_a_long_text_cell_wraps_in_a_numbers_column():
 
     html = table(("what", "value"), [("HFU", "62.3%"), ("expected error", "+/-3 % (80 % of 8 validated runs ...)")])
     assert '<td class="n">62.3%</td>' in html and '<td class="w">+/-3 % (80 %' in html
+
+
+def test_seed001_sweep_ticks_are_the_swept_chip_counts():
+    """The sweep's chip counts (960 x 2^k) sat between 2^n ticks with dp labels above the points; now each point
+    is a tick labelled with its count and degree, and the figure has no loose annotations."""
+    from greentrain.estimate.traffic.report import SweepPoint
+    from greentrain.report.seed001 import sweep_figure
+
+    points = [SweepPoint(dp=2 ** k, num_chips=960 * 2 ** k, tx_bytes_per_chip=1e18 / 2 ** k,
+                         rx_bytes_per_chip=2e18 / 2 ** k) for k in range(8)]
+    fig = sweep_figure(points)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"{960 * 2 ** k:,}\ndp={2 ** k}" for k in range(8)]
+    assert list(ax.get_xticks()) == [960 * 2 ** k for k in range(8)] and not ax.texts
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and "bytes" in ax.get_ylabel()
