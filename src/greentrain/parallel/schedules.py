@@ -187,7 +187,7 @@ def by_schedule(code: Num, rule: str, *args: Num) -> Num:
     column of codes, each row's schedule does (each evaluated once over every row, then picked)."""
     if not isinstance(code, np.ndarray):
         return getattr(_RECORDS[code], rule)(*args)
-    present = np.unique(code) if code.size else np.zeros(1, dtype=np.int64)  # no rows: any record's, empty
+    present = np.flatnonzero(np.bincount(code.ravel())) if code.size else np.zeros(1, dtype=np.int64)  # in use
     out = getattr(_RECORDS[present[-1]], rule)(*args)
     for c in present[:-1]:
         out = np.where(code == c, getattr(_RECORDS[c], rule)(*args), out)
