@@ -4,7 +4,8 @@ plan, search, the catalog and, with an ``offload:`` block, `greentrain offload` 
 Fake frameworks are added as one entry each (the file's data, replaced for one test); nothing else is edited.
 "toytorch", a copy of the pytorch entry (greentrain's offload executor), must give pytorch's figures to the last
 digit in `plan`, `search` and `offload plan`; "toytorch-slow" (half the kernel efficiency) a slower step and
-"toytorch-fast" (a larger offload matmul scale) a faster offload plan; "toyflow", a copy of ml_dataflow's entry,
+"toytorch-fast" (a larger offload matmul scale) a faster offload plan; its fp8 recipe (rowwise, pytorch's
+tensorwise) is what an fp8 plan of it runs; "toyflow", a copy of ml_dataflow's entry,
 ml_dataflow's plan (its layout is a knob of the block, not its name). The catalog lists them; an unknown name,
 a framework without an offload block and a bad offload key are each refused in one line.
 """
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from greentrain.cli.main import main
-from greentrain.estimate import efficiency
+from greentrain.estimate import efficiency, fp8
 
 PLAN = ["plan", "--model", "llama3.2-1b", "--chip", "a100-80gb", "--num-chips", "8", "--json"]
 OFFLOAD = ["offload", "plan", "--model", "1", "--seq-len", "4096", "--device-gib", "20", "--host-gib", "80",
@@ -29,13 +30,15 @@ OFFLOAD = ["offload", "plan", "--model", "1", "--seq-len", "4096", "--device-gib
 def _clear_caches() -> None:
     efficiency.framework_names.cache_clear()
     efficiency.efficiency_for.cache_clear()
+    fp8.recipe_for.cache_clear()
 
 
 @pytest.fixture
 def toytorch(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     data: dict[str, Any] = copy.deepcopy(efficiency._data())
     fws = data["frameworks"]
-    fws["toytorch"] = {**copy.deepcopy(fws["pytorch"]), "source": "a test's copy of pytorch"}
+    # its fp8 default is a knob of the record too (the recipes of estimate/fp8.yaml; pytorch's: tensorwise)
+    fws["toytorch"] = {**copy.deepcopy(fws["pytorch"]), "source": "a test's copy of pytorch", "fp8_recipe": "rowwise"}
     fws["toytorch-slow"] = {**copy.deepcopy(fws["toytorch"]), "kernel_efficiency": 0.5 * float(
         fws["pytorch"].get("kernel_efficiency", fws["default"]["kernel_efficiency"]))}
     fws["toytorch-fast"] = copy.deepcopy(fws["toytorch"])
@@ -61,6 +64,15 @@ def test_plan_uses_the_new_framework_entry(toytorch: dict[str, Any], capsys: pyt
     assert slow["step_time_s"] > 1.2 * toy["step_time_s"] and slow["flop_per_step"] == toy["flop_per_step"]
 
 
+def test_an_fp8_plan_runs_the_entry_recipe(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    fp8_plan = [*PLAN[:4], "h100-sxm", *PLAN[5:], "--precision", "fp8"]
+    ref, toy = (_run([*fp8_plan, "--framework", fw], capsys) for fw in ("pytorch", "toytorch"))
+    assert (ref["fp8_recipe"], toy["fp8_recipe"]) == ("tensorwise", "rowwise")
+    assert toy["step_time_s"] > ref["step_time_s"]  # rowwise: more quantize traffic, slower scaled GEMMs
+    told = _run([*fp8_plan, "--framework", "toytorch", "--fp8-recipe", "tensorwise"], capsys)  # a run's own wins
+    assert told["fp8_recipe"] == "tensorwise" and told["step_time_s"] == ref["step_time_s"]
+
+
 def test_offload_plan_uses_the_same_entry(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     ref, toy, fast, flow, toyflow = (_run([*OFFLOAD, "--framework", fw], capsys) for fw in (
         "pytorch", "toytorch", "toytorch-fast", "ml_dataflow", "toyflow"))
@@ -80,7 +92,7 @@ def test_catalog_and_search_see_the_new_framework(toytorch: dict[str, Any],
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "frameworks", "--json"]) == 0
     listed = {f["name"]: f for f in json.loads(capsys.readouterr().out)}
-    assert listed["toytorch"]["source"] == "a test's copy of pytorch"
+    assert listed["toytorch"]["source"] == "a test's copy of pytorch" and listed["toytorch"]["fp8_recipe"] == "rowwise"
     assert listed["toytorch-fast"]["offload"]["matmul_scale"] == 1.2 and listed["ddp"]["offload"] is None
     best = {}
     for fw in ("pytorch", "toytorch"):

@@ -31,12 +31,14 @@ from greentrain.estimate.kernels import attention_kernel_fields
 from greentrain.estimate.recompute import check_selective_mode
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
+from greentrain.workload import FP8_RECIPES
 
 DEFAULT_FRAMEWORK = "megatron"
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
 LOSS_KERNELS = ("fp32", "fused", "compiled", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
+DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,11 @@ class Efficiency:
     # what it recomputes when a run does not say (none, full or a selective mode)
     default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
                                   default="none")
+    # the fp8 recipe it runs when a run says precision fp8 and no fp8_recipe (workload.FP8_RECIPES, the recipes
+    # estimate/fp8.yaml prices; estimate/fp8.py recipe_for)
+    fp8_recipe: str = knob("framework", "choice", _one_of(FP8_RECIPES), default=DEFAULT_FP8_RECIPE)
+    # its fp8 linears keep the 1-byte copy of each GEMM input for the backward (estimate/fp8.py saved_input_savings)
+    fp8_saves_inputs: bool = knob("framework", "bool", default=False, calibrated=False)
 
     def __post_init__(self) -> None:
         for name, k in _RULED:

@@ -8,8 +8,9 @@ the bf16 time.
 - ``Recipe``: the bytes a recipe's quantization moves per element of the forward GEMM's activation input and
   of the backward's output gradient (tensorwise current scaling, delayed, rowwise, MXFP8); the GEMMs that
   stay bf16 (attention core, LM head, router) have none (compute.compute_peaks decides which run in fp8).
-- ``recipe_for``: which recipe a run uses: the workload's ``fp8_recipe``, else its framework's default
-  (``framework_recipes``); MXFP8 only on chips whose tensor cores take block scales (``mxfp8_chips``).
+- ``recipe_for``: which recipe a run uses: the workload's ``fp8_recipe``, else its framework's default (the
+  ``fp8_recipe`` knob of its efficiency.yaml record); MXFP8 only on chips whose tensor cores take block scales
+  (``mxfp8_chips``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 import yaml
 
 from greentrain.errors import ConfigError, did_you_mean
+from greentrain.estimate.efficiency import DEFAULT_FP8_RECIPE, efficiency_for
 
-DEFAULT_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
+DEFAULT_RECIPE = DEFAULT_FP8_RECIPE
 
 
 @cache
@@ -86,8 +88,9 @@ def mxfp8_chips() -> tuple[str, ...]:
 
 
 def framework_recipe(framework: str) -> str:
-    """The recipe ``framework`` runs when a run says fp8 and no recipe (fp8.yaml framework_recipes)."""
-    return str(_data().get("framework_recipes", {}).get(framework, DEFAULT_RECIPE))
+    """The recipe ``framework`` runs when a run says fp8 and no recipe (its efficiency.yaml record's
+    ``fp8_recipe``; the framework level does not depend on the chip)."""
+    return efficiency_for("", framework).fp8_recipe
 
 
 def check_chip(name: str, chip: str, field: str = "fp8_recipe") -> str:
@@ -113,11 +116,6 @@ def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE)
     if precision.lower() != "fp8":
         return 0.0
     return recipe(name).bytes_per_element(e)
-
-
-def saves_fp8_inputs(framework: str, precision: str) -> bool:
-    """Whether ``framework`` keeps 1-byte copies of its fp8 GEMMs' inputs for the backward (fp8.yaml)."""
-    return precision.lower() == "fp8" and framework in _data().get("saves_fp8_inputs", ())
 
 
 def saved_input_savings(spec: Any, tokens: float, e: float, *, moe: bool) -> tuple[float, float]:

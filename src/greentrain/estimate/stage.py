@@ -208,7 +208,7 @@ def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, 
     la = layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
                           cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind, eager_norm="norm" in eff.eager_ops)
     if model.arch == "decoder" and (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")) \
-            and fp8.saves_fp8_inputs(eff.framework, sc.workload.precision):  # fp8 GEMM inputs kept in 1 byte
+            and eff.fp8_saves_inputs and sc.workload.precision.lower() == "fp8":  # fp8 GEMM inputs in 1 byte
         repl, split = fp8.saved_input_savings(model, ops.micro_batch * seq_local, sc.workload.activation_bytes,
                                               moe=moe)
         la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split)

@@ -36,9 +36,9 @@ def _step_s(sc: Scenario, framework: str = "megatron") -> float:
 
 def test_the_yaml_prices_every_recipe_a_workload_may_name() -> None:
     assert fp8.recipe_names() == FP8_RECIPES
-    data = fp8._data()
-    assert set(data["framework_recipes"]) <= set(framework_names())
-    assert set(data["framework_recipes"].values()) <= set(FP8_RECIPES) - {"mxfp8"}  # a default runs anywhere
+    defaults = {efficiency_for("", f).fp8_recipe for f in framework_names()}  # each framework record's knob
+    assert defaults <= set(FP8_RECIPES) - {"mxfp8"}  # a framework's default runs on every fp8 chip
+    assert "framework_recipes" not in fp8._data() and "saves_fp8_inputs" not in fp8._data()  # one record each
     assert all(get_chip(c).peak_fp8_flop_per_s > 0 for c in fp8.mxfp8_chips())
 
 
@@ -49,6 +49,11 @@ def test_a_run_recipe_beats_its_framework_default() -> None:
     assert fp8.recipe_for("fp8", "", "ddp", "h100-sxm") == fp8.DEFAULT_RECIPE  # no default of its own
     assert fp8.recipe_for("fp8", "rowwise", "megatron", "h100-sxm") == "rowwise"
     assert fp8.recipe_for("bf16", "", "megatron", "h100-sxm") == ""
+
+
+def test_a_bad_framework_recipe_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"efficiency.fp8_recipe='blockwise': must be one of tensorwise"):
+        dataclasses.replace(efficiency_for("h100-sxm", "megatron"), fp8_recipe="blockwise")
 
 
 def test_mxfp8_needs_blackwell() -> None:
