@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from greentrain import units
 from greentrain.errors import ConfigError, did_you_mean
 
 # Limits on what a user's file may hold (docs/bad-input.md): each is refused at once, with the limit named.
@@ -89,7 +90,7 @@ BOUNDS: dict[str, Bound] = {
     "sample_interval_s": Bound(0.0, 60.0, "s", "a RAPL package counter wraps at max_energy_range_uj (262 kJ on "
                                "Intel servers: ~9 min at 500 W) and a sampler that misses a wrap loses its energy; "
                                "a killed run loses its last interval (CodeCarbon samples every 15 s)", lo_open=True),
-    "duration_s": Bound(0.0, 10 * 365.25 * 86400, "s", "10 years: longer than an accelerator's service life"),
+    "duration_s": Bound(0.0, 10 * 365.25 * units.DAY_S, "s", "10 years: longer than an accelerator's service life"),
     "deadline_days": Bound(0.0, 10 * 365.25, "days", "10 years: longer than an accelerator's service life",
                            lo_open=True),
     "chip_power_w": Bound(0.0, 1e5, "W", "a wafer-scale Cerebras WSE-3 draws ~23 kW; a GPU 0.3-1.4 kW"),

@@ -25,14 +25,20 @@ TFLOP = 1e12
 PFLOP = 1e15
 
 # Time
+US_S = 1e-6
 MS_S = 1e-3
 MINUTE_S = 60.0
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
 # Energy
+UJ_J = 1e-6  # joules in one microjoule (Linux powercap's energy_uj counters)
 KWH_J = 3.6e6
 MWH_J = 3.6e9
+
+# Counts: figures per million (kg CO2e per million tokens) and the SI prefixes of a rendered number
+MILLION = 1e6
+SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 # Mass
 G_PER_KG = 1000.0
@@ -101,6 +107,10 @@ def years_to_s(x: float) -> float:
 
 def ms_to_s(x: float) -> float:
     return x * MS_S
+
+
+def us_to_s(x: float) -> float:
+    return x * US_S
 
 
 def s_to_hours(x: float) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from greentrain import units
 from greentrain.config import read_text, require
 from greentrain.errors import ConfigError
 
@@ -94,7 +95,7 @@ def _check_hourly(times: list[str], where: str) -> None:
     except ValueError:
         return
     steps = {(b - a).total_seconds() for a, b in itertools.pairwise(stamps)}
-    if steps and steps != {3600.0}:
+    if steps and steps != {units.HOUR_S}:
         raise ConfigError("intensity_csv", where, f"rows must be 1 h apart; steps: {sorted(steps)} s")
 
 

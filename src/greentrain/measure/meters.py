@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from greentrain import units
 from greentrain.config import require
 from greentrain.measure import codecarbon
 
@@ -259,7 +260,7 @@ class RaplMeter:
                 delta = now - self._last[i]
                 if delta < 0:  # the counter wrapped at max_energy_range_uj
                     delta += self._max[i]
-                self._energy_j += delta * 1e-6
+                self._energy_j += delta * units.UJ_J
                 self._last[i] = now
             names = ",".join(z.name for z in self._zones)
             return EnergyReading(name="cpu", energy_j=self._energy_j, measured=True, source=f"rapl:{names}")

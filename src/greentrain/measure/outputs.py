@@ -140,7 +140,7 @@ def write_outputs(m: Measurement, out_dir: str | Path, *, project_name: str = "g
 
 
 def _si(x: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for factor, prefix in units.SI_PREFIXES[3:]:  # peta and below
         if abs(x) >= factor:
             return f"{x / factor:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"

@@ -24,9 +24,11 @@ import time
 from types import FrameType, TracebackType
 from typing import Any
 
+from greentrain import units
+
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 DEFAULT_GRACE_S = 10.0  # leaves 20 s of a 30 s scheduler grace for writing the outputs
-MAX_GRACE_S = 3600.0
+MAX_GRACE_S = units.HOUR_S
 POLL_S = 0.05
 
 # Run with `python -S -c`: reads the group id, then blocks until the tracker closes the pipe.

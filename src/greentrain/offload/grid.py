@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from greentrain import units
 from greentrain.config import require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.footprint.model import footprint
@@ -83,7 +84,7 @@ def _cell(plan: OffloadPlan, sc: Scenario, device_gib: float, host_gib: float) -
     return GridCell(model=plan.model, chip=plan.chip, seq_len=plan.seq_len, device_gib=device_gib, host_gib=host_gib,
                     fits=True, tokens_per_s=plan.tokens_per_s, step_time_s=plan.step_time_s, mfu=plan.mfu,
                     bound=plan.bound, joules_per_token=fp.energy_j / plan.tokens_per_step,
-                    kg_co2e_per_mtok=fp.emissions_kg_co2e / plan.tokens_per_step * 1e6)
+                    kg_co2e_per_mtok=fp.emissions_kg_co2e / plan.tokens_per_step * units.MILLION)
 
 
 def offload_grid(models: Sequence[str], chips: Sequence[str], seq_lens: Sequence[int], device_gibs: Sequence[float],
