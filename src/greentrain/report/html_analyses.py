@@ -4,7 +4,7 @@ report/html_sections.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from greentrain import units
@@ -146,10 +146,28 @@ def experiment_section(e: ExperimentResult, source: str) -> str:
                                          [float(v["train_s"]) for v in timed], ("predicted", "measured"),
                                          "training seconds", "training time per variant"),
                        "Predicted against measured training time of each variant.")
+    body += _quality_plot(e, ran)
     body += table(("variant", "status", "train", "predicted", "error", "energy", "utilisation", "mean power", "CO2e",
                    "cost",
                    str(e.quality.get("label", "quality"))), rows, numeric_from=2, caption="variants")
     return body + notes(str(f.get("text", "")) for f in e.findings)
+
+
+def _quality_plot(e: ExperimentResult, ran: Sequence[Mapping[str, Any]]) -> str:
+    """Quality against CO2e, coloured by cost, the Pareto set ringed, each variant named (as pareto.png)."""
+    field, label = str(e.quality.get("field")), str(e.quality.get("label", "quality"))
+    pts = [v for v in ran if all(isinstance(v.get(k), (int, float)) for k in (field, "emissions_kg_co2e", "cost_usd"))]
+    if not pts:
+        return ""
+    better = "" if e.quality.get("higher_is_better", True) else " (lower is better)"
+    svg = plots.scatter([1e3 * float(v["emissions_kg_co2e"]) for v in pts], [float(v[field]) for v in pts],
+                        [float(v["cost_usd"]) for v in pts], ("CO2e (g, operational + embodied)", label + better,
+                                                              "cost (USD)"),
+                        [i for i, v in enumerate(pts) if v.get("variant_id") in e.pareto],
+                        f"{label} against CO2e", point_labels=[str(v.get("variant_id")) for v in pts],
+                        marked_label="Pareto set")
+    return figure(svg, f"Each variant run: {label} against CO2e, coloured by cost; ringed: the Pareto set "
+                       f"({label} {'down' if better else 'up'}, CO2e and cost down).")
 
 
 def fields_section(view: ResultView, source: str) -> str:

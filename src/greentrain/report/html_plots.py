@@ -87,20 +87,20 @@ def _eng_axes(ax: Any) -> None:
 
 def scatter(xs: Sequence[float], ys: Sequence[float], colours: Sequence[float], labels: tuple[str, str, str],
             marked: Sequence[int] = (), title: str = "", front: Sequence[tuple[float, float]] = (),
-            numbered: bool = False) -> str:
-    """Points x by y coloured by a third quantity; ``marked`` indices ringed (on the Pareto front); ``front``:
-    (x, y) points drawn as a step line and numbered 1, 2, ... in the order given; ``numbered``: the points
-    numbered 1, 2, ... (a ranking) beside them."""
+            point_labels: Sequence[str] = (), marked_label: str = "on the Pareto front") -> str:
+    """Points x by y coloured by a third quantity; ``marked`` indices ringed (``marked_label`` in the legend);
+    ``front``: (x, y) points drawn as a step line and numbered P1, P2, ... in the order given;
+    ``point_labels``: a label beside each point (a rank, a variant)."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
         fig = _figure(3.6)
         ax = fig.add_subplot()
         pts = ax.scatter(xs, ys, c=colours, cmap="viridis", s=28, zorder=3)
-        if numbered:  # points at one place (ties) share one label: "2,3,4"
+        if point_labels:  # points at one place (ties) share one label: "2,3,4"
             at: dict[tuple[float, float], list[str]] = {}
-            for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
-                at.setdefault((x, y), []).append(str(i + 1))
+            for x, y, name in zip(xs, ys, point_labels, strict=True):
+                at.setdefault((x, y), []).append(name)
             for (x, y), names in at.items():
                 ax.annotate(",".join(names), (x, y), xytext=(-4, 5), textcoords="offset points", fontsize=7,
                             ha="right", color="#333333")
@@ -114,7 +114,7 @@ def scatter(xs: Sequence[float], ys: Sequence[float], colours: Sequence[float], 
                             color=PALETTE[3], fontweight="bold")
         if marked:
             ax.scatter([xs[i] for i in marked], [ys[i] for i in marked], s=90, facecolors="none",
-                       edgecolors=PALETTE[3], linewidths=1.5, label="ranked and on the front", zorder=4)
+                       edgecolors=PALETTE[3], linewidths=1.5, label=marked_label, zorder=4)
         if marked or front:
             ax.legend(loc="best", fontsize=7)
         fig.colorbar(pts, ax=ax, label=labels[2])

@@ -133,7 +133,8 @@ def _search_scatter(s: SearchResultView) -> str:
                          [r.emissions_kg_co2e for r in s.ranked], ("run time (days)", "cost (USD)", "kg CO2e"),
                          marked, "ranked strategies and the Pareto front",
                          front=[(units.s_to_days(_f(c, "run_time_s")), _f(c, "cost_usd")) for c in _front(s)],
-                         numbered=True)
+                         point_labels=[str(i + 1) for i in range(len(s.ranked))],
+                         marked_label="ranked and on the front")
 
 
 def sim_step_section(r: SimStepView, source: str) -> str:

@@ -48,9 +48,9 @@ def test_every_kind_has_its_section_and_plots(result_files: dict[str, Path]) -> 
     assert "Scenario: llama3-8b on 64 x h100-sxm; dp=2 tp=8 pp=4" in page  # the simulated step's scenario
     assert "<td>FRA</td>" in page and "<td>europe-north1</td>" in page  # the region ranking names its regions
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
-    # plan, search, simulate, trace (Gantt), track, compare, regions, traffic, batch time, offload heatmap,
-    # experiment: one plot each; a footprint has none
-    assert len(svgs) == 11
+    # plan, search, simulate, trace (Gantt), track, compare, regions, traffic, batch time, offload heatmap: one
+    # plot each; experiment: two (training time, quality against CO2e); a footprint has none
+    assert len(svgs) == 12
     for svg in svgs:
         assert len(re.findall(r"<path ", svg)) >= 5, svg[:200]
 

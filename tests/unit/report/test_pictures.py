@@ -180,7 +180,7 @@ def test_html_search_draws_and_lists_the_whole_front(result_files):
 
 def test_html_scatter_ties_share_one_label():
     svg = html_plots.scatter([1.0, 2.0, 2.0, 2.0], [10.0, 20.0, 20.0, 20.0], [1.0, 2.0, 3.0, 4.0], ("x", "y", "z"),
-                             numbered=True)
+                             point_labels=["1", "2", "3", "4"])
     assert "2,3,4" in svg and ">1<" in svg.replace(" ", "")
 
 
@@ -204,3 +204,16 @@ def test_seed001_sweep_ticks_are_the_swept_chip_counts():
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"{960 * 2 ** k:,}\ndp={2 ** k}" for k in range(8)]
     assert list(ax.get_xticks()) == [960 * 2 ** k for k in range(8)] and not ax.texts
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and "bytes" in ax.get_ylabel()
+
+
+def test_html_experiment_draws_quality_against_co2e(result_files):
+    """An experiment without the planner's train_s prediction had no plot on the page: now quality against
+    CO2e names every variant run and rings the Pareto set."""
+    from greentrain.report.html_analyses import experiment_section
+    from greentrain.results.codec import load_result
+
+    e = load_result(result_files["experiment"])
+    html = experiment_section(e, "results.json")
+    svg = next(s for s in re.findall(r"<svg.*?</svg>", html, flags=re.S) if "against CO2e" in s)
+    assert ">base<" in svg.replace(" ", "") and ">lora<" in svg.replace(" ", "")
+    assert "Pareto set" in svg and "cost (USD)" in svg and "CO2e (g, operational + embodied)" in svg
