@@ -25,23 +25,13 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler
 
 from greentrain.files import write_text_atomic
-from greentrain.measure.summary import Measurement
-from greentrain.measure.tracker import Tracker
+from greentrain.measure.callback import TrackerCallback
 
 OUT_SUBDIR = "greentrain"  # under the trainer's own output folder
 LOG_HISTORY = "trainer_log_history.json"  # the Trainer's log history (each entry with its step)
 
 
-class GreentrainTrainerCallback(TrainerCallback):
-    def __init__(self, **tracker_kwargs: Any) -> None:
-        tracker_kwargs.pop("model", None)
-        self._out_dir_given = "out_dir" in tracker_kwargs
-        self.tracker = Tracker(None, **tracker_kwargs)
-
-    @property
-    def measurement(self) -> Measurement | None:
-        return self.tracker.measurement
-
+class GreentrainTrainerCallback(TrackerCallback, TrainerCallback):
     def _go_first(self) -> None:
         """Move this callback ahead of the report_to sinks: the CallbackHandler calling this event is the
         caller's ``self`` (transformers' ``CallbackHandler.call_event``)."""
@@ -53,10 +43,7 @@ class GreentrainTrainerCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._go_first()
-        if not self.tracker.running:
-            if not self._out_dir_given and getattr(args, "output_dir", None):
-                self.tracker.out_dir = Path(args.output_dir) / OUT_SUBDIR
-            self.tracker.start()
+        self.start_tracker(lambda: Path(args.output_dir) / OUT_SUBDIR if getattr(args, "output_dir", None) else None)
         if model is not None:
             self.tracker.attach(model)
 

@@ -20,8 +20,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from greentrain import units
-from greentrain.measure.summary import Measurement
-from greentrain.measure.tracker import Tracker
+from greentrain.measure.callback import TrackerCallback
 
 
 def version_dir(root: Path, logger: Any) -> Path:
@@ -38,21 +37,10 @@ def version_dir(root: Path, logger: Any) -> Path:
     return root / f"version_{n}"
 
 
-class GreentrainLightningCallback(pl.Callback):
-    def __init__(self, **tracker_kwargs: Any) -> None:
-        tracker_kwargs.pop("model", None)
-        self._out_dir_given = "out_dir" in tracker_kwargs
-        self.tracker = Tracker(None, **tracker_kwargs)
-
-    @property
-    def measurement(self) -> Measurement | None:
-        return self.tracker.measurement
-
+class GreentrainLightningCallback(TrackerCallback, pl.Callback):
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        if not self.tracker.running:
-            if not self._out_dir_given and getattr(trainer, "default_root_dir", None):
-                self.tracker.out_dir = version_dir(Path(trainer.default_root_dir) / "greentrain", trainer.logger)
-            self.tracker.start()
+        root = getattr(trainer, "default_root_dir", None)
+        self.start_tracker(lambda: version_dir(Path(root) / "greentrain", trainer.logger) if root else None)
         self.tracker.attach(pl_module)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
