@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 
 def finite_float(text: str) -> float:
@@ -20,22 +21,6 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(x):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
-    return x
-
-
-def nonneg_float(text: str) -> float:
-    """A finite number >= 0."""
-    x = finite_float(text)
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return x
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    x = finite_float(text)
-    if x <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
     return x
 
 
@@ -53,20 +38,27 @@ def whole(text: str) -> int:
         return int(x)
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    v = whole(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
+N = TypeVar("N", int, float)
 
 
-def nonneg_int(text: str) -> int:
-    """An integer >= 0."""
-    v = whole(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return v
+def _checked(parse: Callable[[str], N], ok: Callable[[N], bool], rule: str, name: str) -> Callable[[str], N]:
+    """A converter: ``parse``, then refuse what fails ``ok`` in argparse's one line (``'-1' must be >= 0``)."""
+
+    def convert(text: str) -> N:
+        x = parse(text)
+        if not ok(x):
+            raise argparse.ArgumentTypeError(f"{text!r} {rule}")
+        return x
+
+    convert.__name__ = name  # argparse names the type in its "invalid <name> value" message
+    return convert
+
+
+# finite numbers >= 0 and > 0; integers >= 1 and >= 0
+nonneg_float = _checked(finite_float, lambda x: x >= 0, "must be >= 0", "nonneg_float")
+positive_float = _checked(finite_float, lambda x: x > 0, "must be > 0", "positive_float")
+positive_int = _checked(whole, lambda v: v >= 1, "must be a positive integer", "positive_int")
+nonneg_int = _checked(whole, lambda v: v >= 0, "must be >= 0", "nonneg_int")
 
 
 def bounded(kind: str, *, integer: bool = False) -> Callable[[str], float]:
@@ -75,15 +67,8 @@ def bounded(kind: str, *, integer: bool = False) -> Callable[[str], float]:
     from greentrain.config import BOUNDS
 
     bound = BOUNDS[kind]
-
-    def convert(text: str) -> float:
-        x: float = whole(text) if integer else finite_float(text)
-        if not bound.ok(x):
-            raise argparse.ArgumentTypeError(f"{text!r} {bound.rule()}")
-        return x
-
-    convert.__name__ = kind  # argparse names the type in its "invalid <name> value" message
-    return convert
+    parse: Callable[[str], float] = whole if integer else finite_float
+    return _checked(parse, bound.ok, bound.rule(), kind)
 
 
 def name_text(text: str) -> str:
