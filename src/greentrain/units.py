@@ -6,6 +6,8 @@ Human units appear only in YAML keys, CLI flags and rendered tables; they are co
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 # Bytes
 KB = 1e3
 MB = 1e6
@@ -46,36 +48,42 @@ KG_PER_T = 1000.0
 LB_KG = 0.45359237  # international avoirdupois pound (exact by definition)
 
 
-def gib_to_bytes(x: float) -> float:
-    return x * GIB
+def _times(factor: float) -> Callable[[float], float]:
+    """x -> x * factor: a conversion into SI (GiB -> bytes, hours -> s)."""
+
+    def convert(x: float) -> float:
+        return x * factor
+
+    return convert
 
 
-def gb_to_bytes(x: float) -> float:
-    return x * GB
+def _per(factor: float) -> Callable[[float], float]:
+    """x -> x / factor: a conversion out of SI (J -> kWh, s -> hours)."""
+
+    def convert(x: float) -> float:
+        return x / factor
+
+    return convert
 
 
-def gb_per_s_to_bytes_per_s(x: float) -> float:
-    return x * GB
-
-
-def gbit_per_s_to_bytes_per_s(x: float) -> float:
-    return x * GBIT
-
-
-def mb_per_s_to_bytes_per_s(x: float) -> float:
-    return x * MB
-
-
-def tflop_per_s_to_flop_per_s(x: float) -> float:
-    return x * TFLOP
-
-
-def j_to_kwh(x: float) -> float:
-    return x / KWH_J
-
-
-def kwh_to_j(x: float) -> float:
-    return x * KWH_J
+# Into SI: what YAML keys and flags say in GiB, GB/s, Gbit/s, TFLOP/s, kWh, hours... (a rate converts as its amount)
+gib_to_bytes = _times(GIB)
+gb_to_bytes = gb_per_s_to_bytes_per_s = _times(GB)
+gbit_per_s_to_bytes_per_s = _times(GBIT)
+mb_per_s_to_bytes_per_s = _times(MB)
+tflop_per_s_to_flop_per_s = _times(TFLOP)
+kwh_to_j = _times(KWH_J)
+kg_to_g = _times(G_PER_KG)
+ms_to_s = _times(MS_S)
+us_to_s = _times(US_S)
+hours_to_s = _times(HOUR_S)
+days_to_s = _times(DAY_S)
+# Out of SI, for tables and the files other tools read
+j_to_kwh = _per(KWH_J)
+usd_per_kwh_to_usd_per_j = _per(KWH_J)
+s_to_hours = _per(HOUR_S)
+s_to_days = _per(DAY_S)
+bytes_to_gib = _per(GIB)
 
 
 def g_per_kwh_to_kg_per_j(x: float) -> float:
@@ -87,47 +95,11 @@ def kg_per_j_to_g_per_kwh(x: float) -> float:
     return x * G_PER_KG * KWH_J
 
 
-def usd_per_kwh_to_usd_per_j(x: float) -> float:
-    return x / KWH_J
-
-
 def lb_per_mwh_to_g_per_kwh(x: float) -> float:
     """Grid intensity in lb CO2e/MWh (EPA eGRID's unit) -> g CO2e/kWh."""
     return x * LB_KG * G_PER_KG / 1000.0
 
 
-def kg_to_g(x: float) -> float:
-    return x * G_PER_KG
-
-
 def years_to_s(x: float) -> float:
     """Calendar years of 365 days (hardware lifetimes)."""
     return x * 365.0 * DAY_S
-
-
-def ms_to_s(x: float) -> float:
-    return x * MS_S
-
-
-def us_to_s(x: float) -> float:
-    return x * US_S
-
-
-def s_to_hours(x: float) -> float:
-    return x / HOUR_S
-
-
-def s_to_days(x: float) -> float:
-    return x / DAY_S
-
-
-def hours_to_s(x: float) -> float:
-    return x * HOUR_S
-
-
-def days_to_s(x: float) -> float:
-    return x * DAY_S
-
-
-def bytes_to_gib(x: float) -> float:
-    return x / GIB

@@ -84,7 +84,7 @@ def link_from_dict(name: str, data: dict[str, Any]) -> Link:
                                                       f"{w}.bandwidth_gbit_per_s", positive=True))
     else:
         raise ConfigError(f"{w}.bandwidth_gb_per_s", None, "is required (or bandwidth_gbit_per_s)")
-    latency = as_float(data.get("latency_us", 5.0), f"{w}.latency_us", minimum=0.0) * units.US_S
+    latency = units.us_to_s(as_float(data.get("latency_us", 5.0), f"{w}.latency_us", minimum=0.0))
     over = as_float(data.get("oversubscription", 1.0), f"{w}.oversubscription", minimum=1.0)
     return Link(name=name, bytes_per_s=bw, latency_s=latency, kind=str(data.get("kind", "network")),
                 oversubscription=over, source=_source(data))
