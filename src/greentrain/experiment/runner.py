@@ -30,6 +30,7 @@ from typing import IO, Protocol
 
 from greentrain.config import require
 from greentrain.errors import ConfigError, GreentrainError
+from greentrain.experiment import ranks
 from greentrain.experiment.attempts import (  # noqa: F401 (names the report and tests take from here)
     ATTEMPT_COLUMNS,
     DONE,
@@ -41,12 +42,11 @@ from greentrain.experiment.attempts import (  # noqa: F401 (names the report and
 )
 from greentrain.experiment.executors import Slot
 from greentrain.experiment.extras import missing_modules, require_modules
-from greentrain.experiment.ranks import rank_killed
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
+from greentrain.experiment.warm import WORKER_ERROR, WarmWorker
 from greentrain.results.experiment import ExperimentManifest
 
-WORKER_ERROR = "greentrain experiment: error: "  # the worker's one-line refusal on stderr
 FAILED_PREFIX = "greentrain experiment: variant "  # a worker's (a rank's) one line when its variant raised
 
 
@@ -90,8 +90,10 @@ def locked(out_dir: Path) -> Iterator[None]:
 
 
 def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: float,
-             env_extra: Sequence[tuple[str, str]] = (), killed_ok: bool = False) -> VariantResult | None:
-    """Run the variant in ``folder``; None when ``killed_ok`` and its worker was killed by a signal (no result)."""
+             env_extra: Sequence[tuple[str, str]] = (), killed_ok: bool = False,
+             warm: WarmWorker | None = None) -> VariantResult | None:
+    """Run the variant in ``folder`` (in ``warm``'s checked worker when it waits in this environment); None when
+    ``killed_ok`` and its worker was killed by a signal (no result)."""
     folder.mkdir(parents=True, exist_ok=True)
     payload = {**v.to_dict(), "attempt": attempt, "wasted_energy_j": wasted_j}
     spec_path = folder / "variant.json"
@@ -109,25 +111,30 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
             r = failed_result(payload, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
             write_result(folder / "result.json", r)
             return r
-    env = {**os.environ, **dict(env_extra), "GREENTRAIN_EXPERIMENT_RUNNER_PID": str(os.getpid())}
-    # runtime.devices > 1: the launcher that becomes torchrun over the worker (experiment/ranks.py)
-    module = "greentrain.experiment.ranks" if v.job.devices > 1 else "greentrain.experiment.worker"
-    proc = subprocess.run([sys.executable, "-m", module, str(spec_path)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
-    lines = proc.stderr.strip().splitlines()
+    taken = warm.take(env_extra) if warm is not None else None
+    if taken is not None and warm is not None:  # the worker that checked every variant (experiment/warm.py)
+        code, stderr = warm.run(taken, str(spec_path))
+    else:
+        env = {**os.environ, **dict(env_extra), ranks.PARENT_ENV: str(os.getpid())}
+        # runtime.devices > 1: the launcher that becomes torchrun over the worker (experiment/ranks.py)
+        module = "greentrain.experiment.ranks" if v.job.devices > 1 else "greentrain.experiment.worker"
+        proc = subprocess.run([sys.executable, "-m", module, str(spec_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
+        code, stderr = proc.returncode, proc.stderr
+    lines = stderr.strip().splitlines()
     refusals = [x for x in lines if x.startswith(WORKER_ERROR)]  # under torchrun: a rank's, torchrun exits 1
-    if proc.returncode == 2 or (refusals and proc.returncode != 0):
+    if code == 2 or (refusals and code != 0):
         raise GreentrainError((refusals or lines or ["refused by the worker"])[-1].removeprefix(WORKER_ERROR))
     got = read_result(folder / "result.json")
     if got is not None:
         return got
-    if killed_ok and (proc.returncode < 0 or rank_killed(proc.stderr)):  # OOM killer, preemption: retried
+    if killed_ok and (code < 0 or ranks.rank_killed(stderr)):  # OOM killer, preemption: retried
         return None
     # the worker died without a result (killed, out of memory; under torchrun: a rank's error, then the others)
     tail = ([x for x in lines if x.startswith(FAILED_PREFIX)] or lines or [""])[-1]
     r = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, axis_values=v.axis_values,
                       seed=v.seed, attempts=attempt, status="failed",
-                      reason=f"worker exited {proc.returncode} without a result {tail}".strip(),
+                      reason=f"worker exited {code} without a result {tail}".strip(),
                       wall_s=time.perf_counter() - t0)
     write_result(folder / "result.json", r)
     return r
@@ -154,29 +161,22 @@ class NoProgress:
         pass
 
 
-def precheck(variants: list[Variant], isolation: str) -> None:
+def precheck(variants: list[Variant], isolation: str, warm: WarmWorker | None = None) -> None:
     """The extra installed, and training arguments checked against the installed transformers for every variant,
-    before any trains."""
+    before any trains and before anything is written. Process isolation: by the first worker (``warm``, which
+    then waits to run the first variant; without one, a worker started for the check alone)."""
     missing = missing_modules()
     if missing:
         raise ConfigError("experiment run", ", ".join(missing), "not installed: pip install 'greentrain[experiment]'")
     if isolation == "inline":
-        from greentrain.experiment.worker import check_variants
+        from greentrain.experiment.warm import check_variants
 
         check_variants([v.to_dict() for v in variants])
         return
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
-        json.dump([v.to_dict() for v in variants], f)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "greentrain.experiment.worker", "--check", f.name],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
-    finally:
-        Path(f.name).unlink(missing_ok=True)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        raise GreentrainError(lines[-1].removeprefix(WORKER_ERROR) if lines else f"check exited {proc.returncode}")
+    with contextlib.ExitStack() as stack:
+        if warm is None:
+            warm = stack.enter_context(WarmWorker(runner_pid_env=ranks.PARENT_ENV))
+        warm.check([v.to_dict() for v in variants])
 
 
 def _measured_totals(results: list[VariantResult], attempts: list[Attempt]) -> tuple[float, float | None, float | None]:
@@ -247,8 +247,9 @@ def check_devices(chosen: Sequence[Variant], opts: RunOptions) -> None:
         check_device_groups(local_slots(opts.jobs), most, opts.jobs)
 
 
-def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
-    """Checks before anything is written: the budget of the plan, the extras, the training arguments."""
+def start(exp: Experiment, opts: RunOptions, chosen: list[Variant], warm: WarmWorker | None = None) -> None:
+    """Checks before anything is written: the budget of the plan, the extras, the training arguments (by
+    ``warm``'s worker, which then waits for the first variant)."""
     from greentrain.experiment.plan import plan_experiment
 
     check_executor(opts)
@@ -261,7 +262,7 @@ def start(exp: Experiment, opts: RunOptions, chosen: list[Variant]) -> None:
     if opts.executor in ("ray", "slurm"):
         require_modules(("ray",) if opts.executor == "ray" else ("submitit",), opts.executor, "--executor",
                         opts.executor)
-    precheck(chosen, opts.isolation)
+    precheck(chosen, opts.isolation, warm)
 
 
 def fresh_start(out: Path) -> None:
@@ -291,12 +292,19 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
     chosen = [v for v in exp.variants if not opts.only or v.variant_id in opts.only]
     require(opts.executor == "local" or cluster is not None, "executor", opts.executor,
             "needs cluster=greentrain.experiment.cluster.run_on_cluster")
-    start(exp, opts, chosen)
-    with joined(opts.out_dir, manifest_of(exp, exp.variants), opts.fresh, fresh_start):
-        if opts.executor != "local":  # experiment/cluster.py: Ray tasks or a Slurm job array
-            assert cluster is not None
+    if opts.executor != "local":  # experiment/cluster.py: Ray tasks or a Slurm job array
+        assert cluster is not None
+        start(exp, opts, chosen)
+        with joined(opts.out_dir, manifest_of(exp, exp.variants), opts.fresh, fresh_start):
             return cluster(exp, chosen, opts, after_variant)
-        return _run_all(exp, chosen, opts, progress, after_variant)
+    from greentrain.experiment.executors import local_slots
+
+    check_executor(opts)
+    slots = local_slots(opts.jobs)
+    with WarmWorker(slots[0].env, ranks.PARENT_ENV) as warm:  # the first slot's worker checks, then runs
+        start(exp, opts, chosen, warm)
+        with joined(opts.out_dir, manifest_of(exp, exp.variants), opts.fresh, fresh_start):
+            return _run_all(exp, chosen, opts, slots, progress, after_variant, warm)
 
 
 def budget_spent(exp: Experiment, out: Path, results: list[VariantResult]) -> tuple[str, ...]:
@@ -308,8 +316,8 @@ def budget_spent(exp: Experiment, out: Path, results: list[VariantResult]) -> tu
 
 
 def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...] = (), *,
-                  env: Sequence[tuple[str, str]] = (), wait: bool = True, max_retries: int = 0
-                  ) -> VariantResult | None:
+                  env: Sequence[tuple[str, str]] = (), wait: bool = True, max_retries: int = 0,
+                  warm: WarmWorker | None = None) -> VariantResult | None:
     """One variant, under its claim (executors.claim): its result when finished with the same hash; else any
     earlier attempt moved aside, then run (or recorded as ``skipped_budget`` when the budget is spent); a worker
     killed by a signal is run again up to ``max_retries`` times. None when another runner holds the claim and
@@ -320,14 +328,14 @@ def run_in_folder(out: Path, v: Variant, isolation: str, watcher: Progress, spen
         if not mine:
             return None
         for retry in range(max_retries + 1):
-            r = _claimed(out, v, isolation, watcher, spent_over, env, retry < max_retries)
+            r = _claimed(out, v, isolation, watcher, spent_over, env, retry < max_retries, warm)
             if r is not None:
                 return r
         raise AssertionError("unreachable: the last try returns a result")
 
 
 def _claimed(out: Path, v: Variant, isolation: str, watcher: Progress, spent_over: tuple[str, ...],
-             env: Sequence[tuple[str, str]], killed_ok: bool) -> VariantResult | None:
+             env: Sequence[tuple[str, str]], killed_ok: bool, warm: WarmWorker | None) -> VariantResult | None:
     folder = variant_dir(out, v.variant_id)
     old = read_result(folder / "result.json")
     if old is not None and old.config_hash == v.config_hash and old.status in DONE:
@@ -343,16 +351,17 @@ def _claimed(out: Path, v: Variant, isolation: str, watcher: Progress, spent_ove
         write_result(folder / "result.json", r)
         return r
     watcher.begin(v.variant_id, v.job.train.max_steps, folder)
-    return _run_one(v, folder, isolation, len(mine) + 1, sum(a.energy_j for a in mine if a.wasted), env, killed_ok)
+    return _run_one(v, folder, isolation, len(mine) + 1, sum(a.energy_j for a in mine if a.wasted), env, killed_ok,
+                    warm)
 
 
-def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress: Callable[[int], Progress] | None,
-             after_variant: Callable[[Path], None] | None) -> list[VariantResult]:
+def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, slots: list[Slot],
+             progress: Callable[[int], Progress] | None, after_variant: Callable[[Path], None] | None,
+             warm: WarmWorker) -> list[VariantResult]:
     """The local pool (``opts.jobs`` workers; one: in order, as a sequential run)."""
-    from greentrain.experiment.executors import local_slots, run_pool
+    from greentrain.experiment.executors import run_pool
 
     out = opts.out_dir
-    slots = local_slots(opts.jobs)
     done: dict[str, VariantResult] = {}
     watcher = progress(len(chosen)) if progress is not None else NoProgress()
     lock = threading.Lock()
@@ -360,7 +369,7 @@ def _run_all(exp: Experiment, chosen: list[Variant], opts: RunOptions, progress:
 
     def run(v: Variant, slot: Slot, wait: bool) -> VariantResult | None:
         r = run_in_folder(out, v, opts.isolation, watcher if len(slots) == 1 else NoProgress(), spent_over[0],
-                          env=slot.env, wait=wait, max_retries=opts.max_retries)
+                          env=slot.env, wait=wait, max_retries=opts.max_retries, warm=warm)
         if r is None:
             return None
         with lock:

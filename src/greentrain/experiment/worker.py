@@ -349,13 +349,6 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the worker process: VARIANT.json in its variant folder; exit 0 ok or not applicable,
     1 failed (result.json says why), 2 bad input."""
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "--check":
-        try:
-            check_variants(json.loads(Path(args[1]).read_text(encoding="utf-8")))
-        except ConfigError as e:
-            print(f"greentrain experiment: error: {e}", file=sys.stderr)
-            return 2
-        return 0
     ranks.die_with_parent(int(os.environ.get(PARENT_ENV, os.getppid())))  # the runner, or torchrun's agent
     path = Path(args[0])
     variant = json.loads(path.read_text(encoding="utf-8"))
@@ -377,17 +370,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     return 0 if result.status in ("ok", "not_applicable") else 1
-
-
-def check_variants(variants: list[dict[str, Any]]) -> None:
-    """Each variant's job and training arguments (against the installed transformers); nothing is built."""
-    from greentrain.experiment.build import check_training_args
-
-    for v in variants:
-        try:
-            check_training_args(parse_job(v["job"]))
-        except ConfigError as e:
-            raise ConfigError(f"variant {v['variant_id']}: {e.field}", e.value, e.rule) from None
 
 
 if __name__ == "__main__":

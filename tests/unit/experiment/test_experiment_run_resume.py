@@ -90,7 +90,7 @@ def test_a_second_runner_on_the_folder_is_refused(tmp_path: Path, make_experimen
     exp = experiment(make_experiment, tmp_path / "e.yaml", 1e-3)
     out = tmp_path / "out"
     with locked(out):
-        # inline: the worker-process precheck (a subprocess importing transformers) is not what is checked here
+        # inline: the first worker process (its check imports transformers) is not what is checked here
         rc = main(["experiment", "run", str(exp), "--out", str(out), "--isolation", "inline"])
     err = capsys.readouterr().err
     assert rc == 2 and "locked by another experiment runner" in err and str(os.getpid()) in err
