@@ -76,7 +76,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    help="grid carbon intensity, g CO2e per kWh")
     g.add_argument("--pue", type=bounded("pue"), help="data-centre power usage effectiveness (>= 1)")
     g.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"))
-    _add_prediction_arguments(p)
+    add_profile_arguments(p.add_argument_group("prediction"))
     if strategy:
         g = p.add_argument_group("strategy (omit all to let greentrain choose)")
         for axis in (a.field for a in MeshAxis if a.field.flag):  # parallel/fields.py: one help per field
@@ -96,21 +96,24 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
 
 
 
-def _add_prediction_arguments(p: argparse.ArgumentParser) -> None:
-    """The framework profile, a calibration and the kernel overrides (estimate/efficiency.py Profile)."""
-    g = p.add_argument_group("prediction")
-    g.add_argument("--framework", default="megatron",
-                   help="training framework profile: megatron (default), megatron-overlap, nemo, megatron-bridge, "
-                   "nanotron, deepspeed, fsdp2, torchtitan(-compile), llm-foundry, torchtune, nemo-automodel, ddp "
-                   "(`greentrain catalog frameworks`)")
+def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, *, for_runs: bool = False) -> None:
+    """The framework profile, a calibration and the kernel overrides (estimate/efficiency.py Profile); ``for_runs``:
+    they replace what each run of a runs CSV says (``greentrain validate``)."""
+    fw_default, fws = ("each run's framework column, else megatron", "each run's framework's") if for_runs else (
+        "megatron", "the framework's")
+    g.add_argument("--framework", default="" if for_runs else "megatron",
+                   help=f"training framework profile (default: {fw_default}; `greentrain catalog frameworks` lists "
+                   "them)")
     g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
                    help="constants fitted by `greentrain calibrate` on your own runs")
     g.add_argument("--attention-kernel", default="", metavar="KERNEL",
-                   help="attention kernel instead of the framework's: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, "
-                   "sdpa-math (`greentrain catalog frameworks`)")
+                   help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "
+                   "`greentrain catalog frameworks`)")
+    recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
     g.add_argument("--selective-recompute", default="", metavar="MODE",
-                   help="what --recompute selective saves instead of the framework's: attention (Megatron), op "
-                   "(torchtitan op-SAC), layer-N (every N-th block fully checkpointed)")
+                   help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "
+                   f"(every N-th block fully checkpointed) (default: {recompute})")
+
 
 def _layer_list(text: str) -> tuple[int, ...]:
     """--stage-layers 7,8,8,...: whole numbers >= 0, one per pipeline stage."""

@@ -6,19 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from greentrain.cli.scenario_args import add_profile_arguments
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", help="runs CSV (columns: docs/runs-csv.md)")
-    p.add_argument("--framework", default="",
-                   help="predict every run as this framework (default: each run's framework column, else megatron)")
-    p.add_argument("--attention-kernel", default="", metavar="KERNEL",
-                   help="predict every run with this attention kernel (default: each run's framework's; "
-                   "`greentrain catalog frameworks`)")
-    p.add_argument("--selective-recompute", default="", metavar="MODE",
-                   help="what selective recomputation saves in every run: attention, op, layer-N (default: the "
-                   "run's recompute cell, else its framework's)")
-    p.add_argument("--calibration", default="", metavar="PROFILE.yaml",
-                   help="constants fitted by `greentrain calibrate`")
+    add_profile_arguments(p, for_runs=True)
     p.add_argument("--intra-node-link", default="", help="the runs' intra-node link (catalog name) if not the chip's")
     p.add_argument("--inter-node-link", default="", help="the runs' network (catalog name, e.g. efa-400) if not the "
                    "chip's")
