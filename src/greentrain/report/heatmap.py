@@ -49,6 +49,21 @@ def value_text(v: float) -> str:
     return f"{v:.2f}" if a >= 0.0995 else f"{v:.2g}"
 
 
+def error_text(err: float) -> str:
+    """predicted / measured - 1 as a signed percentage: ``+4.6%``, ``-0.3%`` (never ``-0%``), ``+12%``."""
+    pct = 100 * err
+    if abs(pct) < 0.05:
+        return "0.0%"
+    return f"{pct:+.1f}%" if abs(pct) < 9.95 else f"{pct:+.0f}%"
+
+
+def wrapped_title(text: str, width_in: float, fontsize: float = 9.0) -> str:
+    """``text`` in lines that fit a figure ``width_in`` wide (a narrow grid's title would be cut at both ends)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(30, int(0.92 * width_in * 72 / (CHAR_EM * fontsize))))
+
+
 @dataclass(frozen=True, slots=True)
 class HeatGrid:
     rows: tuple[str, ...]  # "model, chip"
@@ -89,7 +104,7 @@ def cell_font_pt(grid: HeatGrid, width_in: float, panel_h_in: float) -> float | 
     if not texts:
         return None
     lines = 2 if any(np.isfinite(e).any() for e in grid.errors.values()) else 1
-    chars = max(max(len(t) for t in texts), 4 if lines == 2 else 0)  # "+12%"
+    chars = max(max(len(t) for t in texts), 5 if lines == 2 else 0)  # "+4.6%", "-12%"
     panel_w_in = (width_in - LEFT_IN - RIGHT_IN) / len(grid.cols) - GAP_IN
     cell_w_pt, cell_h_pt = 72 * panel_w_in / len(grid.xs), 72 * panel_h_in / len(grid.ys)
     size = min(MAX_FONT_PT, 0.9 * cell_w_pt / (CHAR_EM * chars), 0.8 * cell_h_pt / (1.25 * lines))
@@ -136,7 +151,7 @@ def draw(fig: Any, grid: HeatGrid, metric: str, width_in: float, panel_h_in: flo
                 if math.isfinite(v):
                     text = value_text(float(v))
                     err = grid.errors[(r, k)][y, x]
-                    text += f"\n{100 * err:+.0f}%" if math.isfinite(err) else ""
+                    text += f"\n{error_text(err)}" if math.isfinite(err) else ""
                     shade = norm(v) if not st.lower_is_better else 1.0 - norm(v)
                     ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=font,
                             color="white" if shade < 0.6 else "black")

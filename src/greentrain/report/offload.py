@@ -95,8 +95,8 @@ def heatmap_figure(cells: Sequence[GridCell], metric: str, framework: str) -> An
     fig = pyplot().figure(figsize=(width, 1.0 + panel_h * len(grid.rows)), layout="constrained")
     font = heatmap.draw(fig, grid, metric, width, panel_h)
     note = "" if font is not None else "; cells too small to write in (--json has every value)"
-    fig.suptitle(f"offload planner ({framework} profile): {heatmap.style(metric).label} by host and device "
-                 f"memory; hatched: does not fit{note}", fontsize=9)
+    fig.suptitle(heatmap.wrapped_title(f"offload planner ({framework} profile): {heatmap.style(metric).label} by "
+                                       f"host and device memory; hatched: does not fit{note}", width), fontsize=9)
     return fig
 
 

@@ -217,3 +217,18 @@ def test_html_experiment_draws_quality_against_co2e(result_files):
     svg = next(s for s in re.findall(r"<svg.*?</svg>", html, flags=re.S) if "against CO2e" in s)
     assert ">base<" in svg.replace(" ", "") and ">lora<" in svg.replace(" ", "")
     assert "Pareto set" in svg and "cost (USD)" in svg and "CO2e (g, operational + embodied)" in svg
+
+
+def test_error_text_signs_and_rounds():
+    assert [heatmap.error_text(e) for e in (0.046, -0.0004, 0.0004, -0.003, 0.123, -0.0996)] == [
+        "+4.6%", "0.0%", "0.0%", "-0.3%", "+12%", "-10%"]
+
+
+def test_a_narrow_heatmap_keeps_its_title_inside_the_figure():
+    """A 2-panel grid is 6 inches wide: its one-line title was cut at both edges; now it wraps."""
+    cells = offload_grid(["llama3-8b"], ["h100-sxm"], [4096, 8192], [24.0, 78.0], [60.0, 65.0, 70.0, 75.0],
+                         offload_framework("ml_dataflow", "mixed"))
+    fig = heatmap_figure(cells, "tokens_per_s", "ml_dataflow")
+    fig.canvas.draw()
+    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and "\n" in fig.get_suptitle()
