@@ -36,6 +36,14 @@ SCENARIO_KEYS: Table = {
     "site.grid_g_co2e_per_kwh": ((50, 800), (-1, 1e12)), "site.electricity_usd_per_kwh": ((0.1,), (-1, 1e6)),
     "strategy.tp": ((1,), (0, 1e12)), "strategy.zero": ((0, 1), (4, -1)),
 }
+# --fp8-recipe's file form (issue 23): a recipe only with precision fp8, mxfp8 only on Blackwell (not this h100)
+SCENARIO_FP8: dict[str, Any] = {**SCENARIO, "workload": {**SCENARIO["workload"], "precision": "fp8",
+                                                         "fp8_recipe": "tensorwise"}}
+SCENARIO_FP8_KEYS: Table = {
+    "workload.fp8_recipe": (("tensorwise", "delayed", "rowwise"), ("mxfp8", "nope", "", "FP8", 8)),
+    "workload.precision": (("fp8",), ("bf16", "fp16", "fp32")),
+    "workload.global_batch_size": ((64, 128), (0, 1e12)),
+}
 MODEL: dict[str, Any] = {"name": "fz", "num_layers": 4, "hidden_size": 256, "num_heads": 4, "ffn_hidden_size": 512,
                          "vocab_size": 1000}
 MODEL_KEYS: Table = {"num_layers": ((2, 8), (0, 10**7, 1e12)), "hidden_size": ((128, 512), (0, 10**7, 1e12)),
@@ -74,6 +82,7 @@ EXPERIMENT_KEYS: Table = {"data.train_size": ((), (0, 1e12, 1e7)), "data.max_sou
 # name -> (base document, keys, suffix, argv with {file} and {tmp}, refuses unknown keys)
 KINDS: dict[str, tuple[dict[str, Any], Table, str, tuple[str, ...], bool]] = {
     "scenario": (SCENARIO, SCENARIO_KEYS, ".yaml", ("plan", "{file}", "--json"), True),
+    "scenario-fp8": (SCENARIO_FP8, SCENARIO_FP8_KEYS, ".yaml", ("plan", "{file}", "--json"), True),
     "model-yaml": (MODEL, MODEL_KEYS, ".yaml", ("plan", "--model", "{file}", "--num-chips", "8", "--tp", "1",
                                                "--pp", "1", "--dp", "8", "--json"), True),
     "hf-config": (HF, HF_KEYS, ".json", ("plan", "--model", "{file}", "--num-chips", "8", "--tp", "1", "--pp", "1",
@@ -86,7 +95,10 @@ KINDS: dict[str, tuple[dict[str, Any], Table, str, tuple[str, ...], bool]] = {
     "trace-json": (TRACE, TRACE_KEYS, ".json", ("report", "{file}", "-o", "{tmp}/report.html"), False),
     "experiment-yaml": (EXPERIMENT, EXPERIMENT_KEYS, ".yaml", ("experiment", "plan", "{file}"), True),
 }
-EXAMPLES_PER_KIND = 80  # x 8 kinds, + the runs CSV below
+# a given intensity makes the region only its label (footprint/regions.build_site: "" or an unknown name beside
+# it is valid), so the two are never set together
+TIED = {"site.region": "site.grid_g_co2e_per_kwh", "site.grid_g_co2e_per_kwh": "site.region"}
+EXAMPLES_PER_KIND = 80  # x 9 kinds, + the runs CSV below
 _counter = itertools.count()
 
 
@@ -118,7 +130,8 @@ def _write(tmp: Path, doc: Any, suffix: str) -> str:
 def documents(draw: st.DrawFn, kind: str) -> tuple[dict[str, Any], bool]:
     base, keys, _, _, strict = KINDS[kind]
     doc, absurd = copy.deepcopy(base), False
-    for key in draw(st.lists(st.sampled_from(sorted(keys)), min_size=1, max_size=2, unique=True)):
+    drawn = draw(st.lists(st.sampled_from(sorted(keys)), min_size=1, max_size=2, unique=True))
+    for key in drawn[:1] if TIED.get(drawn[0]) in drawn else drawn:
         ok, bad = keys[key]
         how = draw(st.sampled_from(("ok", "bad", "garbage", "typo") if ok else ("bad", "garbage", "typo")))
         if how == "typo" and not strict:
@@ -149,9 +162,9 @@ def test_fuzz_file(kind: str, tmp: Path, data: st.DataObject) -> None:
 
 
 RUN_COLUMNS = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch", "micro_batch", "tp", "pp", "dp",
-               "status", "measured_step_time_s", "precision")
-CELLS = st.sampled_from(["", "1", "8", "64", "2048", "llama3.2-1b", "h100-sxm", "bf16", "ok", "1e40", "-1", "nan",
-                         "inf", "x", "0.5", "1e12"])
+               "status", "measured_step_time_s", "precision", "fp8_recipe")
+CELLS = st.sampled_from(["", "1", "8", "64", "2048", "llama3.2-1b", "h100-sxm", "b200", "bf16", "fp8", "ok", "1e40",
+                         "-1", "nan", "inf", "x", "0.5", "1e12", "tensorwise", "mxfp8", "rowwise"])
 
 
 @profile(120)
@@ -163,3 +176,23 @@ def test_fuzz_runs_csv(tmp: Path, rows: list[list[str]]) -> None:
     path = tmp / f"runs{next(_counter)}.csv"
     path.write_text(out.getvalue(), encoding="utf-8")
     check(run(["validate", str(path)]), absurd=False)
+
+
+FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "mxfp8")  # estimate/fp8.py's, any case in a runs CSV
+
+
+@profile(40)
+@given(framework=st.sampled_from(["nemo", "torchtitan"]), chip=st.sampled_from(["h100-sxm", "b200"]),
+       precision=st.sampled_from(["bf16", "fp8"]),
+       recipe=st.sampled_from(["", *FP8_RECIPES, "MXFP8", "blockwise", "x", "fp8"]))
+def test_fuzz_runs_csv_fp8_recipe(tmp: Path, framework: str, chip: str, precision: str, recipe: str) -> None:
+    """The fp8_recipe column (issue 23): a recipe only with precision fp8, a known one, mxfp8 only on Blackwell."""
+    header = "run_id,framework,model,chip,num_chips,seq_len,global_batch,precision,fp8_recipe,status,"
+    path = tmp / f"runs{next(_counter)}.csv"
+    path.write_text(f"{header}measured_step_time_s\nr1,{framework},llama3-8b,{chip},8,2048,64,{precision},{recipe},"
+                    "ok,2\n", encoding="utf-8")
+    name = recipe.lower()
+    absurd = bool(recipe) and (precision != "fp8" or name not in FP8_RECIPES or (name == "mxfp8" and chip != "b200"))
+    outcome = run(["validate", str(path)])
+    check(outcome, absurd=absurd)
+    assert outcome.status == 0 or "fp8_recipe" in outcome.stderr or not recipe, outcome.stderr

@@ -28,6 +28,8 @@ FILES = {  # name -> text
     "grid.yaml": "site: {grid_g_co2e_per_kwh: 1e12}\n",
     "price.yaml": "site: {region: FRA, electricity_usd_per_kwh: 1e6}\n",
     "chip.yaml": "name: big\nmemory_gb: 1e30\nmemory_bandwidth_gb_per_s: 3000\nbf16_tflop_per_s: 900\n",
+    "newline_key.yaml": 'model: llama3.2-1b\nsite:\n  "\\n": null\n',  # a key holding a newline: still one line
+    "formfeed_key.yaml": '"\\f": null\n',  # str.splitlines() breaks at a form feed too (fuzz, 400)
 }
 FAST = ("--model", "llama3.2-1b", "--num-chips", "8", "--tp", "1", "--pp", "2", "--dp", "4")
 CASES = [  # (argv, what the one-line refusal names)
@@ -62,6 +64,8 @@ CASES = [  # (argv, what the one-line refusal names)
     (["simulate", "step", *FAST, "--link-slowdown", "1e12"], "--link-slowdown"),
     (["track", "--cpu-tdp-w", "1e9", "--", "true"], "--cpu-tdp-w"),
     (["track", "--interval-s", "1e9", "--", "true"], "--interval-s"),
+    (["plan", "{d}/newline_key.yaml", "--json"], "site.\\n=None: unknown key"),
+    (["simulate", "swarm", "--devices", "{d}/formfeed_key.yaml", "--model", "llama3.2-1b"], "\\x0c=None"),
     (["offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "1e9"],
      "host_gib"),
     (["experiment", "plan", "{d}/optim.yaml"], "train.optim"),
