@@ -8,7 +8,6 @@ section: no renderer written).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -18,15 +17,15 @@ import pytest
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.results import codec
-from greentrain.results.view import ResultView, typed
+from greentrain.results.view import ResultView, view
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class WaterAuditResult(ResultView):
     KIND: ClassVar[str] = "water_audit"
-    water_l: float = typed("number")
-    site: str = typed("str")
-    cooling_towers: int | None = typed("int", required=False)
+    water_l: float
+    site: str
+    cooling_towers: int | None = None
 
 
 DATA = {**WaterAuditResult.head(), "water_l": 1234.5, "site": "eu-north", "note": "kept as given"}

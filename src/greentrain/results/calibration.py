@@ -4,15 +4,12 @@ registered by results/codec.py). Written before 0.2.0 as ``greentrain-calibratio
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, ClassVar
 
-from greentrain.results.view import ResultView, typed
-
-_view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+from greentrain.results.view import ResultView, view
 
 
-@_view
+@view
 class CalibrationProfile(ResultView):
     """``greentrain calibrate -o PROFILE.yaml`` (calibrate/profile.py): the fitted constants of one chip and
     framework with their provenance; read back by estimate.efficiency.with_calibration.
@@ -23,14 +20,14 @@ class CalibrationProfile(ResultView):
     KIND: ClassVar[str] = "calibration"
     SCHEMA: ClassVar[int] = 2
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain-calibration",)
-    constants: dict[str, Any] = typed("map")
-    chip: str | None = typed("str", required=False)
-    framework: str | None = typed("str", required=False)
-    provenance: dict[str, Any] | None = typed("map", required=False)
-    error: dict[str, Any] | None = typed("map", required=False)
+    constants: dict[str, Any]
+    chip: str | None = None
+    framework: str | None = None
+    provenance: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
 
 
-@_view
+@view
 class ValidationResult(ResultView):
     """``greentrain validate --json`` (report/validate.py): every run predicted against its measurement, and
     the scores. Schema 2: a row's peak_memory_gib is the allocator's peak (1: the device total, now
@@ -39,6 +36,6 @@ class ValidationResult(ResultView):
     KIND: ClassVar[str] = "validation"
     SCHEMA: ClassVar[int] = 2
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain-validation",)
-    settings: dict[str, Any] = typed("map")
-    rows: tuple[dict[str, Any], ...] = typed("maps")
-    summary: dict[str, Any] = typed("map")
+    settings: dict[str, Any]
+    rows: tuple[dict[str, Any], ...]
+    summary: dict[str, Any]

@@ -6,56 +6,53 @@ names are read back as these kinds."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, ClassVar
 
-from greentrain.results.view import ResultView, typed
-
-_view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+from greentrain.results.view import ResultView, view
 
 
-@_view
+@view
 class ExperimentVariantResult(ResultView):
     """One variant's result.json (experiment/results.py's VariantResult): run, measured, predicted, priced."""
 
     KIND: ClassVar[str] = "experiment_variant"
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain.experiment.variant",)
-    variant_id: str = typed("str")
-    status: str = typed("str")
-    energy_j: float = typed("number")
-    peak_memory_bytes: float = typed("number")
+    variant_id: str
+    status: str
+    energy_j: float
+    peak_memory_bytes: float
 
 
-@_view
+@view
 class ExperimentPlanResult(ResultView):
     """``greentrain experiment plan --json`` (experiment/plan.py): each variant predicted, the totals, the budget."""
 
     KIND: ClassVar[str] = "experiment_plan"
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain.experiment.plan",)
-    name: str = typed("str")
-    variants: tuple[dict[str, Any], ...] = typed("maps")
-    over_budget: tuple[str, ...] = typed("str_list")
+    name: str
+    variants: tuple[dict[str, Any], ...]
+    over_budget: tuple[str, ...]
 
 
-@_view
+@view
 class ExperimentManifest(ResultView):
     """An experiment folder's experiment.json (experiment/runner.py): name, site, task and the variants, which
     ``status`` and ``report`` read."""
 
     KIND: ClassVar[str] = "experiment_manifest"
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain.experiment",)
-    name: str = typed("str")
-    variants: tuple[dict[str, Any], ...] = typed("maps")
+    name: str
+    variants: tuple[dict[str, Any], ...]
 
 
-@_view
+@view
 class ExperimentResult(ResultView):
     """An experiment's results.json (experiment/report.py): variants run, measured, predicted and priced."""
 
     KIND: ClassVar[str] = "experiment_report"
     OLD_NAMES: ClassVar[tuple[str, ...]] = ("greentrain.experiment.report",)
-    name: str = typed("str")
-    variants: tuple[dict[str, Any], ...] = typed("maps")
-    pareto: tuple[str, ...] = typed("str_list")
-    findings: tuple[dict[str, Any], ...] = typed("maps")
-    quality: dict[str, Any] = typed("map")
+    name: str
+    variants: tuple[dict[str, Any], ...]
+    pareto: tuple[str, ...]
+    findings: tuple[dict[str, Any], ...]
+    quality: dict[str, Any]

@@ -8,15 +8,17 @@ Chrome trace; ``measurement.json`` of ``track``; ``compare --json``; ``footprint
 report and ``compare`` read are typed and checked, every other key is kept in ``extra`` so that
 ``from_dict(d).to_dict()`` gives back ``d`` (with ``kind`` and ``schema_version``).
 
-This module holds the machinery (typed fields, their checks, ``to_dict`` / ``from_dict``); the views are in
-results/kinds.py and results/analyses.py; results/codec.py registers them by kind and reads a
-file as its view.
+This module holds the machinery (``@view``, the check each field's annotation gives, ``to_dict`` /
+``from_dict``); the views are in results/kinds.py, analyses.py, experiment.py and calibration.py;
+results/codec.py registers them by kind and reads a file as its view.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -27,10 +29,9 @@ SCHEMA_VERSION = 1  # the first version of every kind; a kind that changes a key
 T = TypeVar("T", bound="ResultView")
 
 
-def typed(check: str, required: bool = True, of: type[ResultView] | None = None) -> Any:
-    """A typed field of a view: ``check`` names its rule (see _CHECKS); optional fields default to None."""
-    meta = {"check": check, "required": required, "of": of}
-    return dataclasses.field(default=None, metadata=meta) if not required else dataclasses.field(metadata=meta)
+# A view is a frozen keyword-only dataclass (``@view``); each field's annotation says how it is checked
+# (_check_of): a required field has no default, an optional one is ``X | None = None``.
+view = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 
 
 def at_field(where: str, name: str) -> str:
@@ -90,19 +91,67 @@ def _str_list(v: Any, where: str) -> tuple[str, ...]:
     return tuple(_text(x, f"{where}[{i}]") for i, x in enumerate(v))
 
 
-def _opt_number(v: Any, where: str) -> float | None:
-    return None if v is None else _number(v, where)
-
-
 _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "number": _number, "int": _integer, "str": _text, "bool": _flag, "map": _mapping, "numbers": _numbers,
-    "number_list": _number_list, "maps": _maps, "opt_number": _opt_number, "str_list": _str_list,
+    "number_list": _number_list, "maps": _maps, "str_list": _str_list,
 }
+_CHECK_OF_TYPE: dict[Any, str] = {  # a field's annotation -> its check
+    float: "number", int: "int", str: "str", bool: "bool", dict[str, Any]: "map", dict[str, float]: "numbers",
+    tuple[float, ...]: "number_list", tuple[dict[str, Any], ...]: "maps", tuple[str, ...]: "str_list",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checked:
+    """How one field of a view is read: its check (a _CHECKS name, ``view`` or ``views``), whether a file must
+    have it, and the nested view's class."""
+
+    name: str
+    check: str
+    required: bool
+    of: type[ResultView] | None = None
+
+
+def _check_of(owner: type, name: str, hint: Any) -> tuple[str, type[ResultView] | None]:
+    args = typing.get_args(hint)
+    if hint in _CHECK_OF_TYPE:
+        return _CHECK_OF_TYPE[hint], None
+    if isinstance(hint, type) and issubclass(hint, ResultView):
+        return "view", hint
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and isinstance(args[0], type) \
+            and issubclass(args[0], ResultView):
+        return "views", args[0]
+    raise TypeError(f"{owner.__name__}.{name}: {hint} is not a type a result view checks "
+                    f"({', '.join(map(str, _CHECK_OF_TYPE))}, a view, a tuple of views, or one of them | None)")
+
+
+_CHECKED: dict[type, tuple[Checked, ...]] = {}  # per view class, read once
+
+
+def checked_fields(cls: type[ResultView]) -> tuple[Checked, ...]:
+    """The typed fields of a view (``extra`` left out), each with its check read from its annotation."""
+    known = _CHECKED.get(cls)
+    if known is not None:
+        return known
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":
+            continue
+        hint, args = hints[f.name], typing.get_args(hints[f.name])
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args
+        if optional:
+            (hint,) = [a for a in args if a is not type(None)]
+        check, of = _check_of(cls, f.name, hint)
+        out.append(Checked(f.name, check, required=not optional, of=of))
+    _CHECKED[cls] = tuple(out)
+    return _CHECKED[cls]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ResultView:
-    """Base of the views: typed fields (declared with ``typed``) plus ``extra``, every other key of the JSON."""
+    """Base of the views: typed fields (checked as their annotations say: ``checked_fields``) plus ``extra``, every
+    other key of the JSON."""
 
     KIND: ClassVar[str] = ""  # the kind's name: lower case, words joined by "_" (every kind, one style)
     SCHEMA: ClassVar[int] = SCHEMA_VERSION  # the kind's newest schema version, raised when a key changes meaning
@@ -121,9 +170,9 @@ class ResultView:
     def fields_dict(self) -> dict[str, Any]:
         """The keys without ``kind`` and ``schema_version`` (a view nested in another one)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
+        for f in checked_fields(type(self)):
             value = getattr(self, f.name)
-            if f.name == "extra" or (value is None and not f.metadata.get("required", True)):
+            if value is None and not f.required:
                 continue
             out[f.name] = _encode(value)
         out.update(self.extra)
@@ -139,26 +188,23 @@ class ResultView:
         """``prefix`` is put before a field's name in an error (``FILE: ranked[1].``)."""
         values: dict[str, Any] = {}
         names = {"kind", "schema_version", "extra"}
-        for f in dataclasses.fields(cls):
+        for f in checked_fields(cls):
             names.add(f.name)
-            if f.name == "extra":
-                continue
-            meta, at = f.metadata, prefix + f.name
-            if f.name not in data or (data[f.name] is None and not meta["required"]):
-                if meta["required"]:
+            at = prefix + f.name
+            if f.name not in data or (data[f.name] is None and not f.required):
+                if f.required:
                     raise ConfigError(at, None, f"is missing: a {cls.KIND or cls.__name__} result has it")
                 continue
-            values[f.name] = _decode(data[f.name], meta, at)
+            values[f.name] = _decode(data[f.name], f, at)
         return cls(**values, extra={k: v for k, v in data.items() if k not in names})
 
 
-def _decode(value: Any, meta: Mapping[str, Any], where: str) -> Any:
-    nested = meta.get("of")
-    if nested is None:
-        return _CHECKS[meta["check"]](value, where)
-    if meta["check"] == "view":
-        return nested.decode_fields(_mapping(value, where), f"{where}.")
-    return tuple(nested.decode_fields(m, f"{where}[{i}].") for i, m in enumerate(_maps(value, where)))
+def _decode(value: Any, f: Checked, where: str) -> Any:
+    if f.of is None:
+        return _CHECKS[f.check](value, where)
+    if f.check == "view":
+        return f.of.decode_fields(_mapping(value, where), f"{where}.")
+    return tuple(f.of.decode_fields(m, f"{where}[{i}].") for i, m in enumerate(_maps(value, where)))
 
 
 def _encode(value: Any) -> Any:

@@ -16,6 +16,8 @@ from greentrain.results.experiment import (
     ExperimentResult,
     ExperimentVariantResult,
 )
+from greentrain.results.kinds import SearchResultView, SearchRow, TrackResult
+from greentrain.results.view import ResultView, checked_fields, view
 
 OLD = {"greentrain-calibration": "calibration", "greentrain-validation": "validation",
        "greentrain.experiment.variant": "experiment_variant", "greentrain.experiment.plan": "experiment_plan",
@@ -66,3 +68,28 @@ def test_every_kind_has_a_report_section(view: type) -> None:
 
     page = build_page([("f.json", from_dict({**view.head(), **SAMPLES[view]}))])
     assert f'class="result {view.KIND}"' in page and "f.json" in page
+
+
+def _views(cls: type[ResultView]) -> list[type[ResultView]]:
+    return [v for sub in cls.__subclasses__() for v in (sub, *_views(sub))]
+
+
+def test_every_view_field_is_checked_as_its_annotation_says() -> None:
+    """A view's fields are plain annotations (results/view.py checked_fields): each one greentrain declares maps to
+    a check, ``X | None`` is optional, and a nested view is read as its class."""
+    ours = [v for v in _views(ResultView) if v.__module__.startswith("greentrain.")]  # not a test's own views
+    fields = {v: {f.name: f for f in checked_fields(v)} for v in ours}
+    assert len(fields) >= len(REGISTRY)
+    search = fields[SearchResultView]
+    assert (search["ranked"].check, search["ranked"].of, search["num_candidates"].check) == ("views", SearchRow, "int")
+    grid = fields[TrackResult]["grid_g_co2e_per_kwh"]
+    assert (grid.check, grid.required) == ("number", False)
+
+
+def test_an_annotation_without_a_check_is_refused() -> None:
+    @view
+    class Odd(ResultView):
+        when: complex
+
+    with pytest.raises(TypeError, match=r"Odd.when: .*complex.* is not a type a result view checks"):
+        checked_fields(Odd)
