@@ -60,8 +60,9 @@ class WarmWorker:
             self._proc.stdin.flush()
         except BrokenPipeError:  # died while starting: its stderr says why
             pass
-        if self._proc.stdout.readline().strip() == CHECKED:
-            return
+        for line in self._proc.stdout:  # a library may print on import: the verdict is the line CHECKED
+            if line.strip() == CHECKED:
+                return
         code = self._proc.wait()
         lines = self.take_stderr().strip().splitlines()
         self.close()
