@@ -10,7 +10,7 @@ Algorithm (design/offload.md section 4.3), exact over a few counts:
    each of the two stages, so a grid and a refinement around its best point find the optimum;
 3. the plan with the most tokens/s wins; ties: fewer bytes moved, then less host memory.
 More device memory, more host memory or a faster link only adds candidates or makes each one faster, so the
-prediction is monotonic in all three (tests/unit/offload/test_properties.py).
+prediction is monotonic in all three (tests/unit/offload/test_offload_properties.py).
 """
 
 from __future__ import annotations
