@@ -18,7 +18,9 @@ from greentrain.report.html_parts import (
     provenance,
     table,
 )
+from greentrain.report.html_validation import validation_section
 from greentrain.results.analyses import BatchTimeResult, OffloadHeatmapResult, TrafficResult
+from greentrain.results.calibration import ValidationResult
 from greentrain.results.experiment import ExperimentResult
 from greentrain.results.view import ResultView
 
@@ -187,5 +189,5 @@ def fields_section(view: ResultView, source: str) -> str:
 ANALYSES_SECTIONS: dict[type[ResultView], tuple[str, Callable[[Any, str], str]]] = {
     TrafficResult: ("Traffic", traffic_section), BatchTimeResult: ("Batch time", batch_time_section),
     OffloadHeatmapResult: ("Offload heatmap", offload_heatmap_section),
-    ExperimentResult: ("Experiment", experiment_section),
+    ExperimentResult: ("Experiment", experiment_section), ValidationResult: ("Validation", validation_section),
 }

@@ -232,3 +232,21 @@ def test_a_narrow_heatmap_keeps_its_title_inside_the_figure():
     fig.canvas.draw()
     box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
     assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and "\n" in fig.get_suptitle()
+
+
+def test_html_validation_shows_scores_bars_and_every_run():
+    """A validate result drew three counts ("rows: 8 entries"): now its scores, predicted against measured
+    throughput per run, and every run's row (a run that did not fit says why)."""
+    from greentrain.report.html_validation import validation_section
+    from greentrain.results.calibration import ValidationResult
+
+    rows = ({"run_id": "a", "model": "llama3-8b", "num_chips": 8, "strategy": "dp=8", "fits": True,
+             "tokens_per_s_per_chip": 3000.0, "mfu": 0.5, "measured": {"status": "ok", "tokens_per_s_per_chip": 2900.0,
+                                                                        "mfu": 0.48}},
+            {"run_id": "b", "model": "llama3-70b", "num_chips": 8, "strategy": "dp=8", "fits": False,
+             "reason": "memory", "measured": {"status": "oom"}})
+    v = ValidationResult(settings={"runs": "r.csv"}, rows=rows,
+                         summary={"num_runs": 2, "num_scored": 1, "throughput_error_mean": 0.0345})
+    html = validation_section(v, "v.json")
+    assert "<dt>throughput error, mean |e|</dt><dd>3.5 %</dd>" in html and html.count("<svg") == 1
+    assert "<td>a</td>" in html and "+3.4 %" in html and "no: memory" in html and "oom" in html
