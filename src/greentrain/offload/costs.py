@@ -1,4 +1,4 @@
-"""What one transformer layer costs over one chunk of tokens, for a framework profile: compute time (forward,
+"""What one transformer layer costs over one chunk of tokens, for an offload framework: compute time (forward,
 backward, recomputation per save level), saved bytes per level, state bytes, and the ends (embedding, head).
 
 Everything is built on the estimator: ops from model/ops.py ``model_ops``, per-op roofline time from

@@ -253,7 +253,7 @@ def simulate_plan(sc: Scenario, plan: OffloadPlan, profile: OffloadFramework, po
         raise ConfigError("plan", plan.model, f"was made for another model or sequence length (scenario: "
                           f"{sc.model.name}, seq_len {sc.workload.seq_len})")
     if plan.framework != profile.name:
-        raise ConfigError("plan.framework", plan.framework, f"must be the profile's ({profile.name})")
+        raise ConfigError("plan.framework", plan.framework, f"must be the framework's ({profile.name})")
     st = make_setting(sc, profile, policy or OffloadPolicy(), eff)
     layers = _layers(st, plan)
     rounds = min(plan.num_rounds, SIMULATED_ROUNDS)
