@@ -4,8 +4,8 @@
 A fake schedule, "test-zb", runs 1F1B's event order and keeps 1F1B's memory rule but claims no bubble (as a
 zero-bubble schedule would). Every predictor then prices it or refuses it in one line: `plan` prices its record's
 bubble and memory, `simulate step` runs its record's event order, the vectorised `search` refuses it (its record
-says it is not searched), `emulate pipeline` refuses it (emulate runs its own schedules), and a YAML scenario
-accepts it. The record is unregistered after each test.
+says it is not searched), `emulate pipeline` refuses it (emulate runs its own schedules), a YAML scenario
+accepts it and `catalog schedules` lists it. The record is unregistered after each test.
 """
 
 from __future__ import annotations
@@ -85,6 +85,14 @@ def test_a_scenario_file_takes_it_and_its_chunk_rule(fake_schedule: PipelineSche
     job.write_text(f"strategy: {{dp: 2, tp: 8, pp: 4, vpp: 2, schedule: {FAKE}}}\n")
     err = _refused(capsys, "plan", str(job))
     assert f"strategy.schedule='{FAKE}': conflicts with strategy.vpp=2" in err
+
+
+def test_catalog_lists_it_with_its_source(fake_schedule: PipelineSchedule, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["catalog", "schedules", "--json"]) == 0
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert listed[FAKE]["source"] == "a test" and listed[FAKE]["bubble_micro_batches"] == 0.0
+    assert not listed[FAKE]["searched"] and listed[FAKE]["held_micro_batches_stage_0"] == 8.0  # 1F1B's at pp 8
 
 
 def test_without_its_record_the_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

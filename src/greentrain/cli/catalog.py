@@ -1,4 +1,5 @@
-"""`greentrain catalog chips|models|regions|links|frameworks [--json]`: what greentrain knows, as Rich tables or JSON.
+"""`greentrain catalog chips|models|regions|links|frameworks|schedules [--json]`: what greentrain knows, as Rich
+tables or JSON.
 
 The tables show human units (TFLOP/s, GiB, TB/s, $/h); --json prints a list of objects with the SI,
 unit-named fields of the dataclasses themselves. The listing is greentrain.report.catalog's.

@@ -31,7 +31,7 @@ from greentrain.files import all_or_none
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("greentrain.cli.plan", "time, memory, MFU, energy, cost and CO2e of a training run"),
     "simulate": ("greentrain.cli.simulate", "discrete-event simulation: a device swarm (seed 000) or a cluster step"),
-    "catalog": ("greentrain.cli.catalog", "list the chips, models and regions greentrain knows"),
+    "catalog": ("greentrain.cli.catalog", "list the chips, models, regions, links, frameworks, schedules it knows"),
     "emulate": ("greentrain.cli.emulate", "run sharded matmul/FFN/MLP/pipeline on torch.distributed ranks, count it"),
     "track": ("greentrain.cli.track", "measure a training script: time, FLOPs, memory, energy, CO2e"),
     "compare": ("greentrain.cli.compare", "predicted (plan --json) against measured (track) with errors"),

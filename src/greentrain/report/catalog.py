@@ -1,8 +1,10 @@
-"""`greentrain catalog` output: what greentrain knows (chips, models, regions, links) as Rich tables or JSON.
+"""`greentrain catalog` output: what greentrain knows (chips, models, regions, links, frameworks, pipeline
+schedules) as Rich tables or JSON.
 
 The tables show human units (TFLOP/s, GiB, TB/s, $/h); the JSON records are the SI, unit-named fields of the
 dataclasses themselves (``peak_bf16_flop_per_s``, ``memory_bytes``, ``bytes_per_s``). Every figure comes from
-the catalogs (hardware/catalog/*.yaml, model/presets/*.yaml, footprint/data/*.csv), which name their sources;
+the catalogs (hardware/catalog/*.yaml, model/presets/*.yaml, footprint/data/*.csv, estimate/efficiency.yaml) and
+the pipeline schedule records (parallel/schedules.py), which name their sources;
 this module only selects and formats.
 """
 
@@ -124,6 +126,43 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
     return records, table
 
 
+# ---- pipeline schedules ---------------------------------------------------------------------------------
+# The shape each record's rules are shown at: 8 pipeline stages, 16 micro-batches per step, and 2 model chunks per
+# device for a schedule that interleaves (a common Megatron-LM setting; any shape would do, the rules are the
+# records')
+_SHOWN_PP, _SHOWN_MICRO, _SHOWN_VPP = 8, 16, 2
+
+
+def _doc(rule: Callable[..., Any]) -> str:
+    """A rule's docstring on one line: what it computes and its source."""
+    return " ".join((rule.__doc__ or "").split())
+
+
+def _schedules() -> tuple[list[dict[str, Any]], Table]:
+    from greentrain.parallel.schedules import PIPELINE_SCHEDULES
+
+    table = _table(f"Pipeline schedules (parallel/schedules.py; bubble and held at pp {_SHOWN_PP}, "
+                   f"{_SHOWN_MICRO} micro-batches, vpp {_SHOWN_VPP} where interleaved)",
+                   ("name", "what it runs", "model chunks", "micro-batches", "searched",
+                    "bubble (micro-batch times)", "held by stage 0 (micro-batches)", "source"),
+                   left=("name", "what it runs", "model chunks", "micro-batches", "searched", "source"))
+    records = []
+    for r in PIPELINE_SCHEDULES.values():
+        vpp = _SHOWN_VPP if r.interleaved else 1
+        bubble = float(r.bubble(_SHOWN_PP, vpp))  # in micro-batch times
+        held = float(r.held(0, _SHOWN_PP, vpp, _SHOWN_MICRO))  # micro-batches of activations on the first stage
+        records.append({"name": r.name, "help": r.help, "interleaved": r.interleaved,
+                        "micro_batch_multiple_of_pp": r.micro_batch_multiple_of_pp, "searched": r.searched,
+                        "source": r.source, "bubble_rule": _doc(r.bubble), "held_rule": _doc(r.held),
+                        "order_rule": _doc(r.order),
+                        "shown_at": {"pp": _SHOWN_PP, "vpp": vpp, "num_micro_batches": _SHOWN_MICRO},
+                        "bubble_micro_batches": bubble, "held_micro_batches_stage_0": held})
+        table.add_row(r.name, r.help, "vpp > 1" if r.interleaved else "1",
+                      "multiple of pp" if r.micro_batch_multiple_of_pp else "any", "yes" if r.searched else "no",
+                      f"{bubble:.2f}", f"{held:.2f}", r.source)
+    return records, table
+
+
 # ---- links ----------------------------------------------------------------------------------------------
 def _links() -> tuple[list[dict[str, Any]], Table]:
     table = _table("Links (per chip, per direction; sources in hardware/catalog/links.yaml)",
@@ -155,6 +194,7 @@ def _regions() -> tuple[list[dict[str, Any]], Table]:
 
 _LISTERS: dict[str, Callable[[], tuple[list[dict[str, Any]], Table]]] = {
     "chips": _chips, "models": _models, "regions": _regions, "links": _links, "frameworks": _frameworks,
+    "schedules": _schedules,
 }
 KINDS = tuple(_LISTERS)
 
