@@ -130,6 +130,8 @@ def yaml_keys(level: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Efficiency:
+    # A default that is a figure (not 0 or off) is the one of efficiency.yaml's `default` chip or framework entry,
+    # where its source is written (A100 FlashAttention-2 fits, gpu-small-kernels' launch floor, ZeRO-Offload's Adam)
     # --- the chip: fractions of datasheet peaks that kernels and collectives reach ---
     matmul_max: float = knob("chip", "fraction", FRACTION)
     matmul_half_dim: float = knob("chip", "count", NON_NEGATIVE)
