@@ -41,7 +41,8 @@ def layer_levels(plan: OffloadPlan, num_layers: int) -> list[str]:
     """Per-layer save level from a plan's slot counts: the last layers (first in backward) keep theirs on the
     device, then full, attention and input towards the first layer."""
     if plan.chunks_per_round != 1:
-        raise ConfigError("plan", plan.framework, "the executor runs one-chunk (pytorch framework) plans")
+        raise ConfigError("plan.chunks_per_round", plan.chunks_per_round, f"must be 1: the executor runs one chunk "
+                          f"per round (framework {plan.framework!r} plans more)")
     s = plan.slots()
     if sum(s.values()) != num_layers:
         raise ConfigError("plan", plan.model, f"was made for {sum(s.values())} layers, the model has {num_layers}")
