@@ -144,7 +144,8 @@ def _trust_notes(result: Any, cons: Constraints, framework: str, scs: list[Scena
     from greentrain.calibrate.bands import band_for
 
     out = [f"memory headroom: {cons.memory_headroom:.0%} of each device left free (--memory-headroom); "
-           f"objectives within {cons.tie_tolerance:.0%} of the best are ties, ranked by the most free memory"]
+           f"objectives within {cons.tie_tolerance:.0%} of the best are ties, ranked by the most free memory, "
+           "then the least CO2e"]
     if result.ranked:
         best = result.ranked[0]
         sc = next((s for s in scs if s.cluster.chip.name == best.chip), scs[0])

@@ -179,7 +179,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
 
         rows.append(("planner", f"leaves {DEFAULT_MEMORY_HEADROOM:.0%} of device memory free by default "
                                 f"(--memory-headroom); times within {TIE_TOLERANCE:.0%} of the fastest count as "
-                                "ties, the one with the most free memory wins"))
+                                "ties, the one with the most free memory wins, then the least CO2e"))
     for k, v in rows:
         r.add_row(k, v)
     console.print(r)

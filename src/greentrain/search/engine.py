@@ -39,7 +39,7 @@ OBJECTIVES = tuple(OBJECTIVE_COLUMNS)
 # device's memory free (--memory-headroom changes it). And it does not trust its most optimistic answer:
 # candidates whose objective is within TIE_TOLERANCE of the best are ties to the model's own error (mean
 # |error| 2 % on Korthikanti Table 5, 3-9 % on the validated frameworks: docs/validation.md), and among ties
-# the one with the most free memory ranks first.
+# the one with the most free memory ranks first (then the one with the least CO2e).
 DEFAULT_MEMORY_HEADROOM = 0.05
 TIE_TOLERANCE = 0.03
 _COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu",
@@ -242,14 +242,15 @@ def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.fl
               candidates: npt.NDArray[np.int64], tolerance: float) -> tuple[npt.NDArray[np.float64], ...]:
     """Sort keys (np.lexsort order, primary last): the candidates within ``tolerance`` of the best objective
     come first, those that keep the optimizer on the device first (offloading trades host-link time for
-    memory: not the robust pick), then the least memory per device, then the faster; the others by the
+    memory: not the robust pick), then the least memory per device, then the least CO2e (the same strategy in
+    a cleaner region, at a cost or time the model cannot tell apart), then the faster; the others by the
     objective, then run time, then memory."""
     if not len(candidates) or tolerance <= 0:
         return cols["memory_bytes"], cols["run_time_s"], value
     tied = value <= float(np.min(value[candidates])) * (1.0 + tolerance)
     primary = np.where(tied, cols["offload"] - 2.0, value)  # ties: -2 on the device, -1 offloaded
-    mem, run = cols["memory_bytes"], cols["run_time_s"]
-    return np.where(tied, run, mem), np.where(tied, mem, run), primary
+    mem, run, co2 = cols["memory_bytes"], cols["run_time_s"], cols["emissions_kg_co2e"]
+    return np.where(tied, run, mem), np.where(tied, co2, mem), np.where(tied, mem, run), primary
 
 
 def _cost_bases(blocks: Sequence[_Block], owner: npt.NDArray[np.int64],

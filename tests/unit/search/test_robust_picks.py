@@ -68,3 +68,16 @@ def test_plan_takes_a_headroom_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*base, "--memory-headroom", "1.5"]) == 2
     err = capsys.readouterr().err
     assert "memory_headroom" in err and len(err.strip().splitlines()) == 1
+
+
+def test_among_near_ties_the_cleaner_region_ranks_first(sc: Scenario) -> None:
+    """One strategy in two regions at the same cost: the lower-CO2e site first (the memory is the same)."""
+    from greentrain.scenario import site_from_dict
+
+    sites = [site_from_dict({"region": r}) for r in ("us-east-1", "eu-north-1")]
+    r = search([sc], space=SPACE, top_k=20, objective="cost", sites=sites)
+    first = r.ranked[0]
+    same = [c for c in r.ranked if c.strategy == first.strategy]
+    assert [c.region for c in same] == ["eu-north-1", "us-east-1"]
+    assert same[0].cost_usd == pytest.approx(same[1].cost_usd) and same[0].memory_bytes == same[1].memory_bytes
+    assert same[0].emissions_kg_co2e < same[1].emissions_kg_co2e
