@@ -6,8 +6,9 @@ Fake frameworks are added as one entry each (the file's data, replaced for one t
 digit in `plan`, `search` and `offload plan`; "toytorch-slow" (half the kernel efficiency) a slower step and
 "toytorch-fast" (a larger offload matmul scale) a faster offload plan; its fp8 recipe (rowwise, pytorch's
 tensorwise) is what an fp8 plan of it runs; "toyflow", a copy of ml_dataflow's entry,
-ml_dataflow's plan (its layout is a knob of the block, not its name). The catalog lists them; an unknown name,
-a framework without an offload block and a bad offload key are each refused in one line.
+ml_dataflow's plan (its layout is a knob of the block, not its name); "toymoe", megatron with nemo-deepep's MoE
+dispatcher knobs, hides a Mixtral step's all-to-alls. The catalog lists them; an unknown name, a framework without
+an offload block, a bad offload key and a bad MoE knob are each refused in one line.
 """
 
 from __future__ import annotations
@@ -118,6 +119,27 @@ def test_a_bad_offload_block_is_one_line(toytorch: dict[str, Any], capsys: pytes
         assert main([*OFFLOAD, "--framework", "toytorch"]) == 2
         err = capsys.readouterr().err.strip()
         assert expected in err and "efficiency.frameworks.toytorch.offload" in err and "\n" not in err
+
+
+MOE_PLAN = ["plan", "--model", "mixtral-8x7b", "--chip", "h100-sxm", "--num-chips", "64", "--tp", "2", "--ep", "8",
+            "--dp", "32", "--micro-batch", "1", "--zero", "1", "--recompute", "full", "--json"]
+
+
+def test_moe_dispatch_knobs_are_the_entry_s(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    fws = toytorch["frameworks"]
+    deepep = {k: v for k, v in fws["nemo-deepep"].items() if k.startswith("moe_")}  # overlap, fp8 dispatch, no sync
+    assert deepep and set(deepep) <= set(efficiency.FRAMEWORK_KEYS)
+    fws["toymoe"] = {**copy.deepcopy(fws["megatron"]), **deepep}
+    ref, toy = (_run([*MOE_PLAN, "--framework", fw], capsys) for fw in ("megatron", "toymoe"))
+    assert ref["step_breakdown_s"]["ep_comm"] > 0 == toy["step_breakdown_s"]["ep_comm"]  # hidden behind compute
+    assert toy["step_breakdown_s"]["compute"] < ref["step_breakdown_s"]["compute"]  # no host sync: kernels hidden
+    assert toy["flop_per_step"] == ref["flop_per_step"]
+    fws["toymoe"]["moe_host_sync"] = "sometimes"
+    _clear_caches()
+    capsys.readouterr()
+    assert main([*MOE_PLAN, "--framework", "toymoe"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "moe_host_sync='sometimes'" in err and "\n" not in err
 
 
 def test_an_unknown_framework_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

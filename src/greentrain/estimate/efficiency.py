@@ -39,6 +39,8 @@ LOSS_KERNELS = ("fp32", "fused", "compiled", "chunked")  # memory.loss_bytes_per
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
+MOE_OVERLAPS = ("none", "compute")  # estimate/moe.py ep_pass_s: the all-to-alls exposed, or behind the compute
+MOE_GROUPED_GEMMS = ("per_expert", "one")  # estimate/moe.py expert_kernels_s: a GEMM per local expert, or one
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,14 @@ class Efficiency:
     fp8_recipe: str = knob("framework", "choice", _one_of(FP8_RECIPES), default=DEFAULT_FP8_RECIPE)
     # its fp8 linears keep the 1-byte copy of each GEMM input for the backward (estimate/fp8.py saved_input_savings)
     fp8_saves_inputs: bool = knob("framework", "bool", default=False, calibrated=False)
+    # how its MoE token dispatcher meets the compute (estimate/moe.py; sources in efficiency.yaml's default entry):
+    # its all-to-alls exposed or hidden behind another micro-batch's compute, fp8 dispatch, a host sync of the
+    # tokens-per-expert counts each pass, and one GEMM per local expert or one grouped kernel for all
+    moe_overlap: str = knob("framework", "choice", _one_of(MOE_OVERLAPS), default="none", calibrated=False)
+    moe_dispatch_fp8: bool = knob("framework", "bool", default=False, calibrated=False)
+    moe_host_sync: bool = knob("framework", "bool", default=True, calibrated=False)
+    moe_grouped_gemm: str = knob("framework", "choice", _one_of(MOE_GROUPED_GEMMS), default="per_expert",
+                                 calibrated=False)
 
     def __post_init__(self) -> None:
         for name, k in _RULED:

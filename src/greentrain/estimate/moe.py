@@ -1,4 +1,5 @@
-"""Mixture-of-experts layers as they run (data: estimate/moe.yaml).
+"""Mixture-of-experts layers as they run (data: estimate/moe.yaml's kernel counts; how each framework's dispatcher
+runs, the ``moe_*`` knobs of its estimate/efficiency.yaml record).
 
 - ``ep_pass_s``: the dispatch and combine all-to-alls of one pass of one MoE layer. Each rank dispatches the
   tokens it holds (its sequence-parallel shard, T / tp, when sequence parallelism splits them: Megatron Core
@@ -6,8 +7,8 @@
   buffer that leaves the rank, the share for peers on its node goes over NVLink and the rest over the network,
   both at once (NCCL runs an all-to-all as one group of concurrent sends and receives, nccl-tests
   src/alltoall.cu), so the time is the slower of the two; each rank drives its own NIC share. The expert
-  group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (moe.yaml)
-  only the part above the layer's compute is exposed.
+  group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (the
+  framework's ``moe_overlap``) only the part above the layer's compute is exposed.
 - ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
   run-ahead: one GEMM per local expert and linear where the grouped GEMM is a loop of GEMMs (Transformer Engine),
   one for all where it is a single kernel (torch._grouped_mm, torchtitan), fp8 quantize kernels, and
@@ -40,24 +41,27 @@ def _data() -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeProfile:
-    """How a framework runs MoE layers (moe.yaml ``frameworks``)."""
+    """How a framework runs MoE layers: its efficiency.yaml record's ``moe_*`` knobs, and moe.yaml's kernel counts
+    and host time per kernel."""
 
     overlap: str = "none"  # none | compute
     dispatch_fp8: bool = False
     host_sync: bool = True
-    grouped_gemm: str = "per_expert"  # per_expert | one (moe.yaml)
+    grouped_gemm: str = "per_expert"  # per_expert | one
     kernel_host_s: float = 0.0
     kernels_forward: tuple[float, float, float] = (2.0, 2.0, 10.0)  # per expert, fp8 per expert, fixed
     kernels_backward: tuple[float, float, float] = (4.0, 2.0, 10.0)
 
 
+def moe_profile(eff: Efficiency) -> MoeProfile:
+    """How the framework of ``eff`` runs MoE layers (its ``moe_*`` knobs, checked where its record is read)."""
+    return _moe_profile(eff.moe_overlap, eff.moe_dispatch_fp8, eff.moe_host_sync, eff.moe_grouped_gemm)
+
+
 @cache
-def moe_profile(framework: str) -> MoeProfile:
-    """The MoE profile of ``framework`` (moe.yaml; a framework not listed runs the default)."""
+def _moe_profile(overlap: str, dispatch_fp8: bool, host_sync: bool, grouped_gemm: str) -> MoeProfile:
     d = _data()
-    fw = {**d["frameworks"]["default"], **d["frameworks"].get(framework, {})}
-    return MoeProfile(overlap=str(fw["overlap"]), dispatch_fp8=bool(fw["dispatch_fp8"]),
-                      host_sync=bool(fw["host_sync"]), grouped_gemm=str(fw["grouped_gemm"]),
+    return MoeProfile(overlap=overlap, dispatch_fp8=dispatch_fp8, host_sync=host_sync, grouped_gemm=grouped_gemm,
                       kernel_host_s=float(d["kernel_host_s"]),
                       kernels_forward=(float(d["kernels_per_expert_forward"]),
                                        float(d["fp8_kernels_per_expert_forward"]),
@@ -124,7 +128,7 @@ def layer_costs(sc: Any, sh: Any, t: Any, tokens: Num, eff: Efficiency) -> tuple
     """(exposed all-to-alls of one pass, the layer's OpsTime with the expert kernels' exposed host time added)
     for one MoE layer of scenario ``sc`` under sharding ``sh`` (estimate/stage.py layer_group_costs)."""
     m, w = sc.model, sc.workload
-    profile = moe_profile(eff.framework)
+    profile = moe_profile(eff)
     etp = np.where(sh.etp > 0, sh.etp, sh.tp) if isinstance(sh.etp, np.ndarray) else (sh.etp or sh.tp)
     ep_pass = ep_pass_s(tokens=tokens, top_k=m.top_k, hidden=m.hidden_size, e=w.activation_bytes, tp=sh.tp,
                         sp=sh.sp, ep=sh.ep, etp=etp, compute_s=t.forward_s, cl=sc.cluster, eff=eff,

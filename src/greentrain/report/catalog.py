@@ -117,6 +117,9 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "zero_stages": list(e.zero_stages), "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
+                        "fp8_saves_inputs": e.fp8_saves_inputs,
+                        "moe": {"overlap": e.moe_overlap, "dispatch_fp8": e.moe_dispatch_fp8,
+                                "host_sync": e.moe_host_sync, "grouped_gemm": e.moe_grouped_gemm},
                         "offload": block, "source": e.framework_source,
                         "attention_source": e.attention_source})
         table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,

@@ -49,13 +49,14 @@ def test_sequence_parallel_ranks_dispatch_their_shard_and_overlap_hides_the_rest
 
 
 def test_expert_kernels_cost_per_local_expert_after_the_host_sync() -> None:
-    p = moe.moe_profile("megatron")
+    p = moe.moe_profile(efficiency_for("", "megatron"))
     f16, b16 = moe.expert_kernels_s(local_experts=16, fp8=False, profile=p)
     f32, _ = moe.expert_kernels_s(local_experts=32, fp8=False, profile=p)
     f8, b8 = moe.expert_kernels_s(local_experts=16, fp8=True, profile=p)
     assert f32 - f16 == pytest.approx(16 * 2 * p.kernel_host_s)
     assert b16 > f16 and f8 > f16 and b8 > b16
-    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=moe.moe_profile("nemo-deepep")) == (0.0, 0.0)
+    deepep = moe.moe_profile(efficiency_for("", "nemo-deepep"))
+    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=deepep) == (0.0, 0.0)
 
 
 def test_a_moe_step_pays_its_expert_kernels() -> None:
@@ -64,7 +65,7 @@ def test_a_moe_step_pays_its_expert_kernels() -> None:
     s = Strategy(dp=8, ep=8, zero=1, micro_batch_size=1)
     eff = efficiency_for("h100-sxm")
     base = estimate_step(sc, s, check_fit=False, eff=eff)
-    moe.moe_profile.cache_clear()
+    moe._moe_profile.cache_clear()
     try:
         data = moe._data()
         saved = data["kernel_host_s"]
@@ -72,7 +73,7 @@ def test_a_moe_step_pays_its_expert_kernels() -> None:
         free = estimate_step(sc, s, check_fit=False, eff=eff)
     finally:
         data["kernel_host_s"] = saved
-        moe.moe_profile.cache_clear()
+        moe._moe_profile.cache_clear()
     layers = sc.model.num_layers * base.num_micro_batches
     kernels = 1 * (2 + 4) + 2 * 10  # one local expert, bf16; fixed kernels both passes
     assert base.compute_time_s - free.compute_time_s == pytest.approx(layers * kernels * saved, rel=1e-6)
@@ -157,9 +158,9 @@ def test_a_tensor_parallel_group_shares_its_experts_work_whatever_etp() -> None:
 
 
 def test_a_single_grouped_kernel_does_not_grow_with_the_local_experts() -> None:
-    titan = moe.moe_profile("torchtitan")
-    assert titan.grouped_gemm == "one" and moe.moe_profile("nemo").grouped_gemm == "per_expert"
+    titan = moe.moe_profile(efficiency_for("", "torchtitan"))
+    assert titan.grouped_gemm == "one" and moe.moe_profile(efficiency_for("", "nemo")).grouped_gemm == "per_expert"
     assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=titan) == \
         moe.expert_kernels_s(local_experts=1, fp8=False, profile=titan)
-    assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=moe.moe_profile("nemo"))[0] > \
+    assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=moe.moe_profile(efficiency_for("", "nemo")))[0] > \
         moe.expert_kernels_s(local_experts=32, fp8=False, profile=titan)[0]
