@@ -13,15 +13,37 @@ by heads (Megatron-Core multi_latent_attention.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from greentrain.model.primitives import Op, Shard, elementwise, matmul
 
-if TYPE_CHECKING:
-    from greentrain.model.spec import TransformerSpec
+
+class MlaShape(Protocol):
+    """The TransformerSpec fields an MLA block reads (model/spec.py), read-only."""
+
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...  # q/k head width, rotary part included
+    @property
+    def v_head_dim(self) -> int: ...
+    @property
+    def q_lora_rank(self) -> int: ...  # 0: queries from one projection
+    @property
+    def kv_lora_rank(self) -> int: ...
+    @property
+    def qk_rope_head_dim(self) -> int: ...
+    @property
+    def attention_bias(self) -> bool: ...
+    @property
+    def linear_bias(self) -> bool: ...
+    @property
+    def norm(self) -> str: ...  # layernorm or rmsnorm
 
 
-def mla_params(spec: TransformerSpec) -> int:
+def mla_params(spec: MlaShape) -> int:
     """Projections and latent norms of one MLA block (DeepseekV3Attention: q_a_proj, q_a_layernorm,
     q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj). ``attention_bias`` puts biases on
     q_a_proj, kv_a_proj_with_mqa and o_proj only."""
@@ -37,7 +59,7 @@ def mla_params(spec: TransformerSpec) -> int:
     return q + kv + out
 
 
-def mla_projection_ops(spec: TransformerSpec, tokens: float, e: float, prefix: str) -> list[Op]:
+def mla_projection_ops(spec: MlaShape, tokens: float, e: float, prefix: str) -> list[Op]:
     """The query and key/value projections of one MLA block, T = ``tokens``."""
     d, h, dqk, dv = spec.hidden_size, spec.num_heads, spec.head_dim, spec.v_head_dim
     rq, rkv, rope = spec.q_lora_rank, spec.kv_lora_rank, spec.qk_rope_head_dim

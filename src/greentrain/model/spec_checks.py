@@ -4,12 +4,9 @@ naming the field, its value and the rule."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from greentrain.config import BOUNDS, require
-
-if TYPE_CHECKING:
-    from greentrain.model.spec import TransformerSpec
 
 # layer_pattern characters (Nemotron-H hybrid_override_pattern): M state-space mixer, * attention, - MLP, E MoE
 PATTERN_CHARS = ("M", "*", "-", "E")
@@ -25,7 +22,49 @@ _MAX = {"num_layers": "num_layers", "num_encoder_layers": "num_layers", "num_den
         "num_shared_experts": "num_experts", "max_position_embeddings": "seq_len", "sliding_window": "seq_len"}
 
 
-def check_shapes(spec: TransformerSpec, w: str) -> None:
+class SpecShape(Protocol):
+    """The TransformerSpec fields the rules read by name (model/spec.py), read-only; the size fields of
+    ``_MAX`` are read with getattr."""
+
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+    @property
+    def num_kv_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def qk_rope_head_dim(self) -> int: ...
+    @property
+    def kv_lora_rank(self) -> int: ...
+    @property
+    def ffn_hidden_size(self) -> int: ...
+    @property
+    def num_experts(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def num_dense_layers(self) -> int: ...
+    @property
+    def is_moe(self) -> bool: ...
+    @property
+    def capacity_factor(self) -> float: ...
+    @property
+    def attention_layer_interval(self) -> int: ...
+    @property
+    def attention_layer_offset(self) -> int: ...
+    @property
+    def ssm(self) -> str: ...
+    @property
+    def ssm_num_heads(self) -> int: ...
+    @property
+    def ssm_num_groups(self) -> int: ...
+    @property
+    def layer_pattern(self) -> str: ...
+
+
+def check_shapes(spec: SpecShape, w: str) -> None:
     """Rules between fields (``w`` names the model in errors: ``model(<name>)``)."""
     for f, kind in _MAX.items():  # before anything iterates over layers: 1e12 layers hung the estimator
         v = getattr(spec, f)
@@ -52,7 +91,7 @@ def check_shapes(spec: TransformerSpec, w: str) -> None:
     _check_pattern(spec, w)
 
 
-def _check_pattern(spec: TransformerSpec, w: str) -> None:
+def _check_pattern(spec: SpecShape, w: str) -> None:
     p = spec.layer_pattern
     if not p:
         return

@@ -11,15 +11,43 @@ Tensor parallelism splits I (and H) like attention heads: in_proj by columns, ou
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
 
-if TYPE_CHECKING:
-    from greentrain.model.spec import TransformerSpec
+
+class SsmShape(Protocol):
+    """The TransformerSpec fields a state-space mixer reads (model/spec.py), read-only."""
+
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def ssm(self) -> str: ...  # mamba or mamba2
+    @property
+    def ssm_inner(self) -> int: ...  # I
+    @property
+    def ssm_state_size(self) -> int: ...  # N
+    @property
+    def ssm_conv_kernel(self) -> int: ...  # k
+    @property
+    def ssm_num_heads(self) -> int: ...  # H (Mamba-2)
+    @property
+    def ssm_head_dim(self) -> int: ...  # P (Mamba-2)
+    @property
+    def ssm_num_groups(self) -> int: ...  # G (Mamba-2)
+    @property
+    def ssm_chunk_size(self) -> int: ...  # Q (Mamba-2)
+    @property
+    def ssm_dt_rank(self) -> int: ...  # R (Mamba)
+    @property
+    def ssm_bias(self) -> bool: ...
+    @property
+    def ssm_conv_bias(self) -> bool: ...
+    @property
+    def ssm_inner_norms(self) -> bool: ...
 
 
-def ssm_params(spec: TransformerSpec) -> int:
+def ssm_params(spec: SsmShape) -> int:
     """One mixer (without the layer's input norm)."""
     d, n, k = spec.hidden_size, spec.ssm_state_size, spec.ssm_conv_kernel
     inner = spec.ssm_inner
@@ -46,7 +74,7 @@ def _contraction(name: str, count: float, m: float, k: float, n: float, e: float
     return matmul(name, m, k, n, e, Shard.HEADS, count=count, weight=False)
 
 
-def _mamba2_scan_ops(spec: TransformerSpec, b: int, s: int, e: float, prefix: str) -> list[Op]:
+def _mamba2_scan_ops(spec: SsmShape, b: int, s: int, e: float, prefix: str) -> list[Op]:
     """The chunked SSD algorithm (Mamba-2 §7, Listing 1; mamba_ssm ssd_combined): per chunk of Q tokens,
     (1) C B^T per group and its product with X (the quadratic, attention-like part), (2) each chunk's final
     state B^T X, (3) the recurrence over chunk states, (4) the output from the states, C h."""
@@ -62,7 +90,7 @@ def _mamba2_scan_ops(spec: TransformerSpec, b: int, s: int, e: float, prefix: st
     ]
 
 
-def _mamba_scan_op(spec: TransformerSpec, b: int, s: int, e: float, prefix: str) -> Op:
+def _mamba_scan_op(spec: SsmShape, b: int, s: int, e: float, prefix: str) -> Op:
     """The selective scan (Gu & Dao 2023 §3.3.2): h_t = exp(Δ A) h_{t-1} + Δ B x_t, y_t = C h_t. The output
     contraction C h is 2 I N FLOPs per token (the recurrence is element-wise); the fused kernel keeps h in
     SRAM and moves x, Δ, z, y (I each) and B, C (N each) per token."""
@@ -72,7 +100,7 @@ def _mamba_scan_op(spec: TransformerSpec, b: int, s: int, e: float, prefix: str)
               bytes=io, count=b * inner, m=s, k=n, n=1.0)
 
 
-def ssm_ops(spec: TransformerSpec, b: int, s: int, e: float, prefix: str) -> list[Op]:
+def ssm_ops(spec: SsmShape, b: int, s: int, e: float, prefix: str) -> list[Op]:
     """One mixer block of ``b`` sequences of ``s`` tokens: norm, projections, causal depthwise convolution
     (2 k FLOPs per channel and token), scan, gate, output projection, residual."""
     d, n, k = spec.hidden_size, spec.ssm_state_size, spec.ssm_conv_kernel

@@ -6,10 +6,50 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from greentrain.sim.swarm import SwarmRound
+from greentrain.sim.devices import Device
+from greentrain.sim.engine import Engine
+from greentrain.sim.tasks import TaskSet
+
+
+class RoundState(Protocol):
+    """What the planner reads of a swarm round (sim/swarm.py's SwarmRound) and the two calls it makes.
+
+    Read-only members: the planner mutates the queues and the idle heap in place, never rebinds them."""
+
+    @property
+    def devices(self) -> Sequence[Device]: ...
+    @property
+    def tasks(self) -> TaskSet: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def spf(self) -> Sequence[float]: ...  # seconds per FLOP of each device
+    @property
+    def lat(self) -> Sequence[float]: ...  # latency of each device, s
+    @property
+    def eng(self) -> Engine: ...  # its now_s is the simulated time
+    @property
+    def local(self) -> Sequence[deque[int]]: ...  # each device's planned tasks
+    @property
+    def queue(self) -> deque[int]: ...  # tasks waiting for any device (every device out)
+    @property
+    def cur(self) -> Sequence[int]: ...  # each device's running task, -1: none
+    @property
+    def out(self) -> Sequence[bool]: ...  # dropped out
+    @property
+    def idle(self) -> list[tuple[int, int]]: ...  # heap of (rank, device)
+    @property
+    def rank(self) -> Sequence[int]: ...
+
+    def dur(self, d: int, t: int) -> float:
+        """Uncontended time of task ``t`` on device ``d``, s."""
+
+    def start(self, d: int, t: int) -> None:
+        """Device ``d`` starts task ``t`` now."""
 
 
 class EftPlanner:
@@ -19,7 +59,7 @@ class EftPlanner:
     a task goes to the class whose first-free device would finish it earliest. O(classes + log n) a task.
     """
 
-    def __init__(self, rnd: SwarmRound) -> None:
+    def __init__(self, rnd: RoundState) -> None:
         self.r = rnd
         keys: dict[tuple[float, ...], int] = {}
         self.cls: list[int] = []
