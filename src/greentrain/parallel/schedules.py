@@ -122,6 +122,7 @@ def interleaved_order(pp: int, vpp: int, m: int) -> Order:
 PIPELINE_SCHEDULES: dict[str, PipelineSchedule] = {}  # by name, in the order registered (schedule_code)
 _RECORDS: list[PipelineSchedule] = []  # by code: one estimate reads them a few times, kept beside the registry
 _CODES: dict[str, int] = {}
+_IMPLIED: dict[bool, PipelineSchedule] = {}  # interleaved? -> the searched schedule (every Strategy asks)
 
 
 def register(record: PipelineSchedule) -> PipelineSchedule:
@@ -135,6 +136,7 @@ def register(record: PipelineSchedule) -> PipelineSchedule:
     PIPELINE_SCHEDULES[record.name] = record
     _CODES[record.name] = len(_RECORDS)
     _RECORDS.append(record)
+    _IMPLIED.clear()
     return record
 
 
@@ -144,6 +146,7 @@ def unregister(name: str) -> None:
     _RECORDS[:] = PIPELINE_SCHEDULES.values()
     _CODES.clear()
     _CODES.update((r.name, i) for i, r in enumerate(_RECORDS))
+    _IMPLIED.clear()
 
 
 ONE_F_ONE_B = register(PipelineSchedule(
@@ -169,7 +172,12 @@ def get_schedule(name: str, field: str = "strategy.schedule") -> PipelineSchedul
 
 def implied_schedule(vpp: int) -> PipelineSchedule:
     """The searched schedule that ``vpp`` model chunks per device imply (1f1b, or interleaved when vpp > 1)."""
-    return next(r for r in PIPELINE_SCHEDULES.values() if r.searched and r.interleaved == (vpp > 1))
+    chunked = vpp > 1
+    record = _IMPLIED.get(chunked)
+    if record is None:
+        record = _IMPLIED[chunked] = next(r for r in PIPELINE_SCHEDULES.values()
+                                          if r.searched and r.interleaved == chunked)
+    return record
 
 
 def schedule_code(name: str) -> int:

@@ -178,5 +178,6 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
     need(global_batch_size % per_dp == 0,
          f"global_batch_size ({global_batch_size}) % (dp*micro_batch = {per_dp}) = {global_batch_size % per_dp}")
     n_micro = global_batch_size // per_dp
-    need(bool(s.pipeline_schedule.micro_batches_fit(n_micro, s.pp)),
-         f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 (the {s.schedule} schedule needs a multiple of pp)")
+    if not s.pipeline_schedule.micro_batches_fit(n_micro, s.pp):  # the message only when it fails (the search
+        need(False, f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 (the {s.schedule} schedule needs a "
+             "multiple of pp)")  # checks every mesh)
