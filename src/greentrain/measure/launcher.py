@@ -7,7 +7,9 @@ every rank meters its own process tree, as a single process does.
 Launcher variables (each launcher's documentation): torchrun LOCAL_RANK, LOCAL_WORLD_SIZE, RANK, WORLD_SIZE
 (torch.distributed.elastic); Open MPI OMPI_COMM_WORLD_LOCAL_RANK, _LOCAL_SIZE, _RANK, _SIZE (mpirun(1));
 MPICH/Intel MPI MPI_LOCALRANKID, MPI_LOCALNRANKS, PMI_RANK, PMI_SIZE (Hydra); Slurm SLURM_LOCALID,
-SLURM_PROCID, SLURM_NTASKS, SLURM_NODEID and SLURM_STEP_TASKS_PER_NODE such as "4(x2),3" (srun(1), sbatch(1)).
+SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_NODEID and SLURM_STEP_TASKS_PER_NODE such as "4(x2),3": the step's, set
+by srun(1) for its tasks. A batch script's own process (sbatch --ntasks=8 python train.py) has SLURM_PROCID 0 and
+SLURM_NTASKS 8 but no step variables: it is one process, not rank 0 of 8.
 torchrun is looked at first (it is often started by srun: one task per node), then the MPI launchers (an
 mpirun inside an sbatch allocation inherits the batch step's Slurm variables), then Slurm.
 """
@@ -28,7 +30,7 @@ _LAUNCHERS: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", ("orted", "prted", "prterun", "mpirun", "mpiexec")),
     ("mpich", "MPI_LOCALRANKID", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE",
      ("hydra_pmi_proxy", "mpiexec.hydra", "mpiexec", "mpirun")),
-    ("slurm", "SLURM_LOCALID", "SLURM_LOCALID", "", "SLURM_PROCID", "SLURM_NTASKS", ("slurmstepd",)),
+    ("slurm", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", ("slurmstepd",)),
 )
 
 
@@ -56,11 +58,10 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 
 
 def slurm_tasks_on_node(env: Mapping[str, str]) -> int:
-    """Tasks of this step on this node: SLURM_NTASKS_PER_NODE, else this node's entry of the compressed
-    SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE list ("2(x3),1": 2, 2, 2, 1) at SLURM_NODEID; 1 unknown."""
-    if env.get("SLURM_NTASKS_PER_NODE"):
-        return _int(env, "SLURM_NTASKS_PER_NODE", 1)
-    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
+    """Tasks of this srun step on this node: this node's entry of the compressed SLURM_STEP_TASKS_PER_NODE list
+    ("2(x3),1": 2, 2, 2, 1) at SLURM_NODEID; 1 when unknown. (The allocation's SLURM_NTASKS_PER_NODE and
+    SLURM_TASKS_PER_NODE describe the job, not the step.)"""
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or ""
     counts: list[int] = []
     for part in spec.split(","):
         m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)

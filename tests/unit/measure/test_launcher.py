@@ -13,7 +13,7 @@ from greentrain.measure.meters import RamEstimateMeter
 from greentrain.measure.tracker import Tracker
 
 SRUN = {"SLURM_JOB_ID": "7", "SLURM_LOCALID": "3", "SLURM_PROCID": "11", "SLURM_NTASKS": "16",
-        "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "8(x2)"}
+        "SLURM_STEP_NUM_TASKS": "16", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "8(x2)"}
 
 
 def test_srun_ranks_under_slurmstepd_share_one_node_meter() -> None:
@@ -41,6 +41,14 @@ def test_each_launcher_is_read_first_where_it_nests(env: dict[str, str], parent:
         launcher, 5, 8, 1, 4, 99)
 
 
+def test_a_batch_script_process_is_one_process_not_rank_0_of_the_allocation() -> None:
+    """sbatch --ntasks=8 running python directly: the allocation's SLURM_NTASKS, no srun step."""
+    batch = {"SLURM_JOB_ID": "7", "SLURM_LOCALID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "8",
+             "SLURM_NTASKS_PER_NODE": "8", "SLURM_TASKS_PER_NODE": "8", "SLURM_NODEID": "0"}
+    p = node_place(batch, parent_pid=1, parent_name="slurm_script")
+    assert (p.launcher, p.world_size, p.local_world_size) == ("", 1, 1) and p.meters_own_host
+
+
 def test_no_launcher_is_one_process() -> None:
     p = node_place({}, parent_pid=1, parent_name="bash")
     assert (p.launcher, p.rank, p.world_size, p.local_world_size) == ("", 0, 1, 1) and p.meters_own_host
@@ -50,7 +58,7 @@ def test_no_launcher_is_one_process() -> None:
                                                      ("garbage", "0", 1), ("", "0", 1)])
 def test_slurm_compressed_task_counts(spec: str, node: str, tasks: int) -> None:
     assert slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": spec, "SLURM_NODEID": node}) == tasks
-    assert slurm_tasks_on_node({"SLURM_NTASKS_PER_NODE": "6", "SLURM_STEP_TASKS_PER_NODE": spec}) == 6
+    assert slurm_tasks_on_node({"SLURM_NTASKS_PER_NODE": "6", "SLURM_TASKS_PER_NODE": "6"}) == 1  # the job's
 
 
 def test_each_rank_meters_its_own_gpu() -> None:
