@@ -62,10 +62,12 @@ DEFAULTS: dict[str, Any] = {
     # torch's intra-op threads (null: torch's default, one per core). On a shared machine 1 avoids OpenMP
     # threads spinning against other processes (6x slower steps measured at load 7 on 2 cores).
     # devices (optional, 1: absent from the resolved job): processes of the variant under torchrun, one per device
-    # (GPU, or a CPU process with gloo), data parallel (DDP); nodes: only 1 so far
+    # (GPU, or a CPU process with gloo), data parallel (DDP); nodes (optional, 1): machines of devices each, under
+    # --executor ray or slurm (torchrun's c10d rendezvous, experiment/launch.py)
     "runtime": {"num_threads": None},
 }
 MAX_DEVICES = 64  # one node: torchrun starts one process per device; the largest nodes hold 8-16 GPUs
+MAX_NODES = 1024  # torchrun agents of one variant (one per node)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +168,12 @@ class Job:
     num_threads: int | None  # torch threads of each process (each rank with runtime.devices > 1)
     resolved: dict[str, Any]  # the whole job as a JSON mapping with every default filled
     devices: int = 1  # processes (ranks) of the variant on one node: data parallel, global batch = devices x batch
+    nodes: int = 1  # machines of ``devices`` ranks each (world = nodes x devices), ray or slurm executors only
+
+    @property
+    def world_size(self) -> int:
+        """The variant's ranks: ``devices`` on each of ``nodes`` nodes (data parallel)."""
+        return self.devices * self.nodes
 
 
 def _merge(defaults: dict[str, Any], given: dict[str, Any], where: str,
@@ -339,7 +347,7 @@ def parse_job(raw: dict[str, Any]) -> Job:
     require(tracking["mlflow"] in (None, True, False) or (isinstance(tracking["mlflow"], str) and
                                                          bool(tracking["mlflow"])), "tracking.mlflow",
             tracking["mlflow"], "must be true (a SQLite store in the output folder), a tracking URI, or null")
-    devices = _devices(sections["runtime"])  # before the resolved job is taken: devices 1 is left out of it
+    devices, nodes = _devices(sections["runtime"])  # before the resolved job is taken: 1 is left out of it
     resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
                 "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
     return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
@@ -350,21 +358,22 @@ def parse_job(raw: dict[str, Any]) -> Job:
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
                num_threads=None if sections["runtime"]["num_threads"] is None else
                as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1),
-               devices=devices)
+               devices=devices, nodes=nodes)
 
 
-def _devices(runtime: dict[str, Any]) -> int:
-    """runtime.devices (1 to MAX_DEVICES) and runtime.nodes (1); both left out of the resolved job (and so of the
-    config hash) when 1, so a one-device file hashes as it did before the fields existed."""
+def _devices(runtime: dict[str, Any]) -> tuple[int, int]:
+    """runtime.devices (1 to MAX_DEVICES) and runtime.nodes (1 to MAX_NODES); each left out of the resolved job
+    (and so of the config hash) when 1, so a one-device file hashes as it did before the fields existed."""
     devices = as_int(runtime.pop("devices", 1), "runtime.devices", minimum=1)
     require(devices <= MAX_DEVICES, "runtime.devices", devices, f"must be <= {MAX_DEVICES} (the processes of one "
             "node: one per device under torchrun)")
     nodes = as_int(runtime.pop("nodes", 1), "runtime.nodes", minimum=1)
-    require(nodes == 1, "runtime.nodes", nodes, "multi-node variants are not supported yet: give runtime.devices "
-            "(the devices of one node)")
+    require(nodes <= MAX_NODES, "runtime.nodes", nodes, f"must be <= {MAX_NODES} (one torchrun agent per node)")
     if devices > 1:
         runtime["devices"] = devices  # in the resolved job: another result, another hash
-    return devices
+    if nodes > 1:
+        runtime["nodes"] = nodes
+    return devices, nodes
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:

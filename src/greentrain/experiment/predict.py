@@ -6,8 +6,8 @@ planner reads, under ``model.config_path`` and ``model.config``) with the vocabu
 the worker will train: whitespace words of the training texts plus 3 special tokens. Fixed padding makes the
 token counts exact: batch x max_source_tokens encoder tokens and batch x max_target_tokens decoder tokens (a causal
 LM: batch x (max_source_tokens + max_target_tokens) tokens, the source and its target joined). With
-``runtime.devices: N`` the planner sees N chips in data parallel (dp = N) and the global batch N x batch x
-accumulation: FLOPs, tokens, time and energy of all N devices, memory per device.
+``runtime.devices: N`` on ``runtime.nodes: M`` the planner sees N x M chips (N per node) in data parallel and the
+global batch N x M x batch x accumulation: FLOPs, tokens, time and energy of all devices, memory per device.
 """
 
 from __future__ import annotations
@@ -95,13 +95,14 @@ def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
     # causal-lm: one sequence, the source and its target joined; summarization: encoder and decoder lengths
     seq_len, target_len = ((d.max_source_tokens + d.max_target_tokens, 0) if job.task == "causal-lm"
                            else (d.max_source_tokens, d.max_target_tokens))
-    workload = Workload(global_batch_size=t.batch_size * t.grad_accum * job.devices, seq_len=seq_len,
+    workload = Workload(global_batch_size=t.batch_size * t.grad_accum * job.world_size, seq_len=seq_len,
                         target_seq_len=target_len, num_steps=t.max_steps,
                         precision=PLANNER_PRECISION[t.precision], optimizer=t.planner_optimizer,
                         finetune=_finetune(job))
     site = site_of(job.site) or Site.from_intensity(0.0, pue=1.0)
     return Scenario(model=spec_from_hf_config(cfg, job.model.arch),
-                    cluster=build_cluster(get_chip(chip_name), job.devices),
+                    cluster=build_cluster(get_chip(chip_name), job.world_size,
+                                          chips_per_node=job.devices if job.nodes > 1 else None),
                     workload=workload, site=site)
 
 
@@ -122,13 +123,13 @@ def predict(job: Job) -> Prediction:
 
     cfg = hf_config(job, vocab_size(job))
     sc = _scenario(job, cfg, job.site.chip or FLOPS_ONLY_CHIP)
-    strategy = Strategy(dp=job.devices, micro_batch_size=job.train.batch_size)  # runtime.devices: DDP
+    strategy = Strategy(dp=job.world_size, micro_batch_size=job.train.batch_size)  # devices x nodes: DDP
     try:
         run = estimate_run(sc, strategy)
     except InfeasibleError as e:
         raise ConfigError("model", job.model.arch, f"the planner cannot place this job: {e}") from None
     step = run.step
-    tokens = (job.train.batch_size * job.train.grad_accum * job.devices  # the global batch
+    tokens = (job.train.batch_size * job.train.grad_accum * job.world_size  # the global batch
               * (job.data.max_source_tokens + job.data.max_target_tokens))
     base = Prediction(flop_per_step=step.model_flop_per_step, tokens_per_step=float(tokens),
                       memory_bytes=step.memory.allocator_bytes, chip="")

@@ -6,7 +6,8 @@ started on such a variant by hand): ``python -m torch.distributed.run --standalo
 --nproc-per-node N -m greentrain.experiment.worker VARIANT.json``, one process per device, a rendezvous on a free
 local port. Each process is a worker again: the HF Trainer sees torchrun's environment and trains data parallel
 (DDP: NCCL on GPUs, gloo on CPU through accelerate's MULTI_CPU state with ``use_cpu``); the global batch is
-N x per_device_train_batch_size x gradient_accumulation_steps.
+N x per_device_train_batch_size x gradient_accumulation_steps. With ``runtime.nodes: M`` (ray or slurm) torchrun
+runs as one node of M (``--nnodes M`` and a c10d rendezvous on node 0, experiment/launch.py): M x N ranks.
 
 * Records: every rank runs each phase's Tracker, rank 0 into ``<phase>.jsonl``, rank r into
   ``<phase>.rank<r>.jsonl``; at a phase's end rank 0 gathers the ranks' summaries (measure/distributed.py:
@@ -30,10 +31,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from greentrain.experiment.executors import THREADS_ENV
+from greentrain.experiment.launch import PARENT_ENV, Rendezvous, rendezvous_from_env
+from greentrain.experiment.launch import torchrun_command as _torchrun_command
 from greentrain.experiment.pruning import TRIAL_ENV
 
 T = TypeVar("T")
-PARENT_ENV = "GREENTRAIN_EXPERIMENT_RUNNER_PID"  # the parent a worker dies with: the runner, or torchrun's agent
 
 
 def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
@@ -84,27 +86,34 @@ def process_threads(num_threads: int | None, local_ranks: int, environ: Mapping[
     return None
 
 
-def torchrun_command(spec_path: Path, devices: int, python: str | None = None) -> list[str]:
-    """torchrun over the worker module for one variant: ``devices`` processes on this node."""
-    return [python or sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            str(devices), "-m", "greentrain.experiment.worker", str(spec_path)]
+def torchrun_command(spec_path: Path, devices: int, python: str | None = None,
+                     rendezvous: Rendezvous | None = None) -> list[str]:
+    """torchrun over the worker module for one variant: ``devices`` processes on this node, alone, or as one
+    node of a multi-node launch (experiment/launch.py)."""
+    return _torchrun_command(spec_path, devices, rendezvous, python)
 
 
 def launch(spec_path: Path, job: Mapping[str, Any], parent_env: str = PARENT_ENV) -> str:
-    """A worker whose job asks several devices, outside torchrun: replaced by torchrun (no return); a refusal
-    (field=value: rule) when it cannot be; "" for a one-device job or a rank."""
+    """A worker whose job asks several devices or nodes, outside torchrun: replaced by torchrun (no return); a
+    refusal (field=value: rule) when it cannot be; "" for a one-device job or a rank."""
     runtime = job.get("runtime") or {}
     devices = int(runtime.get("devices", 1))
-    if devices == 1 or under_torchrun():
+    nodes = int(runtime.get("nodes", 1))
+    if (devices == 1 and nodes == 1) or under_torchrun():
         return ""
     if os.environ.get(TRIAL_ENV):
         return (f"runtime.devices={devices}: a pruned search's trials train on one device (each rank would decide "
                 "to prune on its own)")
-    exec_torchrun(spec_path, devices, parent_env, runtime.get("num_threads"))
+    here = rendezvous_from_env()
+    if nodes > 1 and (here is None or here.nnodes != nodes):
+        return (f"runtime.nodes={nodes}: a multi-node variant runs under --executor ray or slurm, which start one "
+                "task per node and give each its rendezvous")
+    exec_torchrun(spec_path, devices, parent_env, runtime.get("num_threads"), here if nodes > 1 else None)
     return ""  # not reached: exec replaced this process
 
 
-def exec_torchrun(spec_path: Path, devices: int, parent_env: str, num_threads: int | None) -> None:
+def exec_torchrun(spec_path: Path, devices: int, parent_env: str, num_threads: int | None,
+                  rendezvous: Rendezvous | None = None) -> None:
     """Replace this worker by torchrun (never returns): the ranks' parent is this pid (``parent_env`` tells them),
     each with its share of the threads (OMP_NUM_THREADS, which torchrun would otherwise set to 1 with a warning)."""
     env = dict(os.environ)
@@ -112,7 +121,7 @@ def exec_torchrun(spec_path: Path, devices: int, parent_env: str, num_threads: i
     env["OMP_NUM_THREADS"] = str(process_threads(num_threads, devices, env) or 1)
     sys.stdout.flush()
     sys.stderr.flush()
-    cmd = torchrun_command(spec_path, devices)
+    cmd = torchrun_command(spec_path, devices, rendezvous=rendezvous)
     os.execve(cmd[0], cmd, env)
 
 

@@ -117,7 +117,8 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
     else:
         env = {**os.environ, **dict(env_extra), ranks.PARENT_ENV: str(os.getpid())}
         # runtime.devices > 1: the launcher that becomes torchrun over the worker (experiment/ranks.py)
-        module = "greentrain.experiment.ranks" if v.job.devices > 1 else "greentrain.experiment.worker"
+        many = v.job.devices > 1 or v.job.nodes > 1
+        module = "greentrain.experiment.ranks" if many else "greentrain.experiment.worker"
         proc = subprocess.run([sys.executable, "-m", module, str(spec_path)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
         code, stderr = proc.returncode, proc.stderr
@@ -236,6 +237,10 @@ def check_executor(opts: RunOptions) -> None:
 def check_devices(chosen: Sequence[Variant], opts: RunOptions) -> None:
     """Variants of several devices (runtime.devices) run as torchrun's processes: process isolation, and in the
     local pool a device group of at least as many GPUs for each worker (executors.check_device_groups)."""
+    nodes = max((v.job.nodes for v in chosen), default=1)
+    require(nodes == 1 or opts.executor != "local", "runtime.nodes", nodes, "needs --executor ray or slurm (the "
+            "local executor runs a variant on this one machine; give runtime.devices for its ranks here)")
+    require(nodes == 1 or opts.isolation == "process", "runtime.nodes", nodes, "needs process isolation")
     most = max((v.job.devices for v in chosen), default=1)
     if most == 1:
         return
@@ -300,6 +305,7 @@ def run_experiment(exp: Experiment, opts: RunOptions, *, progress: Callable[[int
     from greentrain.experiment.executors import local_slots
 
     check_executor(opts)
+    check_devices(chosen, opts)  # before the first worker starts (start() checks again)
     slots = local_slots(opts.jobs)
     with WarmWorker(slots[0].env, ranks.PARENT_ENV) as warm:  # the first slot's worker checks, then runs
         start(exp, opts, chosen, warm)

@@ -33,20 +33,23 @@ def test_devices_is_bounded_and_one_device_hashes_as_before() -> None:
     for runtime, message in (({"devices": 0}, "runtime.devices=0: must be >= 1"),
                              ({"devices": 65}, "runtime.devices=65: must be <= 64"),
                              ({"devices": "two"}, "runtime.devices='two': must be an integer"),
-                             ({"nodes": 2}, "runtime.nodes=2: multi-node variants are not supported yet")):
+                             ({"nodes": 0}, "runtime.nodes=0: must be >= 1"),
+                             ({"nodes": 1025}, "runtime.nodes=1025: must be <= 1024")):
         with pytest.raises(ConfigError) as e:
             parse_job({"runtime": runtime})
         assert str(e.value).startswith(message) and "\n" not in str(e.value)
 
 
-def test_the_cli_refuses_several_nodes_in_one_line(tmp_path: Path, make_experiment: Any,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_local_executor_refuses_several_nodes_in_one_line(tmp_path: Path, make_experiment: Any,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from greentrain.cli.main import main
 
     f = make_experiment(tmp_path / "e.yaml", runtime={"nodes": 2})
-    assert main(["experiment", "plan", str(f)]) == 2
+    assert parse_job({"runtime": {"nodes": 2}}).resolved["runtime"]["nodes"] == 2  # another hash than one node
+    assert main(["experiment", "run", str(f), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "runtime.nodes=2" in err and "not supported yet" in err
+    assert len(err.splitlines()) == 1 and "runtime.nodes=2" in err and "--executor ray or slurm" in err, err
+    assert not (tmp_path / "out").exists()  # nothing written
 
 
 def test_ranks_records_threads_and_shares() -> None:

@@ -1,0 +1,151 @@
+"""Multi-node variants (``runtime.nodes: N`` x ``runtime.devices: D``): one torchrun agent per node, met at a c10d
+rendezvous on node 0.
+
+The scheduler (``--executor ray``: a STRICT_SPREAD placement group, one bundle per node; ``--executor slurm``: a
+job of N nodes, one task per node) starts one task per node and gives each a ``Rendezvous``: the number of nodes,
+its node rank, node 0's ``host:port`` and a run id shared by the nodes of this launch. Node 0's task runs the
+variant as a local run does (claim, earlier attempts moved aside, ``variant.json`` written, then the worker) with
+the rendezvous in its environment, so the worker becomes ``torchrun --nnodes N --node-rank 0 --rdzv-backend c10d
+--rdzv-endpoint HOST:PORT --rdzv-id RUN`` (node 0 hosts the store: ``is_host``); every other node's task starts
+the same torchrun with its node rank at once (``run_agent``), over the same ``variant.json`` (the output folder is
+on a file system every node sees), and its agent waits at the rendezvous until node 0's joins: node 0 writes
+``variant.json`` before its agent starts, so no rank reads an old one. The ranks then train data parallel as on
+one node (gloo or NCCL); rank 0 gathers every rank's records and writes ``result.json``; every node's local rank 0
+meters its node's CPU and RAM (measure/launcher.py).
+
+Node 0's task writes ``DIR/nodes/<run>.done`` when it returns (its variant finished, or it did not run it: already
+done, budget spent); another node's agent still waiting then (node 0 never launched) or still running
+``NODE_GRACE_S`` later is stopped, so no node waits out the rendezvous timeout.
+
+torchrun's options: https://pytorch.org/docs/stable/elastic/run.html (c10d backend, ``--rdzv-conf is_host``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from greentrain.experiment.attempts import safe_name
+
+PARENT_ENV = "GREENTRAIN_EXPERIMENT_RUNNER_PID"  # the parent a worker dies with: the runner, or torchrun's agent
+NNODES_ENV = "GREENTRAIN_NNODES"
+NODE_RANK_ENV = "GREENTRAIN_NODE_RANK"
+ENDPOINT_ENV = "GREENTRAIN_RDZV_ENDPOINT"
+RUN_ID_ENV = "GREENTRAIN_RDZV_ID"
+NODES_DIR = "nodes"
+NODE_GRACE_S = 120.0  # a node's agent may outlive node 0's task this long (its last rank's records, the barrier)
+NODE_POLL_S = 1.0  # how often a node's agent looks for node 0's done file
+# Slurm: the rendezvous port from the job id, below Linux's ephemeral range (32768-60999) so no client socket of
+# the node holds it; two jobs on the same first node share a port only when their ids are 10,000 apart.
+SLURM_PORT_BASE = 20000
+SLURM_PORT_SPAN = 10000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rendezvous:
+    """Where the torchrun agents of one launch of a multi-node variant meet."""
+
+    nnodes: int
+    node_rank: int
+    endpoint: str  # node 0's host:port (its agent hosts the c10d store)
+    run_id: str  # the same on every node of this launch, another for the next launch
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """The environment that tells a worker (ranks.launch) it is one node of this launch."""
+        return ((NNODES_ENV, str(self.nnodes)), (NODE_RANK_ENV, str(self.node_rank)),
+                (ENDPOINT_ENV, self.endpoint), (RUN_ID_ENV, self.run_id))
+
+    def torchrun_args(self) -> list[str]:
+        """torchrun's multi-node options for this node (``--node-rank`` names the node; c10d orders the ranks)."""
+        return ["--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", self.endpoint, "--rdzv-id", self.run_id,
+                "--rdzv-conf", f"is_host={'true' if self.node_rank == 0 else 'false'}"]
+
+
+def rendezvous_from_env(environ: Mapping[str, str] | None = None) -> Rendezvous | None:
+    """The launch this process's node belongs to (``Rendezvous.env``), or None outside a multi-node launch."""
+    env = os.environ if environ is None else environ
+    if not env.get(NNODES_ENV):
+        return None
+    return Rendezvous(nnodes=int(env[NNODES_ENV]), node_rank=int(env.get(NODE_RANK_ENV, "0")),
+                      endpoint=env.get(ENDPOINT_ENV, ""), run_id=env.get(RUN_ID_ENV, ""))
+
+
+def slurm_rendezvous(environ: Mapping[str, str], hostnames: Sequence[str]) -> Rendezvous:
+    """The rendezvous of a Slurm task of a multi-node job (one task per node): ``SLURM_JOB_NUM_NODES`` nodes,
+    this one ``SLURM_NODEID``, node 0 the first host of ``SLURM_JOB_NODELIST`` (``hostnames``, expanded as
+    ``scontrol show hostnames`` does), the port and run id from the job id (``SLURM_JOB_ID``: every task of the
+    job, another for a resubmitted job)."""
+    job_id = environ.get("SLURM_JOB_ID", "")
+    if not job_id.isdigit() or not hostnames:
+        raise RuntimeError(f"not a Slurm job task (SLURM_JOB_ID={job_id!r}, {len(hostnames)} host(s))")
+    port = SLURM_PORT_BASE + int(job_id) % SLURM_PORT_SPAN
+    nodes = int(environ.get("SLURM_JOB_NUM_NODES", "") or len(hostnames))
+    return Rendezvous(nnodes=nodes, node_rank=int(environ.get("SLURM_NODEID", "0")),
+                      endpoint=f"{hostnames[0]}:{port}", run_id=f"slurm-{job_id}")
+
+
+def torchrun_command(spec_path: Path, devices: int, rendezvous: Rendezvous | None = None,
+                     python: str | None = None) -> list[str]:
+    """torchrun over the worker module for one variant: ``devices`` processes on this node, alone
+    (``--standalone``: a rendezvous on a free local port) or as one node of ``rendezvous``."""
+    where = ["--standalone"] if rendezvous is None else rendezvous.torchrun_args()
+    return [python or sys.executable, "-m", "torch.distributed.run", *where, "--nproc-per-node", str(devices),
+            "-m", "greentrain.experiment.worker", str(spec_path)]
+
+
+def done_path(out: Path, run_id: str) -> Path:
+    """The file node 0's task writes when it returns (the module's text)."""
+    return out / NODES_DIR / f"{safe_name(run_id)}.done"
+
+
+def mark_done(out: Path, run_id: str) -> None:
+    path = done_path(out, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def _die_with_task() -> None:
+    """In the agent's child before exec: SIGKILL when the task that started it dies (Linux PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+
+
+def run_agent(out: Path, spec_path: Path, devices: int, threads: int, rendezvous: Rendezvous,
+              grace_s: float = NODE_GRACE_S, poll_s: float = NODE_POLL_S) -> int:
+    """Node ``rendezvous.node_rank`` (> 0) of a launch: torchrun's agent over ``spec_path`` (``devices`` ranks of
+    ``threads`` torch threads each) until it exits, or is stopped ``grace_s`` after node 0's task returned
+    (module's text); torchrun's exit status, negative when stopped."""
+    env = {**os.environ, **dict(rendezvous.env()), "OMP_NUM_THREADS": str(threads)}
+    env.pop(PARENT_ENV, None)  # each rank dies with its parent: torchrun's agent
+    done = done_path(out, rendezvous.run_id)
+    proc = subprocess.Popen(torchrun_command(spec_path, devices, rendezvous), env=env,
+                            stdout=subprocess.DEVNULL, preexec_fn=_die_with_task)
+    deadline: float | None = None
+    try:
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return proc.wait(timeout=poll_s)
+            if deadline is None and done.exists():
+                deadline = time.monotonic() + grace_s
+            if deadline is not None and time.monotonic() >= deadline:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                return -1
+    finally:
+        if proc.poll() is None:  # the task is being stopped (Ray cancel, Slurm's SIGTERM)
+            proc.kill()
+            proc.wait()
