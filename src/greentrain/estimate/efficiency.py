@@ -31,11 +31,11 @@ from greentrain.estimate.kernels import attention_kernel_fields
 from greentrain.estimate.recompute import check_selective_mode
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
-from greentrain.workload import FP8_RECIPES
+from greentrain.workload import FP8_RECIPES, GRAD_DTYPES
 
 DEFAULT_FRAMEWORK = "megatron"
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
-LOSS_KERNELS = ("fp32", "fused", "compiled", "chunked")  # memory.loss_bytes_per_logit
+LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
@@ -202,6 +202,8 @@ class Efficiency:
     selective_recompute: str = knob("framework", "choice", (_selective, ""), default="attention")
     # the framework's default precision recipe (PRECISION_RECIPES)
     precision_recipe: str = knob("framework", "choice", _one_of(PRECISION_RECIPES), default="mixed")
+    # the gradient buffer its mixed-precision recipes reduce in (workload.GRAD_DTYPES), for a run that does not say
+    grad_dtype: str = knob("framework", "choice", _one_of(GRAD_DTYPES), default="fp32")
     # what it recomputes when a run does not say (none, full or a selective mode)
     default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
                                   default="none")

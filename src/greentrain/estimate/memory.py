@@ -248,12 +248,20 @@ class MemoryBreakdown:
 # PyTorch's F.cross_entropy on bf16 logits under autocast does the same). Checked on the playbook sweep:
 # nanotron 1B at micro-batch 1 and 2 measures 5.4 and 11.6 GiB above the model's tensors (docs/validation.md).
 LOSS_FP32_BYTES_PER_LOGIT = 8.0
+# fp32 buffers per logit alive at once in the backward of PyTorch's unfused cross-entropy (loss_bytes_per_logit)
+EAGER_LOSS_FP32_BUFFERS = 3
 
 
 def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
     """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
     (efficiency.LOSS_KERNELS):
     - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
+    - fp32-eager: PyTorch's F.cross_entropy on logits upcast with ``.float()`` (torchtitan
+      build_cross_entropy_loss, pytorch/torchtitan @9dec370 train.py loss_fn and @b5bcd76 components/loss.py):
+      log_softmax and nll_loss are separate autograd nodes, so the backward holds three fp32 buffers per logit
+      at once in ``_log_softmax_backward_data``: the saved log-softmax output, nll_loss's dense gradient and the
+      input gradient (EAGER_LOSS_FP32_BUFFERS; the forward's 16-bit logits, fp32 copy and log-softmax, e + 8,
+      are fewer); tests/unit/estimate counts them with a dispatch mode;
     - compiled: the cross-entropy under torch.compile (torchtitan compiles its loss with the model; Hugging Face
       models compiled whole): Inductor fuses the fp32 upcast, log-softmax and their backward, keeping the 16-bit
       logits and a per-token fp32 log-sum-exp; the backward writes the 16-bit logit gradient beside the logits
@@ -264,7 +272,8 @@ def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
       place: the logits alone (e);
     - chunked: the head and loss run per chunk of tokens (torchtune ``CEWithChunkedOutputLoss``, Liger's
       fused linear cross-entropy), a chunk's logits at a time: none at the scale of the step."""
-    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "compiled": 2 * e, "chunked": 0.0}[loss_kernel]
+    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fp32-eager": max(EAGER_LOSS_FP32_BUFFERS * 4.0, e + 8.0),
+            "fused": e, "compiled": 2 * e, "chunked": 0.0}[loss_kernel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,77 @@
+"""Memory terms with a source: PyTorch's unfused cross-entropy (torchtitan's loss) counted by a dispatch mode, and
+Megatron-Bridge's bf16 gradient buffer that lets GPT-OSS-120B fit on DGX-B200 as its recipe ran it."""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+import pytest
+
+from greentrain.calibrate.runs import read_runs
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.estimate.memory import EAGER_LOSS_FP32_BUFFERS, loss_bytes_per_logit
+from greentrain.estimate.step import estimate_step
+
+torch = pytest.importorskip("torch")
+
+
+def _peak_loss_bytes_per_logit(tokens: int, vocab: int, hidden: int) -> float:
+    """The most bytes held at once by tensors at least half a logit buffer large, over torchtitan's loss path
+    (bf16 head -> .float() -> F.cross_entropy -> backward), sampled at every dispatched op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    live: dict[int, weakref.ref] = {}
+    peak = [0]
+
+    class Track(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten((args, out))[0]:
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() * 2 >= tokens * vocab:
+                    live[id(t)] = weakref.ref(t)
+            alive = [t for t in (r() for r in live.values()) if t is not None]
+            storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in alive}
+            peak[0] = max(peak[0], sum(storages.values()))
+            return out
+
+    h = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (tokens,), generator=torch.Generator().manual_seed(0))
+    with Track():
+        pred = torch.nn.functional.linear(h, w)
+        loss = torch.nn.functional.cross_entropy(pred.float(), labels)
+        del pred  # torchtitan's train step drops its reference before the backward
+        loss.backward()
+    return peak[0] / (tokens * vocab)
+
+
+def test_eager_fp32_cross_entropy_holds_three_fp32_buffers_per_logit() -> None:
+    measured = _peak_loss_bytes_per_logit(256, 4096, 32)
+    assert measured == pytest.approx(4.0 * EAGER_LOSS_FP32_BUFFERS)
+    assert loss_bytes_per_logit("fp32-eager") == measured
+    assert loss_bytes_per_logit("fp32-eager") > loss_bytes_per_logit("fp32")  # nanotron's fused-in-fp32 path
+    assert efficiency_for("h100-sxm", "torchtitan").loss_kernel == "fp32-eager"
+
+
+HEADER = ("run_id,framework,model,chip,num_chips,chips_per_node,seq_len,global_batch,micro_batch,dp,tp,pp,cp,ep,"
+          "zero,recompute,precision,status\n")
+
+
+def test_megatron_bridge_recipes_keep_bf16_gradients_and_gpt_oss_120b_fits_on_b200(tmp_path: Path) -> None:
+    """Megatron-Bridge 26.04 performance summary: GPT-OSS-120B, 64 DGX-B200, bf16, GBS 1280, MBS 4, seq 4096,
+    EP 8 ran (13,568 tokens/s per GPU); its recipes set ddp.grad_reduce_in_fp32 false (2 bytes per parameter in
+    the gradient buffer). With fp32 gradients the same layout needs more than a B200 holds."""
+    row = "gptoss,{fw},gpt-oss-120b,b200,64,8,4096,1280,4,64,1,1,1,8,1,selective,bf16,ok\n"
+    path = tmp_path / "runs.csv"
+    path.write_text(HEADER + row.format(fw="nemo") + row.format(fw="megatron").replace("gptoss", "fp32"), "utf-8")
+    nemo, megatron = read_runs(path)
+    assert (nemo.scenario.workload.grad_dtype, megatron.scenario.workload.grad_dtype) == ("bf16", "fp32")
+    est = {r.run_id: estimate_step(r.scenario, r.strategy, check_fit=False, eff=efficiency_for("b200", r.framework))
+           for r in (nemo, megatron)}
+    capacity = nemo.scenario.cluster.chip.memory_bytes
+    assert est["gptoss"].memory.total_bytes < capacity < est["fp32"].memory.total_bytes
+    # the difference is the gradient buffer alone: 2 bytes per local parameter
+    diff = est["fp32"].memory.gradients_bytes - est["gptoss"].memory.gradients_bytes
+    assert diff == pytest.approx(est["gptoss"].memory.gradients_bytes, rel=1e-9)
