@@ -93,6 +93,7 @@ def _finite(v: Any) -> bool:
 
 FRACTION = (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1]")
 NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "must be a finite number >= 0")
+UNIT_RANGE = (lambda v: _finite(v) and 0 <= v <= 1, "must be in [0, 1]")
 KERNEL_TIME = (lambda v: _finite(v) and 0 <= v <= 1e-4, "must be in [0, 1e-4] s")
 NUMERIC_KINDS = ("fraction", "seconds", "bytes", "count", "rate")  # what calibrate may fit, with "bool"
 KINDS = (*NUMERIC_KINDS, "bool", "choice", "stages", "ops", "text")
@@ -148,6 +149,9 @@ class Efficiency:
     # that CUDA graphs remove (estimate/compute.py prices each kernel at max(roofline, floor) + gap)
     kernel_floor_s: float = knob("chip", "seconds", KERNEL_TIME, default=1.3e-6)
     kernel_gap_s: float = knob("chip", "seconds", KERNEL_TIME, default=1.3e-6)
+    # how much longer a compute kernel takes while a collective runs beside it (step_terms.overlap_cost_s): 0.76 is
+    # 1.76x as long; at most twice as long
+    overlap_slowdown: float = knob("chip", "fraction", UNIT_RANGE, default=0.0)
     # --- the framework: fixed costs, overlap and allocator ---
     # what its GEMM and attention kernels reach of the chip's microbenchmark figures
     kernel_efficiency: float = knob("framework", "fraction", FRACTION, default=1.0)

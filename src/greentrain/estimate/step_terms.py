@@ -19,7 +19,7 @@ from __future__ import annotations
 from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.hardware.cluster import Cluster
-from greentrain.num import Num, ceil, maximum, select, where
+from greentrain.num import Num, ceil, maximum, minimum, select, where
 
 
 def micro_batch_s(device_s: Num, layers: Num, eff: Efficiency, *, tp: Num, pp: Num, cl: Cluster) -> Num:
@@ -81,9 +81,10 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
 
     def zero3() -> Num:
         # every micro-batch gathers the weights forward and backward and reduce-scatters gradients,
-        # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching)
-        rs_all = collective_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
-        return num_micro * maximum(0.0, 2 * gather() + rs_all - micro_batch_s)
+        # overlapped with that micro-batch's compute (Rajbhandari et al. 2020 §5.3, prefetching); the compute
+        # that runs beside them is slowed (overlap_cost_s)
+        comm = 2 * gather() + collective_s(Collective.REDUCE_SCATTER, g, k, grad_bytes, cl, eff)
+        return num_micro * (maximum(0.0, comm - micro_batch_s) + overlap_cost_s(minimum(comm, micro_batch_s), eff))
 
     def buckets() -> Num:
         nb = num_buckets(grad_bytes, layers, eff)
@@ -92,10 +93,24 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
                          lambda: collective_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
         red_total = nb * red_one
         # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
-        exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb) if eff.dp_overlap else red_total
+        if eff.dp_overlap:
+            exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb)
+            exposed = exposed + overlap_cost_s(red_total - exposed, eff)
+        else:
+            exposed = red_total
         return exposed + select(zero >= 1, gather_updated, lambda: 0.0 * g)
 
     out: Num = select(g <= 1, lambda: 0.0 * g, lambda: select(zero >= 3, zero3, buckets))
+    return out
+
+
+def overlap_cost_s(overlapped_s: Num, eff: Efficiency) -> Num:
+    """What ``overlapped_s`` of collectives running beside the compute add to the step: the compute kernels that
+    share the device with them take (1 + x) times as long (x: the chip's overlap_slowdown; NCCL's kernels hold SMs
+    and move 2-3x their bus bandwidth through HBM), so of the time the collective runs, x / (1 + x) of it is lost
+    to the compute."""
+    x = eff.overlap_slowdown
+    out: Num = overlapped_s * (x / (1.0 + x))
     return out
 
 
