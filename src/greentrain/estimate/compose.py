@@ -40,7 +40,7 @@ from greentrain.estimate.recompute import recomputed_flop
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
-from greentrain.num import Num, where
+from greentrain.num import Num, maximum, where
 from greentrain.parallel.derived import Fields
 from greentrain.parallel.schedules import by_schedule
 from greentrain.scenario import Scenario
@@ -61,6 +61,10 @@ class StepStrategy(Fields, Protocol):
     def offload_optimizer(self) -> Any: ...
     @property
     def grad_group(self) -> Any: ...
+    @property
+    def ep(self) -> Any: ...
+    @property
+    def expert_tp(self) -> Any: ...
     @property
     def sequence_parallel(self) -> Any: ...
     @property
@@ -226,10 +230,12 @@ def memory_stage_present(stage: int, pp: Num) -> Num:
     return (pp >= 1, pp > 2, pp > 1)[stage]
 
 
-def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency) -> StateBytes:
-    """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group)."""
+def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = False) -> StateBytes:
+    """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group; the
+    routed experts' over the expert data-parallel group, dp x cp x tp / (ep x etp): memory.device_memory)."""
     w = sc.workload
-    return state_bytes_per_param(shard=s.grad_group, zero=s.zero, offload=s.offload_optimizer,
+    shard = maximum(s.grad_group * s.tp / (s.ep * s.expert_tp), 1.0) if experts else s.grad_group
+    return state_bytes_per_param(shard=shard, zero=s.zero, offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
                                  gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
                                  unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
@@ -243,6 +249,8 @@ class StageTransients:
     trainable: Num
     activations_bytes: Num
     temporary_bytes: Num
+    expert_params: Num = 0.0  # the routed experts' share of params (and of trainable)
+    expert_trainable: Num = 0.0
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
@@ -257,11 +265,16 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
                                  e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),
                                  loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
     return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
-                           activations_bytes=acts, temporary_bytes=temp)
+                           activations_bytes=acts, temporary_bytes=temp,
+                           expert_params=st.stage_expert_params[stage],
+                           expert_trainable=st.stage_expert_trainable[stage])
 
 
-def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency) -> MemoryBreakdown:
-    """memory.device_memory of one stage: its transients and its parameters' state."""
+def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
+                 expert_state: StateBytes | None = None) -> MemoryBreakdown:
+    """memory.device_memory of one stage: its transients and its parameters' state (the routed experts' at
+    ``expert_state``: state_bytes with experts)."""
     return device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
                          temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
-                         fragmentation=eff.fragmentation)
+                         fragmentation=eff.fragmentation, expert_params=t.expert_params,
+                         expert_trainable=t.expert_trainable, expert_state=expert_state)

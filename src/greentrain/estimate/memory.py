@@ -319,14 +319,24 @@ def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes:
 
 
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
-                  reserved_bytes: float, fragmentation: float) -> MemoryBreakdown:
+                  reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
+                  expert_trainable: Any = 0.0, expert_state: StateBytes | None = None) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
     ``temporary`` buffers); the allocator's fragmentation multiplies what the tensors need (reserved over
-    allocated)."""
+    allocated). ``expert_params`` (``expert_trainable``) of ``params`` are routed experts whose state is sharded
+    over the expert data-parallel group instead (``expert_state``; dp x cp x tp / (ep x etp) ranks): Megatron
+    Core keeps the experts in their own gradient buffers, reduced and sharded over intra_expt_dp_group, with
+    their own distributed optimizer (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py,
+    megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
+    ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py)."""
     c, k = state, 1.0 + fragmentation
-    return MemoryBreakdown(weights_bytes=params * c.weights * k, gradients_bytes=trainable * c.gradients * k,
-                           optimizer_bytes=trainable * c.optimizer * k, activations_bytes=activations * k,
-                           reserved_bytes=reserved_bytes, host_bytes=trainable * c.host,
+    ce = expert_state or state
+    weights = params * c.weights + expert_params * (ce.weights - c.weights)
+    grads = trainable * c.gradients + expert_trainable * (ce.gradients - c.gradients)
+    opt = trainable * c.optimizer + expert_trainable * (ce.optimizer - c.optimizer)
+    host = trainable * c.host + expert_trainable * (ce.host - c.host)
+    return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
+                           activations_bytes=activations * k, reserved_bytes=reserved_bytes, host_bytes=host,
                            temporary_bytes=temporary * k)

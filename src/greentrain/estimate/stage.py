@@ -53,6 +53,8 @@ class LayerTotals(MicroBatchTimes):
     params: Num
     activation_bytes: Num
     trainable: Num  # the share of ``params`` that carries gradients and optimizer state (fine-tuning)
+    expert_params: Num = 0.0  # the routed experts' share of ``params`` (their state shards over the expert dp group)
+    expert_trainable: Num = 0.0  # ... and of ``trainable``
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +97,9 @@ class StageSplit(MicroBatchTimes):
     stage_activation_bytes: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # their layers, one micro-batch
     trainable: Num = 0.0  # parameters with gradients on the stage holding the most of them (fine-tuning)
     stage_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
+    # the routed experts' share of stage_params and stage_trainable (memory.device_memory)
+    stage_expert_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
+    stage_expert_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
 
 
 def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
@@ -133,13 +138,15 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
 
     stage_p = per_stage(lt.params, emb.params, head.params)
     stage_t = per_stage(lt.trainable, emb.trainable, head.trainable)
+    stage_ep, stage_et = per_stage(lt.expert_params, 0.0, 0.0), per_stage(lt.expert_trainable, 0.0, 0.0)
     params = maximum(maximum(stage_p[0], stage_p[1]), stage_p[2])
     return StageSplit(fwd_s=lt.fwd_s * frac + e * emb.fwd_s + h * head.fwd_s,
                       bwd_s=lt.bwd_s * frac + e * emb.bwd_s + h * head.bwd_s, recompute_s=lt.recompute_s * frac,
                       tp_s=lt.tp_s * frac, cp_s=lt.cp_s * frac, ep_s=lt.ep_s * frac, params=params,
                       activation_bytes=la * pl.first, layers=pl.slowest_layers, stage_params=stage_p,
                       stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last),
-                      trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t)
+                      trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t,
+                      stage_expert_params=stage_ep, stage_expert_trainable=stage_et)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,6 +163,7 @@ class GroupCost:
     trainable: Num  # the share of ``params`` with gradients (fine-tuning)
     activation: LayerActivation
     backward: bool  # the layer runs a backward (it is above a trainable parameter)
+    expert_params: Num = 0.0  # the routed experts' share of ``params``
 
 
 def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency,
@@ -184,11 +192,13 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
         la = _activation(sc, ops, sh.cp, enc, g.moe, g.kind, flash, eff)
         params = _kind_params(g.params, g.expert_params, sh) if g.params else _local_layer_params(sc, g.moe, enc, sh)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
+        experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else _local_expert_params(sc, g.moe, sh)
         backward = t.backward_s > 0
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
                                                                           per_pass),
                              cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la,
-                             backward=bool(backward.all()) if is_column(backward) else backward))
+                             backward=bool(backward.all()) if is_column(backward) else backward,
+                             expert_params=experts))
     return tuple(out)
 
 
@@ -243,7 +253,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
     """Every layer's costs under a recomputation choice (``mode``: what selective saves, estimate/recompute.py);
     ``sp``: sequence parallelism in effect. A layer with no backward (below every trainable parameter) is
     neither recomputed nor keeps activations."""
-    fwd = bwd = rec = tps = cps = eps = params = trainable = act = 0.0
+    fwd = bwd = rec = tps = cps = eps = params = trainable = act = experts = expert_trainable = 0.0
     for g in groups:
         t, n, backward = g.time, g.count, g.backward
         recomputed = recomputed_s(recompute, mode, forward_s=t.forward_s, attention_core_s=t.attention_core_s,
@@ -259,10 +269,13 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         eps += n * g.ep_pass_s * passes
         params += n * g.params
         trainable += n * g.trainable
+        experts += n * g.expert_params
+        expert_trainable += n * g.expert_params * g.trainable / maximum(g.params, 1.0)
         if backward:
             act += n * _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute, mode=mode)
     return LayerTotals(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, tp_s=tps, cp_s=cps, ep_s=eps, params=params,
-                       activation_bytes=act, trainable=trainable)
+                       activation_bytes=act, trainable=trainable, expert_params=experts,
+                       expert_trainable=expert_trainable)
 
 
 def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str, mode: str) -> Num:
@@ -319,6 +332,12 @@ def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, sh: Sharding) ->
     else:
         mlp = m.mlp_params() / sh.tp
     return attn + mlp + norms
+
+
+def _local_expert_params(sc: Scenario, moe: bool, sh: Sharding) -> Num:
+    """The routed experts' share of _local_layer_params."""
+    m = sc.model
+    return m.num_experts / sh.ep * m.mlp_params(m.expert_ffn_hidden_size) / expert_tp(sh) if moe else 0.0
 
 
 def _local_end_params(sc: Scenario, tp: Num) -> tuple[Num, Num, Num]:

@@ -56,7 +56,8 @@ from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
-_REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop")
+_REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop", "experts",
+                "expert_trainable")
 _END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "emb_trainable", "head_fwd", "head_bwd", "head_params_1",
                 "head_params_n", "head_trainable_1", "head_trainable_n", "model_flop")
 
@@ -191,7 +192,8 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
         for r, rec in enumerate(RECOMPUTE):
             lt = sum_layer_totals(groups, recompute=rec, flash=flash, tp=sh.tp, sp=sh.sp, mode=eff.selective_recompute)
             for c, v in enumerate((lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
-                                   lt.activation_bytes, lt.trainable, extras[rec])):
+                                   lt.activation_bytes, lt.trainable, extras[rec], lt.expert_params,
+                                   lt.expert_trainable)):
                 out[c, j, r] = v
         emb, h1, hn = end_parts(sc, sh, ops, eff)
         for c, v in enumerate((emb.fwd_s, emb.bwd_s, emb.params, emb.trainable, h1.fwd_s, h1.bwd_s, h1.params,
@@ -217,11 +219,12 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     g = _Rows(t, at, (-1, 1))
     shards, shard_of = _groups([t.grad_group[at]])  # the state depends on the group's grad_group alone
     state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
+    expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True)
     st = split.at(at[:, None])
     total = np.zeros((len(groups), len(used)))
     for stage in MEMORY_STAGES:
         parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
-        stage_total = stage_memory(parts, state, eff).total_bytes
+        stage_total = stage_memory(parts, state, eff, expert_state).total_bytes
         total = np.where(memory_stage_present(stage, g.pp), np.maximum(total, stage_total), total)
     out: FloatArray = total.reshape(-1)[group_of * len(used) + pair_of]
     return out
@@ -232,7 +235,8 @@ def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Spli
     first, inverse = _groups([k.code, t.pp, t.vpp])
     c, pp = k.at(first), t.pp[first].astype(np.float64)
     lt = LayerTotals(fwd_s=c["fwd"], bwd_s=c["bwd"], recompute_s=c["rec"], tp_s=c["tp"], cp_s=c["cp"],
-                     ep_s=c["ep"], params=c["params"], activation_bytes=c["act"], trainable=c["trainable"])
+                     ep_s=c["ep"], params=c["params"], activation_bytes=c["act"], trainable=c["trainable"],
+                     expert_params=c["experts"], expert_trainable=c["expert_trainable"])
     emb = EndCosts(fwd_s=c["emb_fwd"], bwd_s=c["emb_bwd"], params=c["emb_params"], trainable=c["emb_trainable"])
     head_1 = EndCosts(fwd_s=c["head_fwd"], bwd_s=c["head_bwd"], params=c["head_params_1"],
                       trainable=c["head_trainable_1"])

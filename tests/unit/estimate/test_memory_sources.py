@@ -75,3 +75,37 @@ def test_megatron_bridge_recipes_keep_bf16_gradients_and_gpt_oss_120b_fits_on_b2
     # the difference is the gradient buffer alone: 2 bytes per local parameter
     diff = est["fp32"].memory.gradients_bytes - est["gptoss"].memory.gradients_bytes
     assert diff == pytest.approx(est["gptoss"].memory.gradients_bytes, rel=1e-9)
+
+
+def test_expert_state_shards_over_the_expert_data_parallel_group() -> None:
+    """GPT-OSS-120B on 64 B200, EP 8, distributed optimizer: the dense parameters' fp32 master and Adam moments
+    (12 bytes) shard over dp = 64, the routed experts' over the expert dp group 64 / 8 = 8 (Megatron Core's
+    intra_expt_dp_group); the vectorised search counts the same bytes."""
+    import dataclasses
+
+    import numpy as np
+
+    from greentrain.estimate.vector import estimate_steps
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.parallel.table import StrategyTable
+    from greentrain.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"model": "gpt-oss-120b", "cluster": {"chip": "b200", "num_chips": 64},
+                             "workload": {"global_batch_size": 1280, "seq_len": 4096, "num_steps": 1,
+                                          "grad_dtype": "bf16"}})
+    eff = efficiency_for("b200", "nemo")
+    s = Strategy(dp=64, ep=8, zero=1, recompute="selective", micro_batch_size=4)
+    est = estimate_step(sc, s, check_fit=False, eff=eff)
+    m = sc.model
+    experts = m.total_layers * m.num_experts * m.expert_params() / 8  # this rank's routed experts
+    dense = m.num_params() - m.total_layers * m.num_experts * m.expert_params()
+    assert est.memory.optimizer_bytes == pytest.approx(12.0 * (dense / 64 + experts / 8), rel=2e-3)
+    assert est.memory.weights_bytes == pytest.approx(2.0 * (dense + experts), rel=2e-3)
+    # ep 1: every expert on every rank, sharded over all 64
+    one = estimate_step(sc, dataclasses.replace(s, ep=1), check_fit=False, eff=eff)
+    assert one.memory.optimizer_bytes == pytest.approx(12.0 * m.num_params() / 64, rel=2e-3)
+    table = StrategyTable.from_strategies([s, dataclasses.replace(s, ep=1), dataclasses.replace(s, zero=3)])
+    vec = estimate_steps(sc, table, check_fit=False, eff=eff)
+    scalar = [est.memory, one.memory,
+              estimate_step(sc, dataclasses.replace(s, zero=3), check_fit=False, eff=eff).memory]
+    assert np.allclose(vec.memory_bytes, [x.total_bytes for x in scalar], rtol=1e-9)
