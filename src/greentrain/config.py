@@ -105,10 +105,19 @@ BOUNDS: dict[str, Bound] = {
                                "HBM3e: B300, MI355X)", lo_open=True),
     "device_memory_gib": Bound(0.0, 1e5, "GiB", "the largest accelerator memories are 268 GiB (B300, MI355X)",
                                lo_open=True),
-    "chip_memory_bytes_per_s": Bound(0.0, 1e17, "bytes/s", "HBM3e gives 8e12; a Cerebras WSE-3's SRAM 2.1e16",
-                                     lo_open=True),
-    "chip_flop_per_s": Bound(0.0, MAX_DEVICE_FLOP_PER_S, "FLOP/s", "a Cerebras WSE-3 peaks at 1.25e17"),
+    "chip_memory_bytes_per_s": Bound(1e9, 1e17, "bytes/s", "one DDR3 channel gives 1.3e10, HBM3e 8e12, a "
+                                     "Cerebras WSE-3's SRAM 2.1e16"),
+    "chip_flop_per_s": Bound(1e9, MAX_DEVICE_FLOP_PER_S, "FLOP/s", "one CPU core gives ~1e11 with AVX-512, a "
+                             "Cerebras WSE-3 1.25e17 (0: the chip has no such peak)"),
     # factors
+    "usd_per_hour": Bound(0.0, 1e5, "USD/h", "an 8-GPU cloud machine rents for 20-100 USD/h"),
+    "storage_usd_per_gb_month": Bound(0.0, 10.0, "USD/GB-month", "cloud object storage costs 0.001-0.03"),
+    "storage_months": Bound(0.0, 1200.0, "months", "100 years: longer than any storage contract", lo_open=True),
+    "rank_timeout_s": Bound(1.0, 7 * units.DAY_S, "s", "ranks import torch and meet over TCP in 1-10 s (a store "
+                            "given less than 1 s cannot reach itself); an emulation that needs a week has hung"),
+    "learning_rate": Bound(0.0, 1e3, "", "Adam uses 1e-5 to 1e-2; large-batch SGD with LARS tens (arXiv "
+                           "1708.03888)", lo_open=True),
+    "num_threads": Bound(1, 4096, "threads", "the largest hosts have ~1,000 hardware threads"),
     "slowdown": Bound(1e-3, 1e4, "x", "a device 10,000x slower than its peers has failed; measured stragglers "
                       "are 1.1-10x (MegaScale, arXiv 2402.15627)"),
     # counts (model shapes: published extremes x 10 or more)
@@ -337,6 +346,15 @@ def as_bool(value: Any, field: str) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
         return value.lower() in ("true", "yes", "on", "1")
     raise ConfigError(field, value, "must be true or false")
+
+
+def as_name(value: Any, field: str) -> str:
+    """A name from a file (chip, device): a non-blank string, at most MAX_NAME_CHARS, no control character
+    (it is printed in one-line messages and tables, and may become a file name)."""
+    ok = isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NAME_CHARS
+    require(ok and not any(ord(c) < 32 or c == "\x7f" for c in value), field, value,
+            f"must be a non-empty name of at most {MAX_NAME_CHARS} characters without control characters")
+    return str(value)
 
 
 def as_choice(value: Any, field: str, choices: Iterable[str]) -> str:

@@ -46,6 +46,10 @@ def _runs(args: argparse.Namespace) -> list[Run]:
                               frameworks=() if args.framework else framework_names())
         else:
             raise ConfigError("inputs", item, "is neither a runs CSV nor a track directory")
+    if args.scenario and not any(Path(i).is_dir() and not (Path(i) / "scenario.yaml").is_file()
+                                 for i in args.inputs):  # a flag that would be silently ignored
+        raise ConfigError("--scenario", args.scenario, "is used only for track directories without a "
+                          "scenario.yaml, and no input is one")
     return runs
 
 

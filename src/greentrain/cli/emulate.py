@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from greentrain.config import as_float, as_int, read_text, require, require_extra
+from greentrain.config import BOUNDS, as_int, read_text, require, require_extra
 from greentrain.emulate.cases import (
     Case,
     FfnCase,
@@ -123,7 +123,7 @@ def build_case(args: argparse.Namespace) -> Case:
         raise ConfigError("stages", args.stages, f"must equal len(units) - 1 = {len(units) - 1}")
     return PipelineCase(units=units, micro_batches=as_int(args.micro_batches, "micro-batches", minimum=1),
                         batch=as_int(args.batch, "batch", minimum=1), schedule=Schedule(args.schedule),
-                        learning_rate=as_float(args.learning_rate, "learning-rate", positive=True), seed=seed)
+                        learning_rate=BOUNDS["learning_rate"].check(args.learning_rate, "--learning-rate"), seed=seed)
 
 
 def _case_lines(path: str) -> list[tuple[int, list[str]]]:
@@ -178,7 +178,7 @@ def read_cases(path: str) -> list[Case]:
 def _launch(cases: list[Case], args: argparse.Namespace) -> list[EmulationResult]:
     """One launch per world size (a launch's ranks run all its cases: start-up is paid once); results in
     the cases' order."""
-    timeout_s = as_float(args.timeout_s, "timeout-s", positive=True)
+    timeout_s = BOUNDS["rank_timeout_s"].check(args.timeout_s, "--timeout-s")  # 1e-9 s: the store's TCP traceback
     with Spinner() as spinner:
         spinner.phase("importing torch")
         from greentrain.emulate.launcher import LaunchOptions, emulate  # imports torch

@@ -270,7 +270,7 @@ def _train(given: dict[str, Any]) -> TrainSpec:
                                        minimum=1),
                      grad_accum=as_int(d.get("gradient_accumulation_steps", 1), "train.gradient_accumulation_steps",
                                        minimum=1),
-                     learning_rate=as_float(d["learning_rate"], "train.learning_rate", positive=True),
+                     learning_rate=BOUNDS["learning_rate"].check(d["learning_rate"], "train.learning_rate"),
                      optim=str(d["optim"]), precision=str(d["precision"]), args=args)
 
 
@@ -320,10 +320,13 @@ def _site(d: dict[str, Any]) -> SiteSpec:
             raise ConfigError("site.chip", d["chip"], e.rule) from None
     return SiteSpec(region=str(d["region"]), pue=_opt_float(d, "pue", "site", minimum=1.0),
                     grid_g_co2e_per_kwh=_opt_float(d, "grid_g_co2e_per_kwh", "site", minimum=0.0),
-                    chip=str(d["chip"]), usd_per_hour=_opt_float(d, "usd_per_hour", "site", minimum=0.0),
+                    chip=str(d["chip"]), usd_per_hour=None if d["usd_per_hour"] is None else
+                    BOUNDS["usd_per_hour"].check(d["usd_per_hour"], "site.usd_per_hour"),
                     reprice=tuple(str(r) for r in reprice),
-                    storage_usd_per_gb_month=_opt_float(d, "storage_usd_per_gb_month", "site", minimum=0.0),
-                    storage_months=as_float(d.get("storage_months", 1.0), "site.storage_months", positive=True))
+                    storage_usd_per_gb_month=None if d.get("storage_usd_per_gb_month") is None else
+                    BOUNDS["storage_usd_per_gb_month"].check(d["storage_usd_per_gb_month"],
+                                                             "site.storage_usd_per_gb_month"),
+                    storage_months=BOUNDS["storage_months"].check(d.get("storage_months", 1.0), "site.storage_months"))
 
 
 def parse_job(raw: dict[str, Any]) -> Job:
@@ -357,7 +360,7 @@ def parse_job(raw: dict[str, Any]) -> Job:
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
                num_threads=None if sections["runtime"]["num_threads"] is None else
-               as_int(sections["runtime"]["num_threads"], "runtime.num_threads", minimum=1),
+               BOUNDS["num_threads"].check_int(sections["runtime"]["num_threads"], "runtime.num_threads"),
                devices=devices, nodes=nodes)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.config import as_float, as_int, check_keys, load_mapping
+from greentrain.config import as_float, as_int, as_name, check_keys, load_mapping
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.hardware.chip import Chip, Link
 
@@ -132,7 +132,7 @@ def get_chip(name: str) -> Chip:
         return table[alias]
     if key.endswith((".yaml", ".yml", ".json")):
         data = load_mapping(name)  # ConfigError if the file is missing or malformed
-        chip_name = str(data.pop("name", Path(name).stem))
+        chip_name = as_name(data.pop("name", Path(name).stem), f"chip({name}).name")
         return chip_from_dict(chip_name, data)
     raise ConfigError("chip", name, "unknown chip" + did_you_mean(key, list(table) + list(_aliases())))
 

@@ -108,7 +108,8 @@ class Chip:
                 f"must be >= tdp_w={self.tdp_w} (the die's full limit; 0: tdp_w)")
         for f in ("peak_bf16_flop_per_s", "peak_fp32_flop_per_s", "peak_tf32_flop_per_s", "peak_fp16_flop_per_s",
                   "peak_fp8_flop_per_s"):
-            BOUNDS["chip_flop_per_s"].check(getattr(self, f), f"{w}.{f}")
+            if getattr(self, f) != 0:  # 0: no such peak
+                BOUNDS["chip_flop_per_s"].check(getattr(self, f), f"{w}.{f}")
 
     @property
     def compute_clock_ratio(self) -> float:

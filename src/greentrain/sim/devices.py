@@ -26,11 +26,13 @@ from typing import Any
 
 from greentrain import units
 from greentrain.config import (
+    BOUNDS,
     MAX_DEVICE_FLOP_PER_S,
     MAX_LINK_BYTES_PER_S,
     MIN_LINK_BYTES_PER_S,
     as_float,
     as_int,
+    as_name,
     check_keys,
     load_mapping,
     require,
@@ -40,7 +42,6 @@ from greentrain.errors import ConfigError
 MAX_DEVICES = 10_000  # a swarm of seed 000; also bounds the simulator's memory and time
 MIN_DEVICE_FLOP_PER_S = 1e3
 MAX_LATENCY_MS = 1e6  # 1,000 s
-MAX_SLOWDOWN = 1e6
 MAX_REJOIN_S = 1e9
 
 # key suffix -> converter to bytes/s
@@ -113,7 +114,7 @@ def device_group(entry: Any, index: int) -> list[Device]:
     if not isinstance(entry, Mapping):
         raise ConfigError(where, entry, "must be a mapping with flop_per_s, ingress_* and egress_* keys")
     check_keys(entry, DEVICE_KEYS, where)
-    name = str(entry.get("name", f"dev{index}"))
+    name = as_name(entry["name"], f"{where}.name") if "name" in entry else f"dev{index}"
     where = f"devices[{index}]({name})"
     count = as_int(entry.get("count", 1), f"{where}.count", minimum=1)
     require(count <= MAX_DEVICES, f"{where}.count", count, f"must be <= {MAX_DEVICES:,} (devices in a swarm)")
@@ -130,7 +131,7 @@ def device_group(entry: Any, index: int) -> list[Device]:
                                             minimum=0.0, maximum=MAX_LATENCY_MS)),
         "failure_probability": as_float(entry.get("failure_probability", 0.0), f"{where}.failure_probability",
                                         minimum=0.0),
-        "slowdown": as_float(entry.get("slowdown", 1.0), f"{where}.slowdown", positive=True, maximum=MAX_SLOWDOWN),
+        "slowdown": BOUNDS["slowdown"].check(entry.get("slowdown", 1.0), f"{where}.slowdown"),  # config.BOUNDS
         "rejoin_s": as_float(entry["rejoin_s"], f"{where}.rejoin_s", minimum=0.0, maximum=MAX_REJOIN_S)
         if "rejoin_s" in entry
         else math.inf,
