@@ -40,7 +40,7 @@ from greentrain.estimate.recompute import recomputed_flop
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
-from greentrain.num import Num, maximum, where
+from greentrain.num import Num, maximum, minimum, where
 from greentrain.parallel.derived import Fields
 from greentrain.parallel.schedules import by_schedule
 from greentrain.scenario import Scenario
@@ -235,7 +235,8 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     routed experts' over the expert data-parallel group, dp x cp x tp / (ep x etp): memory.device_memory)."""
     w = sc.workload
     shard = maximum(s.grad_group * s.tp / (s.ep * s.expert_tp), 1.0) if experts else s.grad_group
-    return state_bytes_per_param(shard=shard, zero=s.zero, offload=s.offload_optimizer,
+    zero = where((s.pp > 1) & eff.pp_gathers_state, minimum(s.zero, 1), s.zero)  # Efficiency.pp_gathers_state
+    return state_bytes_per_param(shard=shard, zero=zero, offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
                                  gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
                                  unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))

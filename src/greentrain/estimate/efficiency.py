@@ -183,6 +183,9 @@ class Efficiency:
                                                            f"must be a subset of {', '.join(EAGER_OPS)}"), default=())
     # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_shards_master: bool = knob("framework", "bool", default=True)
+    # with a pipeline, the sharded weights stay gathered and the gradients accumulate unsharded (in the reduce
+    # dtype) until the last micro-batch: ZeRO-1's memory whatever the ZeRO stage (compose.state_bytes)
+    pp_gathers_state: bool = knob("framework", "bool", default=False)
     # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     zero_all_reduce: bool = knob("framework", "bool", default=False)
     reserved_bytes: float = knob("framework", "bytes", NON_NEGATIVE, yaml_key="reserved_gib")

@@ -109,3 +109,32 @@ def test_expert_state_shards_over_the_expert_data_parallel_group() -> None:
     scalar = [est.memory, one.memory,
               estimate_step(sc, dataclasses.replace(s, zero=3), check_fit=False, eff=eff).memory]
     assert np.allclose(vec.memory_bytes, [x.total_bytes for x in scalar], rtol=1e-9)
+
+
+def test_torchtitan_pipelines_keep_the_fsdp_state_gathered() -> None:
+    """torch.distributed.pipelining runs a stage's FSDP2 backward with resharding and gradient sync off until the
+    last micro-batch, accumulating whole fp32 gradients: with pp > 1 torchtitan's state is ZeRO-1's at ZeRO 3
+    (weights 2 + gradients 4 bytes per stage parameter whole); with pp 1 ZeRO-3 shards them."""
+    import dataclasses
+
+    import numpy as np
+
+    from greentrain.estimate.vector import estimate_steps
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.parallel.table import StrategyTable
+    from greentrain.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
+                             "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
+    tt, plain = efficiency_for("h100-sxm", "torchtitan"), efficiency_for("h100-sxm", "fsdp2")
+    assert tt.pp_gathers_state and not plain.pp_gathers_state
+    piped = Strategy(dp=8, pp=2, zero=3, recompute="full", micro_batch_size=1)
+    mem = {name: estimate_step(sc, piped, check_fit=False, eff=eff).memory for name, eff in (("tt", tt),
+                                                                                           ("plain", plain))}
+    assert mem["tt"].gradients_bytes == pytest.approx(8 * mem["plain"].gradients_bytes, rel=1e-9)
+    assert mem["tt"].weights_bytes == pytest.approx(8 * mem["plain"].weights_bytes, rel=1e-9)
+    flat = dataclasses.replace(piped, pp=1, dp=16)
+    one = estimate_step(sc, flat, check_fit=False, eff=tt).memory
+    assert one.weights_bytes == pytest.approx(estimate_step(sc, flat, check_fit=False, eff=plain).memory.weights_bytes)
+    vec = estimate_steps(sc, StrategyTable.from_strategies([piped, flat]), check_fit=False, eff=tt)
+    assert np.allclose(vec.memory_bytes, [mem["tt"].total_bytes, one.total_bytes], rtol=1e-9)
