@@ -25,6 +25,7 @@ from greentrain.estimate.memory import (
     MemoryBreakdown,
     StateBytes,
     device_memory,
+    fsdp_gathered_bytes,
     grad_bytes_per_param,
     held_micro_batches,
     loss_bytes_per_logit,
@@ -230,13 +231,17 @@ def memory_stage_present(stage: int, pp: Num) -> Num:
     return (pp >= 1, pp > 2, pp > 1)[stage]
 
 
+def _state_zero(s: StepStrategy, eff: Efficiency) -> Num:
+    """The ZeRO stage the state's memory follows: ZeRO-1's with a pipeline where Efficiency.pp_gathers_state."""
+    return where((s.pp > 1) & eff.pp_gathers_state, minimum(s.zero, 1), s.zero)
+
+
 def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = False) -> StateBytes:
     """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group; the
     routed experts' over the expert data-parallel group, dp x cp x tp / (ep x etp): memory.device_memory)."""
     w = sc.workload
     shard = maximum(s.grad_group * s.tp / (s.ep * s.expert_tp), 1.0) if experts else s.grad_group
-    zero = where((s.pp > 1) & eff.pp_gathers_state, minimum(s.zero, 1), s.zero)  # Efficiency.pp_gathers_state
-    return state_bytes_per_param(shard=shard, zero=zero, offload=s.offload_optimizer,
+    return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
                                  gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
                                  unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
@@ -265,6 +270,9 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
                                  tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
                                  e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),
                                  loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
+    gathered = (_state_zero(s, eff) >= 3) & eff.dp_bucket_per_layer
+    temp = temp + fsdp_gathered_bytes(block_params=st.block_params, end_params=st.stage_end_params[stage],
+                                      wb=weight_bytes_per_param(w.precision), gathered=gathered)
     return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
                            activations_bytes=acts, temporary_bytes=temp,
                            expert_params=st.stage_expert_params[stage],

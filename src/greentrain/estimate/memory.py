@@ -318,6 +318,17 @@ def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes:
     return acts, temporary
 
 
+def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gathered: Any) -> Any:
+    """Unsharded weights a fully sharded data-parallel framework with one FSDP unit per transformer block
+    (``gathered``: ZeRO-3 with per-block units) holds at its peak, beside the sharded state: the block
+    prefetched for the backward and the root unit (the embedding, the final norm and the LM head, which
+    torchtitan and Composer leave to the root's fully_shard) gathered for the loss's backward, ``wb`` bytes
+    per parameter. PyTorch FSDP2 all-gathers one unit ahead of the one running (fully_shard's implicit
+    prefetch, torch/distributed/fsdp/_fully_shard/_fsdp_state.py); FSDP1 with limit_all_gathers keeps at most
+    two units gathered (torch/distributed/fsdp/_runtime_utils.py)."""
+    return where(gathered, wb * (block_params + end_params), 0.0 * block_params)
+
+
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
                   reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
                   expert_trainable: Any = 0.0, expert_state: StateBytes | None = None) -> MemoryBreakdown:

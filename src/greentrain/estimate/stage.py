@@ -100,6 +100,8 @@ class StageSplit(MicroBatchTimes):
     # the routed experts' share of stage_params and stage_trainable (memory.device_memory)
     stage_expert_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
     stage_expert_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
+    block_params: Num = 0.0  # one transformer layer's parameters on one device (the mean layer)
+    stage_end_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # the embedding / LM head share of stage_params
 
 
 def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
@@ -139,6 +141,7 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
     stage_p = per_stage(lt.params, emb.params, head.params)
     stage_t = per_stage(lt.trainable, emb.trainable, head.trainable)
     stage_ep, stage_et = per_stage(lt.expert_params, 0.0, 0.0), per_stage(lt.expert_trainable, 0.0, 0.0)
+    stage_ends = per_stage(0.0 * lt.params, emb.params, head.params)
     params = maximum(maximum(stage_p[0], stage_p[1]), stage_p[2])
     return StageSplit(fwd_s=lt.fwd_s * frac + e * emb.fwd_s + h * head.fwd_s,
                       bwd_s=lt.bwd_s * frac + e * emb.bwd_s + h * head.bwd_s, recompute_s=lt.recompute_s * frac,
@@ -146,7 +149,8 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
                       activation_bytes=la * pl.first, layers=pl.slowest_layers, stage_params=stage_p,
                       stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last),
                       trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t,
-                      stage_expert_params=stage_ep, stage_expert_trainable=stage_et)
+                      stage_expert_params=stage_ep, stage_expert_trainable=stage_et,
+                      block_params=lt.params / layers, stage_end_params=stage_ends)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -138,3 +138,26 @@ def test_torchtitan_pipelines_keep_the_fsdp_state_gathered() -> None:
     assert one.weights_bytes == pytest.approx(estimate_step(sc, flat, check_fit=False, eff=plain).memory.weights_bytes)
     vec = estimate_steps(sc, StrategyTable.from_strategies([piped, flat]), check_fit=False, eff=tt)
     assert np.allclose(vec.memory_bytes, [mem["tt"].total_bytes, one.total_bytes], rtol=1e-9)
+
+
+def test_fully_sharded_blocks_hold_the_prefetched_block_and_the_root_unit_gathered() -> None:
+    """ZeRO-3 with one FSDP unit per block (torchtitan): at the loss's backward the LM head's unit and the block
+    prefetched for the backward are gathered, 2 bytes per parameter beside the sharded state; ZeRO-2 keeps the
+    weights gathered anyway (counted as weights), and a framework without per-block units adds nothing."""
+    import dataclasses
+
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
+    tt = efficiency_for("h100-sxm", "torchtitan")
+    s = Strategy(dp=8, zero=3, recompute="full", micro_batch_size=1)
+    z3 = estimate_step(sc, s, check_fit=False, eff=tt).memory
+    z2 = estimate_step(sc, dataclasses.replace(s, zero=2), check_fit=False, eff=tt).memory
+    m = sc.model
+    block = (m.num_params() - 2 * m.vocab_size * m.hidden_size - m.hidden_size) / m.total_layers
+    ends = 2 * m.vocab_size * m.hidden_size + m.hidden_size  # embedding, LM head (untied), final norm
+    assert z3.temporary_bytes - z2.temporary_bytes == pytest.approx(2.0 * (block + ends), rel=1e-3)
+    unsplit = dataclasses.replace(tt, dp_bucket_per_layer=False)
+    assert estimate_step(sc, s, check_fit=False, eff=unsplit).memory.temporary_bytes == z2.temporary_bytes
