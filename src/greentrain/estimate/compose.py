@@ -257,6 +257,7 @@ class StageTransients:
     temporary_bytes: Num
     expert_params: Num = 0.0  # the routed experts' share of params (and of trainable)
     expert_trainable: Num = 0.0
+    gathered_bytes: Num = 0.0  # memory.fsdp_gathered_bytes: unsharded weights beside the sharded ones
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
@@ -269,14 +270,14 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
     acts, temp = transient_bytes(spec=sc.model, held=held, stage_activation_bytes=st.stage_activation_bytes[stage],
                                  tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
                                  e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),
-                                 loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes))
-    gathered = (_state_zero(s, eff) >= 3) & eff.dp_bucket_per_layer
-    temp = temp + fsdp_gathered_bytes(block_params=st.block_params, end_params=st.stage_end_params[stage],
-                                      wb=weight_bytes_per_param(w.precision), gathered=gathered)
+                                 loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes, s.tp > 1))
+    gathered = fsdp_gathered_bytes(block_params=st.block_params, end_params=st.stage_end_params[stage],
+                                   wb=weight_bytes_per_param(w.precision),
+                                   gathered=(_state_zero(s, eff) >= 3) & eff.dp_bucket_per_layer)
     return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
                            activations_bytes=acts, temporary_bytes=temp,
                            expert_params=st.stage_expert_params[stage],
-                           expert_trainable=st.stage_expert_trainable[stage])
+                           expert_trainable=st.stage_expert_trainable[stage], gathered_bytes=gathered)
 
 
 def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
@@ -286,4 +287,5 @@ def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
     return device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
                          temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
                          fragmentation=eff.fragmentation, expert_params=t.expert_params,
-                         expert_trainable=t.expert_trainable, expert_state=expert_state)
+                         expert_trainable=t.expert_trainable, expert_state=expert_state,
+                         gathered_bytes=t.gathered_bytes)

@@ -248,11 +248,13 @@ class MemoryBreakdown:
 # PyTorch's F.cross_entropy on bf16 logits under autocast does the same). Checked on the playbook sweep:
 # nanotron 1B at micro-batch 1 and 2 measures 5.4 and 11.6 GiB above the model's tensors (docs/validation.md).
 LOSS_FP32_BYTES_PER_LOGIT = 8.0
-# fp32 buffers per logit alive at once in the backward of PyTorch's unfused cross-entropy (loss_bytes_per_logit)
+# fp32 buffers per logit alive at once in the backward of PyTorch's unfused cross-entropy (loss_bytes_per_logit),
+# and of its vocabulary-parallel form under torch.distributed.tensor.parallel.loss_parallel
 EAGER_LOSS_FP32_BUFFERS = 3
+LOSS_PARALLEL_FP32_BUFFERS = 4
 
 
-def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
+def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0, vocab_parallel: Any = False) -> Any:
     """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
     (efficiency.LOSS_KERNELS):
     - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
@@ -261,7 +263,10 @@ def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
       log_softmax and nll_loss are separate autograd nodes, so the backward holds three fp32 buffers per logit
       at once in ``_log_softmax_backward_data``: the saved log-softmax output, nll_loss's dense gradient and the
       input gradient (EAGER_LOSS_FP32_BUFFERS; the forward's 16-bit logits, fp32 copy and log-softmax, e + 8,
-      are fewer); tests/unit/estimate counts them with a dispatch mode;
+      are fewer); with tensor parallelism torchtitan runs it under loss_parallel (vocabulary-sharded logits,
+      torch/distributed/tensor/parallel/loss.py): _nll_loss_and_log_softmax_backward computes
+      (zeros_like(x) + exp(x)) * grad beside the saved log-softmax x, four fp32 buffers
+      (LOSS_PARALLEL_FP32_BUFFERS; ``vocab_parallel``); tests/unit/estimate counts both with the profiler;
     - compiled: the cross-entropy under torch.compile (torchtitan compiles its loss with the model; Hugging Face
       models compiled whole): Inductor fuses the fp32 upcast, log-softmax and their backward, keeping the 16-bit
       logits and a per-token fp32 log-sum-exp; the backward writes the 16-bit logit gradient beside the logits
@@ -272,8 +277,9 @@ def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0) -> float:
       place: the logits alone (e);
     - chunked: the head and loss run per chunk of tokens (torchtune ``CEWithChunkedOutputLoss``, Liger's
       fused linear cross-entropy), a chunk's logits at a time: none at the scale of the step."""
-    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fp32-eager": max(EAGER_LOSS_FP32_BUFFERS * 4.0, e + 8.0),
-            "fused": e, "compiled": 2 * e, "chunked": 0.0}[loss_kernel]
+    if loss_kernel == "fp32-eager":
+        return where(vocab_parallel, LOSS_PARALLEL_FP32_BUFFERS * 4.0, max(EAGER_LOSS_FP32_BUFFERS * 4.0, e + 8.0))
+    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "compiled": 2 * e, "chunked": 0.0}[loss_kernel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,7 +310,7 @@ def state_bytes_per_param(*, shard: Any, zero: Any, offload: Any, wb: float, gb:
 
 def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes: Any, tokens: Any, tp: Any,
                     sp: Any, e: float, embedding: Any = True, head: Any = True,
-                    loss_bytes: float | None = None) -> tuple[Any, Any]:
+                    loss_bytes: Any = None) -> tuple[Any, Any]:
     """(activations, temporary buffers) of one stage: ``held`` micro-batches of its layers' activations, the
     ends it holds (Korthikanti et al. §4.3, Megatron: input ids 8*s*b and the embedding output s*b*h per
     in-flight micro-batch on the first stage; output norm and projection input on the last) and, on the last,
@@ -331,7 +337,8 @@ def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gather
 
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
                   reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
-                  expert_trainable: Any = 0.0, expert_state: StateBytes | None = None) -> MemoryBreakdown:
+                  expert_trainable: Any = 0.0, expert_state: StateBytes | None = None,
+                  gathered_bytes: Any = 0.0) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
@@ -341,10 +348,11 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     Core keeps the experts in their own gradient buffers, reduced and sharded over intra_expt_dp_group, with
     their own distributed optimizer (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py,
     megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
-    ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py)."""
+    ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of
+    sharded weights alive at the peak (fsdp_gathered_bytes), counted with the weights."""
     c, k = state, 1.0 + fragmentation
     ce = expert_state or state
-    weights = params * c.weights + expert_params * (ce.weights - c.weights)
+    weights = params * c.weights + expert_params * (ce.weights - c.weights) + gathered_bytes
     grads = trainable * c.gradients + expert_trainable * (ce.gradients - c.gradients)
     opt = trainable * c.optimizer + expert_trainable * (ce.optimizer - c.optimizer)
     host = trainable * c.host + expert_trainable * (ce.host - c.host)

@@ -3,56 +3,74 @@ Megatron-Bridge's bf16 gradient buffer that lets GPT-OSS-120B fit on DGX-B200 as
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
 import pytest
 
 from greentrain.calibrate.runs import read_runs
 from greentrain.estimate.efficiency import efficiency_for
-from greentrain.estimate.memory import EAGER_LOSS_FP32_BUFFERS, loss_bytes_per_logit
+from greentrain.estimate.memory import EAGER_LOSS_FP32_BUFFERS, LOSS_PARALLEL_FP32_BUFFERS, loss_bytes_per_logit
 from greentrain.estimate.step import estimate_step
 
 torch = pytest.importorskip("torch")
 
 
-def _peak_loss_bytes_per_logit(tokens: int, vocab: int, hidden: int) -> float:
-    """The most bytes held at once by tensors at least half a logit buffer large, over torchtitan's loss path
-    (bf16 head -> .float() -> F.cross_entropy -> backward), sampled at every dispatched op."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-
-    live: dict[int, weakref.ref] = {}
-    peak = [0]
-
-    class Track(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            out = func(*args, **(kwargs or {}))
-            for t in tree_flatten((args, out))[0]:
-                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() * 2 >= tokens * vocab:
-                    live[id(t)] = weakref.ref(t)
-            alive = [t for t in (r() for r in live.values()) if t is not None]
-            storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in alive}
-            peak[0] = max(peak[0], sum(storages.values()))
-            return out
+def _peak_loss_bytes_per_logit(tokens: int, vocab: int, hidden: int, *, parallel: bool) -> float:
+    """The most bytes held at once by allocations at least half a logit buffer large (the profiler's CPU memory
+    events) over torchtitan's loss path: bf16 head -> .float() -> F.cross_entropy -> backward; ``parallel``:
+    under loss_parallel, the logits a vocabulary-sharded DTensor (a one-rank gloo mesh)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import loss_parallel
+    from torch.profiler import ProfilerActivity, profile
 
     h = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.randint(0, vocab, (tokens,), generator=torch.Generator().manual_seed(0))
-    with Track():
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         pred = torch.nn.functional.linear(h, w)
-        loss = torch.nn.functional.cross_entropy(pred.float(), labels)
-        del pred  # torchtitan's train step drops its reference before the backward
-        loss.backward()
-    return peak[0] / (tokens * vocab)
+        if parallel:
+            logits = DTensor.from_local(pred, init_device_mesh("cpu", (1,)), [Shard(-1)], run_check=False)
+            with loss_parallel():
+                loss = torch.nn.functional.cross_entropy(logits.float(), labels)
+                del pred, logits  # torchtitan's train step drops its reference before the backward
+                loss.backward()
+        else:
+            loss = torch.nn.functional.cross_entropy(pred.float(), labels)
+            del pred
+            loss.backward()
+    assert not parallel or dist.is_initialized()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    now = peak = 0
+    for e in events:
+        if abs(e.nbytes()) * 2 >= tokens * vocab:
+            now += e.nbytes()
+            peak = max(peak, now)
+    return peak / (tokens * vocab)
 
 
 def test_eager_fp32_cross_entropy_holds_three_fp32_buffers_per_logit() -> None:
-    measured = _peak_loss_bytes_per_logit(256, 4096, 32)
+    measured = _peak_loss_bytes_per_logit(256, 4096, 32, parallel=False)
     assert measured == pytest.approx(4.0 * EAGER_LOSS_FP32_BUFFERS)
     assert loss_bytes_per_logit("fp32-eager") == measured
     assert loss_bytes_per_logit("fp32-eager") > loss_bytes_per_logit("fp32")  # nanotron's fused-in-fp32 path
     assert efficiency_for("h100-sxm", "torchtitan").loss_kernel == "fp32-eager"
+
+
+def test_loss_parallel_cross_entropy_holds_four_fp32_buffers_per_logit() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        measured = _peak_loss_bytes_per_logit(256, 4096, 32, parallel=True)
+    finally:
+        dist.destroy_process_group()
+    assert measured == pytest.approx(4.0 * LOSS_PARALLEL_FP32_BUFFERS)
+    assert loss_bytes_per_logit("fp32-eager", vocab_parallel=True) == measured
 
 
 HEADER = ("run_id,framework,model,chip,num_chips,chips_per_node,seq_len,global_batch,micro_batch,dp,tp,pp,cp,ep,"
@@ -128,6 +146,7 @@ def test_torchtitan_pipelines_keep_the_fsdp_state_gathered() -> None:
                              "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
     tt, plain = efficiency_for("h100-sxm", "torchtitan"), efficiency_for("h100-sxm", "fsdp2")
     assert tt.pp_gathers_state and not plain.pp_gathers_state
+    plain = dataclasses.replace(plain, dp_bucket_per_layer=False)  # its ZeRO-3 state alone, no gathered block
     piped = Strategy(dp=8, pp=2, zero=3, recompute="full", micro_batch_size=1)
     mem = {name: estimate_step(sc, piped, check_fit=False, eff=eff).memory for name, eff in (("tt", tt),
                                                                                            ("plain", plain))}
@@ -135,7 +154,8 @@ def test_torchtitan_pipelines_keep_the_fsdp_state_gathered() -> None:
     assert mem["tt"].weights_bytes == pytest.approx(8 * mem["plain"].weights_bytes, rel=1e-9)
     flat = dataclasses.replace(piped, pp=1, dp=16)
     one = estimate_step(sc, flat, check_fit=False, eff=tt).memory
-    assert one.weights_bytes == pytest.approx(estimate_step(sc, flat, check_fit=False, eff=plain).memory.weights_bytes)
+    assert one.gradients_bytes == pytest.approx(
+        estimate_step(sc, flat, check_fit=False, eff=plain).memory.gradients_bytes)
     vec = estimate_steps(sc, StrategyTable.from_strategies([piped, flat]), check_fit=False, eff=tt)
     assert np.allclose(vec.memory_bytes, [mem["tt"].total_bytes, one.total_bytes], rtol=1e-9)
 
@@ -158,6 +178,8 @@ def test_fully_sharded_blocks_hold_the_prefetched_block_and_the_root_unit_gather
     m = sc.model
     block = (m.num_params() - 2 * m.vocab_size * m.hidden_size - m.hidden_size) / m.total_layers
     ends = 2 * m.vocab_size * m.hidden_size + m.hidden_size  # embedding, LM head (untied), final norm
-    assert z3.temporary_bytes - z2.temporary_bytes == pytest.approx(2.0 * (block + ends), rel=1e-3)
+    sharded = 2.0 * m.num_params() / 8  # ZeRO-3's bf16 weight shard
+    assert z3.weights_bytes - sharded == pytest.approx(2.0 * (block + ends), rel=1e-3)
+    assert z2.weights_bytes == pytest.approx(2.0 * m.num_params(), rel=1e-9)
     unsplit = dataclasses.replace(tt, dp_bucket_per_layer=False)
-    assert estimate_step(sc, s, check_fit=False, eff=unsplit).memory.temporary_bytes == z2.temporary_bytes
+    assert estimate_step(sc, s, check_fit=False, eff=unsplit).memory.weights_bytes == pytest.approx(sharded)
