@@ -2,8 +2,8 @@
 @ 067f987d): 9 fp8 runs of Llama 3 8B/70B/405B and Qwen3-30B-A3B/235B-A22B on DGX-H100 and DGX-B200, read from
 shared/reference/calibration (skipped where that folder is absent), each run with its own framework (nemo).
 
-Pins what greentrain reaches through `greentrain validate`, measured 2026-11-25 (docs/validation.md): mean
-|tokens/s error| 9.1 % (issue 23's goal: <= 15 %; before issue 23: 34 % with the megatron profile and etp 1).
+Pins what greentrain reaches through `greentrain validate`, measured 2026-11-26 (docs/validation.md): mean
+|tokens/s error| 8.2 % (issue 23's goal: <= 15 %; before issue 23: 34 % with the megatron profile and etp 1).
 The tolerance catches regressions and leaves room for the mechanisms still changing."""
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ def test_megatron_bridge_throughput_error() -> None:
     _, summary = validate(runs)
     assert summary.num_predicted == len(runs) == 9
     assert summary.throughput_error_mean is not None
-    assert summary.throughput_error_mean <= 0.12  # 9.1 % today; goal 15 %
-    assert abs(summary.throughput_error_bias or 0.0) <= 0.08  # +2.8 % today
+    assert summary.throughput_error_mean <= 0.11  # 8.2 % today; goal 15 %
+    assert abs(summary.throughput_error_bias or 0.0) <= 0.08  # +2.2 % today
