@@ -216,8 +216,9 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     lookup[used] = np.arange(len(used))
     pair_of, pairs = lookup[pair], _Pairs(zero=(used // 2)[None, :], offload_optimizer=(used % 2 == 1)[None, :])
     at = rows[groups]
-    g = _Rows(t, at, (-1, 1))
-    shards, shard_of = _groups([t.grad_group[at]])  # the state depends on the group's grad_group alone
+    g = _Rows(t, at, (-1, 1), pairs=pairs)  # the transients read the ZeRO stage too (fsdp_gathered_bytes)
+    # the state depends on the group's grad_group, and on whether it pipelines (Efficiency.pp_gathers_state)
+    shards, shard_of = _groups([t.grad_group[at], (t.pp[at] > 1).astype(np.int64)])
     state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
     expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True)
     st = split.at(at[:, None])

@@ -26,7 +26,9 @@ def _agree(sc: Scenario, rows: StrategyTable, rng: random.Random, samples: int, 
     est = estimate_steps(sc, rows, eff=eff)
     at = {int(i): j for j, i in enumerate(est.index)}
     picks = rng.sample(range(len(rows)), min(samples, len(rows)))
-    picks += rng.sample([int(i) for i in est.index], min(feasible_samples, len(est.index)))
+    # feasible rows the framework runs (the search keeps to its ZeRO stages before estimating)
+    kept = [int(i) for i in est.index if eff is None or int(rows.zero[i]) in eff.zero_stages]
+    picks += rng.sample(kept, min(feasible_samples, len(kept)))
     feasible = 0
     for i in picks:
         s = rows.row(i)
