@@ -113,6 +113,8 @@ BOUNDS: dict[str, Bound] = {
     "usd_per_hour": Bound(0.0, 1e5, "USD/h", "an 8-GPU cloud machine rents for 20-100 USD/h"),
     "storage_usd_per_gb_month": Bound(0.0, 10.0, "USD/GB-month", "cloud object storage costs 0.001-0.03"),
     "storage_months": Bound(0.0, 1200.0, "months", "100 years: longer than any storage contract", lo_open=True),
+    "bucket_mb": Bound(0.0, 1e6, "MB", "torch DDP buckets 25 MB by default; 1e6 MB holds any model's gradients in "
+                       "one bucket"),
     "rank_timeout_s": Bound(1.0, 7 * units.DAY_S, "s", "ranks import torch and meet over TCP in 1-10 s (a store "
                             "given less than 1 s cannot reach itself); an emulation that needs a week has hung"),
     "learning_rate": Bound(0.0, 1e3, "", "Adam uses 1e-5 to 1e-2; large-batch SGD with LARS tens (arXiv "

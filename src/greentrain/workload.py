@@ -64,6 +64,9 @@ class Workload:
             v = getattr(self, f)
             require(math.isfinite(v) and v >= 0, f"workload.{f}", v, "must be a finite number >= 0")
         require(self.num_steps >= 0, "workload.num_steps", self.num_steps, "must be >= 0")
+        for f in ("train_tokens", "dataset_tokens"):  # counts of tokens: 1e-7 was one step of 4 M tokens
+            require(getattr(self, f) == 0 or getattr(self, f) >= 1, f"workload.{f}", getattr(self, f),
+                    "must be 0 (not given) or at least 1 token")
         for f, top in (("global_batch_size", MAX_BATCH_SEQUENCES), ("seq_len", MAX_SEQ_LEN),
                        ("target_seq_len", MAX_SEQ_LEN), ("train_tokens", MAX_TOKENS), ("num_steps", MAX_STEPS),
                        ("num_epochs", MAX_EPOCHS), ("dataset_tokens", MAX_TOKENS)):

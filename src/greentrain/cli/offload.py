@@ -15,7 +15,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from greentrain.config import split_list
+from greentrain.config import BOUNDS, split_list
 from greentrain.errors import ConfigError
 from greentrain.offload.config import EXECUTORS
 
@@ -139,8 +139,8 @@ def _policy(args: argparse.Namespace) -> OffloadPolicy:
     rounds = getattr(args, "micro_batches", None)
     threads = getattr(args, "host_threads", None)
     return OffloadPolicy(downgrade=not args.no_downgrade,
-                         rounds_per_step=_int_one(rounds, "offload.micro_batches") if rounds else None,
-                         host_threads=_int_one(threads, "offload.host_threads") if threads else None)
+                         rounds_per_step=_int_one(rounds, "offload.micro_batches") if rounds is not None else None,
+                         host_threads=_int_one(threads, "offload.host_threads") if threads is not None else None)
 
 
 def _scenario(model: str, chip: str, seq_len: int, host_link: str, batch: int = 1) -> Scenario:
@@ -229,6 +229,10 @@ def _heatmap(args: argparse.Namespace) -> int:
     seqs = _ints(args.seq_len, "offload.seq_len")
     devs = _numbers(args.device_gib, "offload.device_gib")
     hosts = _numbers(args.host_gib, "offload.host_gib")
+    for kind, field, values in (("device_memory_gib", "offload.device_gib", devs),
+                                ("host_memory_gib", "offload.host_gib", hosts)):  # ranges: config.BOUNDS
+        for v in values:
+            BOUNDS[kind].check(v, field)
     check_grid(models, chips, seqs, devs, hosts)
     if args.output:
         from greentrain.report.files import check_plot_path

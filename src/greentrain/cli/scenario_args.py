@@ -101,7 +101,7 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
     they replace what each run of a runs CSV says (``greentrain validate``)."""
     fw_default, fws = ("each run's framework column, else megatron", "each run's framework's") if for_runs else (
         "megatron", "the framework's")
-    g.add_argument("--framework", default="" if for_runs else "megatron",
+    g.add_argument("--framework", default="" if for_runs else "megatron", type=str if for_runs else name_text,
                    help=f"training framework profile (default: {fw_default}; `greentrain catalog frameworks` lists "
                    "them)")
     g.add_argument("--calibration", default="", metavar="PROFILE.yaml",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greentrain.cli.argtypes import nonneg_int, positive_float, positive_int
+from greentrain.cli.argtypes import bounded, nonneg_int, positive_float, positive_int
 from greentrain.errors import ConfigError
 from greentrain.results.view import stamp
 
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipeline stage STAGE computes FACTOR times slower (repeatable)")
     c.add_argument("--link-slowdown", type=positive_float, default=1.0, metavar="FACTOR",
                    help="inter-node links are FACTOR times slower than the catalog says")
-    c.add_argument("--bucket-mb", type=positive_float, default=0.0,
+    c.add_argument("--bucket-mb", type=bounded("bucket_mb"), default=0.0,
                    help="DP gradient bucket size in MB (default: the framework's: megatron one bucket, ddp 25 MiB)")
     _outputs(c)
 
