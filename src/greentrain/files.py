@@ -5,7 +5,9 @@ Every file written on a user's request (results, plots, pages, traces, profiles,
 ``check_output_path`` (or ``check_output_dir``) before the work starts and ``write_atomic`` at the end: a
 temporary file beside the target, flushed to disk, the process umask applied to its mode (mkstemp creates
 0600), then ``os.replace``. A kill, a full disk or a permission error leaves the old file or the new one, never
-half of one, and no temporary file. Several outputs of one command are staged together (``AtomicBatch``): all
+half of one, and no temporary file. A target that exists and is a device or a pipe (``/dev/null``, ``/dev/stdout``,
+a FIFO) is written in place: a rename would replace the device node itself (as root, ``-o /dev/full`` used to
+turn /dev/full into a regular file). Several outputs of one command are staged together (``AtomicBatch``): all
 temporaries are written first and only then renamed, so a full disk leaves none of them; a rename that still
 fails says which outputs were written and which were not.
 
@@ -21,6 +23,7 @@ import contextvars
 import fcntl
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,6 +55,27 @@ def _probe(folder: Path, name: str, flag: str, path: str | Path) -> None:
     Path(probe).unlink(missing_ok=True)
 
 
+def is_stream(p: Path) -> bool:
+    """Whether ``p`` exists and is a character device or a FIFO: written in place, never renamed over."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _target(p: Path) -> Path:
+    """Where the rename lands: a symbolic link's target (renaming over the link would replace the link)."""
+    return p.resolve() if p.is_symlink() else p
+
+
+def _write_stream(p: Path, flag: str, write: Callable[[str], None]) -> None:
+    try:
+        write(str(p))
+    except OSError as exc:
+        raise ConfigError(flag, str(p), f"cannot be written: {os_reason(exc)}") from None
+
+
 def check_output_path(path: str | Path, flag: str, suffixes: tuple[str, ...] = ()) -> Path:
     """Fail before any work if ``path`` cannot be written: suffix, folder exists, a file can be created in it."""
     p = Path(path)
@@ -67,6 +91,13 @@ def check_output_path(path: str | Path, flag: str, suffixes: tuple[str, ...] = (
         raise ConfigError(flag, str(path), rule)
     if p.is_dir():
         raise ConfigError(flag, str(path), "is a directory, not a file")
+    if is_stream(p):
+        if not os.access(p, os.W_OK):
+            raise ConfigError(flag, str(path), "cannot be written: permission denied")
+        return p
+    if p.exists() and not p.is_file():
+        raise ConfigError(flag, str(path), "must be a regular file, a character device or a FIFO (it is a block "
+                          "device, a socket or similar)")
     _probe(folder, p.name, flag, path)
     return p
 
@@ -131,10 +162,13 @@ def write_atomic(path: str | Path, flag: str, write: Callable[[str], None], suff
     An OSError on the way (folder gone, disk full, permission) becomes a ConfigError naming ``flag`` and
     ``path``; the temporary file is removed and ``path`` is left as it was.
     """
-    p = Path(path)
+    p = _target(Path(path))
     batch = _BATCH.get()
     if batch is not None:  # inside all_or_none(): renamed with the command's other outputs at its end
         batch.add(p, flag, write, suffix)
+        return p
+    if is_stream(p):
+        _write_stream(p, flag, write)
         return p
     tmp = ""
     try:
@@ -175,9 +209,13 @@ class AtomicBatch:
 
     def __init__(self) -> None:
         self._staged: list[tuple[str, Path, str]] = []  # (flag, target, temporary)
+        self._streams: list[tuple[str, Path, Callable[[str], None]]] = []  # devices and pipes: written at commit
 
     def add(self, path: str | Path, flag: str, write: Callable[[str], None], suffix: str = "") -> None:
-        p = Path(path)
+        p = _target(Path(path))
+        if is_stream(p):
+            self._streams.append((flag, p, write))
+            return
         try:
             self._staged.append((flag, p, _stage(p, write, suffix)))
         except OSError as exc:
@@ -197,6 +235,7 @@ class AtomicBatch:
         for _, _, tmp in self._staged:
             Path(tmp).unlink(missing_ok=True)
         self._staged = []
+        self._streams = []
 
     def commit(self) -> list[Path]:
         done: list[Path] = []
@@ -215,6 +254,10 @@ class AtomicBatch:
                 if p not in done:
                     Path(tmp).unlink(missing_ok=True)
             self._staged = []
+        streams, self._streams = self._streams, []
+        for flag, p, write in streams:  # after the files: a device that fails leaves them whole
+            _write_stream(p, flag, write)
+            done.append(p)
         return done
 
     def __enter__(self) -> AtomicBatch:
