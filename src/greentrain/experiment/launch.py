@@ -1,17 +1,21 @@
 """Multi-node variants (``runtime.nodes: N`` x ``runtime.devices: D``): one torchrun agent per node, met at a c10d
 rendezvous on node 0.
 
-The scheduler (``--executor ray``: a STRICT_SPREAD placement group, one bundle per node; ``--executor slurm``: a
-job of N nodes, one task per node) starts one task per node and gives each a ``Rendezvous``: the number of nodes,
-its node rank, node 0's ``host:port`` and a run id shared by the nodes of this launch. Node 0's task runs the
-variant as a local run does (claim, earlier attempts moved aside, ``variant.json`` written, then the worker) with
-the rendezvous in its environment, so the worker becomes ``torchrun --nnodes N --node-rank 0 --rdzv-backend c10d
---rdzv-endpoint HOST:PORT --rdzv-id RUN`` (node 0 hosts the store: ``is_host``); every other node's task starts
-the same torchrun with its node rank at once (``run_agent``), over the same ``variant.json`` (the output folder is
-on a file system every node sees), and its agent waits at the rendezvous until node 0's joins: node 0 writes
-``variant.json`` before its agent starts, so no rank reads an old one. The ranks then train data parallel as on
-one node (gloo or NCCL); rank 0 gathers every rank's records and writes ``result.json``; every node's local rank 0
-meters its node's CPU and RAM (measure/launcher.py).
+The scheduler (``--executor ray``: a STRICT_SPREAD placement group, one bundle per node; ``--executor slurm``: a job
+of N nodes, one task per node) starts one task per node and gives each a ``Rendezvous``: the number of nodes, its
+node rank, node 0's ``host:port`` and a run id shared by the nodes of this launch. Node 0's task runs the variant as
+a local run does (claim, earlier attempts moved aside, ``variant.json`` written, then the worker) with the
+rendezvous in its environment, so the worker becomes ``torchrun --nnodes N --rdzv-backend c10d --rdzv-endpoint
+HOST:PORT --rdzv-id RUN --rdzv-conf is_host=false``. Node 0's task itself hosts the c10d store (``hosted_store``)
+from its start until every other node's agent has exited, not node 0's agent: every node's agent connects at once,
+however long node 0 takes to claim the variant, and no agent loses the store in torchrun's exit barrier when node
+0's agent exits first. Every other node's task starts the same torchrun at once (``run_agent``), over the same
+``variant.json`` (the output folder is on a file system every node sees); its agent waits at the rendezvous until
+node 0's joins, and node 0 writes ``variant.json`` before its agent starts, so no rank reads an old one. No
+``--node-rank``: under c10d the rendezvous numbers the nodes (torchrun ignores the option with a warning), so global
+rank 0 may sit on any node. The ranks train data parallel as on one node (gloo or NCCL); rank 0 gathers every rank's
+records and writes ``result.json``; each node's local rank 0 meters its node's CPU and RAM (measure/launcher.py:
+under its node's torchrun agent).
 
 Node 0's task writes ``DIR/nodes/<run>.done`` when it returns (its variant finished, or it did not run it: already
 done, budget spent); another node's agent still waiting then (node 0 never launched) or still running
@@ -27,9 +31,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from greentrain.experiment.attempts import safe_name
 
@@ -62,10 +67,11 @@ class Rendezvous:
                 (ENDPOINT_ENV, self.endpoint), (RUN_ID_ENV, self.run_id))
 
     def torchrun_args(self) -> list[str]:
-        """torchrun's multi-node options for this node (``--node-rank`` names the node; c10d orders the ranks)."""
-        return ["--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank), "--rdzv-backend", "c10d",
+        """torchrun's multi-node options for this node (the module's text: no ``--node-rank`` under c10d; the
+        store hosted by node 0's task, so no agent hosts it)."""
+        return ["--nnodes", str(self.nnodes), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", self.endpoint, "--rdzv-id", self.run_id,
-                "--rdzv-conf", f"is_host={'true' if self.node_rank == 0 else 'false'}"]
+                "--rdzv-conf", "is_host=false"]
 
 
 def rendezvous_from_env(environ: Mapping[str, str] | None = None) -> Rendezvous | None:
@@ -100,6 +106,40 @@ def torchrun_command(spec_path: Path, devices: int, rendezvous: Rendezvous | Non
             "-m", "greentrain.experiment.worker", str(spec_path)]
 
 
+def _store(rendezvous: Rendezvous, host: bool, timeout_s: float) -> Any:
+    """The c10d store of the launch, as its server (node 0's task) or a client; torch's own c10d backend creates it
+    the same way (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py, ``_create_tcp_store``@v2.13.0)."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    name, port = rendezvous.endpoint.rsplit(":", 1)
+    return TCPStore(name, int(port), is_master=host, multi_tenant=True, wait_for_workers=False,
+                    timeout=timedelta(seconds=timeout_s))
+
+
+def _exited_key(run_id: str, node_rank: int) -> str:
+    return f"greentrain/{run_id}/exited/{node_rank}"
+
+
+@contextlib.contextmanager
+def hosted_store(rendezvous: Rendezvous, grace_s: float | None = None) -> Iterator[None]:
+    """Node 0's task: the rendezvous store (a TCPStore server on the endpoint's port) while the variant runs, and
+    after it until every other node's agent has exited (each says so in the store; at most the grace and a
+    minute): an agent in torchrun's exit barrier never loses its store."""
+    store = _store(rendezvous, True, 600.0)
+    try:
+        yield
+    finally:
+        from datetime import timedelta
+
+        keys = [_exited_key(rendezvous.run_id, k) for k in range(1, rendezvous.nnodes)]
+        wait_s = (NODE_GRACE_S if grace_s is None else grace_s) + 60.0
+        with contextlib.suppress(Exception):  # an agent lost with its node: its key never comes
+            store.wait(keys, timedelta(seconds=wait_s))
+        del store
+
+
 def done_path(out: Path, run_id: str) -> Path:
     """The file node 0's task writes when it returns (the module's text)."""
     return out / NODES_DIR / f"{safe_name(run_id)}.done"
@@ -121,11 +161,12 @@ def _die_with_task() -> None:
 
 
 def run_agent(out: Path, spec_path: Path, devices: int, threads: int, rendezvous: Rendezvous,
-              grace_s: float = NODE_GRACE_S, poll_s: float = NODE_POLL_S) -> int:
+              env_extra: Sequence[tuple[str, str]] = (), grace_s: float = NODE_GRACE_S,
+              poll_s: float = NODE_POLL_S) -> int:
     """Node ``rendezvous.node_rank`` (> 0) of a launch: torchrun's agent over ``spec_path`` (``devices`` ranks of
     ``threads`` torch threads each) until it exits, or is stopped ``grace_s`` after node 0's task returned
     (module's text); torchrun's exit status, negative when stopped."""
-    env = {**os.environ, **dict(rendezvous.env()), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, **dict(env_extra), **dict(rendezvous.env()), "OMP_NUM_THREADS": str(threads)}
     env.pop(PARENT_ENV, None)  # each rank dies with its parent: torchrun's agent
     done = done_path(out, rendezvous.run_id)
     proc = subprocess.Popen(torchrun_command(spec_path, devices, rendezvous), env=env,
@@ -149,3 +190,5 @@ def run_agent(out: Path, spec_path: Path, devices: int, threads: int, rendezvous
         if proc.poll() is None:  # the task is being stopped (Ray cancel, Slurm's SIGTERM)
             proc.kill()
             proc.wait()
+        with contextlib.suppress(Exception):  # node 0's store may be gone (its task stopped)
+            _store(rendezvous, False, 30.0).set(_exited_key(rendezvous.run_id, rendezvous.node_rank), "1")

@@ -369,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"greentrain experiment: variant {variant['variant_id']} failed: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1
-    return 0 if result.status in ("ok", "not_applicable") else 1
+    # a rank other than 0 has no result of its own (rank 0 assembles it): having run its phases, it succeeded (an
+    # exit 1 would make its node's torchrun agent fail the launch and leave the other nodes' agents waiting)
+    return 0 if result.status in ("ok", "not_applicable") or ranks.rank_world()[0] != 0 else 1
 
 
 if __name__ == "__main__":
