@@ -113,6 +113,8 @@ BOUNDS: dict[str, Bound] = {
     "usd_per_hour": Bound(0.0, 1e5, "USD/h", "an 8-GPU cloud machine rents for 20-100 USD/h"),
     "storage_usd_per_gb_month": Bound(0.0, 10.0, "USD/GB-month", "cloud object storage costs 0.001-0.03"),
     "storage_months": Bound(0.0, 1200.0, "months", "100 years: longer than any storage contract", lo_open=True),
+    "step_time_s": Bound(1e-6, 1e6, "s", "one optimizer step runs at least one kernel (~5 us to launch); 1e6 s "
+                         "(11.6 days) per step would take decades per run"),
     "bucket_mb": Bound(0.0, 1e6, "MB", "torch DDP buckets 25 MB by default; 1e6 MB holds any model's gradients in "
                        "one bucket"),
     "rank_timeout_s": Bound(1.0, 7 * units.DAY_S, "s", "ranks import torch and meet over TCP in 1-10 s (a store "

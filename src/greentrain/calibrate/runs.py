@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greentrain import units
-from greentrain.config import read_text
+from greentrain.config import BOUNDS, read_text
 from greentrain.errors import ConfigError, GreentrainError, did_you_mean
 from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
 from greentrain.estimate.fp8 import check_chip
@@ -186,7 +186,12 @@ def _measured(r: _Row) -> Measured:
     mfu = r.number("measured_mfu")
     if mfu is not None and mfu > 1:
         raise r._fail("measured_mfu", mfu, "must be a fraction in [0, 1]")
-    return Measured(status=status, step_time_s=r.number("measured_step_time_s"),
+    step = r.number("measured_step_time_s")
+    if step is not None and not BOUNDS["step_time_s"].ok(step):  # 1e300 and 1e-300 s were scored
+        raise r._fail("measured_step_time_s", step, BOUNDS["step_time_s"].rule())
+    if mem is not None and not BOUNDS["device_memory_gib"].ok(mem):
+        raise r._fail("measured_peak_memory_gib", mem, BOUNDS["device_memory_gib"].rule())
+    return Measured(status=status, step_time_s=step,
                     tokens_per_s_per_chip=r.number("measured_tokens_per_s_per_chip"), mfu=mfu,
                     peak_memory_bytes=None if mem is None else units.gib_to_bytes(mem))
 

@@ -35,8 +35,8 @@ from greentrain.workload import (
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) -> None:
-    p.add_argument("scenario", nargs="?", help="scenario YAML (default: Llama 3 8B on 64 H100 for 1T tokens in "
-                   "us-east-1; a file's missing parts take these defaults too)")
+    p.add_argument("scenario", nargs="?", type=path_text, help="scenario YAML (default: Llama 3 8B on 64 H100 for "
+                   "1T tokens in us-east-1; a file's missing parts take these defaults too)")
     g = p.add_argument_group("model and cluster")
     g.add_argument("--model", type=path_text, help="preset name, model YAML or Hugging Face config.json")
     g.add_argument("--chip", type=name_text, help="chip name from `greentrain catalog chips`, or a chip YAML")
@@ -104,7 +104,7 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
     g.add_argument("--framework", default="" if for_runs else "megatron", type=str if for_runs else name_text,
                    help=f"training framework profile (default: {fw_default}; `greentrain catalog frameworks` lists "
                    "them)")
-    g.add_argument("--calibration", default="", metavar="PROFILE.yaml",
+    g.add_argument("--calibration", type=path_text, metavar="PROFILE.yaml",  # '' given was no calibration
                    help="constants fitted by `greentrain calibrate` on your own runs")
     g.add_argument("--attention-kernel", default="", metavar="KERNEL",
                    help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "

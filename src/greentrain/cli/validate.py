@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                      frameworks=() if args.framework else framework_names())
     if args.calibration:  # checked before any prediction
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
-    preds, summary = validate(runs, framework=args.framework, calibration=args.calibration,
+    preds, summary = validate(runs, framework=args.framework, calibration=args.calibration or "",
                               attention_kernel=args.attention_kernel, selective_recompute=args.selective_recompute)
     settings = {"runs": args.runs, "framework": args.framework or None, "calibration": args.calibration or None,
                 "attention_kernel": args.attention_kernel or None,
