@@ -160,3 +160,87 @@ def test_a_node_whose_node_0_does_not_run_the_variant_stops(tmp_path: Path, make
     monkeypatch.setattr(launch, "NODE_POLL_S", 0.2)
     r, _ = _two_nodes(tmp_path, exp)
     assert r is not None and r.status == "ok" and r.wall_s == 0.0  # the old result, nothing run
+
+
+class _Ref:
+    def __init__(self, fn: Any, options: dict[str, Any], args: tuple[Any, ...]) -> None:
+        self.fn, self.options, self.args = fn, options, args
+
+
+class _FakeRay:
+    """Ray's driver API as the multi-node path calls it; records each task's options and arguments."""
+
+    def __init__(self, alive: int, result: Any) -> None:
+        self.alive, self.result = alive, result
+        self.refs: list[_Ref] = []
+        self.groups: list[tuple[list[dict[str, int]], str]] = []
+        self.cancelled: list[_Ref] = []
+        self.removed = 0
+
+    def remote(self, fn: Any) -> Any:
+        fake = self
+
+        class Task:
+            def options(self, **options: Any) -> Any:
+                class Bound:
+                    def remote(self, *args: Any) -> _Ref:
+                        ref = _Ref(fn, options, args)
+                        fake.refs.append(ref)
+                        return ref
+                return Bound()
+        return Task()
+
+    def get(self, ref: _Ref) -> Any:
+        if ref.fn.__name__ == "free_endpoint":
+            return "10.0.0.7:4321"
+        return self.result if ref.args[-1].node_rank == 0 else None
+
+    def placement_group(self, bundles: list[dict[str, int]], strategy: str) -> Any:
+        self.groups.append((bundles, strategy))
+        return type("PG", (), {"ready": lambda _: "ready", "id": "pg"})()
+
+    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import importlib
+
+        ray = pytest.importorskip("ray")
+        pg = importlib.import_module("ray.util.placement_group")  # the module (ray.util's name is its function)
+        for name, value in (("is_initialized", lambda: True), ("cluster_resources", lambda: {"CPU": 8.0}),
+                            ("nodes", lambda: [{"Alive": True}] * self.alive), ("remote", self.remote),
+                            ("get", self.get), ("wait", lambda refs, **_: (list(refs), [])),
+                            ("cancel", lambda ref, force: self.cancelled.append(ref))):
+            monkeypatch.setattr(ray, name, value)
+        monkeypatch.setattr(pg, "placement_group", self.placement_group)
+        monkeypatch.setattr(pg, "remove_placement_group", lambda _: setattr(self, "removed", self.removed + 1))
+
+
+def test_ray_places_one_bundle_per_node_and_meets_at_bundle_0(tmp_path: Path, make_experiment: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    from types import SimpleNamespace
+
+    from greentrain.experiment.cluster import run_on_cluster
+    from greentrain.experiment.results import VariantResult
+
+    exp = experiment_from_dict(make_experiment(runtime={"num_threads": 1, "devices": 2, "nodes": 3}), "t.yaml")
+    v = exp.variants[0]
+    ok = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, seed=v.seed, status="ok")
+    fake = _FakeRay(alive=3, result=ok)
+    fake.patch(monkeypatch)
+    opts = SimpleNamespace(executor="ray", ray_address="", out_dir=tmp_path, isolation="process", max_retries=0)
+    assert run_on_cluster(exp, [v], opts, None) == [ok]
+    assert fake.groups == [([{"CPU": 2}] * 3, "STRICT_SPREAD")] and fake.removed == 1
+    endpoint, *nodes = fake.refs
+    assert endpoint.options["num_cpus"] == 0
+    assert endpoint.options["scheduling_strategy"].placement_group_bundle_index == 0
+    assert [n.options["scheduling_strategy"].placement_group_bundle_index for n in nodes] == [0, 1, 2]
+    assert all((n.options["num_cpus"], n.options["num_gpus"]) == (2, 0) for n in nodes)  # a bundle each
+    meets = [n.args[-1] for n in nodes]
+    assert [m.node_rank for m in meets] == [0, 1, 2] and {m.endpoint for m in meets} == {"10.0.0.7:4321"}
+    assert len({m.run_id for m in meets}) == 1 and all(m.nnodes == 3 for m in meets)
+    assert fake.cancelled == nodes[1:]  # agents past their grace are stopped (a finished one: no-op)
+    # a cluster of fewer nodes than a variant asks: one line before anything is placed
+    few = _FakeRay(alive=2, result=ok)
+    few.patch(monkeypatch)
+    with pytest.raises(ConfigError) as e:
+        run_on_cluster(exp, [v], opts, None)
+    assert str(e.value).startswith("runtime.nodes=3: exceeds the 2 node(s) of the Ray cluster") and not few.groups
