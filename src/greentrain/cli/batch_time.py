@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from greentrain.cli.argtypes import finite_float, positive_float
+from greentrain.cli.argtypes import finite_float, path_text, positive_float
 from greentrain.config import MAX_LINK_BYTES_PER_S, MIN_LINK_BYTES_PER_S, require
 from greentrain.errors import ConfigError
 from greentrain.results.view import stamp
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--base_utilization", type=finite_float, default=None, help="v2: single-matmul utilization (0.6)")
     _flag(parser, "--network_bandwidth", type=positive_float, default=None, help="v2: network bytes/s (tx+rx)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
-    parser.add_argument("--html", default=None, metavar="PATH.html",
+    parser.add_argument("--html", type=path_text, default=None, metavar="PATH.html",
                         help="write the numbers and the time per batch by part as one self-contained HTML page")
 
 

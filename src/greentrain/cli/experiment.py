@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greentrain.cli.argtypes import path_text
 from greentrain.cli.fields import EXPERIMENT_RUN_FLAGS, fields_as_flags
 from greentrain.config import split_list
 from greentrain.errors import ConfigError
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     r = sub.add_parser("run", help="run every variant (resumes; finished variants are not run again)")
     r.add_argument("experiment", help="experiment YAML file")
-    r.add_argument("--out", help="output folder (default: experiments/<name>)")
+    r.add_argument("--out", type=path_text, help="output folder (default: experiments/<name>)")
     r.add_argument("--only", help="comma-separated variant ids")
     r.add_argument("--isolation", choices=("process", "inline"), default="process",
                    help="one worker process per variant (default), or all in this process")
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("dir", nargs="+", help="output folder(s) of `experiment run`; several: one merged report "
                    "(printed, --plot DIR for plots), of the same experiment")
     q.add_argument("--reprice", nargs="+", metavar="REGION", help="price the measurements in these regions")
-    q.add_argument("--plot", help="folder for the plots (default: DIR)")
+    q.add_argument("--plot", type=path_text, help="folder for the plots (default: DIR)")
     q.add_argument("--json", action="store_true", help='print {"variants": [...], ...}')
     q.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
                    help="log one MLflow run per finished variant, none twice (default URI: sqlite:///DIR/mlflow.db)")

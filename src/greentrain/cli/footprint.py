@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.cli.argtypes import bounded, finite_float, name_text, nonneg_float, positive_int
+from greentrain.cli.argtypes import bounded, finite_float, name_text, nonneg_float, path_text, positive_int
 from greentrain.config import BOUNDS, as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint.compare import compare_regions, model_card_block
@@ -77,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lifetime-years", type=bounded("lifetime_years"),
                         help="hardware service life for amortization (default 4)")
     parser.add_argument("--compare-regions", help="comma-separated region codes, ranked by CO2e and by cost")
-    parser.add_argument("--intensity-csv", help="hourly grid intensity CSV: best start time for this job")
+    parser.add_argument("--intensity-csv", help="hourly grid intensity CSV: best start time for this job",
+                        type=path_text)
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--model-card", action="store_true", help="print the Hugging Face co2_eq_emissions YAML")
     parser.add_argument("--training-type", default="pre-training", help="model-card training_type")

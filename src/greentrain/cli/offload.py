@@ -15,6 +15,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from greentrain.cli.argtypes import path_text
 from greentrain.config import BOUNDS, split_list
 from greentrain.errors import ConfigError
 from greentrain.offload.config import EXECUTORS
@@ -99,10 +100,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     hm.add_argument("--host-gib", required=True, help="comma list or start:stop:step, GiB")
     hm.add_argument("--metric", default="tokens_per_s",
                     choices=("tokens_per_s", "mfu", "step_time_s", "joules_per_token", "kg_co2e_per_mtok"))
-    hm.add_argument("-o", "--output", help="heatmap image (PNG, PDF or SVG)")
-    hm.add_argument("--measured", help="recorded sweep CSV (ml_dataflow columns) to overlay, with the error")
+    hm.add_argument("-o", "--output", type=path_text, help="heatmap image (PNG, PDF or SVG)")
+    hm.add_argument("--measured", help="recorded sweep CSV (ml_dataflow columns) to overlay, with the error",
+                    type=path_text)
     hm.add_argument("--html", metavar="PATH.html", help="write the grid and its heatmap as one self-contained page "
-                    "(as `greentrain report` draws it)")
+                    "(as `greentrain report` draws it)", type=path_text)
     _common(hm)
     tr = sub.add_parser("train", help="train a llama under the caps with the PyTorch executor")
     tr.add_argument("caps", nargs="*", metavar="HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B",

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from greentrain import units
-from greentrain.cli.argtypes import bounded, finite_float
+from greentrain.cli.argtypes import bounded, finite_float, path_text
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
 from greentrain.results.view import stamp
@@ -46,9 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "the same result as one, search/workers.py)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--plot", metavar="PATH", help="scatter of run time x cost (CO2e as colour), Pareto front "
-                   "marked (needs matplotlib; PNG, PDF or SVG by the file's suffix)")
+                   "marked (needs matplotlib; PNG, PDF or SVG by the file's suffix)", type=path_text)
     g.add_argument("--html", metavar="PATH.html", help="write the result (tables, run time x cost plot) as one "
-                   "self-contained HTML page (as greentrain report)")
+                   "self-contained HTML page (as greentrain report)", type=path_text)
     c = p.add_argument_group("constraints")
     c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
                    "--num-chips")

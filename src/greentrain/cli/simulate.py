@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greentrain.cli.argtypes import bounded, nonneg_int, positive_float, positive_int
+from greentrain.cli.argtypes import bounded, nonneg_int, path_text, positive_float, positive_int
 from greentrain.errors import ConfigError
 from greentrain.results.view import stamp
 
@@ -51,10 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON (open in Perfetto)")
-    p.add_argument("--gantt", metavar="PATH.png", help="write a Gantt chart (PNG)")
+    p.add_argument("--trace", type=path_text, metavar="PATH", help="write a Chrome trace-event JSON (open in Perfetto)")
+    p.add_argument("--gantt", type=path_text, metavar="PATH.png", help="write a Gantt chart (PNG)")
     p.add_argument("--html", metavar="PATH.html", help="write the result and its Gantt chart as one self-contained "
-                   "HTML page (as greentrain report)")
+                   "HTML page (as greentrain report)", type=path_text)
 
 
 def _check_output(flag: str, path: str | None, suffixes: tuple[str, ...]) -> None:

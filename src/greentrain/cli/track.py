@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from greentrain import files
-from greentrain.cli.argtypes import bounded, finite_float
+from greentrain.cli.argtypes import bounded, finite_float, path_text
 from greentrain.cli.fields import SUMMARIZE_FLAGS, TRACK_FLAGS, fields_as_flags
 from greentrain.config import require
 from greentrain.errors import ConfigError
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grid carbon intensity, g CO2e per kWh")
     parser.add_argument("--pue", type=bounded("pue"),
                         help="power usage effectiveness (default: the region's; 1.56 with --grid-g-per-kwh)")
-    parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)")
+    parser.add_argument("--out", default="greentrain-out", help="output directory (default greentrain-out)",
+                        type=path_text)
     parser.add_argument("--cpu-tdp-w", type=bounded("cpu_tdp_w"),
                         help="CPU package TDP in W for the CPU energy estimate")
     parser.add_argument("--interval-s", type=finite_float, default=0.5, help="sampling interval (default 0.5 s)")
@@ -52,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print measurement JSON instead of a table (the "
                         "command's own stdout then goes to stderr)")
     parser.add_argument("--summarize", metavar="DIR", help="no command: merge the records in DIR (of an "
-                        "earlier `track` run, or greentrain.Tracker's per-rank files) and write the outputs there")
+                        "earlier `track` run, or greentrain.Tracker's per-rank files) and write the outputs there",
+                        type=path_text)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
 
 

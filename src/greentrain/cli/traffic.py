@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from greentrain.cli.argtypes import finite_float, positive_float
+from greentrain.cli.argtypes import finite_float, path_text, positive_float
 from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.estimate.traffic.config import TrafficConfig
@@ -56,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--utilization", type=finite_float, default=DEFAULT_UTILIZATION,
                         help=f"fraction of the chip's peak with --chip (default {DEFAULT_UTILIZATION})")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
-    parser.add_argument("--plot", default=None, metavar="PATH",
+    parser.add_argument("--plot", type=path_text, default=None, metavar="PATH",
                         help="draw Tx/Rx bytes per chip against chips (p_data swept) to PATH")
-    parser.add_argument("--html", default=None, metavar="PATH.html",
+    parser.add_argument("--html", type=path_text, default=None, metavar="PATH.html",
                         help="write the numbers and the p_data sweep as one self-contained HTML page")
 
 
