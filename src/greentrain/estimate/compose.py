@@ -244,7 +244,8 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
                                  gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
-                                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w))
+                                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w),
+                                 shards_are_master=eff.shards_are_master and workload_master_bytes(w) > 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -186,6 +186,9 @@ class Efficiency:
     # with a pipeline, the sharded weights stay gathered and the gradients accumulate unsharded (in the reduce
     # dtype) until the last micro-batch: ZeRO-1's memory whatever the ZeRO stage (compose.state_bytes)
     pp_gathers_state: bool = knob("framework", "bool", default=False)
+    # at ZeRO 3 the weight shards are the fp32 master the optimizer steps: no 16-bit shard (memory.py
+    # state_bytes_per_param)
+    shards_are_master: bool = knob("framework", "bool", default=False)
     # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     zero_all_reduce: bool = knob("framework", "bool", default=False)
     reserved_bytes: float = knob("framework", "bytes", NON_NEGATIVE, yaml_key="reserved_gib")

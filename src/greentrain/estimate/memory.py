@@ -297,14 +297,18 @@ class StateBytes:
 
 
 def state_bytes_per_param(*, shard: Any, zero: Any, offload: Any, wb: float, gb: float, ob: float,
-                          unsharded_master_bytes: float = 0.0) -> StateBytes:
+                          unsharded_master_bytes: float = 0.0, shards_are_master: bool = False) -> StateBytes:
     """ZeRO (Rajbhandari et al. 2020 §5): stage 1 shards the optimizer states over the gradient group
     ``shard``, 2 the gradients too, 3 the weights too; ``unsharded_master_bytes`` of the state stay whole (a
     framework whose fp32 master copy lives outside the sharded optimizer); offloading moves the optimizer
-    states to host memory."""
+    states to host memory. ``shards_are_master``: at stage 3 the weight shards are the master parameters the
+    optimizer steps (PyTorch FSDP2's MixedPrecisionPolicy: "FSDP ... keeps the high-precision sharded
+    parameters in memory anyway", torch/distributed/fsdp/_fully_shard/_fsdp_api.py), so no 16-bit shard
+    beside the master; the 16-bit copies exist only gathered (fsdp_gathered_bytes)."""
     mu = unsharded_master_bytes
     opt = (ob - mu) / where(zero >= 1, shard, 1.0) + mu
-    return StateBytes(weights=wb / where(zero >= 3, shard, 1.0), gradients=gb / where(zero >= 2, shard, 1.0),
+    w3 = 0.0 if shards_are_master else wb
+    return StateBytes(weights=where(zero >= 3, w3 / shard, wb), gradients=gb / where(zero >= 2, shard, 1.0),
                       optimizer=where(offload, 0.0 * opt, opt), host=where(offload, opt, 0.0 * opt))
 
 

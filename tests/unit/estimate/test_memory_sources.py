@@ -146,7 +146,8 @@ def test_torchtitan_pipelines_keep_the_fsdp_state_gathered() -> None:
                              "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
     tt, plain = efficiency_for("h100-sxm", "torchtitan"), efficiency_for("h100-sxm", "fsdp2")
     assert tt.pp_gathers_state and not plain.pp_gathers_state
-    plain = dataclasses.replace(plain, dp_bucket_per_layer=False)  # its ZeRO-3 state alone, no gathered block
+    # ZeRO-3's state alone: no gathered block, a 16-bit weight shard beside the master
+    plain = dataclasses.replace(plain, dp_bucket_per_layer=False, shards_are_master=False)
     piped = Strategy(dp=8, pp=2, zero=3, recompute="full", micro_batch_size=1)
     mem = {name: estimate_step(sc, piped, check_fit=False, eff=eff).memory for name, eff in (("tt", tt),
                                                                                            ("plain", plain))}
@@ -178,8 +179,10 @@ def test_fully_sharded_blocks_hold_the_prefetched_block_and_the_root_unit_gather
     m = sc.model
     block = (m.num_params() - 2 * m.vocab_size * m.hidden_size - m.hidden_size) / m.total_layers
     ends = 2 * m.vocab_size * m.hidden_size + m.hidden_size  # embedding, LM head (untied), final norm
-    sharded = 2.0 * m.num_params() / 8  # ZeRO-3's bf16 weight shard
-    assert z3.weights_bytes - sharded == pytest.approx(2.0 * (block + ends), rel=1e-3)
+    # FSDP2's shards are the fp32 master (counted with the optimizer states): the weights are the gathered copies
+    assert z3.weights_bytes == pytest.approx(2.0 * (block + ends), rel=1e-3)
     assert z2.weights_bytes == pytest.approx(2.0 * m.num_params(), rel=1e-9)
-    unsplit = dataclasses.replace(tt, dp_bucket_per_layer=False)
+    assert z3.optimizer_bytes == pytest.approx(z2.optimizer_bytes, rel=1e-9)  # the 12-byte master + moments
+    unsplit = dataclasses.replace(tt, dp_bucket_per_layer=False, shards_are_master=False)
+    sharded = 2.0 * m.num_params() / 8  # a 16-bit shard beside the master (ZeRO-3 as DeepSpeed keeps it)
     assert estimate_step(sc, s, check_fit=False, eff=unsplit).memory.weights_bytes == pytest.approx(sharded)
