@@ -271,7 +271,8 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
     acts, temp = transient_bytes(spec=sc.model, held=held, stage_activation_bytes=st.stage_activation_bytes[stage],
                                  tokens=s.micro_batch_size * w.seq_len / s.cp, tp=s.tp, sp=s.sequence_parallel,
                                  e=w.activation_bytes, embedding=stage == 0, head=where(s.pp == 1, True, stage == 2),
-                                 loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes, s.tp > 1))
+                                 loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes, s.tp > 1),
+                                 remat_bytes=st.remat_bytes)
     gathered = fsdp_gathered_bytes(block_params=st.block_params, end_params=st.stage_end_params[stage],
                                    wb=weight_bytes_per_param(w.precision),
                                    gathered=(_state_zero(s, eff) >= 3) & eff.dp_bucket_per_layer)

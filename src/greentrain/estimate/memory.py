@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greentrain.model.spec import LayerKind, TransformerSpec
-from greentrain.num import where
+from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
 from greentrain.workload import OPTIMIZER_DTYPES, Workload
 
@@ -314,18 +314,28 @@ def state_bytes_per_param(*, shard: Any, zero: Any, offload: Any, wb: float, gb:
 
 def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes: Any, tokens: Any, tp: Any,
                     sp: Any, e: float, embedding: Any = True, head: Any = True,
-                    loss_bytes: Any = None) -> tuple[Any, Any]:
+                    loss_bytes: Any = None, remat_bytes: Any = 0.0) -> tuple[Any, Any]:
     """(activations, temporary buffers) of one stage: ``held`` micro-batches of its layers' activations, the
     ends it holds (Korthikanti et al. §4.3, Megatron: input ids 8*s*b and the embedding output s*b*h per
     in-flight micro-batch on the first stage; output norm and projection input on the last) and, on the last,
-    the loss's logits buffers (``loss_bytes`` per logit: loss_bytes_per_logit; None: the fp32 loss's)."""
+    the loss's logits buffers (``loss_bytes`` per logit: loss_bytes_per_logit; None: the fp32 loss's).
+    ``remat_bytes``: what a recomputed layer rematerialises during its backward (remat_bytes); the loss's
+    buffers are gone by then (the head's backward consumed their gradient), so the larger of the two."""
     h, v = spec.hidden_size, spec.vocab_size
     first = held * (8 * tokens + tokens * h * where(sp, 1.0 / tp, 1.0))
     last = 2 * tokens * h * e / tp
     acts = held * stage_activation_bytes + where(embedding, first, 0.0 * first) + where(head, last, 0.0 * last)
     per_logit = e + LOSS_FP32_BYTES_PER_LOGIT if loss_bytes is None else loss_bytes
-    temporary = where(head, tokens * v / tp * per_logit, 0.0 * tokens)
+    temporary = maximum(where(head, tokens * v / tp * per_logit, 0.0 * tokens), remat_bytes)
     return acts, temporary
+
+
+def remat_bytes(none_bytes: Any, kept_bytes: Any) -> Any:
+    """Bytes one layer rematerialises while its backward runs (one micro-batch): recomputation reruns the
+    layer's forward from the ``kept_bytes`` it saved, so its activations as no recomputation keeps them
+    (``none_bytes``, layer_activation_bytes with recompute none) exist again until the backward consumes them
+    (Chen et al. 2016, arXiv 1604.06174, §3: the peak adds one segment's activations to the checkpoints)."""
+    return maximum(none_bytes - kept_bytes, 0.0)
 
 
 def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gathered: Any) -> Any:

@@ -19,7 +19,7 @@ from greentrain.estimate import fp8, moe
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes
+from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes, remat_bytes
 from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
 from greentrain.estimate.recompute import in_layer_comm_passes, recomputed_s
@@ -55,6 +55,7 @@ class LayerTotals(MicroBatchTimes):
     trainable: Num  # the share of ``params`` that carries gradients and optimizer state (fine-tuning)
     expert_params: Num = 0.0  # the routed experts' share of ``params`` (their state shards over the expert dp group)
     expert_trainable: Num = 0.0  # ... and of ``trainable``
+    remat_bytes: Num = 0.0  # the most one layer rematerialises during its backward (memory.remat_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +102,7 @@ class StageSplit(MicroBatchTimes):
     stage_expert_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
     stage_expert_trainable: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
     block_params: Num = 0.0  # one transformer layer's parameters on one device (the mean layer)
+    remat_bytes: Num = 0.0  # LayerTotals.remat_bytes
     stage_end_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # the embedding / LM head share of stage_params
 
 
@@ -150,7 +152,7 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
                       stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last),
                       trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t,
                       stage_expert_params=stage_ep, stage_expert_trainable=stage_et,
-                      block_params=lt.params / layers, stage_end_params=stage_ends)
+                      block_params=lt.params / layers, stage_end_params=stage_ends, remat_bytes=lt.remat_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,7 +259,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
     """Every layer's costs under a recomputation choice (``mode``: what selective saves, estimate/recompute.py);
     ``sp``: sequence parallelism in effect. A layer with no backward (below every trainable parameter) is
     neither recomputed nor keeps activations."""
-    fwd = bwd = rec = tps = cps = eps = params = trainable = act = experts = expert_trainable = 0.0
+    fwd = bwd = rec = tps = cps = eps = params = trainable = act = experts = expert_trainable = remat = 0.0
     for g in groups:
         t, n, backward = g.time, g.count, g.backward
         recomputed = recomputed_s(recompute, mode, forward_s=t.forward_s, attention_core_s=t.attention_core_s,
@@ -276,10 +278,14 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         experts += n * g.expert_params
         expert_trainable += n * g.expert_params * g.trainable / maximum(g.params, 1.0)
         if backward:
-            act += n * _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute, mode=mode)
+            kept = _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute, mode=mode)
+            act += n * kept
+            if recompute != "none":
+                none = _activation_bytes(g.activation, tp=tp, sp=sp, recompute="none", mode=mode)
+                remat = maximum(remat, remat_bytes(none, kept))
     return LayerTotals(fwd_s=fwd, bwd_s=bwd, recompute_s=rec, tp_s=tps, cp_s=cps, ep_s=eps, params=params,
                        activation_bytes=act, trainable=trainable, expert_params=experts,
-                       expert_trainable=expert_trainable)
+                       expert_trainable=expert_trainable, remat_bytes=remat)
 
 
 def _activation_bytes(act: LayerActivation, *, tp: Num, sp: Num, recompute: str, mode: str) -> Num:

@@ -57,7 +57,7 @@ from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
 _REC_COLUMNS = ("fwd", "bwd", "rec", "tp", "cp", "ep", "params", "act", "trainable", "extra_flop", "experts",
-                "expert_trainable")
+                "expert_trainable", "remat")
 _END_COLUMNS = ("emb_fwd", "emb_bwd", "emb_params", "emb_trainable", "head_fwd", "head_bwd", "head_params_1",
                 "head_params_n", "head_trainable_1", "head_trainable_n", "model_flop")
 
@@ -193,7 +193,7 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
             lt = sum_layer_totals(groups, recompute=rec, flash=flash, tp=sh.tp, sp=sh.sp, mode=eff.selective_recompute)
             for c, v in enumerate((lt.fwd_s, lt.bwd_s, lt.recompute_s, lt.tp_s, lt.cp_s, lt.ep_s, lt.params,
                                    lt.activation_bytes, lt.trainable, extras[rec], lt.expert_params,
-                                   lt.expert_trainable)):
+                                   lt.expert_trainable, lt.remat_bytes)):
                 out[c, j, r] = v
         emb, h1, hn = end_parts(sc, sh, ops, eff)
         for c, v in enumerate((emb.fwd_s, emb.bwd_s, emb.params, emb.trainable, h1.fwd_s, h1.bwd_s, h1.params,
@@ -237,7 +237,7 @@ def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Spli
     c, pp = k.at(first), t.pp[first].astype(np.float64)
     lt = LayerTotals(fwd_s=c["fwd"], bwd_s=c["bwd"], recompute_s=c["rec"], tp_s=c["tp"], cp_s=c["cp"],
                      ep_s=c["ep"], params=c["params"], activation_bytes=c["act"], trainable=c["trainable"],
-                     expert_params=c["experts"], expert_trainable=c["expert_trainable"])
+                     expert_params=c["experts"], expert_trainable=c["expert_trainable"], remat_bytes=c["remat"])
     emb = EndCosts(fwd_s=c["emb_fwd"], bwd_s=c["emb_bwd"], params=c["emb_params"], trainable=c["emb_trainable"])
     head_1 = EndCosts(fwd_s=c["head_fwd"], bwd_s=c["head_bwd"], params=c["head_params_1"],
                       trainable=c["head_trainable_1"])

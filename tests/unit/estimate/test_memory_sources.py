@@ -3,6 +3,7 @@ Megatron-Bridge's bf16 gradient buffer that lets GPT-OSS-120B fit on DGX-B200 as
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,21 @@ def test_fully_sharded_blocks_hold_the_prefetched_block_and_the_root_unit_gather
     unsplit = dataclasses.replace(tt, dp_bucket_per_layer=False, shards_are_master=False)
     sharded = 2.0 * m.num_params() / 8  # a 16-bit shard beside the master (ZeRO-3 as DeepSpeed keeps it)
     assert estimate_step(sc, s, check_fit=False, eff=unsplit).memory.weights_bytes == pytest.approx(sharded)
+
+
+def test_a_recomputed_layer_rematerialises_its_activations_during_its_backward() -> None:
+    """Full recomputation keeps each layer's input, and during one layer's backward that layer's activations as
+    no recomputation keeps them exist again: the peak holds max(the loss's buffers, that layer's rest)."""
+    from greentrain.estimate.memory import layer_activation, layer_activation_bytes
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 8, "seq_len": 8192, "num_steps": 1}})
+    eff = dataclasses.replace(efficiency_for("h100-sxm", "megatron"), loss_kernel="chunked")  # no loss buffer
+    full = estimate_step(sc, Strategy(dp=8, zero=1, recompute="full", micro_batch_size=1), check_fit=False, eff=eff)
+    act = layer_activation(sc.model, 1, 8192, 2.0, moe=False, flash=True, fused_glu=eff.fused_glu)
+    rest = layer_activation_bytes(act, tp=1, sp=False, recompute="none") - act.input_bytes
+    assert full.memory.temporary_bytes == pytest.approx(rest, rel=1e-9)
+    none = estimate_step(sc, Strategy(dp=8, zero=1, recompute="none", micro_batch_size=1), check_fit=False, eff=eff)
+    assert none.memory.temporary_bytes == 0.0
