@@ -277,6 +277,10 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
     import submitit
 
     cluster, params = slurm_parameters(opts.slurm)
+    most = max((v.job.nodes for v in chosen), default=1)
+    if most > 1 and cluster in ("local", "debug"):
+        raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (--slurm cluster={cluster} runs the jobs "
+                          "on this one machine)")
     try:
         executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
         for key in _arrays(chosen):  # every array's parameters checked before any is submitted

@@ -52,6 +52,22 @@ def test_slurm_asks_nodes_with_one_task_each() -> None:
     assert "nodes" not in slurm_resources({}, 2, 3, 1)
 
 
+def test_submitit_s_local_cluster_refuses_several_nodes(tmp_path: Path, make_experiment: Any) -> None:
+    pytest.importorskip("submitit")
+    from types import SimpleNamespace
+
+    from greentrain.experiment.cluster import run_on_cluster
+
+    exp = experiment_from_dict(make_experiment(runtime={"num_threads": 1, "nodes": 2}), "t.yaml")
+    opts = SimpleNamespace(executor="slurm", slurm=(("cluster", "local"),), out_dir=tmp_path, isolation="process",
+                           max_retries=0)
+    with pytest.raises(ConfigError) as e:
+        run_on_cluster(exp, list(exp.variants), opts, None)
+    assert str(e.value) == ("runtime.nodes=2: needs a Slurm cluster (--slurm cluster=local runs the jobs on this one "
+                            "machine)")
+    assert not (tmp_path / "slurm").exists()  # nothing submitted
+
+
 def test_nodes_are_refused_where_they_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     variants: Any = [type("V", (), {"job": parse_job({"runtime": {"nodes": 2}})})()]
     assert variants[0].job.world_size == 2
