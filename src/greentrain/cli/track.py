@@ -117,6 +117,11 @@ def _summarize(args: argparse.Namespace) -> int:
     require(out.is_dir(), "--summarize", str(out), "must be the folder of an earlier run (it is not a folder)")
     # track.jsonl: an earlier `greentrain track -- CMD`; else greentrain.Tracker's (per-rank) files
     by_track = (out / "track.jsonl").is_file()
+    if by_track:  # an empty or binary track.jsonl gave a 0 s, 0 J measurement
+        from greentrain.measure.records import read_jsonl
+
+        require(bool(read_jsonl(out / "track.jsonl")), "--summarize", str(out / "track.jsonl"),
+                "holds no complete record of a run")
     with fields_as_flags(SUMMARIZE_FLAGS), files.folder_lock(out, "--summarize", "greentrain track run"):
         m = merge(out, site, pue=args.pue) if by_track else merge_rank_files(out, site, pue=args.pue)
         return 0 if _report(m, out, args) else 1

@@ -69,7 +69,15 @@ def _manifest(out_dir: Path) -> dict[str, Any]:
         raise ConfigError("dir", str(out_dir), "is not an experiment output folder (no experiment.json)")
     from greentrain.config import load_mapping
 
-    return load_mapping(path, field="dir")  # a truncated or edited file: one line, not a traceback
+    man = load_mapping(path, field="dir")  # a truncated or edited file: one line, not a traceback
+    variants = man.get("variants")
+    ok = isinstance(variants, list) and all(isinstance(v, dict) and isinstance(v.get("variant_id"), str)
+                                            and "config_hash" in v and isinstance(v.get("axis_values"), list)
+                                            for v in variants)
+    if not ok:  # {"a": NaN} was a KeyError traceback
+        raise ConfigError("dir", str(path), "is not an experiment manifest: variants must be a list of "
+                          "{variant_id, config_hash, axis_values}")
+    return man
 
 
 def load_results(out_dir: Path) -> tuple[dict[str, Any], list[VariantResult]]:

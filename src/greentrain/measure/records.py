@@ -96,13 +96,13 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     if not p.is_file():
         raise ConfigError("records", str(path), "file does not exist")
     out: list[dict[str, Any]] = []
-    lines = p.read_text(encoding="utf-8").splitlines()
+    lines = p.read_bytes().splitlines()
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = json.loads(line.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):  # a latin-1 or binary file: one line, not a traceback
             if i == len(lines) - 1:
                 break  # torn last line
             raise ConfigError("records", f"{path}:{i + 1}", "malformed JSON line") from None
