@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from harness import check, run
 
+RUNS = ("run_id,model,chip,num_chips,seq_len,global_batch,dp,status,measured_step_time_s\n"
+        "r1,llama3.2-1b,h100-sxm,8,2048,64,8,ok,2.0\n")
 DEVICES = "devices:\n  - {name: gpu, count: 4, tflop_per_s: 100, ingress_gbit_per_s: 10, egress_gbit_per_s: 10}\n"
 LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
          "intermediate_size": 128, "vocab_size": 100}
@@ -30,7 +32,20 @@ FILES = {  # name -> text
     "chip.yaml": "name: big\nmemory_gb: 1e30\nmemory_bandwidth_gb_per_s: 3000\nbf16_tflop_per_s: 900\n",
     "newline_key.yaml": 'model: llama3.2-1b\nsite:\n  "\\n": null\n',  # a key holding a newline: still one line
     "formfeed_key.yaml": '"\\f": null\n',  # str.splitlines() breaks at a form feed too (fuzz, 400)
+    # H4's adversarial set (2026-11-26, outside the repository): each of these was accepted or a traceback
+    "chip_noname.yaml": "name: ''\nmemory_gib: 80\nmemory_bandwidth_gb_per_s: 3000\nbf16_tflop_per_s: 900\n",
+    "chip_slow.yaml": "name: slow\nmemory_gib: 80\nmemory_bandwidth_gb_per_s: 3000\nbf16_tflop_per_s: 1e-30\n",
+    "dev_slowdown.yaml": DEVICES.replace("}", ", slowdown: 1e-9}"),
+    "dev_noname.yaml": DEVICES.replace("name: gpu", "name: ''"),
+    "lr.yaml": "name: e\ntrain: {learning_rate: 1e30}\n",
+    "threads.yaml": "name: e\nruntime: {num_threads: 1e6}\n",
+    "usd.yaml": "name: e\nsite: {usd_per_hour: 1e12}\n",
+    "storage.yaml": "name: e\nsite: {storage_months: 1e30}\n",
+    "runs.csv": RUNS,
+    "step1e300.csv": RUNS.replace(",2.0\n", ",1e300\n"),
+    "exp/experiment.json": '{"a": NaN}',
 }
+BINARY = {"trk/track.jsonl": b"\xff\xfe{\x00\"\x00\n", "empty/track.jsonl": b""}
 FAST = ("--model", "llama3.2-1b", "--num-chips", "8", "--tp", "1", "--pp", "2", "--dp", "4")
 CASES = [  # (argv, what the one-line refusal names)
     (["plan", "--region", ""], "--region"),
@@ -70,6 +85,34 @@ CASES = [  # (argv, what the one-line refusal names)
      "host_gib"),
     (["experiment", "plan", "{d}/optim.yaml"], "train.optim"),
     (["experiment", "plan", "{d}/d_modle.yaml"], "did you mean d_model"),
+    # H4's adversarial set (2026-11-26)
+    (["emulate", "matmul", "--timeout-s", "1e-9"], "--timeout-s"),  # torch's TCPStore traceback
+    (["emulate", "pipeline", "--learning-rate", "1e30"], "--learning-rate"),
+    (["plan", "--chip", "{d}/chip_noname.yaml"], ".name"),
+    (["plan", "--chip", "{d}/chip_slow.yaml"], "peak_bf16_flop_per_s"),
+    (["simulate", "swarm", "--devices", "{d}/dev_slowdown.yaml", "--model", "llama3.2-1b"], "slowdown"),
+    (["simulate", "swarm", "--devices", "{d}/dev_noname.yaml", "--model", "llama3.2-1b"], ".name"),
+    (["experiment", "plan", "{d}/lr.yaml"], "train.learning_rate"),
+    (["experiment", "plan", "{d}/threads.yaml"], "runtime.num_threads"),
+    (["experiment", "plan", "{d}/usd.yaml"], "site.usd_per_hour"),
+    (["experiment", "plan", "{d}/storage.yaml"], "site.storage_months"),
+    (["calibrate", "{d}/runs.csv", "-o", "{d}/p.yaml", "--scenario", "{d}/nonexistent.yaml"], "--scenario"),
+    (["calibrate", "{d}/runs.csv", "-o", "{d}/runs.csv"], "-o"),  # overwrote the runs
+    (["validate", "{d}/step1e300.csv"], "measured_step_time_s"),
+    (["plan", "--framework", ""], "--framework"),  # ran as megatron
+    (["plan", *FAST, "--tokens", "1e-7"], "train_tokens"),  # one 4 M-token step
+    (["plan", ""], "scenario"),  # the default scenario
+    (["plan", "--calibration", ""], "--calibration"),
+    (["simulate", "step", *FAST, "--bucket-mb", "1e300"], "--bucket-mb"),
+    (["offload", "heatmap", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "1e300",
+      "--json"], "host_gib"),
+    (["offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "100",
+      "--micro-batches="], "micro_batches"),
+    (["search", "--plot", ""], "--plot"),
+    (["track", "--out", "", "--", "true"], "--out"),  # wrote into the working directory
+    (["track", "--summarize", "{d}/trk"], "--summarize"),  # UnicodeDecodeError traceback
+    (["track", "--summarize", "{d}/empty"], "--summarize"),  # a 0 s, 0 J measurement
+    (["experiment", "report", "{d}/exp"], "experiment manifest"),  # KeyError traceback
 ]
 
 
@@ -77,7 +120,11 @@ CASES = [  # (argv, what the one-line refusal names)
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("seed")
     for name, text in FILES.items():
+        (d / name).parent.mkdir(exist_ok=True)
         (d / name).write_text(text, encoding="utf-8")
+    for name, data in BINARY.items():
+        (d / name).parent.mkdir(exist_ok=True)
+        (d / name).write_bytes(data)
     return d
 
 
