@@ -44,6 +44,8 @@ FILES = {  # name -> text
     "runs.csv": RUNS,
     "step1e300.csv": RUNS.replace(",2.0\n", ",1e300\n"),
     "exp/experiment.json": '{"a": NaN}',
+    "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
+                                                   "tid": 0}]}),
 }
 BINARY = {"trk/track.jsonl": b"\xff\xfe{\x00\"\x00\n", "empty/track.jsonl": b""}
 FAST = ("--model", "llama3.2-1b", "--num-chips", "8", "--tp", "1", "--pp", "2", "--dp", "4")
@@ -113,6 +115,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["track", "--summarize", "{d}/trk"], "--summarize"),  # UnicodeDecodeError traceback
     (["track", "--summarize", "{d}/empty"], "--summarize"),  # a 0 s, 0 J measurement
     (["experiment", "report", "{d}/exp"], "experiment manifest"),  # KeyError traceback
+    (["report", "{d}/trace_far.json", "-o", "{d}/far.html"], "traceEvents[0].ts"),  # drawn at 1e300 us
 ]
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greentrain import units
 from greentrain._version import __version__
-from greentrain.config import as_float
+from greentrain.config import BOUNDS, as_float
 from greentrain.errors import ConfigError
 from greentrain.report import html_plots as plots
 from greentrain.report.html_parts import esc, figure, key_figures, provenance, section
@@ -70,6 +71,10 @@ def _trace_rows(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str
         # Chrome trace format: ts and dur are numbers of microseconds ("ts": "soon" was a traceback)
         ts = as_float(e.get("ts", 0.0), f"traceEvents[{i}].ts", minimum=0.0)
         d = as_float(e.get("dur", 0.0), f"traceEvents[{i}].dur", minimum=0.0)
+        for name, us in (("ts", ts), ("dur", d)):  # 1e300 us was drawn; range: config.BOUNDS duration_s
+            if not BOUNDS["duration_s"].ok(units.us_to_s(us)):
+                raise ConfigError(f"traceEvents[{i}].{name}", us, f"must be at most "
+                                  f"{BOUNDS['duration_s'].hi / units.US_S:.3g} us: {BOUNDS['duration_s'].reason}")
         rows.setdefault(label, {}).setdefault(str(e.get("cat") or "busy"), []).append((ts, ts + d))
         end = max(end, ts + d)
     return rows, end
