@@ -260,3 +260,18 @@ def test_ray_places_one_bundle_per_node_and_meets_at_bundle_0(tmp_path: Path, ma
     with pytest.raises(ConfigError) as e:
         run_on_cluster(exp, [v], opts, None)
     assert str(e.value).startswith("runtime.nodes=3: exceeds the 2 node(s) of the Ray cluster") and not few.groups
+
+
+def test_the_prediction_is_for_every_rank_of_every_node(make_experiment: Any) -> None:
+    from greentrain.experiment.predict import _scenario, hf_config, predict, vocab_size
+
+    data = make_experiment(data={"train_size": 64, "eval_size": 8, "test_size": 8},
+                           site={"chip": "h100-sxm", "grid_g_co2e_per_kwh": 300.0})
+    one = predict(parse_job({k: v for k, v in data.items() if k != "name"}))
+    data["runtime"] = {"devices": 2, "nodes": 2}
+    job = parse_job({k: v for k, v in data.items() if k != "name"})
+    four = predict(job)
+    assert four.flop_per_step == pytest.approx(4 * one.flop_per_step, rel=1e-12)
+    assert four.tokens_per_step == 4 * one.tokens_per_step and four.memory_bytes == one.memory_bytes
+    cluster = _scenario(job, hf_config(job, vocab_size(job)), "h100-sxm").cluster
+    assert (cluster.num_chips, cluster.chips_per_node) == (4, 2)  # 2 nodes of 2: DDP's all-reduce crosses nodes
