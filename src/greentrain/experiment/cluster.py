@@ -16,6 +16,9 @@ same whatever the executor. A task checks the measured budget of the folder befo
   ``runtime.devices``: each job is one task (``tasks_per_node=1``: torchrun starts the variant's processes)
   asking ``gpus_per_node`` >= the variant's devices when ``--slurm gpus_per_node`` names a GPU cluster, else
   ``cpus_per_task`` >= devices x ``runtime.num_threads`` (1 when unset).
+* ``runtime.nodes: M`` > 1 (experiment/launch.py): on Ray a STRICT_SPREAD placement group of M such bundles and
+  one ``ray_node_task`` in each; on Slurm one job of ``nodes=M`` (one task per node) running ``slurm_node_task``.
+  Ray tasks take their torch threads from the CPUs Ray assigned them (``ray_task_env``).
 """
 
 from __future__ import annotations
