@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]))
     p.add_argument("--log-dir", default="/tmp/ci-repeat")
     a = p.parse_args(argv)
+    # started as a background job (`nohup ... &`), SIGINT arrives ignored and every CI run would inherit that;
+    # a handler here gives the children the default disposition again, as CI's runner does
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     repo = Path(a.repo)
     rev = subprocess.run(["git", "-C", str(repo), "rev-parse", a.rev], check=True, capture_output=True,
                          text=True).stdout.strip()

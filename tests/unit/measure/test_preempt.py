@@ -91,6 +91,11 @@ def test_a_child_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Pat
 
 def test_kill_9_of_the_tracker_does_not_leave_the_training_running(tmp_path: Path) -> None:
     track, out, pids = _start(tmp_path, grace_s=1.0)
+    # the tracker starts the command before it writes its start record: wait for the record, not for time
+    deadline = time.monotonic() + 120
+    while not (out / "track.jsonl").is_file() or not (out / "track.jsonl").read_text().startswith('{"type":"start"'):
+        assert time.monotonic() < deadline and track.poll() is None, "no start record"
+        time.sleep(0.05)
     track.send_signal(signal.SIGKILL)
     track.wait(timeout=10)
     _wait_gone(pids, 5.0)
