@@ -116,12 +116,20 @@ CASES = [  # (argv, what the one-line refusal names)
     (["track", "--summarize", "{d}/empty"], "--summarize"),  # a 0 s, 0 J measurement
     (["experiment", "report", "{d}/exp"], "experiment manifest"),  # KeyError traceback
     (["report", "{d}/trace_far.json", "-o", "{d}/far.html"], "traceEvents[0].ts"),  # drawn at 1e300 us
+    (["compare", "{d}/plan.json", "{d}/negative.json"], "energy_j=-5"),  # scored as measured
 ]
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("seed")
+    plan = run(["plan", *FAST, "--json"]).stdout  # a plan and a track JSON for compare below
+    (d / "plan.json").write_text(plan, encoding="utf-8")
+    measured = {"kind": "track", "schema_version": 1, "status": "ok", "duration_s": 1.0, "num_steps": 2,
+                "step_time_s": 0.5, "first_step_time_s": 0.5, "forward_s": 0.1, "backward_s": 0.2,
+                "tokens_per_s": 10.0, "flop_per_step": 1e9, "flop_per_s": 2e9, "memory_bytes": 1e9, "energy_j": -5,
+                "energy_j_per_step": 1.0, "power_w": 100.0, "pue": 1.0, "region": "", "modules": [], "meters": []}
+    (d / "negative.json").write_text(json.dumps(measured), encoding="utf-8")
     for name, text in FILES.items():
         (d / name).parent.mkdir(exist_ok=True)
         (d / name).write_text(text, encoding="utf-8")

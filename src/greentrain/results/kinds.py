@@ -128,6 +128,10 @@ class TrackResult(ResultView):
     """``measurement.json`` of ``greentrain track`` (measure/summary.py's Measurement.to_json)."""
 
     KIND: ClassVar[str] = "track"
+    NONNEGATIVE: ClassVar[tuple[str, ...]] = (
+        "duration_s", "num_steps", "step_time_s", "first_step_time_s", "forward_s", "backward_s", "tokens_per_s",
+        "flop_per_step", "flop_per_s", "memory_bytes", "energy_j", "energy_j_per_step", "power_w", "pue",
+        "grid_g_co2e_per_kwh", "emissions_kg_co2e", "cost_usd", "peak_cuda_bytes", "peak_cuda_reserved_bytes")
     status: str
     duration_s: float
     num_steps: int
