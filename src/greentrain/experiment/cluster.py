@@ -61,11 +61,14 @@ def node_task(out: str, exp: Experiment, variant_id: str, isolation: str, rendez
     """One node of a multi-node variant (experiment/launch.py): node 0 runs the variant as ``variant_task`` does,
     as node 0 of ``rendezvous``, and leaves its done file; another node runs torchrun's agent (None)."""
     if rendezvous.node_rank == 0:
+        spec = variant_dir(Path(out), variant_id) / "variant.json"
+        before = spec.stat().st_mtime_ns if spec.exists() else None
         with launch.hosted_store(rendezvous, launch.NODE_GRACE_S):  # open until the other nodes' agents exit
             try:
                 return variant_task(out, exp, variant_id, isolation, 0, (*env, *rendezvous.env()))
-            finally:
-                launch.mark_done(Path(out), rendezvous.run_id)
+            finally:  # a new variant.json: the runner launched the worker (runner._run_one writes it first)
+                after = spec.stat().st_mtime_ns if spec.exists() else None
+                launch.mark_done(Path(out), rendezvous.run_id, after is not None and after != before)
     from greentrain.experiment.ranks import process_threads
 
     v = next(x for x in exp.variants if x.variant_id == variant_id)

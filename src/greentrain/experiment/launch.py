@@ -17,9 +17,10 @@ rank 0 may sit on any node. The ranks train data parallel as on one node (gloo o
 records and writes ``result.json``; each node's local rank 0 meters its node's CPU and RAM (measure/launcher.py:
 under its node's torchrun agent).
 
-Node 0's task writes ``DIR/nodes/<run>.done`` when it returns (its variant finished, or it did not run it: already
-done, budget spent); another node's agent still waiting then (node 0 never launched) or still running
-``NODE_GRACE_S`` later is stopped, so no node waits out the rendezvous timeout.
+Node 0's task writes ``DIR/nodes/<run>.done`` when it returns, saying whether it launched torchrun: if not (the
+variant was already done, or the budget spent) the other nodes' agents, still waiting at the rendezvous, are
+stopped at once; if it did, any agent still running ``NODE_GRACE_S`` later is. No node waits out the rendezvous
+timeout.
 
 torchrun's options: https://pytorch.org/docs/stable/elastic/run.html (c10d backend, ``--rdzv-conf is_host``).
 """
@@ -145,10 +146,21 @@ def done_path(out: Path, run_id: str) -> Path:
     return out / NODES_DIR / f"{safe_name(run_id)}.done"
 
 
-def mark_done(out: Path, run_id: str) -> None:
+def mark_done(out: Path, run_id: str, launched: bool) -> None:
+    """Node 0's task returned; ``launched``: its torchrun ran (the other agents get their grace), else it never
+    started one (the variant was done, or its budget spent): the other agents wait for nothing."""
     path = done_path(out, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    path.write_text("launched\n" if launched else "not launched\n", encoding="utf-8")
+
+
+def _grace_s(done: Path, grace_s: float) -> float | None:
+    """How long an agent may still run once node 0's task is done; None while it is not."""
+    try:
+        text = done.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return grace_s if text.startswith("launched") else 0.0
 
 
 def _die_with_task() -> None:
@@ -176,10 +188,13 @@ def run_agent(out: Path, spec_path: Path, devices: int, threads: int, rendezvous
         while True:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=poll_s)
-            if deadline is None and done.exists():
-                deadline = time.monotonic() + grace_s
+            left = _grace_s(done, grace_s) if deadline is None else None
+            if left == 0.0:  # node 0 never launched: this agent started no rank, nothing to close
+                return -1  # killed below
+            if left is not None:
+                deadline = time.monotonic() + left
             if deadline is not None and time.monotonic() >= deadline:
-                proc.terminate()
+                proc.terminate()  # its ranks get torchrun's SIGTERM (their records flushed)
                 try:
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:

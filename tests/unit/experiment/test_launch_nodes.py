@@ -159,6 +159,7 @@ def test_two_nodes_train_one_variant_and_rank0_writes_it_once(tmp_path: Path, ma
     assert launch.done_path(tmp_path, f"test-{tmp_path.name}").exists()
 
 
+@pytest.mark.slow  # imports torch (node 0's task hosts the store) and starts a torchrun agent: ~3-5 s loaded
 def test_a_node_whose_node_0_does_not_run_the_variant_stops(tmp_path: Path, make_experiment: Any,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Node 0 finds the variant done (a resume): it launches nothing, and node 1's agent, waiting at the
@@ -172,10 +173,11 @@ def test_a_node_whose_node_0_does_not_run_the_variant_stops(tmp_path: Path, make
     folder.mkdir(parents=True)
     write_result(folder / "result.json", VariantResult(variant_id=v.variant_id, config_hash=v.config_hash,
                                                        axis_values=v.axis_values, seed=v.seed, status="ok"))
-    monkeypatch.setattr(launch, "NODE_GRACE_S", 0.0)
+    monkeypatch.setattr(launch, "NODE_GRACE_S", 3600.0)  # the grace of a launched run: not given here
     monkeypatch.setattr(launch, "NODE_POLL_S", 0.2)
     r, _ = _two_nodes(tmp_path, exp)
     assert r is not None and r.status == "ok" and r.wall_s == 0.0  # the old result, nothing run
+    assert launch.done_path(tmp_path, f"test-{tmp_path.name}").read_text() == "not launched\n"
 
 
 class _Ref:
