@@ -156,7 +156,7 @@ def test_two_nodes_train_one_variant_and_rank0_writes_it_once(tmp_path: Path, ma
         assert summarize(last_run(records)).cpu_energy_j > 0
     assert nodes == {0, 1}
     assert json.loads((folder / "variant.json").read_text())["job"]["runtime"]["nodes"] == 2
-    assert launch.done_path(tmp_path, f"test-{tmp_path.name}").exists()
+    assert launch.done_path(tmp_path, f"test-{tmp_path.name}").read_text() == "launched\n"
 
 
 @pytest.mark.slow  # imports torch (node 0's task hosts the store) and starts a torchrun agent: ~3-5 s loaded
