@@ -48,7 +48,8 @@ NODES_DIR = "nodes"
 NODE_GRACE_S = 120.0  # a node's agent may outlive node 0's task this long (its last rank's records, the barrier)
 NODE_POLL_S = 1.0  # how often a node's agent looks for node 0's done file
 # Slurm: the rendezvous port from the job id, below Linux's ephemeral range (32768-60999) so no client socket of
-# the node holds it; two jobs on the same first node share a port only when their ids are 10,000 apart.
+# the node holds it; two jobs on the same first node share a port only when their ids differ by a multiple of
+# 10,000 (the second then fails to host the store and is resubmitted, --max-retries).
 SLURM_PORT_BASE = 20000
 SLURM_PORT_SPAN = 10000
 
@@ -59,7 +60,7 @@ class Rendezvous:
 
     nnodes: int
     node_rank: int
-    endpoint: str  # node 0's host:port (its agent hosts the c10d store)
+    endpoint: str  # node 0's host:port (node 0's task hosts the c10d store there)
     run_id: str  # the same on every node of this launch, another for the next launch
 
     def env(self) -> tuple[tuple[str, str], ...]:
