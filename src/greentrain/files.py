@@ -25,7 +25,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,16 @@ def is_stream(p: Path) -> bool:
 def _target(p: Path) -> Path:
     """Where the rename lands: a symbolic link's target (renaming over the link would replace the link)."""
     return p.resolve() if p.is_symlink() else p
+
+
+def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], flag: str) -> None:
+    """An output that is one of the command's inputs, or a symbolic link to one, would overwrite it (outputs
+    are written through links): refused before any work."""
+    target = Path(out).resolve()
+    for given in inputs:
+        if given and Path(given).resolve() == target:
+            raise ConfigError(flag, str(out), f"is the input {given} (or a link to it): writing it would "
+                              "overwrite the input")
 
 
 def _write_stream(p: Path, flag: str, write: Callable[[str], None]) -> None:

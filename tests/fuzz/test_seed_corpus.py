@@ -117,6 +117,9 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "report", "{d}/exp"], "experiment manifest"),  # KeyError traceback
     (["report", "{d}/trace_far.json", "-o", "{d}/far.html"], "traceEvents[0].ts"),  # drawn at 1e300 us
     (["compare", "{d}/plan.json", "{d}/negative.json"], "energy_j=-5"),  # scored as measured
+    (["report", "{d}/plan.json", "-o", "{d}/plan-link.html"], "overwrite the input"),  # the plan became HTML
+    (["calibrate", "{d}/runs.csv", "-o", "{d}/runs-link.yaml"], "overwrite the input"),
+    (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),
 ]
 
 
@@ -130,6 +133,9 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "tokens_per_s": 10.0, "flop_per_step": 1e9, "flop_per_s": 2e9, "memory_bytes": 1e9, "energy_j": -5,
                 "energy_j_per_step": 1.0, "power_w": 100.0, "pue": 1.0, "region": "", "modules": [], "meters": []}
     (d / "negative.json").write_text(json.dumps(measured), encoding="utf-8")
+    for link, target in (("plan-link.html", "plan.json"), ("runs-link.yaml", "runs.csv"),
+                         ("scenario-link.json", "tokens0.yaml")):  # outputs are written through links
+        (d / link).symlink_to(target)
     for name, text in FILES.items():
         (d / name).parent.mkdir(exist_ok=True)
         (d / name).write_text(text, encoding="utf-8")

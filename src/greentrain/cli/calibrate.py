@@ -58,11 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from greentrain.calibrate.profile import profile_dict, write_profile
     from greentrain.errors import ConfigError
     from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Profile
-    from greentrain.files import check_output_path
+    from greentrain.files import check_not_an_input, check_output_path
 
     out = check_output_path(args.out, "-o", (".yaml", ".yml"))  # before the fit: the folder takes a new file
-    if any(Path(i).resolve() == out.resolve() for i in args.inputs):  # -o runs.csv overwrote the runs
-        raise ConfigError("-o", args.out, "is one of the inputs: the profile would overwrite it")
+    check_not_an_input(out, [*args.inputs, args.scenario], "-o")  # -o runs.csv overwrote the runs
     names = tuple(n.strip() for n in args.fit.split(",") if n.strip())
     runs = _runs(args)
     frameworks = sorted({r.framework for r in runs if r.framework})

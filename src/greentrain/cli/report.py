@@ -16,8 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from greentrain.files import check_not_an_input
     from greentrain.report.html import write_report
 
+    check_not_an_input(args.output, args.files, "-o")  # -o LINK.html -> plan.json overwrote the plan
     done = write_report(args.files, args.output)
     print(f"greentrain report: wrote {done.path} ({done.size_bytes / 1e3:,.0f} kB, {done.num_sections} "
           f"section(s), {done.seconds:.2f} s)")

@@ -86,11 +86,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from greentrain.files import check_not_an_input
     from greentrain.report.search import search_progress
     from greentrain.search.pins import file_pins, pinned_space
     from greentrain.search.space import SearchSpace
     from greentrain.search.workers import search_parallel
 
+    for flag, path in (("--plot", args.plot), ("--html", args.html)):
+        if path:  # --html LINK.html -> the scenario overwrote it
+            check_not_an_input(path, [args.scenario, args.model, args.chip, args.calibration], flag)
     scs, sites = _scenarios(args)
     profile = profile_from_args(args)
     # a scenario file's strategy: the fields it sets are pinned, the others searched (search/pins.py)

@@ -84,6 +84,12 @@ def _run(args: argparse.Namespace) -> int:
     _check_output("--trace", args.trace, (".json",))
     _check_output("--gantt", args.gantt, (".png",))
     _check_output("--html", args.html, (".html", ".htm"))
+    from greentrain.files import check_not_an_input
+
+    inputs = [getattr(args, name, None) for name in ("scenario", "devices", "model", "chip", "calibration")]
+    for flag, path in (("--trace", args.trace), ("--gantt", args.gantt), ("--html", args.html)):
+        if path:  # --trace LINK.json -> the scenario overwrote it
+            check_not_an_input(path, inputs, flag)
     if args.mode == "swarm":
         return _run_swarm(args)
     return _run_step(args)
