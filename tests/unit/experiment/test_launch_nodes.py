@@ -277,3 +277,80 @@ def test_the_prediction_is_for_every_rank_of_every_node(make_experiment: Any) ->
     assert four.tokens_per_step == 4 * one.tokens_per_step and four.memory_bytes == one.memory_bytes
     cluster = _scenario(job, hf_config(job, vocab_size(job)), "h100-sxm").cluster
     assert (cluster.num_chips, cluster.chips_per_node) == (4, 2)  # 2 nodes of 2: DDP's all-reduce crosses nodes
+
+
+def test_ray_places_the_group_again_when_a_node_is_lost(tmp_path: Path, make_experiment: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = pytest.importorskip("ray")
+    from types import SimpleNamespace
+
+    from greentrain.experiment.cluster import run_on_cluster
+    from greentrain.experiment.results import VariantResult
+
+    exp = experiment_from_dict(make_experiment(runtime={"num_threads": 1, "nodes": 2}), "t.yaml")
+    v = exp.variants[0]
+    ok = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, seed=v.seed, status="ok")
+    fake = _FakeRay(alive=2, result=ok)
+    lost = [ray.exceptions.NodeDiedError("node 1 died")]
+    get = fake.get
+
+    def get_once_lost(ref: _Ref) -> Any:
+        if ref.fn.__name__ == "ray_node_task" and lost:
+            raise lost.pop()
+        return get(ref)
+
+    fake.get = get_once_lost  # type: ignore[method-assign]
+    fake.patch(monkeypatch)
+    opts = SimpleNamespace(executor="ray", ray_address="", out_dir=tmp_path, isolation="process", max_retries=1)
+    assert run_on_cluster(exp, [v], opts, None) == [ok]
+    assert len(fake.groups) == 2 and fake.removed == 2  # placed, lost, removed; placed again
+    runs = {ref.args[-1].run_id for ref in fake.refs if ref.fn.__name__ == "ray_node_task"}
+    assert len(runs) == 2  # each launch its own rendezvous
+
+
+class _FakeSubmitit:
+    """submitit's AutoExecutor as ``--executor slurm`` calls it: records the parameters of each array."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.arrays: list[tuple[dict[str, Any], str, int]] = []
+        self.params: dict[str, Any] = {}
+
+    def executor(self, folder: str, cluster: str | None) -> Any:
+        fake = self
+
+        class Job:
+            job_id = "77"
+
+            def results(self) -> list[Any]:
+                return [fake.result, None]  # task 0's (node 0), then the other node's
+
+        class Executor:
+            def update_parameters(self, **params: Any) -> None:
+                fake.params = params
+
+            def map_array(self, fn: Any, *args: list[Any]) -> list[Any]:
+                fake.arrays.append((dict(fake.params), fn.__name__, len(args)))
+                return [Job() for _ in args[0]]
+
+        return Executor()
+
+
+def test_slurm_submits_a_job_of_nodes_running_the_node_task(tmp_path: Path, make_experiment: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    submitit = pytest.importorskip("submitit")
+    from types import SimpleNamespace
+
+    from greentrain.experiment.cluster import run_on_cluster
+    from greentrain.experiment.results import VariantResult
+
+    exp = experiment_from_dict(make_experiment(runtime={"num_threads": 2, "devices": 4, "nodes": 2}), "t.yaml")
+    v = exp.variants[0]
+    ok = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, seed=v.seed, status="ok")
+    fake = _FakeSubmitit(ok)
+    monkeypatch.setattr(submitit, "AutoExecutor", fake.executor)
+    opts = SimpleNamespace(executor="slurm", slurm=(("partition", "gpu"), ("gpus_per_node", "8")),
+                           out_dir=tmp_path, isolation="process", max_retries=0)
+    assert run_on_cluster(exp, [v], opts, None) == [ok]
+    assert fake.arrays == [({"slurm_partition": "gpu", "gpus_per_node": 8, "tasks_per_node": 1, "nodes": 2},
+                            "slurm_node_task", 4)]
