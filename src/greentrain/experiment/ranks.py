@@ -102,8 +102,9 @@ def launch(spec_path: Path, job: Mapping[str, Any], parent_env: str = PARENT_ENV
     if (devices == 1 and nodes == 1) or under_torchrun():
         return ""
     if os.environ.get(TRIAL_ENV):
-        return (f"runtime.devices={devices}: a pruned search's trials train on one device (each rank would decide "
-                "to prune on its own)")
+        field = f"runtime.nodes={nodes}" if nodes > 1 else f"runtime.devices={devices}"
+        return (f"{field}: a pruned search's trials train on one device (each rank would decide to prune on its "
+                "own)")
     here = rendezvous_from_env()
     if nodes > 1 and (here is None or here.nnodes != nodes):
         return (f"runtime.nodes={nodes}: a multi-node variant runs under --executor ray or slurm, which start one "

@@ -82,6 +82,9 @@ def test_nodes_are_refused_where_they_cannot_run(tmp_path: Path, monkeypatch: py
         monkeypatch.delenv(k, raising=False)
     refused = ranks.launch(tmp_path / "v.json", {"runtime": {"nodes": 2}})
     assert refused.startswith("runtime.nodes=2: a multi-node variant runs under --executor ray or slurm")
+    monkeypatch.setenv(ranks.TRIAL_ENV, "1")
+    refused = ranks.launch(tmp_path / "v.json", {"runtime": {"nodes": 2}})
+    assert refused.startswith("runtime.nodes=2: a pruned search's trials train on one device")
 
 
 def test_a_ray_task_s_ranks_share_the_cpus_ray_gave_it(monkeypatch: pytest.MonkeyPatch) -> None:
