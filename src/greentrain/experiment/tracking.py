@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from greentrain.errors import ConfigError
 from greentrain.experiment.extras import require_modules
 from greentrain.experiment.results import VariantResult
 from greentrain.experiment.runner import variant_dir
@@ -140,10 +141,16 @@ def log_variants(name: str, results: tuple[VariantResult, ...] | list[VariantRes
     for logger in ("mlflow", "alembic"):  # their INFO lines about creating the SQLite tables (set on import)
         logging.getLogger(logger).setLevel(logging.WARNING)
 
+    from mlflow.exceptions import MlflowException
+
     uri = tracking_uri(out_dir, setting)
-    client = MlflowClient(tracking_uri=uri)
-    eid = _experiment_id(client, os.environ.get("MLFLOW_EXPERIMENT_NAME") or name, out_dir,
-                         uri == f"sqlite:///{(out_dir / MLFLOW_DB).resolve()}")
+    try:  # a file:// store (refused by mlflow 3), a bad scheme: mlflow's exception was a traceback
+        client = MlflowClient(tracking_uri=uri)
+        eid = _experiment_id(client, os.environ.get("MLFLOW_EXPERIMENT_NAME") or name, out_dir,
+                             uri == f"sqlite:///{(out_dir / MLFLOW_DB).resolve()}")
+    except MlflowException as e:
+        reason = " ".join(str(e.message).split())[:200]
+        raise ConfigError("tracking.mlflow", uri, f"is not a usable MLflow tracking store: {reason}") from None
     parent = _parent(client, eid, name, out_dir)
     existing = {(r.data.tags.get(ID_TAG), r.data.tags.get(HASH_TAG))
                 for r in client.search_runs([eid], max_results=50_000)}

@@ -25,6 +25,21 @@ def test_a_missing_mlflow_names_the_extra(tmp_path: Path, monkeypatch: pytest.Mo
     assert not (tmp_path / "out" / "report.md").exists()  # refused before any work
 
 
+@pytest.mark.parametrize("scheme", ["bogus://", "file://"])
+def test_an_unusable_tracking_uri_is_one_line(scheme: str, tmp_path: Path, make_folder: Any,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 (H4's adversarial set): mlflow's own exception for a bad scheme or a file store (mlflow 3
+    refuses new ones) was a traceback."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    uri = f"{scheme}{tmp_path}/mlruns"
+    make_folder(tmp_path / "out")
+    assert main(["experiment", "report", str(tmp_path / "out"), "--mlflow", uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tracking.mlflow" in err and uri in err
+
+
 def test_one_run_per_variant_and_no_duplicates(tmp_path: Path, make_folder: Any, mlflow_store: Any,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
