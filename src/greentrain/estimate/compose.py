@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import (
     MemoryBreakdown,
@@ -131,23 +132,60 @@ def pipeline_timing(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficien
                           dp_s=dp_exposed_s(sc, s, st, eff, num_micro))
 
 
+def expert_dp_group(s: StepStrategy) -> Num:
+    """Ranks that reduce a routed expert's gradients together: a stage's dp x cp x tp ranks over the ep x etp of
+    an expert group (Megatron Core's expert data-parallel group, parallel_state intra_expt_dp_group, laid out
+    outside etp and ep; torchtitan's efsdp = dp_shard x cp x tp / ep)."""
+    return maximum(s.grad_group * s.tp / (s.ep * s.expert_tp), 1.0)
+
+
+def expert_share(st: StageSplit) -> tuple[Num, Num]:
+    """(trainable, all) routed-expert parameters of the stage holding the most of them, at most the stage
+    split's own trainable and params."""
+    t, p = st.stage_expert_trainable, st.stage_expert_params
+    return (minimum(maximum(maximum(t[0], t[1]), t[2]), st.trainable),
+            minimum(maximum(maximum(p[0], p[1]), p[2]), st.params))
+
+
 def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num) -> Num:
-    """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s) over the gradient group."""
+    """Exposed data-parallel communication of the whole step (step_terms.dp_sync_s): the dense parameters'
+    gradients over the gradient group, the routed experts' over the expert data-parallel group (expert_dp_group;
+    Megatron Core's DDP keeps them in their own buffer reduced over that group, distributed_data_parallel.py
+    expert_parallel_buffers), each group with its ranks per node. One stream reduces both kinds in bucket
+    order as the backward produces them, so each overlaps with the share of the backward its reduction's time
+    is of the whole."""
     w, cl = sc.workload, sc.cluster
     wb = weight_bytes_per_param(w.precision)
-    return dp_sync_s(zero=s.zero, dp_group=s.grad_group, dp_per_node=ranks_per_node(s.tp * s.cp, s.dp, cl.node_size),
-                     grad_bytes=workload_grad_bytes(st.trainable, w), weight_bytes=st.params * wb,
-                     updated_weight_bytes=st.trainable * wb, layers=st.layers, backward_s=st.bwd_s + st.recompute_s,
-                     micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s, num_micro=num_micro, cl=cl, eff=eff)
+    e_trainable, e_params = expert_share(st)
+    edp = expert_dp_group(s)
+    parts = ((st.trainable - e_trainable, st.params - e_params, s.grad_group,
+              ranks_per_node(s.tp * s.cp, s.dp, cl.node_size)),
+             (e_trainable, e_params, edp, ranks_per_node(s.ep * s.expert_tp, edp, cl.node_size)))
+    raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w), cl, eff), 0.0)
+           for tr, _, g, k in parts]
+    whole = maximum(raw[0] + raw[1], 1e-30)
+    shares = (where(raw[1] > 0, raw[0] / whole, 1.0), where(raw[1] > 0, raw[1] / whole, 0.0))
+    out: Num = 0.0
+    for (trainable, params, group, per_node), share in zip(parts, shares, strict=True):
+        out = out + where(trainable > 0, dp_sync_s(
+            zero=s.zero, dp_group=group, dp_per_node=per_node, grad_bytes=workload_grad_bytes(trainable, w),
+            weight_bytes=params * wb, updated_weight_bytes=trainable * wb, layers=st.layers,
+            backward_s=(st.bwd_s + st.recompute_s) * share,
+            micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl, eff=eff), 0.0)
+    return out
 
 
-def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficiency) -> Num:
-    """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs."""
+def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficiency,
+                     expert_trainable: Num = 0.0) -> Num:
+    """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs;
+    the ``expert_trainable`` of them (routed experts) sharded over the expert data-parallel group."""
     w = sc.workload
-    opt: Num = optimizer_s(params=trainable, zero=s.zero, shard=s.grad_group, offload=s.offload_optimizer,
-                           wb=weight_bytes_per_param(w.precision), gb=grad_bytes_per_param(w.grad_dtype, w.precision),
-                           ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
-    return opt + eff.step_overhead_s
+    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
+    out: Num = eff.step_overhead_s
+    for params, shard in ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s))):
+        out = out + optimizer_s(params=params, zero=s.zero, shard=shard, offload=s.offload_optimizer, wb=wb, gb=gb,
+                                ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
+    return out
 
 
 def step_timing(p: PipelineTiming, optimizer_s: Num) -> StepTiming:
@@ -161,7 +199,7 @@ def step_timing(p: PipelineTiming, optimizer_s: Num) -> StepTiming:
 def compose_step(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency) -> StepTiming:
     """pipeline_timing, step_optimizer_s and step_timing at one granularity (one strategy: estimate_step)."""
     p = pipeline_timing(sc, s, st, eff, num_micro_batches(sc.workload, s))
-    return step_timing(p, step_optimizer_s(sc, s, st.trainable, eff))
+    return step_timing(p, step_optimizer_s(sc, s, st.trainable, eff, expert_share(st)[0]))
 
 
 def step_flops(sc: Scenario, ops: ModelOps, flash: bool, mode: str = "attention") -> tuple[float, dict[str, float]]:
@@ -240,7 +278,7 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group; the
     routed experts' over the expert data-parallel group, dp x cp x tp / (ep x etp): memory.device_memory)."""
     w = sc.workload
-    shard = maximum(s.grad_group * s.tp / (s.ep * s.expert_tp), 1.0) if experts else s.grad_group
+    shard = expert_dp_group(s) if experts else s.grad_group
     return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
                                  gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),

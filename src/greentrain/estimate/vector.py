@@ -24,6 +24,7 @@ import numpy.typing as npt
 from greentrain.estimate.compose import (
     MEMORY_STAGES,
     StepTiming,
+    expert_share,
     memory_stage_present,
     num_micro_batches,
     pipeline_timing,
@@ -256,7 +257,9 @@ def _timing(sc: Scenario, t: StrategyTable, split: Splits, num_micro: npt.NDArra
     first, inverse = _groups([split.row[rows], t.dp[rows], t.zero[rows]])
     at = rows[first]
     p = take(pipeline_timing(sc, _Rows(t, at), split.at(at), eff, num_micro[at]), inverse)
-    return step_timing(p, step_optimizer_s(sc, _Rows(t, rows), split.one.trainable[split.row[rows]], eff))
+    experts = expert_share(split.one)[0]  # routed experts: their optimizer state shards over the expert dp group
+    return step_timing(p, step_optimizer_s(sc, _Rows(t, rows), split.one.trainable[split.row[rows]], eff,
+                                           np.broadcast_to(experts, split.one.trainable.shape)[split.row[rows]]))
 
 
 def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True, capacity_bytes: float | None = None,
