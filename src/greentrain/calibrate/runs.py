@@ -40,7 +40,7 @@ STATUSES = ("ok", "failed")
 # Frameworks whose MoE recipes fold tensor parallelism into expert parallelism (expert tensor parallelism 1)
 # when a row gives no etp: Megatron-Bridge's MoE presets set expert_tensor_parallel_size=1
 # (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025).
-MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge")
+MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep")  # and its MoE variants
 MAX_ROWS = 1_000_000
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 

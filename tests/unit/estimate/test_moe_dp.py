@@ -3,8 +3,11 @@ expert_dp_group, dp_exposed_s, step_optimizer_s)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from greentrain.calibrate.runs import read_runs
 from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.compose import dp_exposed_s, expert_dp_group
 from greentrain.estimate.efficiency import efficiency_for
@@ -76,3 +79,14 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
                       num_micro=4, cl=cl, eff=eff)
     assert whole > 0
     assert dp_exposed_s(sc, s, st, eff, 4) == pytest.approx(whole, rel=1e-12)
+
+
+@pytest.mark.parametrize("framework", ["nemo", "nemo-a2a-overlap", "nemo-deepep"])
+def test_a_megatron_bridge_moe_row_without_etp_runs_its_experts_at_etp_1(tmp_path: Path, framework: str) -> None:
+    """Megatron-Bridge's MoE recipes set expert_tensor_parallel_size 1 whatever their dispatcher (calibrate/runs.py
+    MOE_ETP1_FRAMEWORKS); a row naming the dispatcher's framework variant takes it too."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,dp,tp,pp,ep,sp\n"
+                    f"r,{framework},qwen3-30b-a3b,h100-sxm,16,4096,64,1,8,2,1,16,true\n", encoding="utf-8")
+    (run,) = read_runs(path)
+    assert run.strategy.expert_tp == 1
