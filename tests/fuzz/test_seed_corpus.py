@@ -44,6 +44,8 @@ FILES = {  # name -> text
     "runs.csv": RUNS,
     "step1e300.csv": RUNS.replace(",2.0\n", ",1e300\n"),
     "exp/experiment.json": '{"a": NaN}',
+    "profile_fw.yaml": "kind: calibration\nschema_version: 2\nchip: h100-sxm\nframework: nope\n"
+                       "constants: {kernel_efficiency: 0.5}\n",
     "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
                                                    "tid": 0}]}),
 }
@@ -117,6 +119,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "report", "{d}/exp"], "experiment manifest"),  # KeyError traceback
     (["report", "{d}/trace_far.json", "-o", "{d}/far.html"], "traceEvents[0].ts"),  # drawn at 1e300 us
     (["compare", "{d}/plan.json", "{d}/negative.json"], "energy_j=-5"),  # scored as measured
+    (["plan", *FAST, "--calibration", "{d}/profile_fw.yaml"], "calibration.framework"),  # silently megatron
     (["report", "{d}/plan.json", "-o", "{d}/plan-link.html"], "overwrite the input"),  # the plan became HTML
     (["calibrate", "{d}/runs.csv", "-o", "{d}/runs-link.yaml"], "overwrite the input"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),

@@ -366,6 +366,9 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     check_keys(data, allowed, "calibration")
     if canonical_kind(data.get("kind")) != CalibrationProfile.KIND:  # greentrain-calibration before 0.2.0
         raise ConfigError("calibration.kind", data.get("kind"), f"must be '{CalibrationProfile.KIND}'")
+    if data.get("framework") not in (None, "", *framework_names()):  # calibrate writes a known one
+        raise ConfigError("calibration.framework", data.get("framework"), "is not a known framework"
+                          + did_you_mean(str(data.get("framework")), framework_names()))
     constants = data.get("constants")
     if not isinstance(constants, dict) or not constants:
         raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")
