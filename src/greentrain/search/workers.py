@@ -21,12 +21,14 @@ the candidates per second once a search is long enough to amortise starting the 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import multiprocessing
-import multiprocessing.pool
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,17 +180,21 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _pool(processes: int) -> multiprocessing.pool.Pool:
+def _pool(processes: int) -> ProcessPoolExecutor:
     """Worker processes started by fork when this process runs one thread (the quickest start: nothing to
     import again), else from a fork server that imported this module once (a thread of the caller, such as a
-    progress bar's, holding a lock would be copied into forked workers with its lock held)."""
+    progress bar's, holding a lock would be copied into forked workers with its lock held).
+
+    concurrent.futures, not multiprocessing.Pool: a worker that dies (the OOM killer, a signal, a failed import
+    in the fork server) breaks the executor and the search stops with one line; Pool starts a new worker and
+    waits for the lost part's answer for ever."""
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork").Pool(processes)
+        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload([__name__])
-    return ctx.Pool(processes)
+    return ProcessPoolExecutor(processes, mp_context=ctx)
 
 
 def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: str = "time", top_k: int = 10,
@@ -212,9 +218,13 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
             for i, (u, sc, sp) in enumerate(parts(scenarios, space, cons))]
     answers = []
     with _pool(min(workers, len(todo))) as pool:
-        for done, answer in enumerate(pool.imap_unordered(_run_part, todo), 1):
-            answers.append(answer)
-            if progress is not None:
-                progress(done, len(todo))
+        try:
+            for done, future in enumerate(as_completed([pool.submit(_run_part, part) for part in todo]), 1):
+                answers.append(future.result())
+                if progress is not None:
+                    progress(done, len(todo))
+        except BrokenProcessPool:
+            raise ChildProcessError(errno.ECHILD, f"a search worker process died before it answered (killed by the "
+                                    f"system, often for memory): run again with fewer than {workers} workers") from None
     return _merge(scenarios, answers, objective=objective, top_k=top_k, space=space, cons=cons, profile=profile,
                   t0=t0)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing as mp
+import os
+import signal
 import threading
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
@@ -117,3 +121,17 @@ def test_without_points_only_the_plot_data_is_left_out(scenarios: list[Scenario]
     two = search_parallel(scenarios, workers=2, points=False, **kw)  # type: ignore[arg-type]
     assert two.points.shape == (0, 3) and len(one.points) == one.num_feasible > 0
     _same(one, dataclasses.replace(two, points=one.points))
+
+
+def _die(part: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer ends a worker
+
+
+def test_a_worker_killed_stops_the_search_with_one_error(scenarios: list[Scenario],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """multiprocessing.Pool replaced a killed worker and waited for its part for ever; the executor breaks."""
+    from greentrain.search import workers
+    monkeypatch.setattr(workers, "_run_part", _die)
+    monkeypatch.setattr(workers, "_pool", lambda n: ProcessPoolExecutor(n, mp_context=mp.get_context("fork")))
+    with pytest.raises(ChildProcessError, match="a search worker process died before it answered"):
+        search_parallel(scenarios[:1], workers=2, space=SPACE)
