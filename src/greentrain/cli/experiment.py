@@ -78,6 +78,7 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
+    from greentrain.experiment.cluster import check_ray_address
     from greentrain.experiment.runner import RunOptions
 
     slurm = []
@@ -89,7 +90,8 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
                       isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok,
                       executor=args.executor, jobs=args.jobs, max_retries=args.max_retries,
-                      ray_address=args.ray_address, storage=args.storage, slurm=tuple(slurm))
+                      ray_address=check_ray_address(args.ray_address), storage=args.storage,
+                      slurm=tuple(slurm))
 
 
 def _report(out: Path, regions: list[str] | None, plot_dir: Path | None, as_json: bool, files: bool,

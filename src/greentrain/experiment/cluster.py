@@ -41,6 +41,42 @@ SLURM_PREFIXED = ("partition", "account", "qos", "constraint", "exclude", "array
 PLACEMENT_WAIT_S = 600.0  # ray: a multi-node variant's placement group not placed by then fails the variant
 
 
+
+def check_ray_address(address: str) -> str:
+    """``--ray-address`` as ray.init takes it: "" (a local cluster), ``auto``, ``local``, ``ray://HOST:PORT`` or
+    ``HOST:PORT``, the host a name or an IP address, the port 1-65535. A malformed address is refused here, in
+    one line: ray.init retries an address it cannot reach for minutes."""
+    if address in ("", "auto", "local"):
+        return address
+    rest = address.removeprefix("ray://")
+    host, colon, port = rest.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    rule = ""
+    if not colon or not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+        rule = "must be auto, local, HOST:PORT or ray://HOST:PORT with a port 1-65535"
+    elif not _is_host(host):
+        rule = "its host must be a name or an IP address"
+    if rule:
+        raise ConfigError("executor.ray_address", address, rule)
+    return address
+
+
+def _is_host(host: str) -> bool:
+    """An IP address, or a DNS name (RFC 1123 labels; a name of digits only must be an IPv4 address)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    ok = bool(host) and len(host) <= 253 and all(
+        0 < len(x) <= 63 and x.isascii() and x.replace("-", "").isalnum() and not x.startswith("-")
+        and not x.endswith("-") for x in labels)
+    return ok and not all(x.isdigit() for x in labels)
+
+
 def variant_task(out: str, exp: Experiment, variant_id: str, isolation: str, max_retries: int,
                  env: Sequence[tuple[str, str]] = ()) -> VariantResult:
     """One variant, on whichever node the scheduler chose (module level: Ray and submitit pickle it); ``env``
