@@ -156,10 +156,21 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
     is of the whole."""
     w, cl = sc.workload, sc.cluster
     wb = weight_bytes_per_param(w.precision)
+
+    def sync(trainable: Num, params: Num, group: Num, per_node: Num, share: Num) -> Num:
+        return dp_sync_s(zero=s.zero, dp_group=group, dp_per_node=per_node,
+                         grad_bytes=workload_grad_bytes(trainable, w), weight_bytes=params * wb,
+                         updated_weight_bytes=trainable * wb, layers=st.layers,
+                         backward_s=(st.bwd_s + st.recompute_s) * share,
+                         micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl,
+                         eff=eff)
+
+    dense_per_node = ranks_per_node(s.tp * s.cp, s.dp, cl.node_size)
+    if not sc.model.is_moe:  # no routed experts: one group
+        return sync(st.trainable, st.params, s.grad_group, dense_per_node, 1.0)
     e_trainable, e_params = expert_share(st)
     edp = expert_dp_group(s)
-    parts = ((st.trainable - e_trainable, st.params - e_params, s.grad_group,
-              ranks_per_node(s.tp * s.cp, s.dp, cl.node_size)),
+    parts = ((st.trainable - e_trainable, st.params - e_params, s.grad_group, dense_per_node),
              (e_trainable, e_params, edp, ranks_per_node(s.ep * s.expert_tp, edp, cl.node_size)))
     raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w), cl, eff), 0.0)
            for tr, _, g, k in parts]
@@ -167,11 +178,7 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
     shares = (where(raw[1] > 0, raw[0] / whole, 1.0), where(raw[1] > 0, raw[1] / whole, 0.0))
     out: Num = 0.0
     for (trainable, params, group, per_node), share in zip(parts, shares, strict=True):
-        out = out + where(trainable > 0, dp_sync_s(
-            zero=s.zero, dp_group=group, dp_per_node=per_node, grad_bytes=workload_grad_bytes(trainable, w),
-            weight_bytes=params * wb, updated_weight_bytes=trainable * wb, layers=st.layers,
-            backward_s=(st.bwd_s + st.recompute_s) * share,
-            micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl, eff=eff), 0.0)
+        out = out + where(trainable > 0, sync(trainable, params, group, per_node, share), 0.0)
     return out
 
 
@@ -182,7 +189,8 @@ def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficie
     w = sc.workload
     wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
     out: Num = eff.step_overhead_s
-    for params, shard in ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s))):
+    parts = ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s)))
+    for params, shard in parts if sc.model.is_moe else parts[:1]:
         out = out + optimizer_s(params=params, zero=s.zero, shard=shard, offload=s.offload_optimizer, wb=wb, gb=gb,
                                 ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
     return out
