@@ -321,7 +321,7 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
     cluster, params = slurm_parameters(opts.slurm)
     most = max((v.job.nodes for v in chosen), default=1)
     if most > 1 and cluster in ("local", "debug"):
-        raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (--slurm cluster={cluster} runs the jobs "
+        raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (slurm cluster={cluster} runs the jobs "
                           "on this one machine)")
     try:
         executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)

@@ -238,7 +238,7 @@ def check_devices(chosen: Sequence[Variant], opts: RunOptions) -> None:
     """Variants of several devices (runtime.devices) run as torchrun's processes: process isolation, and in the
     local pool a device group of at least as many GPUs for each worker (executors.check_device_groups)."""
     nodes = max((v.job.nodes for v in chosen), default=1)
-    require(nodes == 1 or opts.executor != "local", "runtime.nodes", nodes, "needs --executor ray or slurm (the "
+    require(nodes == 1 or opts.executor != "local", "runtime.nodes", nodes, "needs executor ray or slurm (the "
             "local executor runs a variant on this one machine; give runtime.devices for its ranks here)")
     require(nodes == 1 or opts.isolation == "process", "runtime.nodes", nodes, "needs process isolation")
     most = max((v.job.devices for v in chosen), default=1)

@@ -32,8 +32,9 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-cheapest-not-
     ({"eval": {"min_new_tokens": -1}}, "eval.min_new_tokens=-1: must be >= 0"),
     ({"task": "causal-lm", "model": {"arch": "llama"}, "eval": {"length_penalty": 1.0}},
      "eval.length_penalty=1.0: is a decoding option: task causal-lm generates nothing"),
-    ({"site": {"storage_usd_per_gb_month": -0.1}}, "site.storage_usd_per_gb_month=-0.1: must be >= 0.0"),
-    ({"site": {"storage_months": 0}}, "site.storage_months=0: must be > 0"),
+    ({"site": {"storage_usd_per_gb_month": -0.1}},
+     "site.storage_usd_per_gb_month=-0.1: must be in [0, 10] USD/GB-month"),
+    ({"site": {"storage_months": 0}}, "site.storage_months=0: must be in (0, 1,200] months"),
     ({"model": {"save": "yes"}}, "model.save='yes': must be true or false"),
 ])
 def test_bad_new_fields_are_one_line_naming_field_value_and_rule(given: dict[str, Any], message: str) -> None:

@@ -63,7 +63,7 @@ def test_submitit_s_local_cluster_refuses_several_nodes(tmp_path: Path, make_exp
                            max_retries=0)
     with pytest.raises(ConfigError) as e:
         run_on_cluster(exp, list(exp.variants), opts, None)
-    assert str(e.value) == ("runtime.nodes=2: needs a Slurm cluster (--slurm cluster=local runs the jobs on this one "
+    assert str(e.value) == ("runtime.nodes=2: needs a Slurm cluster (slurm cluster=local runs the jobs on this one "
                             "machine)")
     assert not (tmp_path / "slurm").exists()  # nothing submitted
 
@@ -73,7 +73,7 @@ def test_nodes_are_refused_where_they_cannot_run(tmp_path: Path, monkeypatch: py
     assert variants[0].job.world_size == 2
     with pytest.raises(ConfigError) as e:
         check_devices(variants, RunOptions(out_dir=tmp_path))
-    assert str(e.value).startswith("runtime.nodes=2: needs --executor ray or slurm") and "\n" not in str(e.value)
+    assert str(e.value).startswith("runtime.nodes=2: needs executor ray or slurm") and "\n" not in str(e.value)
     with pytest.raises(ConfigError, match=r"runtime\.nodes=2: needs process isolation"):
         check_devices(variants, RunOptions(out_dir=tmp_path, executor="ray", isolation="inline"))
     check_devices(variants, RunOptions(out_dir=tmp_path, executor="slurm"))
