@@ -78,7 +78,7 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
-    from greentrain.experiment.cluster import check_ray_address
+    from greentrain.experiment.cluster import check_ray_address, reach_ray_address
     from greentrain.experiment.runner import RunOptions
 
     slurm = []
@@ -87,6 +87,8 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
         if not eq or not key:
             raise ConfigError("--slurm", kv, "must be KEY=VALUE (e.g. partition=gpu)")
         slurm.append((key, value))
+    if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
+        reach_ray_address(check_ray_address(args.ray_address))
     return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
                       isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok,
                       executor=args.executor, jobs=args.jobs, max_retries=args.max_retries,

@@ -38,6 +38,7 @@ from greentrain.experiment.results import VariantResult, read_result
 from greentrain.experiment.spec import Experiment, Variant
 
 SLURM_PREFIXED = ("partition", "account", "qos", "constraint", "exclude", "array_parallelism")
+RAY_REACH_S = 5.0  # ray: --ray-address must accept a TCP connection within this
 PLACEMENT_WAIT_S = 600.0  # ray: a multi-node variant's placement group not placed by then fails the variant
 
 
@@ -59,6 +60,27 @@ def check_ray_address(address: str) -> str:
     if rule:
         raise ConfigError("executor.ray_address", address, rule)
     return address
+
+
+def reach_ray_address(address: str, timeout_s: float = RAY_REACH_S) -> None:
+    """Refuse, in one line, a ``HOST:PORT`` or ``ray://HOST:PORT`` where nothing accepts a TCP connection within
+    ``timeout_s``: ray.init would retry it for minutes (Ray 2.60 logs "Failed to connect to GCS" every 5 s). ""
+    (a local cluster), ``auto`` and ``local`` are Ray's to resolve."""
+    import socket
+
+    if address in ("", "auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except TimeoutError:
+        why = f"nothing answered within {timeout_s:g} s"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    raise ConfigError("executor.ray_address", address, f"cannot be reached ({why}): start the cluster there "
+                      "(ray start --head), or leave --ray-address out to run a local one")
 
 
 def _is_host(host: str) -> bool:
