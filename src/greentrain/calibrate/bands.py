@@ -2,17 +2,29 @@
 
 `validate` scores greentrain on published measured runs (the calibration CSVs of shared/reference and
 Korthikanti et al. 2022 Table 5). Grouped by class (framework x chip x dense/MoE x scale), the measured runs
-of each class give an expected error band: the 80th percentile of |predicted / measured tokens per second - 1|,
-with the mean |error| and the bias. The table ships as data (calibrate/bands.yaml), regenerated from those
-CSVs by ``benchmarks/make_bands.py`` (``build_bands`` below), so a user without the CSVs sees it too.
+of each class give an expected error band on |predicted / measured tokens per second - 1|, with the mean
+|error| and the bias. The table ships as data (calibrate/bands.yaml), regenerated from those CSVs by
+``benchmarks/make_bands.py`` (``build_bands`` below), so a user without the CSVs sees it too.
 
-``band_for`` finds the class of a scenario: the exact class, else the same framework, chip and kind at another
-scale, else the same framework and kind on another chip, else the same chip and kind under another framework;
-when nothing matches it says plainly that the scenario is outside every validated class.
+How a band is built (docs/validation.md, "Error bands"):
+- inside a class, split conformal prediction (Vovk et al. 2005; Lei et al. 2018, JASA 113(523) §2.2): the
+  ceil(0.8 (n + 1))-th smallest |error| of the class's n runs holds a new run exchangeable with them with
+  probability >= 0.8; it needs n >= 4 (MIN_RUNS), below that the class gives no band of its own;
+- a scenario whose class has fewer runs is a new group of a two-layer hierarchy (Dunn, Wasserman & Ramdas,
+  "Distribution-free prediction sets for two-layer hierarchical models", arXiv 1809.07441, JASA 2023): the
+  groups are the validated classes at the scenario's scale, each represented by its own band (its conformal
+  rank, capped at its largest |error| when it has few runs), and the band is the ceil(0.8 (K + 1))-th smallest
+  of those K values; with fewer than 9 classes that is the largest: a class greentrain was never checked on is
+  taken to be no better than the worst class it was checked on at that scale.
+
+``band_for`` finds the class of a scenario: the exact class, else the same framework, chip and kind pooled over
+scales when the class has runs at the scenario's scale, else the scale's pool of classes, and says plainly when
+the scenario is outside every validated class.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -27,11 +39,13 @@ from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import Prediction
 
 BAND_QUANTILE = 0.8  # the band holds this share of a class's measured runs
-MIN_RUNS = 3  # a class with fewer runs gives no band of its own: the scenario takes a wider pool's
+MIN_RUNS = 4  # the smallest n with ceil(BAND_QUANTILE (n + 1)) <= n: a class with fewer runs has no conformal band
 ANY = "any"
 SCALES = ("1 node", "2-16 nodes", "> 16 nodes")
-# framework names that run the same code (the runs CSVs and the profiles use both)
-SAME_FRAMEWORK = {"megatron-bridge": "nemo", "megatron-overlap": "megatron", "fsdp": "fsdp2"}
+# framework profiles that run the same code with the same fitted constants (the runs CSVs and the profiles
+# use both names): a band is a property of the code base, its variants share it
+SAME_FRAMEWORK = {"megatron-bridge": "nemo", "nemo-a2a-overlap": "nemo", "nemo-deepep": "nemo",
+                  "megatron-overlap": "megatron", "torchtitan-compile": "torchtitan", "fsdp": "fsdp2"}
 
 
 def scale_class(num_chips: int, chips_per_node: int) -> str:
@@ -44,33 +58,45 @@ def _family(framework: str) -> str:
     return SAME_FRAMEWORK.get(f, f)
 
 
+def conformal_rank(n: int, quantile: float = BAND_QUANTILE) -> int:
+    """The 1-based rank of the split-conformal quantile among n sorted scores (> n: no finite band)."""
+    return math.ceil(quantile * (n + 1))
+
+
+def conformal_band(scores: Sequence[float], quantile: float = BAND_QUANTILE) -> float:
+    """The conformal rank of ``scores`` (|errors| or class bands), capped at the largest when there are too few."""
+    s = sorted(scores)
+    return float(s[min(conformal_rank(len(s), quantile), len(s)) - 1])
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Band:
-    """The error of greentrain's throughput on one class of validated runs."""
+    """The error of greentrain's throughput on one class of validated runs, or on a pool of classes."""
 
     framework: str
     chip: str
     moe: bool
     scale: str
     runs: int
-    band: float  # BAND_QUANTILE of |error|
+    band: float  # conformal BAND_QUANTILE of |error| (a pool: of its classes' bands)
     mean_abs: float
     bias: float  # mean signed error, > 0: greentrain predicts faster runs
+    classes: int = 0  # a pool: the classes it holds (0: one class)
 
     @property
     def label(self) -> str:
         if self.framework == "all":
-            return "every validated run"
-        fw = "any framework" if self.framework == ANY else self.framework
-        chip = "any chip" if self.chip == ANY else self.chip
+            return "every validated class"
+        if self.classes:
+            return f"the {self.classes} validated classes at {self.scale}"
         scale = "any scale" if self.scale == ANY else self.scale
-        return f"{fw} on {chip}, {'MoE' if self.moe else 'dense'}, {scale}"
+        return f"{self.framework} on {self.chip}, {'MoE' if self.moe else 'dense'}, {scale}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BandMatch:
     band: Band | None
-    how: str  # exact | other chip | other framework | outside
+    how: str  # exact | same class pooled over scales | outside
     own_runs: int = 0  # validated runs in the scenario's own class (fewer than MIN_RUNS when how is not exact)
 
     @property
@@ -83,44 +109,59 @@ class BandMatch:
         b = self.band
         if b is None:
             return "no validated runs to compare with: no error band"
-        pct = f"+/-{100 * b.band:.0f} % (80 % of {b.runs} validated runs: {b.label}; mean |error| " \
-              f"{100 * b.mean_abs:.0f} %, bias {100 * b.bias:+.0f} %)"
+        stats = f"mean |error| {100 * b.mean_abs:.0f} %, bias {100 * b.bias:+.0f} %"
         if self.how == "exact":
-            return pct
-        if self.how == "outside" and not self.own_runs:
-            return (f"outside every validated class (framework x chip x dense/MoE x scale); over all {b.runs} "
-                    f"validated runs the error is within +/-{100 * b.band:.0f} % for 80 % of them")
-        if self.own_runs:
-            return f"{pct}; pooled: the scenario's own class has {self.own_runs} validated run(s) only"
-        return f"{pct}; closest validated class ({self.how}): this scenario is outside it"
+            return f"+/-{100 * b.band:.0f} % (80 % of {b.runs} validated runs: {b.label}; {stats})"
+        if self.how.startswith("same class"):
+            return (f"+/-{100 * b.band:.0f} % (80 % of {b.runs} validated runs: {b.label}; {stats}); pooled over "
+                    f"scales: the scenario's own class has {self.own_runs} validated run(s) only")
+        rank = "the worst" if conformal_rank(b.classes) >= b.classes else f"the {BAND_QUANTILE:.0%} rank"
+        worst = f"+/-{100 * b.band:.0f} %, {rank} of {b.label} ({b.runs} runs)"
+        if not self.own_runs:
+            return f"outside every validated class (framework x chip x dense/MoE x scale): {worst}"
+        return f"{worst}; the scenario's own class has {self.own_runs} validated run(s) only"
 
 
 def build_bands(runs: Sequence[Run], preds: Sequence[Prediction]) -> list[Band]:
-    """Bands per class from scored runs (those that ran, with a prediction and a measured step time), and the
-    pools a scenario falls back to (``any`` scale; any chip; any framework; ``all`` runs)."""
+    """Bands per class from scored runs (those that ran, with a prediction and a measured step time), per class
+    pooled over scales, per scale over its classes, and over every class (``all``)."""
     classes: dict[tuple[str, str, bool, str], list[float]] = {}
     for r, p in zip(runs, preds, strict=True):
         if p.throughput_error is None:
             continue
         cl = r.scenario.cluster
         fw, chip, moe = _family(r.framework or "megatron"), cl.chip.name, r.scenario.model.is_moe
-        for key in ((fw, chip, moe, scale_class(cl.num_chips, cl.chips_per_node)), (fw, chip, moe, ANY),
-                    (fw, ANY, moe, ANY), (ANY, chip, moe, ANY), ("all", "all", False, "all")):
+        for key in ((fw, chip, moe, scale_class(cl.num_chips, cl.chips_per_node)), (fw, chip, moe, ANY)):
             classes.setdefault(key, []).append(p.throughput_error)
-    return [_band(*k, errs) for k, errs in sorted(classes.items())]
+    own = {k: _band(*k, errs) for k, errs in classes.items()}
+    pools = [_pool(ANY, ANY, False, scale, [b for k, b in own.items() if k[3] == scale], classes) for scale in SCALES]
+    pools.append(_pool("all", "all", False, "all", [b for k, b in own.items() if k[3] != ANY], classes))
+    return sorted(list(own.values()) + [p for p in pools if p is not None],
+                  key=lambda b: (b.framework, b.chip, b.moe, b.scale))
 
 
 def _band(framework: str, chip: str, moe: bool, scale: str, errs: list[float]) -> Band:
     a = np.abs(np.asarray(errs))
     return Band(framework=framework, chip=chip, moe=moe, scale=scale, runs=len(errs),
-                band=float(np.quantile(a, BAND_QUANTILE)), mean_abs=float(a.mean()), bias=float(np.mean(errs)))
+                band=conformal_band(a.tolist()), mean_abs=float(a.mean()), bias=float(np.mean(errs)))
+
+
+def _pool(framework: str, chip: str, moe: bool, scale: str, members: list[Band],
+          classes: dict[tuple[str, str, bool, str], list[float]]) -> Band | None:
+    if not members:
+        return None
+    errs = [e for b in members for e in classes[(b.framework, b.chip, b.moe, b.scale)]]
+    return Band(framework=framework, chip=chip, moe=moe, scale=scale, runs=len(errs),
+                band=conformal_band([b.band for b in members]), mean_abs=float(np.mean(np.abs(errs))),
+                bias=float(np.mean(errs)), classes=len(members))
 
 
 def bands_to_yaml(bands: Sequence[Band], sources: Sequence[str], command: str, date: str) -> str:
-    data = {"kind": "greentrain-error-bands", "quantile": BAND_QUANTILE, "generated": date, "command": command,
-            "sources": list(sources),
+    data = {"kind": "greentrain-error-bands", "quantile": BAND_QUANTILE, "min_runs": MIN_RUNS, "generated": date,
+            "command": command, "sources": list(sources),
             "bands": [{"framework": b.framework, "chip": b.chip, "moe": b.moe, "scale": b.scale, "runs": b.runs,
-                       "band": round(b.band, 4), "mean_abs": round(b.mean_abs, 4), "bias": round(b.bias, 4)}
+                       "band": round(b.band, 4), "mean_abs": round(b.mean_abs, 4), "bias": round(b.bias, 4),
+                       **({"classes": b.classes} if b.classes else {})}
                       for b in bands]}
     header = ("# Expected error bands of greentrain's throughput per validated class (calibrate/bands.py).\n"
               "# GENERATED by benchmarks/make_bands.py from the published measured runs it names: do not edit.\n")
@@ -135,25 +176,23 @@ def shipped_bands(path: str = "") -> tuple[Band, ...]:
     data: dict[str, Any] = yaml.safe_load(text)
     return tuple(Band(framework=str(b["framework"]), chip=str(b["chip"]), moe=bool(b["moe"]), scale=str(b["scale"]),
                       runs=int(b["runs"]), band=float(b["band"]), mean_abs=float(b["mean_abs"]),
-                      bias=float(b["bias"])) for b in data.get("bands", []))
+                      bias=float(b["bias"]), classes=int(b.get("classes", 0))) for b in data.get("bands", []))
 
 
 def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_node: int,
              bands: Sequence[Band] | None = None) -> BandMatch:
-    """The band of the closest validated class with at least MIN_RUNS runs for a scenario: its own class, the
-    same framework, chip and kind at any scale, the same framework and kind on any chip, the same chip and kind
-    under any framework; else every validated run pooled, and the scenario is outside every class."""
+    """The band for a scenario: its own class with at least MIN_RUNS runs; the same framework, chip and kind
+    pooled over scales when the own class has runs but fewer; else the pool of the validated classes at the
+    scenario's scale (the worst of them when there are fewer than 9), else of every class."""
     table = shipped_bands() if bands is None else bands
     fw, scale = _family(framework), scale_class(num_chips, chips_per_node)
-    tries = (("exact", (fw, chip, moe, scale)), ("same class pooled over scales", (fw, chip, moe, ANY)),
-             ("other chip", (fw, ANY, moe, ANY)), ("other framework", (ANY, chip, moe, ANY)))
     by_key = {(b.framework, b.chip, b.moe, b.scale): b for b in table}
     own = by_key.get((fw, chip, moe, scale))
     own_runs = own.runs if own else 0
-    for how, key in tries:
-        b = by_key.get(key)
-        if b is not None and b.runs >= MIN_RUNS:
-            exact = how == "exact" or (how.startswith("same class") and own_runs >= MIN_RUNS)
-            return BandMatch(band=b, how="exact" if exact else how, own_runs=0 if exact else own_runs)
-    pooled = by_key.get(("all", "all", False, "all"))
-    return BandMatch(band=pooled, how="outside", own_runs=own_runs)
+    if own is not None and own_runs >= MIN_RUNS:
+        return BandMatch(band=own, how="exact")
+    pooled = by_key.get((fw, chip, moe, ANY))
+    if own_runs and pooled is not None and pooled.runs >= MIN_RUNS:
+        return BandMatch(band=pooled, how="same class pooled over scales", own_runs=own_runs)
+    pool = by_key.get((ANY, ANY, False, scale)) or by_key.get(("all", "all", False, "all"))
+    return BandMatch(band=pool, how="outside", own_runs=own_runs)

@@ -6,16 +6,20 @@ import pytest
 
 from greentrain.calibrate.bands import (
     ANY,
+    MIN_RUNS,
     Band,
     band_for,
     build_bands,
+    conformal_band,
+    conformal_rank,
     scale_class,
     shipped_bands,
 )
 
 
-def _band(fw: str, chip: str, moe: bool, scale: str, runs: int, band: float) -> Band:
-    return Band(framework=fw, chip=chip, moe=moe, scale=scale, runs=runs, band=band, mean_abs=band / 2, bias=0.0)
+def _band(fw: str, chip: str, moe: bool, scale: str, runs: int, band: float, classes: int = 0) -> Band:
+    return Band(framework=fw, chip=chip, moe=moe, scale=scale, runs=runs, band=band, mean_abs=band / 2, bias=0.0,
+                classes=classes)
 
 
 TABLE = (
@@ -23,9 +27,11 @@ TABLE = (
     _band("nemo", "b200", False, ANY, 7, 0.12),
     _band("nemo", "h100-sxm", True, "1 node", 1, 0.50),
     _band("nemo", "h100-sxm", True, ANY, 2, 0.40),
-    _band("nemo", ANY, True, ANY, 4, 0.20),
-    _band(ANY, "a100-80gb", False, ANY, 9, 0.05),
-    _band("all", "all", False, "all", 100, 0.9),
+    _band("torchtitan", "a100-80gb", False, "2-16 nodes", 2, 0.03),
+    _band("torchtitan", "a100-80gb", False, ANY, 6, 0.05),
+    _band(ANY, ANY, False, "1 node", 8, 0.50, classes=2),
+    _band(ANY, ANY, False, "2-16 nodes", 2, 0.03, classes=1),
+    _band("all", "all", False, "all", 100, 0.9, classes=3),
 )
 
 
@@ -34,26 +40,37 @@ def test_scale_classes() -> None:
                                                                  "> 16 nodes"]
 
 
+def test_conformal_rank_needs_four_runs_for_an_80_percent_band() -> None:
+    assert [conformal_rank(n) for n in (1, 3, 4, 9, 10)] == [2, 4, 4, 8, 9]
+    assert min(n for n in range(1, 20) if conformal_rank(n) <= n) == MIN_RUNS
+    assert conformal_band([0.05, 0.01, 0.03, 0.02]) == 0.05  # rank 4 of 4
+    assert conformal_band([0.01 * i for i in range(1, 10)]) == pytest.approx(0.08)  # rank 8 of 9
+    assert conformal_band([0.2, 0.1]) == 0.2  # too few: capped at the largest
+
+
 def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
     exact = band_for("megatron-bridge", "b200", False, 8, 8, TABLE)  # the same framework under another name
     assert exact.how == "exact" and exact.band is TABLE[0] and not exact.outside
     assert "+/-10 %" in exact.describe() and "5 validated runs" in exact.describe()
-    # the 2-node class has no runs: the class pooled over scales is the scenario's own framework, chip and kind
-    pooled = band_for("nemo", "b200", False, 16, 8, TABLE)
-    assert pooled.band is TABLE[1]
-    # a class with fewer than 3 runs gives way to the same framework and kind on any chip
-    wider = band_for("nemo", "h100-sxm", True, 8, 8, TABLE)
-    assert wider.band is TABLE[4] and not wider.outside and "own class has 1 validated run" in wider.describe()
-    elsewhere = band_for("nemo", "b200", True, 8, 8, TABLE)  # no MoE run on b200 at all
-    assert elsewhere.band is TABLE[4] and elsewhere.outside and "other chip" in elsewhere.describe()
-    other_fw = band_for("torchtitan", "a100-80gb", False, 64, 8, TABLE)
-    assert other_fw.band is TABLE[5] and other_fw.how == "other framework"
+    assert band_for("nemo-deepep", "b200", False, 8, 8, TABLE).band is TABLE[0]  # a variant of the same code
+    # a class with runs at this scale, fewer than MIN_RUNS: the same framework, chip and kind over every scale
+    pooled = band_for("torchtitan-compile", "a100-80gb", False, 16, 8, TABLE)
+    assert pooled.band is TABLE[5] and pooled.own_runs == 2 and not pooled.outside
+    assert "own class has 2 validated run(s) only" in pooled.describe()
+    # no run at the scenario's scale: the class is new there, whatever it scored at another scale
+    new_scale = band_for("nemo", "b200", False, 16, 8, TABLE)
+    assert new_scale.band is TABLE[7] and new_scale.outside
+    # fewer than MIN_RUNS everywhere: the scale's pool of classes, the worst of them
+    few = band_for("nemo", "h100-sxm", True, 8, 8, TABLE)
+    assert few.band is TABLE[6] and not few.outside and "the worst of the 2 validated classes" in few.describe()
     out = band_for("deepspeed", "mi300x", False, 8, 8, TABLE)
     assert out.how == "outside" and out.band is TABLE[6]
-    assert out.describe().startswith("outside every validated class")
+    assert out.describe().startswith("outside every validated class") and "+/-50 %" in out.describe()
+    beyond = band_for("deepspeed", "mi300x", False, 512, 8, TABLE)  # no pool at > 16 nodes: every class
+    assert beyond.band is TABLE[8] and beyond.outside
 
 
-def test_build_bands_takes_the_80th_percentile_of_each_class() -> None:
+def test_build_bands_takes_the_conformal_80th_percentile_of_each_class() -> None:
     from dataclasses import dataclass
 
     @dataclass
@@ -91,14 +108,15 @@ def test_build_bands_takes_the_80th_percentile_of_each_class() -> None:
     bands = {(b.framework, b.chip, b.scale): b for b in build_bands(runs, preds)}  # type: ignore[arg-type]
     own = bands[("nemo", "h100-sxm", "1 node")]
     assert own.runs == 11
-    assert own.band == pytest.approx(0.04)  # 80th percentile of |error| over 0, .01, .01, ..., .05, .05
+    assert own.band == pytest.approx(0.05)  # rank ceil(0.8 x 12) = 10 of |error| 0, .01, .01, ..., .05, .05
     assert own.bias == pytest.approx(0.0, abs=1e-12)
-    assert bands[("all", "all", "all")].runs == 11
+    assert bands[("all", "all", "all")].runs == 11 and bands[("all", "all", "all")].classes == 1
+    assert bands[(ANY, ANY, "1 node")].band == own.band and (ANY, ANY, "> 16 nodes") not in bands
 
 
 def test_the_shipped_table_has_every_pool_and_the_calibration_classes() -> None:
     table = shipped_bands()
     keys = {(b.framework, b.chip, b.moe) for b in table}
-    assert ("all", "all", False) in keys
+    assert ("all", "all", False) in keys and (ANY, ANY, False) in keys
     assert ("nemo", "b200", True) in keys and ("llm-foundry", "a100-80gb", False) in keys
     assert all(b.band >= 0 and b.runs >= 1 for b in table)
