@@ -50,7 +50,9 @@ class Workload:
     dataset_tokens: float = 0.0
     precision: str = "bf16"
     optimizer: str = "adamw"
-    grad_dtype: str = "fp32"  # gradient accumulation buffer (Megatron-LM accumulates in fp32)
+    # the gradient accumulation buffer: fp32 (Megatron-LM), bf16 (NeMo's performance recipes); "" (unset): the
+    # framework's, bf16 under pure bf16 (estimate/memory.py workload_grad_dtype, the one place it is resolved)
+    grad_dtype: str = ""
     optimizer_dtype: str = "fp32"  # the optimizer's moments (bf16: seed 002's ml_dataflow)
     master_weights: bool = True  # an fp32 master copy of the weights under mixed precision
     finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
@@ -80,8 +82,8 @@ class Workload:
                 f"must be one of {', '.join(PRECISIONS)}")
         require(self.optimizer in OPTIMIZERS, "workload.optimizer", self.optimizer,
                 f"must be one of {', '.join(OPTIMIZERS)}")
-        require(self.grad_dtype in GRAD_DTYPES, "workload.grad_dtype", self.grad_dtype,
-                f"must be one of {', '.join(GRAD_DTYPES)}")
+        require(self.grad_dtype in ("", *GRAD_DTYPES), "workload.grad_dtype", self.grad_dtype,
+                f"must be one of {', '.join(GRAD_DTYPES)} (or unset: the framework's)")
         require(self.optimizer_dtype in OPTIMIZER_DTYPES, "workload.optimizer_dtype", self.optimizer_dtype,
                 f"must be one of {', '.join(OPTIMIZER_DTYPES)}")
         require(not (self.num_epochs > 0 and self.dataset_tokens == 0), "workload.dataset_tokens",
@@ -114,7 +116,7 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "finetune" and (f.name != "fp8_recipe" or self.fp8_recipe)}
+               if f.name != "finetune" and (f.name not in ("fp8_recipe", "grad_dtype") or getattr(self, f.name))}
         ft = self.finetune
         if ft.mode != "full":
             out["finetune"] = ft.mode

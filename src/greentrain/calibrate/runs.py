@@ -227,7 +227,8 @@ def _framework(r: _Row, known: tuple[str, ...]) -> Efficiency | None:
 def _workload(r: _Row, fw: Efficiency | None) -> Workload:
     """The row's workload: one step of its batch; the fine-tuning and precision-recipe cells. optimizer_dtype bf16
     is pure bf16 training (bf16 weights, gradients and Adam moments, no fp32 master: 8 bytes per parameter);
-    empty: the framework's precision_recipe (and, mixed, its grad_dtype)."""
+    empty: the framework's precision_recipe; the grad dtype is left unset, so the estimate takes the framework's
+    as plan and search do (estimate/memory.py workload_grad_dtype)."""
     pure = fw is not None and fw.precision_recipe == "pure-bf16"
     opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "bf16" if pure else "fp32")
     cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets") if r.text(k)}
@@ -240,7 +241,7 @@ def _workload(r: _Row, fw: Efficiency | None) -> Workload:
     return Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
                     precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
                     optimizer_dtype=opt_dtype, master_weights=opt_dtype == "fp32",
-                    grad_dtype=(fw.grad_dtype if fw else "fp32") if opt_dtype == "fp32" else "bf16", finetune=ft,
+                    finetune=ft,  # grad_dtype unset: the framework's (estimate/memory.py workload_grad_dtype)
                     fp8_recipe=r.text("fp8_recipe").lower())
 
 

@@ -61,7 +61,8 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    help="the optimizer's moments: fp32 (default) or bf16 (pure bf16: with --no-master-weights)")
     g.add_argument("--master-weights", action=argparse.BooleanOptionalAction, default=None,
                    help="an fp32 master copy of the weights (default: yes; --no-master-weights: pure bf16)")
-    g.add_argument("--grad-dtype", choices=GRAD_DTYPES, help="gradient accumulation buffer (default fp32)")
+    g.add_argument("--grad-dtype", choices=GRAD_DTYPES, help="gradient accumulation buffer (default: the "
+                   "--framework's, `greentrain catalog frameworks`: fp32, bf16 for nemo*; bf16 under pure bf16)")
     g.add_argument("--finetune", choices=FINETUNE_MODES,
                    help="which parameters train: full (default), freeze (the --freeze parts keep their weights) or "
                    "lora (rank --lora-rank adapters on --lora-targets; every base weight frozen)")

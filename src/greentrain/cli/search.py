@@ -14,6 +14,7 @@ from greentrain import units
 from greentrain.cli.argtypes import bounded, finite_float, path_text
 from greentrain.cli.scenario_args import add_scenario_arguments, profile_from_args, scenario_from_args
 from greentrain.config import split_list
+from greentrain.errors import ConfigError
 from greentrain.results.view import stamp
 from greentrain.scenario import Scenario
 from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, OBJECTIVES, Constraints
@@ -50,8 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--html", metavar="PATH.html", help="write the result (tables, run time x cost plot) as one "
                    "self-contained HTML page (as greentrain report)", type=path_text)
     c = p.add_argument_group("constraints")
-    c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N), not only "
-                   "--num-chips")
+    c.add_argument("--max-chips", type=_count, help="try every power of two up to N chips (and N) instead of "
+                   "--num-chips alone; with --num-chips M (the cluster's chips), N <= M: the search uses up to N of "
+                   "the M and says so")
     c.add_argument("--memory-headroom", type=finite_float, default=DEFAULT_MEMORY_HEADROOM,
                    help=f"fraction of device memory to leave free, in [0, 1) (default {DEFAULT_MEMORY_HEADROOM}: "
                         "real runs avoid the last few percent; 0 packs to the limit)")
@@ -95,6 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     for flag, path in (("--plot", args.plot), ("--html", args.html)):
         if path:  # --html LINK.html -> the scenario overwrote it
             check_not_an_input(path, [args.scenario, args.model, args.chip, args.calibration], flag)
+    chip_note = _chip_range(args)
     scs, sites = _scenarios(args)
     profile = profile_from_args(args)
     # a scenario file's strategy: the fields it sets are pinned, the others searched (search/pins.py)
@@ -119,7 +122,8 @@ def _run(args: argparse.Namespace) -> int:
         result = search_parallel(scs, workers=args.workers, objective=args.objective, top_k=args.top, space=space,
                                  sites=sites, constraints=cons, progress=tick, profile=profile,
                                  points=bool(args.plot))
-    result = dataclasses.replace(result, notes=result.notes + _trust_notes(result, cons, profile.framework, scs))
+    result = dataclasses.replace(result, notes=chip_note + result.notes + _trust_notes(result, cons,
+                                                                                    profile.framework, scs))
     if args.plot:
         from greentrain.report.search import plot_search
 
@@ -141,6 +145,19 @@ def _run(args: argparse.Namespace) -> int:
     render_search(result, stdout_console(), pareto=args.pareto, precision=precision_note(scs, profile))
     return 0
 
+
+
+def _chip_range(args: argparse.Namespace) -> tuple[str, ...]:
+    """--max-chips N with --num-chips M: M is the cluster's chips, N the most of them the search uses. N < M is a
+    search within the cluster (the result says so); N > M asks for more chips than the cluster has: refused."""
+    n, m = args.max_chips, args.num_chips
+    if not n or m is None or n == m:
+        return ()
+    if n > m:
+        raise ConfigError("--max-chips", n, f"exceeds --num-chips {m}, the chips of the cluster: give --max-chips "
+                          f"<= {m}, or leave out --num-chips to try every power of two up to {n}")
+    return (f"searched 1 to {n} chips (the powers of two and {n}) of the {m}-chip cluster: --max-chips {n} < "
+            f"--num-chips {m}",)
 
 
 def _trust_notes(result: Any, cons: Constraints, framework: str, scs: list[Scenario]) -> tuple[str, ...]:

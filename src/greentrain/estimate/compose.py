@@ -27,7 +27,6 @@ from greentrain.estimate.memory import (
     StateBytes,
     device_memory,
     fsdp_gathered_bytes,
-    grad_bytes_per_param,
     held_micro_batches,
     loss_bytes_per_logit,
     state_bytes_per_param,
@@ -159,7 +158,7 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
 
     def sync(trainable: Num, params: Num, group: Num, per_node: Num, share: Num) -> Num:
         return dp_sync_s(zero=s.zero, dp_group=group, dp_per_node=per_node,
-                         grad_bytes=workload_grad_bytes(trainable, w), weight_bytes=params * wb,
+                         grad_bytes=workload_grad_bytes(trainable, w, eff.grad_dtype), weight_bytes=params * wb,
                          updated_weight_bytes=trainable * wb, layers=st.layers,
                          backward_s=(st.bwd_s + st.recompute_s) * share,
                          micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl,
@@ -172,8 +171,8 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
     edp = expert_dp_group(s)
     parts = ((st.trainable - e_trainable, st.params - e_params, s.grad_group, dense_per_node),
              (e_trainable, e_params, edp, ranks_per_node(s.ep * s.expert_tp, edp, cl.node_size)))
-    raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w), cl, eff), 0.0)
-           for tr, _, g, k in parts]
+    raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w, eff.grad_dtype), cl,
+                                      eff), 0.0) for tr, _, g, k in parts]
     whole = maximum(raw[0] + raw[1], 1e-30)
     shares = (where(raw[1] > 0, raw[0] / whole, 1.0), where(raw[1] > 0, raw[1] / whole, 0.0))
     out: Num = 0.0
@@ -187,7 +186,7 @@ def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficie
     """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs;
     the ``expert_trainable`` of them (routed experts) sharded over the expert data-parallel group."""
     w = sc.workload
-    wb, gb = weight_bytes_per_param(w.precision), grad_bytes_per_param(w.grad_dtype, w.precision)
+    wb, gb = weight_bytes_per_param(w.precision), workload_grad_bytes(1.0, w, eff.grad_dtype)
     out: Num = eff.step_overhead_s
     parts = ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s)))
     for params, shard in parts if sc.model.is_moe else parts[:1]:
@@ -289,7 +288,7 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     shard = expert_dp_group(s) if experts else s.grad_group
     return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
-                                 gb=grad_bytes_per_param(w.grad_dtype, w.precision), ob=workload_optimizer_bytes(w),
+                                 gb=workload_grad_bytes(1.0, w, eff.grad_dtype), ob=workload_optimizer_bytes(w),
                                  unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w),
                                  shards_are_master=eff.shards_are_master and workload_master_bytes(w) > 0)
 

@@ -28,7 +28,7 @@ from typing import Any
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
-from greentrain.workload import OPTIMIZER_DTYPES, Workload
+from greentrain.workload import GRAD_DTYPES, OPTIMIZER_DTYPES, Workload
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
@@ -210,12 +210,28 @@ def weight_bytes_per_param(precision: str) -> float:
 
 
 def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:
+    if grad_dtype not in GRAD_DTYPES:  # "" is unset: resolve it with workload_grad_dtype first
+        raise ValueError(f"grad dtype {grad_dtype!r} is not resolved (one of {', '.join(GRAD_DTYPES)})")
     return 4.0 if grad_dtype == "fp32" or precision in ("fp32", "tf32") else 2.0
 
 
-def workload_grad_bytes(params: Any, w: Workload) -> Any:
-    """Gradient bytes of ``params`` parameters (a float, or a column) in the workload's gradient dtype."""
-    return params * grad_bytes_per_param(w.grad_dtype, w.precision)
+def workload_grad_dtype(w: Workload, framework_grad_dtype: str) -> str:
+    """The dtype of the workload's gradient buffer: its own ``grad_dtype`` when set (a user's value always wins);
+    unset: fp32 when training in fp32/tf32, bf16 under pure bf16 training (no fp32 master: the bf16 weights' own
+    gradients, seed 002's 8 bytes per parameter), else the framework's (efficiency.yaml ``grad_dtype``: fp32 as
+    Megatron-LM accumulates, bf16 for NeMo/Megatron-Bridge's performance recipes, ddp.grad_reduce_in_fp32 false).
+    The one place an unset grad dtype is resolved: plan, search (estimate/vector.py), simulate and validate."""
+    if w.grad_dtype:
+        return w.grad_dtype
+    if w.precision in ("fp32", "tf32"):
+        return "fp32"
+    return "bf16" if not w.master_weights else framework_grad_dtype
+
+
+def workload_grad_bytes(params: Any, w: Workload, framework_grad_dtype: str) -> Any:
+    """Gradient bytes of ``params`` parameters (a float, or a column) in the workload's gradient dtype
+    (workload_grad_dtype: unset, the framework's ``framework_grad_dtype``)."""
+    return params * grad_bytes_per_param(workload_grad_dtype(w, framework_grad_dtype), w.precision)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

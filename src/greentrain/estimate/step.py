@@ -157,7 +157,7 @@ def estimate_micro_batch(sc: Scenario, strategy: Strategy | None = None, *,
     in_layer = st.tp_s + st.cp_s + st.ep_s
     host_wait = max(0.0, t.micro_batch_s - t.device_s)
     fwd_share = 1 / in_layer_comm_passes(s.recompute, eff.selective_recompute)
-    grad_bytes = workload_grad_bytes(st.trainable, w)
+    grad_bytes = workload_grad_bytes(st.trainable, w, eff.grad_dtype)
     zero3, lay = s.zero == 3, axis_layout(s, sc.cluster)
     return MicroBatchTiming(
         schedule=s.schedule, pp=s.pp, vpp=s.vpp, num_micro_batches=m,

@@ -42,6 +42,8 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
         "fp8_recipe": _fp8_recipe(run),  # "" unless fp8 (estimate/fp8.py: the run's, else its framework's)
+        "grad_dtype": _grad_dtype(run),  # the gradient buffer's (estimate/memory.py: the run's, else its framework's)
+        "grad_dtype_is_framework_default": not sc.workload.grad_dtype,
         "global_batch_size": sc.workload.global_batch_size,
         "global_batch_is_default": default_batch,
         "seq_len": sc.workload.seq_len,
@@ -108,6 +110,21 @@ def _fp8_recipe(run: RunEstimate) -> str:
                           run.scenario.cluster.chip.name)
 
 
+def _grad_dtype(run: RunEstimate) -> str:
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.estimate.memory import workload_grad_dtype
+
+    eff = run.efficiency or efficiency_for(run.scenario.cluster.chip.name)
+    return workload_grad_dtype(run.scenario.workload, eff.grad_dtype)
+
+
+def _grad_text(run: RunEstimate, dtype: str) -> str:
+    if run.scenario.workload.grad_dtype:
+        return dtype
+    framework = run.efficiency.framework if run.efficiency else "megatron"
+    return f"{dtype} ({framework}'s default; --grad-dtype to change)"
+
+
 def _fp8_text(run: RunEstimate, recipe: str) -> str:
     return recipe + ("" if run.scenario.workload.fp8_recipe else " (the framework's default; --fp8-recipe to change)")
 
@@ -157,7 +174,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
         ("tokens/s", f"{st.tokens_per_s:,.0f}"),
         ("batch", f"{d['global_batch_size']:,} sequences x {d['seq_len']:,} tokens"
                   + (" (the default: set global_batch_size)" if default_batch else "")),
-        ("training", d["training"]["summary"]),
+        ("training", d["training"]["summary"]), ("gradients", _grad_text(run, d["grad_dtype"])),
         ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
         ("run time", dur(run.run_time_s)),
         ("device-hours", num(d["device_hours"])),

@@ -69,14 +69,27 @@ def fp8_recipes(scs: list[Scenario], profile: Profile) -> dict[str, str]:
             for sc in scs if sc.workload.precision.lower() == "fp8"}
 
 
+def grad_dtype(scs: list[Scenario], profile: Profile) -> str:
+    """The gradient buffer's dtype the search estimated with (estimate/memory.py workload_grad_dtype: the
+    workload's, else the framework's; a framework-level knob, the same on every chip)."""
+    from greentrain.estimate.memory import workload_grad_dtype
+
+    sc = scs[0]
+    return workload_grad_dtype(sc.workload, profile.for_chip(sc.cluster.chip.name).grad_dtype)
+
+
 def precision_note(scs: list[Scenario], profile: Profile) -> str:
-    """The title's precision under fp8 (``fp8, rowwise recipe``; per chip when they differ); "" otherwise."""
+    """The title's precision under fp8 (``fp8, rowwise recipe``; per chip when they differ) and bf16 gradients
+    when the framework's default or the workload says so (fp32, the common case, unsaid); "" otherwise."""
     recipes = fp8_recipes(scs, profile)
-    if not recipes:
-        return ""
+    grads = grad_dtype(scs, profile) if scs else "fp32"
+    parts = [] if grads == "fp32" else [f"{grads} gradients" + ("" if scs[0].workload.grad_dtype else
+                                                                 f" ({profile.framework}'s default)")]
     if len(set(recipes.values())) == 1:
-        return f"fp8, {next(iter(recipes.values()))} recipe"
-    return "fp8, " + ", ".join(f"{r} on {chip}" for chip, r in recipes.items())
+        parts.insert(0, f"fp8, {next(iter(recipes.values()))} recipe")
+    elif recipes:
+        parts.insert(0, "fp8, " + ", ".join(f"{r} on {chip}" for chip, r in recipes.items()))
+    return "; ".join(parts)
 
 
 def render_search(result: SearchResult, console: Console, pareto: bool = False, precision: str = "") -> None:
@@ -111,6 +124,7 @@ def search_to_dict(result: SearchResult, scs: list[Scenario], sites: list[Site],
         return plan_to_dict(estimate_run(sc, c.strategy, eff=profile.for_chip(sc.cluster.chip.name)))
 
     return {"objective": result.objective, "precision": scs[0].workload.precision if scs else "",
+            "grad_dtype": grad_dtype(scs, profile) if scs else "",
             "num_candidates": result.num_candidates,
             "num_feasible": result.num_feasible, "search_time_s": result.search_time_s,
             "ranked": [{"rank": i + 1, **brief(c), "estimate": full(c)} for i, c in enumerate(result.ranked)],

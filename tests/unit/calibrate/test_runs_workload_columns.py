@@ -14,6 +14,7 @@ from greentrain.calibrate.validate import run_efficiency
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import framework_names
+from greentrain.estimate.memory import workload_grad_dtype
 
 HEADER = "run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,zero,recompute," \
          "optimizer_dtype,finetune,lora_rank,lora_targets,status,measured_step_time_s"
@@ -29,7 +30,9 @@ def test_pure_bf16_and_lora_cells(tmp_path: Path) -> None:
     (run,) = read_runs(_csv(tmp_path, "r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,full,bf16,lora,32,q;v,ok,2"
                             .replace(";", " ")), frameworks=framework_names())
     w = run.scenario.workload
-    assert (w.optimizer_dtype, w.master_weights, w.grad_dtype) == ("bf16", False, "bf16")
+    # the grad dtype is left unset and resolves to bf16 under pure bf16 whatever the framework's
+    assert (w.optimizer_dtype, w.master_weights, w.grad_dtype) == ("bf16", False, "")
+    assert workload_grad_dtype(w, "fp32") == "bf16"
     assert w.finetune.mode == "lora" and w.finetune.lora_rank == 32
 
 

@@ -10,7 +10,12 @@ import pytest
 
 from greentrain.calibrate.runs import read_runs
 from greentrain.estimate.efficiency import efficiency_for
-from greentrain.estimate.memory import EAGER_LOSS_FP32_BUFFERS, LOSS_PARALLEL_FP32_BUFFERS, loss_bytes_per_logit
+from greentrain.estimate.memory import (
+    EAGER_LOSS_FP32_BUFFERS,
+    LOSS_PARALLEL_FP32_BUFFERS,
+    loss_bytes_per_logit,
+    workload_grad_dtype,
+)
 from greentrain.estimate.step import estimate_step
 
 torch = pytest.importorskip("torch")
@@ -86,7 +91,8 @@ def test_megatron_bridge_recipes_keep_bf16_gradients_and_gpt_oss_120b_fits_on_b2
     path = tmp_path / "runs.csv"
     path.write_text(HEADER + row.format(fw="nemo") + row.format(fw="megatron").replace("gptoss", "fp32"), "utf-8")
     nemo, megatron = read_runs(path)
-    assert (nemo.scenario.workload.grad_dtype, megatron.scenario.workload.grad_dtype) == ("bf16", "fp32")
+    assert [workload_grad_dtype(r.scenario.workload, efficiency_for("b200", r.framework).grad_dtype)
+            for r in (nemo, megatron)] == ["bf16", "fp32"]
     est = {r.run_id: estimate_step(r.scenario, r.strategy, check_fit=False, eff=efficiency_for("b200", r.framework))
            for r in (nemo, megatron)}
     capacity = nemo.scenario.cluster.chip.memory_bytes

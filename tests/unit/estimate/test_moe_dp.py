@@ -73,7 +73,8 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
     eff, s = efficiency_for("h100-sxm", "nemo"), Strategy(dp=16, micro_batch_size=1, zero=1)
     w, cl = sc.workload, sc.cluster
     st = stage_costs(sc, s, model_ops(sc.model, 1, w.seq_len, w.activation_bytes), eff)
-    whole = dp_sync_s(zero=1, dp_group=16, dp_per_node=8, grad_bytes=workload_grad_bytes(st.trainable, w),
+    grads = workload_grad_bytes(st.trainable, w, eff.grad_dtype)
+    whole = dp_sync_s(zero=1, dp_group=16, dp_per_node=8, grad_bytes=grads,
                       weight_bytes=st.params * 2.0, updated_weight_bytes=st.trainable * 2.0, layers=st.layers,
                       backward_s=st.bwd_s + st.recompute_s, micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s,
                       num_micro=4, cl=cl, eff=eff)

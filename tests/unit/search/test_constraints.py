@@ -78,7 +78,8 @@ def test_plan_uses_the_search(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_constraints_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "front.png"
-    assert main(["search", *SMALL, "--max-chips", "16", "--deadline-days", "30", "--budget-usd", "1e6",
+    assert main(["search", *SMALL, "--num-chips", "16", "--max-chips", "16", "--deadline-days", "30",
+                 "--budget-usd", "1e6",
                  "--memory-headroom", "0.1", "--plot", str(out), "--json", "--top", "3"]) == 0
     captured = capsys.readouterr()
     d = json.loads(captured.out)
