@@ -139,6 +139,11 @@ BOUNDS: dict[str, Bound] = {
                             "uses <= 16,384 (LongT5)"),
     "rounds": Bound(1, 1e7, "rounds", "a pre-training run takes at most ~1e6 optimizer steps"),
     "batch_tokens": Bound(1, 1e8, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
+    # decoding (transformers GenerationConfig)
+    "num_beams": Bound(1, 1024, "beams", "summarisation decodes with 1-8 beams (T5, BART: 4); each beam holds a "
+                       "copy of the decoder's state"),
+    "length_penalty": Bound(-100.0, 100.0, "", "the exponent of the length in a beam's score; summarisation "
+                            "uses 0.6-2.0 (BART: 2.0)"),
 }
 
 

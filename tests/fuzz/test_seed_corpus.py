@@ -46,6 +46,14 @@ FILES = {  # name -> text
     "exp/experiment.json": '{"a": NaN}',
     "profile_fw.yaml": "kind: calibration\nschema_version: 2\nchip: h100-sxm\nframework: nope\n"
                        "constants: {kernel_efficiency: 0.5}\n",
+    # session 11's further set (2026-11-26): decoding and training lengths, re-priced regions
+    "beams.yaml": "name: e\neval: {num_beams: 1e9}\n",
+    "lpen.yaml": "name: e\neval: {num_beams: 4, length_penalty: 1e300}\n",
+    "maxnew.yaml": "name: e\neval: {max_new_tokens: 1e12}\n",
+    "evalbs.yaml": "name: e\neval: {batch_size: 1e12}\n",
+    "steps.yaml": "name: e\ntrain: {max_steps: 1e12}\n",
+    "reprice_dup.yaml": "name: e\nsite: {region: FRA, reprice: [DEU, deu]}\n",
+    "reprice_empty.yaml": "name: e\nsite: {region: FRA, reprice: ['']}\n",
     "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
                                                    "tid": 0}]}),
 }
@@ -120,6 +128,14 @@ CASES = [  # (argv, what the one-line refusal names)
     (["report", "{d}/trace_far.json", "-o", "{d}/far.html"], "traceEvents[0].ts"),  # drawn at 1e300 us
     (["compare", "{d}/plan.json", "{d}/negative.json"], "energy_j=-5"),  # scored as measured
     (["plan", *FAST, "--calibration", "{d}/profile_fw.yaml"], "calibration.framework"),  # silently megatron
+    (["experiment", "plan", "{d}/beams.yaml"], "eval.num_beams"),  # session 11: all accepted
+    (["experiment", "plan", "{d}/lpen.yaml"], "eval.length_penalty"),
+    (["experiment", "plan", "{d}/maxnew.yaml"], "eval.max_new_tokens"),
+    (["experiment", "plan", "{d}/evalbs.yaml"], "eval.batch_size"),
+    (["experiment", "plan", "{d}/steps.yaml"], "train.max_steps"),
+    (["experiment", "plan", "{d}/reprice_dup.yaml"], "site.reprice"),  # F10 summed the variants twice
+    (["experiment", "plan", "{d}/reprice_empty.yaml"], "site.reprice"),
+    (["experiment", "report", "{d}/exp", "--mlflow", ""], "--mlflow"),  # logged nothing, without a word
     (["report", "{d}/plan.json", "-o", "{d}/plan-link.html"], "overwrite the input"),  # the plan became HTML
     (["calibrate", "{d}/runs.csv", "-o", "{d}/runs-link.yaml"], "overwrite the input"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),

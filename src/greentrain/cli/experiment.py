@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "status":
         _report(Path(args.dir), [], None, args.json, False)
         return 0
+    if isinstance(args.mlflow, str) and not args.mlflow.strip():  # was no MLflow run at all, without a word
+        raise ConfigError("--mlflow", args.mlflow, "must be a tracking URI, or --mlflow alone for sqlite:///DIR/mlflow.db")
     if len(args.dir) > 1:
         return _merged_report(args)
     out = Path(args.dir[0])

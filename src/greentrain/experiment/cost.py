@@ -10,9 +10,11 @@ the bytes a variant keeps x a $/GB-month price x the months they are kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from greentrain import units
+from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.experiment.job import SiteSpec
 from greentrain.footprint.model import embodied_kg_co2e, footprint
@@ -44,6 +46,23 @@ def site_of(spec: SiteSpec, region: str | None = None) -> Site | None:
         return make_site(spec.region or None, spec.grid_g_co2e_per_kwh, spec.pue)
     except ConfigError as e:
         raise ConfigError("site.reprice" if region is not None else f"site.{e.field}", e.value, e.rule) from None
+
+
+def reprice_regions(spec: SiteSpec, regions: Sequence[str], field: str) -> tuple[str, ...]:
+    """The regions to re-price in, checked before any work: each a known region, named once (``--reprice FRA
+    FRA`` summed the variants twice in F10; ``--reprice ''`` re-priced nowhere without a word)."""
+    seen: dict[str, str] = {}
+    for region in regions:
+        text = str(region)
+        require(bool(text.strip()), field, text, "must name a region (`greentrain catalog regions`)")
+        try:
+            s = site_of(spec, text)
+        except ConfigError as e:
+            raise ConfigError(field, text, e.rule) from None
+        key = (s.region if s is not None else text).casefold()
+        require(key not in seen, field, text, f"is the region of {seen.get(key)!r} again: name each region once")
+        seen[key] = text
+    return tuple(seen.values())
 
 
 def price(*, energy_j: float, wall_s: float, site: Site | None, usd_per_hour: float | None,

@@ -265,9 +265,9 @@ def _train(given: dict[str, Any]) -> TrainSpec:
     require(d["optim"] in OPTIM_NAMES, "train.optim", d["optim"], "unknown optimizer (transformers OptimizerNames)"
             + did_you_mean(str(d["optim"]), OPTIM_NAMES))  # failed only at run time
     args = {k: v for k, v in d.items() if k != "precision"}
-    return TrainSpec(max_steps=as_int(d["max_steps"], "train.max_steps", minimum=1),
-                     batch_size=as_int(d["per_device_train_batch_size"], "train.per_device_train_batch_size",
-                                       minimum=1),
+    return TrainSpec(max_steps=BOUNDS["rounds"].check_int(d["max_steps"], "train.max_steps"),
+                     batch_size=BOUNDS["examples"].check_int(d["per_device_train_batch_size"],
+                                                             "train.per_device_train_batch_size"),
                      grad_accum=as_int(d.get("gradient_accumulation_steps", 1), "train.gradient_accumulation_steps",
                                        minimum=1),
                      learning_rate=BOUNDS["learning_rate"].check(d["learning_rate"], "train.learning_rate"),
@@ -291,18 +291,18 @@ def _eval(d: dict[str, Any], task: str) -> EvalSpec:
     require(isinstance(metrics, list) and bool(metrics), "eval.metrics", metrics, "must be a non-empty list")
     for m in metrics:
         require(m in known, "eval.metrics", m, f"unknown metric for task {task}" + did_you_mean(str(m), known))
-    max_new = as_int(d["max_new_tokens"], "eval.max_new_tokens", minimum=1)
-    beams = as_int(d["num_beams"], "eval.num_beams", minimum=1)
+    max_new = BOUNDS["example_tokens"].check_int(d["max_new_tokens"], "eval.max_new_tokens")
+    beams = BOUNDS["num_beams"].check_int(d["num_beams"], "eval.num_beams")
     for key in ("length_penalty", "min_new_tokens"):
         require(key not in d or task == "summarization", f"eval.{key}", d.get(key),
                 f"is a decoding option: task {task} generates nothing")
-    penalty = as_float(d.get("length_penalty", 1.0), "eval.length_penalty")
+    penalty = BOUNDS["length_penalty"].check(d.get("length_penalty", 1.0), "eval.length_penalty")
     require(penalty == 1.0 or beams > 1, "eval.length_penalty", penalty,
             f"scores beams only: set eval.num_beams > 1 (it is {beams}), or leave it at 1.0")
     min_new = as_int(d.get("min_new_tokens", 0), "eval.min_new_tokens", minimum=0)
     require(min_new <= max_new, "eval.min_new_tokens", min_new, f"must be <= eval.max_new_tokens ({max_new})")
     return EvalSpec(metrics=tuple(metrics), max_new_tokens=max_new, num_beams=beams,
-                    batch_size=as_int(d["batch_size"], "eval.batch_size", minimum=1), length_penalty=penalty,
+                    batch_size=BOUNDS["examples"].check_int(d["batch_size"], "eval.batch_size"), length_penalty=penalty,
                     min_new_tokens=min_new)
 
 
@@ -318,7 +318,7 @@ def _site(d: dict[str, Any]) -> SiteSpec:
             get_chip(str(d["chip"]))
         except ConfigError as e:
             raise ConfigError("site.chip", d["chip"], e.rule) from None
-    return SiteSpec(region=str(d["region"]), pue=_opt_float(d, "pue", "site", minimum=1.0),
+    spec = SiteSpec(region=str(d["region"]), pue=_opt_float(d, "pue", "site", minimum=1.0),
                     grid_g_co2e_per_kwh=_opt_float(d, "grid_g_co2e_per_kwh", "site", minimum=0.0),
                     chip=str(d["chip"]), usd_per_hour=None if d["usd_per_hour"] is None else
                     BOUNDS["usd_per_hour"].check(d["usd_per_hour"], "site.usd_per_hour"),
@@ -327,6 +327,10 @@ def _site(d: dict[str, Any]) -> SiteSpec:
                     BOUNDS["storage_usd_per_gb_month"].check(d["storage_usd_per_gb_month"],
                                                              "site.storage_usd_per_gb_month"),
                     storage_months=BOUNDS["storage_months"].check(d.get("storage_months", 1.0), "site.storage_months"))
+    from greentrain.experiment.cost import reprice_regions  # cost.py reads SiteSpec from here
+
+    reprice_regions(spec, spec.reprice, "site.reprice")  # before any work: it was refused only in the report
+    return spec
 
 
 def parse_job(raw: dict[str, Any]) -> Job:

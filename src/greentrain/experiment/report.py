@@ -15,7 +15,7 @@ from typing import Any
 
 from greentrain import units
 from greentrain.errors import ConfigError
-from greentrain.experiment.cost import price, site_of
+from greentrain.experiment.cost import price, reprice_regions, site_of
 from greentrain.experiment.findings import Finding, RepeatSummary, all_findings, pareto_set, repeat_summaries
 from greentrain.experiment.job import SiteSpec, parse_job
 from greentrain.experiment.results import PHASES, Quality, VariantResult, quality_of, read_result
@@ -162,7 +162,8 @@ def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = Non
 
         man, results, every_attempt = load_merged(out_dir, load_results)
     site = parse_job({"site": man.get("site", {})}).site
-    regions = list(site.reprice) if regions is None else regions
+    regions = list(reprice_regions(site, site.reprice if regions is None else regions,
+                                   "site.reprice" if regions is None else "--reprice"))
     rep = reprice(results, site, regions)
     attempts = [a for a in every_attempt if a.wasted]
     wasted = sum(a.energy_j for a in attempts)

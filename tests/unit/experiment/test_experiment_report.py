@@ -45,6 +45,21 @@ def test_report_files_and_numbers(tmp_path: Path, make_folder: Any) -> None:
     assert "| base | ok * |" in md and "cheapest is not greenest" in md
 
 
+@pytest.mark.parametrize(("regions", "named"), [(["FRA", "FRA"], "name each region once"),
+                                              (["FRA", "fra"], "name each region once"),
+                                              ([""], "must name a region")])
+def test_a_region_given_twice_or_empty_is_refused(tmp_path: Path, make_folder: Any, regions: list[str],
+                                                  named: str) -> None:
+    """--reprice FRA FRA summed the variants twice in F10; --reprice '' re-priced nowhere without a word."""
+    from greentrain.errors import ConfigError
+
+    out = tmp_path / "out"
+    make_folder(out)
+    with pytest.raises(ConfigError, match=named) as e:
+        build_report(out, regions)
+    assert e.value.field == "--reprice"
+
+
 def test_status_and_report_need_no_torch(tmp_path: Path, make_folder: Any) -> None:
     out = tmp_path / "out"
     make_folder(out)
