@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from greentrain.config import as_bool, as_choice, as_int, check_keys, require
 from greentrain.errors import ConfigError, InfeasibleError
@@ -144,40 +144,48 @@ class Strategy:
 
 def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips: int,
                        global_batch_size: int, seq_len: int) -> None:
-    """Raise InfeasibleError naming the first degree that does not divide what it splits."""
+    """Raise InfeasibleError naming the first degree that does not divide what it splits. The search calls it on
+    every mesh: each rule is tested first and its message built only when it fails."""
     s, m = strategy, model
-
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise InfeasibleError(f"strategy {s.describe()} does not divide the model: {what}")
-
-    need(s.num_chips == num_chips, f"dp*tp*pp*cp = {s.dp}*{s.tp}*{s.pp}*{s.cp} = {s.num_chips} "
-         f"!= num_chips = {num_chips}")
+    dp, tp, pp, vpp, cp, ep = s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep
+    layers = m.total_layers
+    if dp * tp * pp * cp != num_chips:
+        _fail(s, f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {s.num_chips} != num_chips = {num_chips}")
     # Any split of the layers over pp stages (estimate/pipeline.py places them), and of each stage over its vpp
     # model chunks (Narayanan et al. 2021 §2.2.2; chunks need not be equal: Megatron Core's
     # decoder_first/last_pipeline_num_layers and account_for_embedding/loss_in_pipeline_split, which Llama 3
     # 405B's 126 layers on pp 16 used, Dubey et al. 2024 §3.3.2)
-    need(m.total_layers >= s.pp and m.total_layers + 2 >= s.pp * s.vpp,
-         f"layers ({m.total_layers}) < pp ({s.pp})" if m.total_layers < s.pp else
-         f"layers + 2 ({m.total_layers + 2}) < pp*vpp ({s.pp * s.vpp}): every model chunk needs a layer (the "
-         "embedding and the loss count as one each)")
-    need(not s.stage_layers or sum(s.stage_layers) == m.total_layers,
-         f"stage_layers sum to {sum(s.stage_layers)}, the model has {m.total_layers} layers")
-    need(m.num_heads % s.tp == 0, f"num_heads ({m.num_heads}) % tp ({s.tp}) = {m.num_heads % s.tp}")
-    need(m.num_kv_heads % s.tp == 0 or s.tp % m.num_kv_heads == 0,
-         f"num_kv_heads ({m.num_kv_heads}) and tp ({s.tp}): neither divides the other")
-    need(m.ffn_hidden_size % s.tp == 0, f"ffn_hidden_size ({m.ffn_hidden_size}) % tp ({s.tp}) != 0")
-    need(m.num_experts % s.ep == 0, f"num_experts ({m.num_experts}) % ep ({s.ep}) != 0")
-    need(not m.is_moe or m.expert_ffn_hidden_size % s.expert_tp == 0,
-         f"expert_ffn_hidden_size ({m.expert_ffn_hidden_size}) % etp ({s.expert_tp}) != 0")
-    need(s.ep == 1 or m.is_moe, f"ep = {s.ep} needs a mixture-of-experts model")
-    need(seq_len % s.cp == 0, f"seq_len ({seq_len}) % cp ({s.cp}) != 0")
-    need(not s.sequence_parallel or seq_len % (s.tp * s.cp) == 0,
-         f"seq_len ({seq_len}) % (tp*cp = {s.tp * s.cp}) != 0 with sequence parallelism")
-    per_dp = s.dp * s.micro_batch_size
-    need(global_batch_size % per_dp == 0,
-         f"global_batch_size ({global_batch_size}) % (dp*micro_batch = {per_dp}) = {global_batch_size % per_dp}")
+    if not (layers >= pp and layers + 2 >= pp * vpp):
+        _fail(s, f"layers ({layers}) < pp ({pp})" if layers < pp else
+              f"layers + 2 ({layers + 2}) < pp*vpp ({pp * vpp}): every model chunk needs a layer (the "
+              "embedding and the loss count as one each)")
+    if s.stage_layers and sum(s.stage_layers) != layers:
+        _fail(s, f"stage_layers sum to {sum(s.stage_layers)}, the model has {layers} layers")
+    if m.num_heads % tp:
+        _fail(s, f"num_heads ({m.num_heads}) % tp ({tp}) = {m.num_heads % tp}")
+    if m.num_kv_heads % tp and tp % m.num_kv_heads:
+        _fail(s, f"num_kv_heads ({m.num_kv_heads}) and tp ({tp}): neither divides the other")
+    if m.ffn_hidden_size % tp:
+        _fail(s, f"ffn_hidden_size ({m.ffn_hidden_size}) % tp ({tp}) != 0")
+    if m.num_experts % ep:
+        _fail(s, f"num_experts ({m.num_experts}) % ep ({ep}) != 0")
+    if m.is_moe and m.expert_ffn_hidden_size % s.expert_tp:
+        _fail(s, f"expert_ffn_hidden_size ({m.expert_ffn_hidden_size}) % etp ({s.expert_tp}) != 0")
+    if ep != 1 and not m.is_moe:
+        _fail(s, f"ep = {ep} needs a mixture-of-experts model")
+    if seq_len % cp:
+        _fail(s, f"seq_len ({seq_len}) % cp ({cp}) != 0")
+    if s.sequence_parallel and seq_len % (tp * cp):
+        _fail(s, f"seq_len ({seq_len}) % (tp*cp = {tp * cp}) != 0 with sequence parallelism")
+    per_dp = dp * s.micro_batch_size
+    if global_batch_size % per_dp:
+        _fail(s, f"global_batch_size ({global_batch_size}) % (dp*micro_batch = {per_dp}) = "
+              f"{global_batch_size % per_dp}")
     n_micro = global_batch_size // per_dp
-    if not s.pipeline_schedule.micro_batches_fit(n_micro, s.pp):  # the message only when it fails (the search
-        need(False, f"micro-batches per step ({n_micro}) % pp ({s.pp}) != 0 (the {s.schedule} schedule needs a "
-             "multiple of pp)")  # checks every mesh)
+    if not s.pipeline_schedule.micro_batches_fit(n_micro, pp):
+        _fail(s, f"micro-batches per step ({n_micro}) % pp ({pp}) != 0 (the {s.schedule} schedule needs a "
+              "multiple of pp)")
+
+
+def _fail(s: Strategy, what: str) -> NoReturn:
+    raise InfeasibleError(f"strategy {s.describe()} does not divide the model: {what}")

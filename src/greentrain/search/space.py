@@ -132,10 +132,12 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
     space = space or SearchSpace()
     gbs = sc.workload.global_batch_size
     mesh_list = list(meshes(sc, space, num_chips))
-    blocks: dict[tuple[int, bool], tuple[np.ndarray, ...]] = {}
-    mesh_rows: list[int] = []
-    choice_parts: list[tuple[np.ndarray, ...]] = []
-    for mesh in mesh_list:
+    if not mesh_list:
+        return StrategyTable.empty(space.flash_attention)
+    blocks: dict[tuple[int, bool], int] = {}  # each distinct choice grid once, by (dp, whether ZeRO can shard)
+    grids: list[tuple[np.ndarray, ...]] = []
+    block_of = np.empty(len(mesh_list), dtype=np.int64)
+    for i, mesh in enumerate(mesh_list):
         key = (mesh.dp, mesh.dp * mesh.cp > 1)
         if key not in blocks:
             mbs = [b for b in divisors(gbs // mesh.dp) if (not space.max_micro_batch or b <= space.max_micro_batch)
@@ -144,16 +146,22 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
             recs = [RECOMPUTE.index(r) for r in space.recompute
                     if not (space.flash_attention and r == "selective" and len(space.recompute) > 1)]
             grid = np.meshgrid(mbs, zeros, recs, [int(o) for o in space.offload], indexing="ij")
-            blocks[key] = tuple(g.ravel().astype(np.int64) for g in grid)
-        block = blocks[key]
-        mesh_rows.append(len(block[0]))
-        choice_parts.append(block)
-    if not mesh_list:
-        return StrategyTable.empty(space.flash_attention)
-    def col(f: str, dtype: type = np.int64) -> np.ndarray:
-        return np.repeat(np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype), mesh_rows)
+            blocks[key] = len(grids)
+            grids.append(tuple(g.ravel().astype(np.int64) for g in grid))
+        block_of[i] = blocks[key]
+    # every mesh's rows are its block's grid, meshes in order: one gather per column instead of a concatenation
+    # of every mesh's copy (the same rows, in the same order)
+    sizes = np.asarray([len(g[0]) for g in grids], dtype=np.int64)
+    mesh_rows = sizes[block_of]
+    mesh = np.repeat(np.arange(len(mesh_list)), mesh_rows)  # each row's mesh
+    mesh_start = np.cumsum(mesh_rows) - mesh_rows
+    block_start = np.cumsum(sizes) - sizes
+    at = block_start[block_of][mesh] + (np.arange(len(mesh)) - mesh_start[mesh])
+    mb, zero, rec, off = (np.concatenate([g[j] for g in grids])[at] for j in range(4))
 
-    mb, zero, rec, off = (np.concatenate([p[j] for p in choice_parts]) for j in range(4))
+    def col(f: str, dtype: type = np.int64) -> np.ndarray:
+        return np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype)[mesh]
+
     return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
                          etp=col("etp"), sp=col("sp", bool), zero=zero, recompute=rec,
                          micro_batch_size=mb, offload_optimizer=off.astype(bool),
