@@ -186,8 +186,11 @@ class _Rows:
     def __getattr__(self, name: str) -> Any:  # only for names not yet read: every column once
         if name.startswith("_"):
             raise AttributeError(name)
+        derived = getattr(type(self._table), name, None)
         if self._pairs is not None and name in ("zero", "offload_optimizer"):
             col = getattr(self._pairs, name)
+        elif isinstance(derived, property):  # grad_group, stage_ranks, ...: from the rows' columns, not the table's
+            col = derived.fget(self)  # type: ignore[misc]
         else:
             col = getattr(self._table, name)[self._rows].reshape(self._shape)
         self.__dict__[name] = col
@@ -238,7 +241,7 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     at = rows[groups]
     g = _Rows(t, at, (-1, 1), pairs=pairs)  # the transients read the ZeRO stage too (fsdp_gathered_bytes)
     # the state depends on the group's grad_group, and on whether it pipelines (Efficiency.pp_gathers_state)
-    shards, shard_of = _groups([t.grad_group[at], (t.pp[at] > 1).astype(np.int64)])
+    shards, shard_of = _groups([g.grad_group.reshape(-1), (g.pp.reshape(-1) > 1).astype(np.int64)])
     state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
     expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True)
     st = split.at(at[:, None])
