@@ -12,7 +12,8 @@ The formula here is the same accounting written per tensor, so it also covers GQ
 num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
 flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
 Pipeline: a stage holds the micro-batches its schedule keeps in flight (parallel/schedules.py, each schedule's
-``held`` rule: 1F1B pp - rank, interleaving 1 + (pp-1)/(pp*vpp) times that, GPipe all of them);
+``held`` rule: 1F1B pp - rank, interleaving the (pp - rank - 1) * 2 + (vpp - 1) * pp + 1 model chunks of
+Megatron-LM's warm-up, GPipe all of them);
 the first stage adds the embedding's, the last the head's and the loss's buffers (transient_bytes).
 Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
 + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates

@@ -6,7 +6,8 @@ A schedule's record says everything the rest of greentrain asks of it, each form
   event order check it);
 - whether the vectorised search enumerates it (``searched``: a StrategyTable row runs the searched schedule its
   vpp implies, so at most one searched schedule per chunk rule);
-- ``held``: micro-batches of activations a pipeline stage holds in flight (the memory rule, estimate/compose.py);
+- ``held``: micro-batches of activations a pipeline stage holds in flight (the memory rule, estimate/compose.py;
+  at most the peak of forwards minus backwards in ``order``);
 - ``bubble``: the pipeline bubble in micro-batch times (estimate/compose.py's step time);
 - ``order``: each device's forward and backward passes in order (sim/cluster.py runs them event by event).
 Ops are ``(is_backward, micro_batch, chunk)``; virtual stage ``v = chunk * pp + device`` (Megatron-LM's
@@ -62,8 +63,16 @@ def one_f_one_b_held(rank: Num, pp: Num, vpp: Num, num_micro: Num) -> Num:
 
 
 def interleaved_held(rank: Num, pp: Num, vpp: Num, num_micro: Num) -> Num:
-    """Interleaved 1F1B: 1F1B's count times 1 + (pp - 1) / (pp * vpp) (Korthikanti et al. 2022 §4.2.3)."""
-    return where(pp == 1, 1.0, minimum(pp - rank, num_micro) * (1.0 + (pp - 1) / (pp * vpp)))
+    """Interleaved 1F1B: pipeline rank r runs (pp - r - 1) * 2 + (vpp - 1) * pp warm-up forwards of one model
+    chunk each, then one more forward before its first backward, all micro-batches' chunks at most
+    (interleaved_order; NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py
+    forward_backward_pipelining_with_interleaving, num_warmup_microbatches: 2024's code runs every forward
+    first when micro-batches == pp, today's when the warm-up reaches them all, microbatch_group_size_per_vp_stage
+    defaulting to pp): that many chunks, 1 / vpp of the stage's layers each. On the first rank that is
+    Korthikanti et al. 2022 §4.2.3's pp * (1 + (pp - 1) / (pp * vpp)) micro-batches of the stage; each later
+    rank holds two chunks fewer (not that count times (pp - r) / pp)."""
+    chunks = minimum((pp - rank - 1) * 2 + (vpp - 1) * pp + 1, num_micro * vpp)
+    return where(pp == 1, 1.0, chunks / vpp)
 
 
 def gpipe_held(rank: Num, pp: Num, vpp: Num, num_micro: Num) -> Num:
