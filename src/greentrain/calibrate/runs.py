@@ -137,6 +137,9 @@ def _check_header(header: list[str], path: Path) -> None:
         raise ConfigError(f"{path.name} column", unknown[0],
                           f"is not a runs column{did_you_mean(unknown[0], COLUMNS)} (the columns: "
                           "docs/runs-csv.md)")
+    twice = [c for i, c in enumerate(header) if c in header[:i]]
+    if twice:  # csv.DictReader keeps the last cell of a column named twice, without a word
+        raise ConfigError(f"{path.name} column", twice[0], "is named twice in the header: each column once")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ConfigError(f"{path.name} column", missing[0], f"is missing: a runs CSV needs {', '.join(REQUIRED)}")

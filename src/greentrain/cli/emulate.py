@@ -116,7 +116,10 @@ def build_case(args: argparse.Namespace) -> Case:
                        d_ff=as_int(args.d_ff, "d-ff", minimum=1), seed=seed)
     if args.op == "mesh":
         ints = {k: as_int(getattr(args, k), k.replace("_", "-"), minimum=1)
-                for k in ("tp", "pp", "dp", "micro_batches", "tokens", "d_model", "d_ff")}
+                for k in ("tp", "pp", "dp", "micro_batches")}
+        # a micro-batch's rows and the widths: config.BOUNDS (counting mode accepted --d-model 1e12, --tokens 1e15)
+        ints["tokens"] = BOUNDS["batch_tokens"].check_int(args.tokens, "tokens")
+        ints.update({k: BOUNDS["width"].check_int(getattr(args, k), k.replace("_", "-")) for k in ("d_model", "d_ff")})
         return MeshStepCase(**ints, seed=seed)
     units = _units(args.units)
     if args.stages is not None and as_int(args.stages, "stages", minimum=1) != len(units) - 1:
@@ -196,11 +199,15 @@ def _launch(cases: list[Case], args: argparse.Namespace) -> list[EmulationResult
 
 def _count(case: Case, args: argparse.Namespace) -> list[EmulationResult]:
     """Counting mode (emulate/counting.py): every rank in this process on the fake process group."""
-    from greentrain.emulate.counting import MAX_COUNTED_RANKS
+    from greentrain.emulate.cases import MAX_COUNTED_RANK_MICRO_BATCHES, MAX_COUNTED_RANKS
 
     assert isinstance(case, MeshStepCase)
     require(case.world_size <= MAX_COUNTED_RANKS, "mesh", case.world_size,
             f"tp x pp x dp must be at most {MAX_COUNTED_RANKS:,} ranks in counting mode")
+    require(case.world_size * case.micro_batches <= MAX_COUNTED_RANK_MICRO_BATCHES, "micro-batches",
+            case.micro_batches, f"times the {case.world_size:,} ranks must be at most "
+            f"{MAX_COUNTED_RANK_MICRO_BATCHES:,} in counting mode (each rank's micro-batches run in this process, "
+            "~1-2 ms each)")
     for flag, name in (("--backend", "backend"), ("--collectives", "collectives")):
         require(getattr(args, name) == _DEFAULTS[name], flag, getattr(args, name),
                 "counting mode runs no backend and no ring: leave it out with --count-only")

@@ -217,6 +217,13 @@ class PipelineCase:
         return f"pipeline {self.schedule.value} S={self.stages} R={self.micro_batches}"
 
 
+# Counting mode (emulate/counting.py) runs every rank's program in this process: each rank costs two process-group
+# creations and each of its micro-batches its stage's calls (~1-2 ms in Python), so the work grows as ranks x
+# micro-batches; its limit is 65,536 ranks at the default 4 micro-batches (--micro-batches 1e9 ran for ever).
+MAX_COUNTED_RANKS = 65_536
+MAX_COUNTED_RANK_MICRO_BATCHES = MAX_COUNTED_RANKS * 4
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MeshStepCase:
     """One training step on a tp x pp x dp mesh (Megatron-LM's rank order: tp fastest, then pp, then dp):

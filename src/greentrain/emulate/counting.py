@@ -19,11 +19,11 @@ import torch
 import torch.distributed as dist
 
 from greentrain.emulate import mesh3d
-from greentrain.emulate.cases import REL_TOLERANCE, MeshStepCase
+from greentrain.emulate.cases import MAX_COUNTED_RANKS, REL_TOLERANCE, MeshStepCase
 from greentrain.emulate.recorder import Recorder
 from greentrain.emulate.results import EmulationResult, RankResult
 
-MAX_COUNTED_RANKS = 65_536
+__all__ = ["MAX_COUNTED_RANKS", "count"]
 
 
 def _fake_world(rank: int, world: int) -> None:
