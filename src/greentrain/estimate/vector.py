@@ -243,7 +243,9 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     # the state depends on the group's grad_group, and on whether it pipelines (Efficiency.pp_gathers_state)
     shards, shard_of = _groups([g.grad_group.reshape(-1), (g.pp.reshape(-1) > 1).astype(np.int64)])
     state = take(state_bytes(sc, _Rows(t, at[shards], (-1, 1), pairs=pairs), eff), shard_of)
-    expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True)
+    # a dense model has no routed experts: its expert terms are zero with any state (memory.device_memory)
+    expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True) if sc.model.is_moe \
+        else None
     st = split.at(at[:, None])
     total = np.zeros((len(groups), len(used)))
     for stage in MEMORY_STAGES:
