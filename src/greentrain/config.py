@@ -139,6 +139,7 @@ BOUNDS: dict[str, Bound] = {
                             "uses <= 16,384 (LongT5)"),
     "rounds": Bound(1, 1e7, "rounds", "a pre-training run takes at most ~1e6 optimizer steps"),
     "batch_tokens": Bound(1, 1e8, "tokens", "the largest published batches are ~6e7 tokens (DeepSeek-V3)"),
+    "trials": Bound(1, 1e5, "trials", "Optuna studies run 10-1,000 trials; each trial here trains a variant"),
     # decoding (transformers GenerationConfig)
     "num_beams": Bound(1, 1024, "beams", "summarisation decodes with 1-8 beams (T5, BART: 4); each beam holds a "
                        "copy of the decoder's state"),

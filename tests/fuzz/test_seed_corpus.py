@@ -54,6 +54,8 @@ FILES = {  # name -> text
     "steps.yaml": "name: e\ntrain: {max_steps: 1e12}\n",
     "reprice_dup.yaml": "name: e\nsite: {region: FRA, reprice: [DEU, deu]}\n",
     "reprice_empty.yaml": "name: e\nsite: {region: FRA, reprice: ['']}\n",
+    "exp_ok.yaml": "name: e\n",
+    "trials.yaml": "name: e\nsearch: {trials: 1e12, space: {train.learning_rate: {low: 0.001, high: 0.01}}}\n",
     "dupcol.csv": RUNS.replace("measured_step_time_s\n", "measured_step_time_s,etp,etp\n").replace(",2.0\n",
                                                                                                    ",2.0,1,2\n"),
     "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
@@ -138,6 +140,10 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "plan", "{d}/reprice_dup.yaml"], "site.reprice"),  # F10 summed the variants twice
     (["experiment", "plan", "{d}/reprice_empty.yaml"], "site.reprice"),
     (["experiment", "report", "{d}/exp", "--mlflow", ""], "--mlflow"),  # logged nothing, without a word
+    (["experiment", "plan", "{d}/trials.yaml"], "search.trials"),
+    (["experiment", "run", "{d}/trials.yaml", "--out", "{d}/st", "--storage", "journal:{d}/no/j.log"],
+     "search.trials"),  # the file is read first
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--storage", "sqlite://"], "--storage"),
     (["validate", "{d}/dupcol.csv"], "named twice"),  # csv kept the last etp cell, without a word
     (["emulate", "mesh", "--count-only", "--micro-batches", "1e9"], "micro-batches"),  # counted for ever
     (["emulate", "mesh", "--count-only", "--d-model", "1e12"], "d-model"),  # 5e19 FLOPs counted as given

@@ -79,6 +79,7 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
 
 def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     from greentrain.experiment.cluster import check_ray_address, reach_ray_address
+    from greentrain.experiment.pruning import check_storage
     from greentrain.experiment.runner import RunOptions
 
     slurm = []
@@ -92,7 +93,7 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
                       isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok,
                       executor=args.executor, jobs=args.jobs, max_retries=args.max_retries,
-                      ray_address=check_ray_address(args.ray_address), storage=args.storage,
+                      ray_address=check_ray_address(args.ray_address), storage=check_storage(args.storage),
                       slurm=tuple(slurm))
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from typing import Any
 
 from greentrain import units
+from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.experiment.findings import Finding
 from greentrain.experiment.results import VariantResult
@@ -43,6 +44,33 @@ def make_pruner(optuna: Any, p: PrunerSpec) -> Any:
 def trial_env(storage_url: str, study: str, trial_id: int, objective: str, pruner: PrunerSpec) -> str:
     return json.dumps({"storage": storage_url, "study": study, "trial_id": trial_id, "objective": objective,
                        "pruner": asdict(pruner)})
+
+
+def check_storage(url: str, field: str = "--storage") -> str:
+    """``url`` checked before any work (Optuna and torch load for 10-20 s first), a file's path made absolute so
+    that every worker opens the same one whatever its working directory: ``journal:PATH`` and ``sqlite:///PATH``
+    need PATH's folder (a missing one was an exit-1 ``No such file or directory`` after the first trial was
+    asked for); an in-memory SQLite database (``sqlite://``) is neither kept nor seen by the workers."""
+    from pathlib import Path
+
+    if not url:
+        return url
+    rule = "must be journal:PATH, sqlite:///PATH or another SQLAlchemy URL (postgresql://..., mysql://...)"
+    if url.startswith("journal:") or url.startswith("sqlite:"):
+        path = url.removeprefix("journal:") if url.startswith("journal:") else url.removeprefix("sqlite:///")
+        if not url.startswith("journal:") and (not url.startswith("sqlite:///") or path in ("", ":memory:")):
+            raise ConfigError(field, url, "is an in-memory database, neither kept nor seen by the variants' "
+                              "workers: give sqlite:///PATH")
+        if not path.strip():
+            raise ConfigError(field, url, "names no file: give journal:PATH")
+        p = Path(path).absolute()
+        if p.is_dir():
+            raise ConfigError(field, url, "is a folder: name a file in it")
+        if not p.parent.is_dir():
+            raise ConfigError(field, url, f"names a file in {str(p.parent)!r}, which is not an existing folder")
+        return f"journal:{p}" if url.startswith("journal:") else f"sqlite:///{p}"
+    require("://" in url and url.split("://", 1)[0].strip() != "", field, url, rule)
+    return url
 
 
 def open_storage(optuna: Any, url: str) -> Any:

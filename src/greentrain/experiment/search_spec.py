@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from greentrain.config import as_float, as_int, check_keys, require
+from greentrain.config import BOUNDS, as_float, as_int, check_keys, require
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.experiment.job import METRICS_BY_TASK, parse_job, set_path
 from greentrain.experiment.results import QUALITY_BY_TASK
@@ -93,7 +93,7 @@ def parse_search(data: Any, base_raw: dict[str, Any], task: str) -> SearchSpec:
     """The ``search`` section, every value of its space checked against the job schema (no optuna needed)."""
     require(isinstance(data, dict), "search", data, "must be a mapping {trials, sampler, objectives, space}")
     check_keys(data, ("trials", "sampler", "objectives", "space", "pruner", "timeout_s"), "search")
-    trials = as_int(data.get("trials", 8), "search.trials", minimum=1)
+    trials = BOUNDS["trials"].check_int(data.get("trials", 8), "search.trials")  # 1e12 was accepted
     sampler = str(data.get("sampler", "nsga2"))
     require(sampler in SAMPLERS, "search.sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")
     q = QUALITY_BY_TASK[task]

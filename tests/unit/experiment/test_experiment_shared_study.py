@@ -69,3 +69,28 @@ def test_two_runners_on_one_sqlite_study_tell_n_trials_without_overlap(tmp_path:
     results = sorted(p.parent.name for p in (out / "variants").glob("*/result.json"))
     assert results == sorted(variants) and "base" in variants
     assert not (out / "attempts.csv").exists()  # no variant ran twice (two trials on one variant share it)
+
+
+@pytest.mark.parametrize(("url", "named"), [
+    ("sqlite://", "in-memory"), ("sqlite:///:memory:", "in-memory"), ("journal:", "names no file"),
+    ("journal:{d}/no/such/j.log", "not an existing folder"), ("sqlite:///{d}/no/x.db", "not an existing folder"),
+    ("sqlite:///{d}", "is a folder"), ("s.db", "SQLAlchemy URL")])
+def test_a_storage_is_checked_before_any_work(tmp_path: Path, url: str, named: str) -> None:
+    """A missing journal folder was exit 1 (``No such file or directory``) after Optuna and torch had loaded; an
+    in-memory SQLite study is seen by no worker."""
+    from greentrain.errors import ConfigError
+    from greentrain.experiment.pruning import check_storage
+
+    with pytest.raises(ConfigError, match=named) as e:
+        check_storage(url.replace("{d}", str(tmp_path)))
+    assert e.value.field == "--storage"
+
+
+def test_a_relative_storage_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker opens the same file, whatever its working directory."""
+    from greentrain.experiment.pruning import check_storage
+
+    monkeypatch.chdir(tmp_path)
+    assert check_storage("sqlite:///s.db") == f"sqlite:///{tmp_path / 's.db'}"
+    assert check_storage("journal:j.log") == f"journal:{tmp_path / 'j.log'}"
+    assert check_storage("postgresql://host/db") == "postgresql://host/db"
