@@ -55,6 +55,7 @@ FILES = {  # name -> text
     "reprice_dup.yaml": "name: e\nsite: {region: FRA, reprice: [DEU, deu]}\n",
     "reprice_empty.yaml": "name: e\nsite: {region: FRA, reprice: ['']}\n",
     "exp_ok.yaml": "name: e\n",
+    "threads_devices.yaml": "name: e\nruntime: {num_threads: 1000, devices: 64}\n",
     "trials.yaml": "name: e\nsearch: {trials: 1e12, space: {train.learning_rate: {low: 0.001, high: 0.01}}}\n",
     "dupcol.csv": RUNS.replace("measured_step_time_s\n", "measured_step_time_s,etp,etp\n").replace(",2.0\n",
                                                                                                    ",2.0,1,2\n"),
@@ -140,6 +141,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "plan", "{d}/reprice_dup.yaml"], "site.reprice"),  # F10 summed the variants twice
     (["experiment", "plan", "{d}/reprice_empty.yaml"], "site.reprice"),
     (["experiment", "report", "{d}/exp", "--mlflow", ""], "--mlflow"),  # logged nothing, without a word
+    (["experiment", "plan", "{d}/threads_devices.yaml"], "64,000 threads"),
     (["experiment", "plan", "{d}/trials.yaml"], "search.trials"),
     (["experiment", "run", "{d}/trials.yaml", "--out", "{d}/st", "--storage", "journal:{d}/no/j.log"],
      "search.trials"),  # the file is read first

@@ -199,6 +199,11 @@ def _ray(exp: Experiment, chosen: list[Variant], opts: Any,
          after_variant: Callable[[Path], None] | None) -> dict[str, VariantResult]:
     import ray
 
+    most = max((v.job.nodes for v in chosen), default=1)
+    local = not (opts.ray_address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized()
+    if most > 1 and local:  # before the 30 s of starting a local cluster
+        raise ConfigError("runtime.nodes", most, "needs a Ray cluster of as many nodes (--ray-address): a local one "
+                          "started here has this one node")
     if not ray.is_initialized():
         try:
             ray.init(address=opts.ray_address or None, include_dashboard=False, log_to_driver=False,
@@ -342,7 +347,9 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
 
     cluster, params = slurm_parameters(opts.slurm)
     most = max((v.job.nodes for v in chosen), default=1)
-    if most > 1 and cluster in ("local", "debug"):
+    # no cluster= given: submitit's own choice (local without sbatch), which refused several nodes only at submit
+    if most > 1 and (cluster or submitit.AutoExecutor.which()) in ("local", "debug"):
+        cluster = cluster or submitit.AutoExecutor.which()
         raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (slurm cluster={cluster} runs the jobs "
                           "on this one machine)")
     try:

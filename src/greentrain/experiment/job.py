@@ -328,7 +328,6 @@ def _site(d: dict[str, Any]) -> SiteSpec:
                                                              "site.storage_usd_per_gb_month"),
                     storage_months=BOUNDS["storage_months"].check(d.get("storage_months", 1.0), "site.storage_months"))
     from greentrain.experiment.cost import reprice_regions  # cost.py reads SiteSpec from here
-
     reprice_regions(spec, spec.reprice, "site.reprice")  # before any work: it was refused only in the report
     return spec
 
@@ -354,7 +353,7 @@ def parse_job(raw: dict[str, Any]) -> Job:
     require(tracking["mlflow"] in (None, True, False) or (isinstance(tracking["mlflow"], str) and
                                                          bool(tracking["mlflow"])), "tracking.mlflow",
             tracking["mlflow"], "must be true (a SQLite store in the output folder), a tracking URI, or null")
-    devices, nodes = _devices(sections["runtime"])  # before the resolved job is taken: 1 is left out of it
+    devices, nodes, threads = _devices(sections["runtime"])  # before the resolved job is taken: 1 is left out
     resolved = {"task": task, **sections, "train": {**train.args, "precision": train.precision},
                 "early_stopping": copy.deepcopy(raw.get("early_stopping"))}
     return Job(task=task, data=_data(sections["data"]), tokenizer_kind=str(tok["kind"]),
@@ -363,12 +362,10 @@ def parse_job(raw: dict[str, Any]) -> Job:
                site=_site(sections["site"]),
                budget=BudgetSpec(**{k: _opt_float(budget, k, "budget", minimum=0.0) for k in budget}),
                hooks=bool(tracking["hooks"]), mlflow=tracking["mlflow"] or None, resolved=resolved,
-               num_threads=None if sections["runtime"]["num_threads"] is None else
-               BOUNDS["num_threads"].check_int(sections["runtime"]["num_threads"], "runtime.num_threads"),
-               devices=devices, nodes=nodes)
+               num_threads=threads, devices=devices, nodes=nodes)
 
 
-def _devices(runtime: dict[str, Any]) -> tuple[int, int]:
+def _devices(runtime: dict[str, Any]) -> tuple[int, int, int | None]:
     """runtime.devices (1 to MAX_DEVICES) and runtime.nodes (1 to MAX_NODES); each left out of the resolved job
     (and so of the config hash) when 1, so a one-device file hashes as it did before the fields existed."""
     devices = as_int(runtime.pop("devices", 1), "runtime.devices", minimum=1)
@@ -380,7 +377,11 @@ def _devices(runtime: dict[str, Any]) -> tuple[int, int]:
         runtime["devices"] = devices  # in the resolved job: another result, another hash
     if nodes > 1:
         runtime["nodes"] = nodes
-    return devices, nodes
+    bound, n = BOUNDS["num_threads"], runtime["num_threads"]  # each device's process's (1,000 x 64 was accepted)
+    threads = None if n is None else bound.check_int(n, "runtime.num_threads")
+    require(threads is None or bound.ok(threads * devices), "runtime.num_threads", n, f"x runtime.devices {devices}"
+            f" = {(threads or 0) * devices:,} threads on one node; {bound.rule()}")
+    return devices, nodes, threads
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:

@@ -47,10 +47,9 @@ def trial_env(storage_url: str, study: str, trial_id: int, objective: str, prune
 
 
 def check_storage(url: str, field: str = "--storage") -> str:
-    """``url`` checked before any work (Optuna and torch load for 10-20 s first), a file's path made absolute so
-    that every worker opens the same one whatever its working directory: ``journal:PATH`` and ``sqlite:///PATH``
-    need PATH's folder (a missing one was an exit-1 ``No such file or directory`` after the first trial was
-    asked for); an in-memory SQLite database (``sqlite://``) is neither kept nor seen by the workers."""
+    """``url`` checked before any work (Optuna and torch load for 10-20 s first): ``journal:PATH`` and
+    ``sqlite:///PATH`` need PATH's folder (a missing one was an exit-1 ``No such file or directory`` after the
+    first trial was asked for); an in-memory SQLite database (``sqlite://``) is neither kept nor seen by the workers."""
     from pathlib import Path
 
     if not url:
@@ -68,8 +67,20 @@ def check_storage(url: str, field: str = "--storage") -> str:
             raise ConfigError(field, url, "is a folder: name a file in it")
         if not p.parent.is_dir():
             raise ConfigError(field, url, f"names a file in {str(p.parent)!r}, which is not an existing folder")
-        return f"journal:{p}" if url.startswith("journal:") else f"sqlite:///{p}"
+        return url
     require("://" in url and url.split("://", 1)[0].strip() != "", field, url, rule)
+    return url
+
+
+def absolute_storage(url: str) -> str:
+    """``journal:PATH`` and ``sqlite:///PATH`` with PATH absolute (a worker's working directory is not the
+    runner's); any other URL as it is."""
+    from pathlib import Path
+
+    if url.startswith("journal:"):
+        return f"journal:{Path(url.removeprefix('journal:')).absolute()}"
+    if url.startswith("sqlite:///") and url.removeprefix("sqlite:///") not in ("", ":memory:"):
+        return f"sqlite:///{Path(url.removeprefix('sqlite:///')).absolute()}"
     return url
 
 

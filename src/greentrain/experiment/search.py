@@ -33,7 +33,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.experiment import runner
 from greentrain.experiment.extras import missing_modules
-from greentrain.experiment.pruning import TRIAL_ENV, make_pruner, open_storage, trial_env
+from greentrain.experiment.pruning import TRIAL_ENV, absolute_storage, make_pruner, open_storage, trial_env
 from greentrain.experiment.results import VariantResult, read_result
 from greentrain.experiment.runner import Progress, RunOptions
 from greentrain.experiment.search_spec import GOALS, Dimension
@@ -97,7 +97,7 @@ def _storage(optuna: Any, out: Path, url: str) -> Any:
 
 def _url(out: Path, url: str) -> str:
     """The storage's URL as a worker opens it: the default journal as ``journal:`` its absolute path."""
-    return url or f"journal:{(out / JOURNAL).resolve()}"
+    return absolute_storage(url) if url else f"journal:{(out / JOURNAL).resolve()}"
 
 
 def study_name(exp: Experiment) -> str:

@@ -88,9 +88,9 @@ def test_a_storage_is_checked_before_any_work(tmp_path: Path, url: str, named: s
 
 def test_a_relative_storage_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every worker opens the same file, whatever its working directory."""
-    from greentrain.experiment.pruning import check_storage
+    from greentrain.experiment.search import _url
 
     monkeypatch.chdir(tmp_path)
-    assert check_storage("sqlite:///s.db") == f"sqlite:///{tmp_path / 's.db'}"
-    assert check_storage("journal:j.log") == f"journal:{tmp_path / 'j.log'}"
-    assert check_storage("postgresql://host/db") == "postgresql://host/db"
+    assert _url(tmp_path, "sqlite:///s.db") == f"sqlite:///{tmp_path / 's.db'}"
+    assert _url(tmp_path, "journal:j.log") == f"journal:{tmp_path / 'j.log'}"
+    assert _url(tmp_path, "postgresql://host/db") == "postgresql://host/db"

@@ -352,7 +352,8 @@ def test_slurm_submits_a_job_of_nodes_running_the_node_task(tmp_path: Path, make
     ok = VariantResult(variant_id=v.variant_id, config_hash=v.config_hash, seed=v.seed, status="ok")
     fake = _FakeSubmitit(ok)
     monkeypatch.setattr(submitit, "AutoExecutor", fake.executor)
-    opts = SimpleNamespace(executor="slurm", slurm=(("partition", "gpu"), ("gpus_per_node", "8")),
+    opts = SimpleNamespace(executor="slurm", slurm=(("cluster", "slurm"), ("partition", "gpu"),
+                                                    ("gpus_per_node", "8")),  # this host has no sbatch
                            out_dir=tmp_path, isolation="process", max_retries=0)
     assert run_on_cluster(exp, [v], opts, None) == [ok]
     assert fake.arrays == [({"slurm_partition": "gpu", "gpus_per_node": 8, "tasks_per_node": 1, "nodes": 2},
