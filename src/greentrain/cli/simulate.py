@@ -140,10 +140,14 @@ def _run_step(args: argparse.Namespace) -> int:
     opts = StepOptions(stragglers=_stragglers(args.straggler), inter_node_slowdown=args.link_slowdown,
                        bucket_mb=args.bucket_mb)
     trace = Trace() if (args.trace or args.gantt or args.html) else None
-    res = simulate_step(sc, opts, trace=trace, eff=profile_from_args(args).for_chip(sc.cluster.chip.name))
+    eff = profile_from_args(args).for_chip(sc.cluster.chip.name)
+    res = simulate_step(sc, opts, trace=trace, eff=eff)
     _write_outputs(args, trace, f"one step, {sc.model.name}")
+    from greentrain.estimate.memory import workload_grad_dtype
+
     doc = {**res.to_dict(), "scenario": f"{sc.model.name} on {sc.cluster.num_chips} x {sc.cluster.chip.name}; "
-                                        f"{sc.strategy.describe() if sc.strategy else ''}"}
+                                        f"{sc.strategy.describe() if sc.strategy else ''}",
+           "grad_dtype": workload_grad_dtype(sc.workload, eff.grad_dtype)}  # what the DP reduction moves
     _write_html(args, "step", doc, trace)
     if args.json:
         print(json.dumps(stamp("simulate", doc), indent=2))
