@@ -85,8 +85,8 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     slurm = []
     for kv in args.slurm:
         key, eq, value = kv.partition("=")
-        if not eq or not key:
-            raise ConfigError("--slurm", kv, "must be KEY=VALUE (e.g. partition=gpu)")
+        if not eq or not key.strip() or not value.strip() or any(not c.isprintable() for c in kv):
+            raise ConfigError("--slurm", kv, "must be KEY=VALUE, both given, on one line (e.g. partition=gpu)")
         slurm.append((key, value))
     if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
         reach_ray_address(check_ray_address(args.ray_address))

@@ -356,7 +356,7 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
         executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
         for key in _arrays(chosen):  # every array's parameters checked before any is submitted
             executor.update_parameters(**slurm_resources(params, *key))
-    except (ValueError, TypeError, RuntimeError) as e:
+    except (ValueError, TypeError, RuntimeError, NameError) as e:  # NameError: submitit's unknown parameter
         raise ConfigError("slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
     done: dict[str, VariantResult] = {}
     todo = list(chosen)

@@ -130,6 +130,10 @@ def test_report_merges_folders_of_one_experiment(tmp_path: Path, make_folder: An
     (["--executor", "slurm", "--slurm", "partition"], "--slurm='partition': must be KEY=VALUE"),
     (["--jobs", "2", "--isolation", "inline"], "--jobs=2: needs process isolation"),
     (["--storage", "sqlite:///x.db"], "--storage='sqlite:///x.db': applies to a search"),
+    # session 11: an empty value ran with submitit's defaults; an unknown parameter was a NameError traceback
+    (["--executor", "slurm", "--slurm", "partition="], "--slurm='partition=': must be KEY=VALUE, both given"),
+    (["--executor", "slurm", "--slurm", "partition=a\nb"], "--slurm='partition=a\\nb': must be KEY=VALUE"),
+    (["--executor", "slurm", "--slurm", "bogus_param=1"], "--slurm='bogus_param=1': Unknown executor 'bogus'"),
 ])
 def test_bad_executor_flags_are_one_line(tmp_path: Path, make_experiment: Any, flags: list[str], match: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
