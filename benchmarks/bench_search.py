@@ -4,7 +4,8 @@ estimator in a loop (estimate_run per strategy), in one run, as a ratio.
 Scenario: GPT-3 175B on 1,024 A100-80GB (128 DGX nodes), global batch 1,536 x 2,048 tokens, 300 B tokens
 (Brown et al. 2020 Table 2.1; Narayanan et al. 2021 Table 1 ran it on 1,024 A100). The whole space is searched
 with the vectorised path (enumeration, memory pruning, step times, footprint, ranking and Pareto front: the
-`search()` call the CLI makes), cold (first call: model ops built) and warm (median of --repeat). The scalar
+`search()` call the CLI makes), cold (first call: model ops built) and warm (median of --repeat, wall and CPU
+time: on a loaded machine compare the CPU figures, alternating trees). The scalar
 path evaluates a seeded random sample of the same space and its rate projects the whole space.
 
     .venv/bin/python benchmarks/bench_search.py [--sample N] [--repeat R] [--seed S]
@@ -40,17 +41,19 @@ def main() -> None:
         t0 = time.perf_counter()
         cold = search([sc], top_k=10, space=space)
         cold_s = time.perf_counter() - t0
-        warm = []
+        warm, cpu = [], []
         for _ in range(a.repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = search([sc], top_k=10, space=space)
             warm.append(time.perf_counter() - t0)
-        warm_s = statistics.median(warm)
+            cpu.append(time.process_time() - c0)
+        warm_s, cpu_s = statistics.median(warm), statistics.median(cpu)
         n = res.num_candidates
         print(f"{'flash' if flash else 'naive'} attention space: {n:,} strategies, {res.num_feasible:,} feasible, "
               f"Pareto front {len(res.pareto)}; best {cold.ranked[0].strategy.describe()}")
         print(f"  vectorised whole space: cold {cold_s:.3f} s ({n / cold_s:,.0f} strategies/s), warm median of "
-              f"{a.repeat} {warm_s:.3f} s ({n / warm_s:,.0f} strategies/s)")
+              f"{a.repeat} {warm_s:.3f} s ({n / warm_s:,.0f} strategies/s); CPU time median {cpu_s:.3f} s "
+              f"({n / cpu_s:,.0f} strategies per CPU second: what other jobs on the cores change least)")
     rows = table(sc, space)
     sample = random.Random(a.seed).sample(range(len(rows)), min(a.sample, len(rows)))
     feasible = 0
