@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from greentrain.cli.argtypes import path_text
 from greentrain.cli.fields import EXPERIMENT_RUN_FLAGS, fields_as_flags
-from greentrain.config import split_list
+from greentrain.config import as_float, as_int, require, split_list
 from greentrain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -77,6 +77,12 @@ def _executor_arguments(r: argparse.ArgumentParser) -> None:
                    help="slurm: a submitit parameter (partition=gpu, gpus_per_node=1, timeout_min=60; repeat)")
 
 
+# submitit's generic numeric parameters: (least, most); a node holds <= 64 devices (job.MAX_DEVICES), <= 4,096
+# threads and <= 1e5 GiB (config.BOUNDS), a job runs <= 1,024 nodes (job.MAX_NODES) for <= a year
+SLURM_NUMBERS = {"timeout_min": (1, 525_600), "nodes": (1, 1024), "cpus_per_task": (1, 4096),
+                 "gpus_per_node": (0, 64), "tasks_per_node": (1, 64), "mem_gb": (0, 100_000)}
+
+
 def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     from greentrain.experiment.cluster import check_ray_address, reach_ray_address
     from greentrain.experiment.pruning import check_storage
@@ -87,6 +93,11 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
         key, eq, value = kv.partition("=")
         if not eq or not key.strip() or not value.strip() or any(not c.isprintable() for c in kv):
             raise ConfigError("--slurm", kv, "must be KEY=VALUE, both given, on one line (e.g. partition=gpu)")
+        if key in SLURM_NUMBERS:  # submitit asserts their types: "-5" or "nan" was an AssertionError traceback
+            number = as_float(value, f"--slurm {key}") if key == "mem_gb" else as_int(value, f"--slurm {key}")
+            least, most = SLURM_NUMBERS[key]
+            require(least <= number <= most, f"--slurm {key}", value, f"must be in [{least}, {most:,}]")
+            value = str(number)
         slurm.append((key, value))
     if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
         reach_ray_address(check_ray_address(args.ray_address))

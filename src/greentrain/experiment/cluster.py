@@ -329,7 +329,7 @@ def slurm_parameters(pairs: tuple[tuple[str, str], ...]) -> tuple[str | None, di
             cluster = value
             continue
         name = f"slurm_{key}" if key in SLURM_PREFIXED else key
-        params[name] = int(value) if value.isdigit() else value
+        params[name] = int(value) if value.isdigit() else float(value) if key == "mem_gb" else value
     return cluster, params
 
 
@@ -356,7 +356,7 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
         executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
         for key in _arrays(chosen):  # every array's parameters checked before any is submitted
             executor.update_parameters(**slurm_resources(params, *key))
-    except (ValueError, TypeError, RuntimeError, NameError) as e:  # NameError: submitit's unknown parameter
+    except (ValueError, TypeError, RuntimeError, NameError, AssertionError) as e:  # submitit's parameter checks
         raise ConfigError("slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
     done: dict[str, VariantResult] = {}
     todo = list(chosen)

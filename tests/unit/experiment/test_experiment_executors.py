@@ -134,6 +134,8 @@ def test_report_merges_folders_of_one_experiment(tmp_path: Path, make_folder: An
     (["--executor", "slurm", "--slurm", "partition="], "--slurm='partition=': must be KEY=VALUE, both given"),
     (["--executor", "slurm", "--slurm", "partition=a\nb"], "--slurm='partition=a\\nb': must be KEY=VALUE"),
     (["--executor", "slurm", "--slurm", "bogus_param=1"], "--slurm='bogus_param=1': Unknown executor 'bogus'"),
+    (["--executor", "slurm", "--slurm", "timeout_min=nan"], "--slurm timeout_min='nan': must be an integer"),
+    (["--executor", "slurm", "--slurm", "gpus_per_node=1e9"], "--slurm gpus_per_node='1e9': must be in [0, 64]"),
 ])
 def test_bad_executor_flags_are_one_line(tmp_path: Path, make_experiment: Any, flags: list[str], match: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
