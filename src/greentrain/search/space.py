@@ -153,14 +153,14 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
     # of every mesh's copy (the same rows, in the same order)
     sizes = np.asarray([len(g[0]) for g in grids], dtype=np.int64)
     mesh_rows = sizes[block_of]
-    mesh = np.repeat(np.arange(len(mesh_list)), mesh_rows)  # each row's mesh
+    owner = np.repeat(np.arange(len(mesh_list)), mesh_rows)  # each row's mesh
     mesh_start = np.cumsum(mesh_rows) - mesh_rows
     block_start = np.cumsum(sizes) - sizes
-    at = block_start[block_of][mesh] + (np.arange(len(mesh)) - mesh_start[mesh])
+    at = block_start[block_of][owner] + (np.arange(len(owner)) - mesh_start[owner])
     mb, zero, rec, off = (np.concatenate([g[j] for g in grids])[at] for j in range(4))
 
     def col(f: str, dtype: type = np.int64) -> np.ndarray:
-        return np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype)[mesh]
+        return np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype)[owner]
 
     return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
                          etp=col("etp"), sp=col("sp", bool), zero=zero, recompute=rec,
