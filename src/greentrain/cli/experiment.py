@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from greentrain.cli.argtypes import path_text
 from greentrain.cli.fields import EXPERIMENT_RUN_FLAGS, fields_as_flags
-from greentrain.config import as_float, as_int, require, split_list
+from greentrain.config import MAX_PATH_CHARS, as_float, as_int, require, split_list
 from greentrain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -83,22 +83,31 @@ SLURM_NUMBERS = {"timeout_min": (1, 525_600), "nodes": (1, 1024), "cpus_per_task
                  "gpus_per_node": (0, 64), "tasks_per_node": (1, 64), "mem_gb": (0, 100_000)}
 
 
-def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
-    from greentrain.experiment.cluster import check_ray_address, reach_ray_address
-    from greentrain.experiment.pruning import check_storage
-    from greentrain.experiment.runner import RunOptions
-
-    slurm = []
-    for kv in args.slurm:
+def _slurm_pairs(given: list[str], executor: str) -> list[tuple[str, str]]:
+    """--slurm KEY=VALUE pairs, each checked where it enters (submitit checks them only when the jobs are made)."""
+    slurm: list[tuple[str, str]] = []
+    for kv in given:
+        require(executor == "slurm", "--slurm", kv, f"applies to --executor slurm (not {executor})")
         key, eq, value = kv.partition("=")
         if not eq or not key.strip() or not value.strip() or any(not c.isprintable() for c in kv):
             raise ConfigError("--slurm", kv, "must be KEY=VALUE, both given, on one line (e.g. partition=gpu)")
+        require(len(kv) <= MAX_PATH_CHARS, "--slurm", kv, f"must be at most {MAX_PATH_CHARS:,} characters")
+        require(key not in dict(slurm), "--slurm", kv, f"sets {key} again (to {dict(slurm).get(key)!r}): once each")
         if key in SLURM_NUMBERS:  # submitit asserts their types: "-5" or "nan" was an AssertionError traceback
             number = as_float(value, f"--slurm {key}") if key == "mem_gb" else as_int(value, f"--slurm {key}")
             least, most = SLURM_NUMBERS[key]
             require(least <= number <= most, f"--slurm {key}", value, f"must be in [{least}, {most:,}]")
             value = str(number)
         slurm.append((key, value))
+    return slurm
+
+
+def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
+    from greentrain.experiment.cluster import check_ray_address, reach_ray_address
+    from greentrain.experiment.pruning import check_storage
+    from greentrain.experiment.runner import RunOptions
+
+    slurm = _slurm_pairs(args.slurm, args.executor)
     if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
         reach_ray_address(check_ray_address(args.ray_address))
     return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from greentrain.config import require
+from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError, GreentrainError
 from greentrain.experiment import ranks
 from greentrain.experiment.attempts import (  # noqa: F401 (names the report and tests take from here)
@@ -48,6 +48,7 @@ from greentrain.experiment.warm import WORKER_ERROR, WarmWorker
 from greentrain.results.experiment import ExperimentManifest
 
 FAILED_PREFIX = "greentrain experiment: variant "  # a worker's (a rank's) one line when its variant raised
+MAX_RETRIES = 100  # --max-retries: runs again a variant whose worker a signal killed (OOM, preemption)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -228,7 +229,12 @@ def check_executor(opts: RunOptions) -> None:
 
     require(opts.executor in EXECUTORS, "executor", opts.executor, f"must be one of {', '.join(EXECUTORS)}")
     require(opts.jobs >= 1, "jobs", opts.jobs, "must be at least 1")
+    # one worker process each (--jobs 1000000 hung starting them): config.BOUNDS num_threads, the largest hosts'
+    require(BOUNDS["num_threads"].ok(opts.jobs), "jobs", opts.jobs, f"must be at most {BOUNDS['num_threads'].hi:,.0f} "
+            f"worker processes: {BOUNDS['num_threads'].reason}")
     require(opts.max_retries >= 0, "max_retries", opts.max_retries, "must be at least 0")
+    require(opts.max_retries <= MAX_RETRIES, "max_retries", opts.max_retries, f"must be at most {MAX_RETRIES} (a "
+            f"variant killed {MAX_RETRIES} times is killed again: lower its memory or batch)")
     require(opts.jobs == 1 or opts.executor == "local", "jobs", opts.jobs,
             f"applies to the local executor (the {opts.executor} scheduler places the variants)")
     require(opts.jobs == 1 or opts.isolation == "process", "jobs", opts.jobs, "needs process isolation")

@@ -136,6 +136,10 @@ def test_report_merges_folders_of_one_experiment(tmp_path: Path, make_folder: An
     (["--executor", "slurm", "--slurm", "bogus_param=1"], "--slurm='bogus_param=1': Unknown executor 'bogus'"),
     (["--executor", "slurm", "--slurm", "timeout_min=nan"], "--slurm timeout_min='nan': must be an integer"),
     (["--executor", "slurm", "--slurm", "gpus_per_node=1e9"], "--slurm gpus_per_node='1e9': must be in [0, 64]"),
+    (["--slurm", "partition=gpu"], "--slurm='partition=gpu': applies to --executor slurm"),  # was ignored
+    (["--executor", "slurm", "--slurm", "qos=a", "--slurm", "qos=b"], "sets qos again"),  # the last one won
+    (["--jobs", "1000000"], "--jobs=1000000: must be at most 4,096 worker processes"),  # hung starting them
+    (["--max-retries", "1000000"], "--max-retries=1000000: must be at most 100"),
 ])
 def test_bad_executor_flags_are_one_line(tmp_path: Path, make_experiment: Any, flags: list[str], match: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
