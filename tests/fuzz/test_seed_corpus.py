@@ -146,6 +146,11 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "run", "{d}/trials.yaml", "--out", "{d}/st", "--storage", "journal:{d}/no/j.log"],
      "search.trials"),  # the file is read first
     (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--storage", "sqlite://"], "--storage"),
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--jobs", "1000000"], "--jobs"),  # hung
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--max-retries", "1000000"], "--max-retries"),
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--slurm", "qos=a"], "--slurm"),  # ignored
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--executor", "slurm", "--slurm",
+      "timeout_min=nan"], "--slurm timeout_min"),  # submitit's AssertionError traceback
     (["validate", "{d}/dupcol.csv"], "named twice"),  # csv kept the last etp cell, without a word
     (["emulate", "mesh", "--count-only", "--micro-batches", "1e9"], "micro-batches"),  # counted for ever
     (["emulate", "mesh", "--count-only", "--d-model", "1e12"], "d-model"),  # 5e19 FLOPs counted as given
