@@ -248,10 +248,16 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
         else None
     st = split.at(at[:, None])
     total = np.zeros((len(groups), len(used)))
-    for stage in MEMORY_STAGES:
-        parts = stage_transients(sc, g, st, eff, num_micro[at][:, None], stage)
-        stage_total = stage_memory(parts, state, eff, expert_state).total_bytes
-        total = np.where(memory_stage_present(stage, g.pp), np.maximum(total, stage_total), total)
+    for stage in MEMORY_STAGES:  # each stage on the groups whose pipeline has it (a middle stage from pp 3)
+        present = np.broadcast_to(memory_stage_present(stage, g.pp), (len(groups), 1)).reshape(-1)
+        sub: slice | npt.NDArray[np.intp] = slice(None)
+        gs, sts, states = g, st, (state, expert_state)
+        if not present.all():
+            sub = np.flatnonzero(present)
+            gs, sts = _Rows(t, at[sub], (-1, 1), pairs=pairs), split.at(at[sub][:, None])
+            states = (take(state, sub), None if expert_state is None else take(expert_state, sub))
+        parts = stage_transients(sc, gs, sts, eff, num_micro[at[sub]][:, None], stage)
+        total[sub] = np.maximum(total[sub], stage_memory(parts, states[0], eff, states[1]).total_bytes)
     out: FloatArray = total.reshape(-1)[group_of * len(used) + pair_of]
     return out
 
