@@ -151,6 +151,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--slurm", "qos=a"], "--slurm"),  # ignored
     (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--executor", "slurm", "--slurm",
       "timeout_min=nan"], "--slurm timeout_min"),  # submitit's AssertionError traceback
+    (["experiment", "run", "{d}/exp_ok.yaml", "--out", "{d}/st", "--only", ""], "only"),  # ran every variant
     (["validate", "{d}/dupcol.csv"], "named twice"),  # csv kept the last etp cell, without a word
     (["emulate", "mesh", "--count-only", "--micro-batches", "1e9"], "micro-batches"),  # counted for ever
     (["emulate", "mesh", "--count-only", "--d-model", "1e12"], "d-model"),  # 5e19 FLOPs counted as given

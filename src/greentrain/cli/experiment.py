@@ -110,7 +110,7 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     slurm = _slurm_pairs(args.slurm, args.executor)
     if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
         reach_ray_address(check_ray_address(args.ray_address))
-    return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only else (),
+    return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only is not None else (),
                       isolation=args.isolation, fresh=args.fresh, over_budget_ok=args.over_budget_ok,
                       executor=args.executor, jobs=args.jobs, max_retries=args.max_retries,
                       ray_address=check_ray_address(args.ray_address), storage=check_storage(args.storage),
