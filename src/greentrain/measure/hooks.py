@@ -28,6 +28,8 @@ compiled frame breaks its graph): the measurement notes it, and FLOPs come from 
 CUDA memory: the step's figure is ``torch.cuda.max_memory_allocated`` so far; the peak is never reset, so the
 training's own readings of it (Trainer, Lightning, the user's) stay whole.
 Timing: CUDA events on GPU (resolved at the step end), ``time.perf_counter`` otherwise.
+Step path: closures over per-step lists cleared in place, no FLOP-counter read outside a counting cycle,
+``time.perf_counter`` called directly on CPU (BENCHMARKS.md, "Session 11: Tracker overhead").
 """
 
 from __future__ import annotations
@@ -56,17 +58,15 @@ class _Clock:
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
+        self.now: Callable[[], Any] = self._event if cuda else time.perf_counter  # no frame on CPU
 
-    def now(self) -> Any:
-        if not self.cuda:
-            return time.perf_counter()
+    @staticmethod
+    def _event() -> Any:
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
         return ev
 
-    def elapsed_s(self, a: Any, b: Any) -> float:
-        if not self.cuda:
-            return float(b - a)
+    def elapsed_s(self, a: Any, b: Any) -> float:  # CUDA events (finish_step subtracts CPU times itself)
         b.synchronize()
         return float(a.elapsed_time(b)) / 1e3
 
@@ -125,6 +125,8 @@ class ModuleHooks:
         self.count_flops = count_flops and not self.compiled
         self.flop_note = COMPILED_NOTE if count_flops and self.compiled else ""
         self._rss = None if cuda else RssReader()
+        self._read_memory: Callable[[], float] = (
+            (lambda: float(torch.cuda.memory_allocated())) if cuda else self._rss.read_bytes)  # type: ignore[union-attr]
         n = len(self.mods)
         # totals over the whole run (per module), published in the "modules" record
         self.total_fwd_s, self.total_bwd_s = [0.0] * n, [0.0] * n
@@ -135,6 +137,10 @@ class ModuleHooks:
         self._cycle: _Cycle | None = None
         self._tokens = self._samples = 0
         self._root_fwd_start: Any = None
+        # per-step state, cleared in place by _reset_step (the hooks' closures hold these lists)
+        self._fwd_open: list[list[tuple[Any, int]]] = [[] for _ in range(n)]
+        self._bwd_open: list[list[Any] | None] = [None] * n  # [start, end, flop_at_start, opening order]
+        self._pairs: list[tuple[int, int, Any, Any]] = []  # (module or -1 for root, 0 fwd / 1 bwd, a, b)
         self._reset_step()
         self._handles: list[Any] = []
         self._graph_handles: list[Any] = []  # this cycle's autograd-graph hooks (backward="graph")
@@ -173,22 +179,16 @@ class ModuleHooks:
 
     # -- per-step state ---------------------------------------------------------------------------
     def _reset_step(self) -> None:
-        n = len(self.mods)
-        self._fwd_open: list[list[tuple[Any, int]]] = [[] for _ in range(n)]
-        self._bwd_open: list[list[Any] | None] = [None] * n  # [start, end, flop_at_start, opening order]
+        for stack in self._fwd_open:
+            stack.clear()
+        self._bwd_open[:] = [None] * len(self._bwd_open)
         self._bwd_order = 0
-        self._pairs: list[tuple[int, int, Any, Any]] = []  # (module or -1 for root, 0 fwd / 1 bwd, a, b)
+        self._pairs.clear()
         self.step_flop = 0.0
         self.step_peak_memory_bytes = 0.0
 
     def _flop(self) -> int:
         return self._counter.total() if self._counter is not None else 0
-
-    def _memory(self) -> float:
-        if self.cuda:
-            return float(torch.cuda.memory_allocated())
-        assert self._rss is not None
-        return self._rss.read_bytes()
 
     # -- root: cycles and FLOP counting -----------------------------------------------------------
     def _root_pre(self, _mod: nn.Module, args: Any, kwargs: Any) -> None:
@@ -200,7 +200,7 @@ class ModuleHooks:
         if counting:
             self._counter = LocalFlopCounter()
             self._counter.__enter__()
-        n = len(self.mods)
+        n = len(self.mods) if counting else 0  # per-module FLOPs are written only while counting
         self._cycle = _Cycle(key=key, counting=counting, mod_fwd_flop=[0] * n, mod_bwd_flop=[0] * n)
         self._root_fwd_start = self.clock.now()
 
@@ -231,20 +231,12 @@ class ModuleHooks:
         if self._cycle is not None:
             self._cycle.forward_flop = self._flop()
 
-    def _backward_event(self, t: Any, end: bool) -> None:
-        c = self._cycle
-        if c is None:
-            return
-        if not c.backward_seen:
-            c.backward_seen, c.bwd_start = True, t
-        if end:
-            c.bwd_end = t
-
     def _close_cycle(self) -> None:
         """End the current cycle: close open backward spans, store or apply the FLOP counts."""
-        for handle in self._graph_handles:
-            handle.remove()
-        self._graph_handles.clear()
+        if self._graph_handles:
+            for handle in self._graph_handles:
+                handle.remove()
+            self._graph_handles.clear()
         for i, span in enumerate(self._bwd_open):
             if span is not None:
                 self._close_bwd(i)
@@ -265,42 +257,45 @@ class ModuleHooks:
             if c.backward_seen:
                 self.total_bwd_flop[i] += mod_bwd[i]
 
-    # -- per-module hooks -------------------------------------------------------------------------
+    # -- per-module hooks: closures over the per-step lists; the FLOP counter is read only while one runs ----
     def _fwd_pre(self, i: int, graph: bool) -> Callable[..., None]:
         bwd_post = self._bwd_post(i)
+        now, stack, handles, grad_mode = self.clock.now, self._fwd_open[i], self._graph_handles, torch.is_grad_enabled
 
         def on_input_grad(_grad: torch.Tensor) -> None:
             bwd_post(None, None, None)
 
         def hook(_mod: nn.Module, args: Any) -> None:
-            if graph and torch.is_grad_enabled():
+            if graph and grad_mode():
                 for x in args:
                     if isinstance(x, torch.Tensor) and x.requires_grad:
-                        self._graph_handles.append(x.register_hook(on_input_grad))
-            self._fwd_open[i].append((self.clock.now(), self._flop()))
+                        handles.append(x.register_hook(on_input_grad))
+            stack.append((now(), 0 if self._counter is None else self._counter.total()))
 
         return hook
 
     def _fwd_post(self, i: int, graph: bool) -> Callable[..., None]:
         bwd_pre = self._bwd_pre(i)
+        now, stack, pairs, handles = self.clock.now, self._fwd_open[i], self._pairs, self._graph_handles
+        calls, peak, memory = self.calls, self.memory_bytes, self._read_memory
 
         def on_output_grad(_grads: Any) -> None:
             bwd_pre(None, None)
 
         def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
-            t = self.clock.now()
+            t = now()
             if graph:
-                first = _first_grad_fn(out)
+                first = out.grad_fn if isinstance(out, torch.Tensor) else _first_grad_fn(out)
                 if first is not None:
-                    self._graph_handles.append(first.register_prehook(on_output_grad))
-            if not self._fwd_open[i]:  # hooks installed during this call
+                    handles.append(first.register_prehook(on_output_grad))
+            if not stack:  # hooks installed during this call
                 return
-            start, f0 = self._fwd_open[i].pop()
-            self._pairs.append((i, 0, start, t))
-            self.calls[i] += 1
-            mem = self._memory()
-            if mem > self.memory_bytes[i]:
-                self.memory_bytes[i] = mem
+            start, f0 = stack.pop()
+            pairs.append((i, 0, start, t))
+            calls[i] += 1
+            mem = memory()
+            if mem > peak[i]:
+                peak[i] = mem
             c = self._cycle
             if c is not None and c.counting:
                 c.mod_fwd_flop[i] += self._flop() - f0
@@ -308,41 +303,59 @@ class ModuleHooks:
         return hook
 
     def _bwd_pre(self, i: int) -> Callable[..., None]:
+        now, bwd_open = self.clock.now, self._bwd_open
+
         def hook(_mod: nn.Module, _grad_out: Any) -> None:
-            if self._bwd_open[i] is not None:
+            if bwd_open[i] is not None:
                 self._close_bwd(i)
-            t = self.clock.now()
+            t = now()
             self._bwd_order += 1
-            self._bwd_open[i] = [t, t, self._flop(), self._bwd_order]
-            self._backward_event(t, end=False)
+            bwd_open[i] = [t, t, 0 if self._counter is None else self._counter.total(), self._bwd_order]
+            c = self._cycle
+            if c is not None and not c.backward_seen:  # the cycle's first backward event
+                c.backward_seen, c.bwd_start = True, t
 
         return hook
 
     def _bwd_post(self, i: int) -> Callable[..., None]:
+        now, bwd_open = self.clock.now, self._bwd_open
+
         def hook(_mod: nn.Module, _grad_in: Any, _grad_out: Any) -> None:
-            span = self._bwd_open[i]
+            span = bwd_open[i]
             if span is not None:
-                span[1] = self.clock.now()
+                span[1] = now()
                 self._note_bwd_flop(i, span)
 
         return hook
 
     def _param_hook(self, owners: list[int]) -> Callable[[torch.Tensor], None]:
-        """A parameter's gradient is complete. It extends the backward span of the owner running now: with
-        tied weights (GPT-2's lm_head and wte) the gradient completes only after the last user's backward,
-        so extending every owner gave lm_head the whole backward from its own to the embedding's (16x its
-        forward FLOPs); the owner whose backward opened last is the one running."""
+        """A parameter's gradient is complete: the cycle's backward extends to now, and so does the backward
+        span of the owner running now. With tied weights (GPT-2's lm_head and wte) the gradient completes only
+        after the last user's backward, so extending every owner gave lm_head the whole backward from its own
+        to the embedding's (16x its forward FLOPs); the owner whose backward opened last is the one running."""
+        now, bwd_open = self.clock.now, self._bwd_open
+        only = owners[0] if len(owners) == 1 else -1  # one owner: no search
+
         def hook(_p: torch.Tensor) -> None:
-            t = self.clock.now()
-            self._backward_event(t, end=True)
-            open_owners = [i for i in owners if self._bwd_open[i] is not None]
-            if not open_owners:
+            t = now()
+            c = self._cycle
+            if c is not None:
+                if not c.backward_seen:
+                    c.backward_seen, c.bwd_start = True, t
+                c.bwd_end = t
+            if only >= 0:
+                i = only
+            else:
+                open_owners = [j for j in owners if bwd_open[j] is not None]
+                if not open_owners:
+                    return
+                i = max(open_owners, key=lambda j: bwd_open[j][3])  # type: ignore[index]
+            span = bwd_open[i]
+            if span is None:
                 return
-            i = max(open_owners, key=lambda j: self._bwd_open[j][3])  # type: ignore[index]
-            span = self._bwd_open[i]
-            assert span is not None
             span[1] = t
-            self._note_bwd_flop(i, span)
+            if c is not None and c.counting:
+                c.mod_bwd_flop[i] = self._flop() - span[2]
 
         return hook
 
@@ -362,8 +375,9 @@ class ModuleHooks:
         """Resolve the step's timings, add them to the run totals; returns the step's figures."""
         self._close_cycle()
         root = [0.0, 0.0]
+        elapsed = self.clock.elapsed_s if self.cuda else None  # CPU: perf_counter floats, subtracted here
         for i, phase, a, b in self._pairs:
-            dt = self.clock.elapsed_s(a, b)
+            dt = b - a if elapsed is None else elapsed(a, b)
             if i < 0:
                 root[phase] += dt
             elif phase == 0:

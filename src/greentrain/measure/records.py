@@ -30,6 +30,7 @@ from greentrain.errors import ConfigError
 from greentrain.measure.meters import EnergyMeter, EnergyReading, cpu_model_name
 
 FLUSH_INTERVAL_S = 0.5
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(separators=...) builds one per call
 
 
 class JsonlWriter:
@@ -56,7 +57,7 @@ class JsonlWriter:
                 f.close()
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = _ENCODE(record) + "\n"
         with self._lock:
             if self._f is None:
                 return
