@@ -80,7 +80,7 @@ def reach_ray_address(address: str, timeout_s: float = RAY_REACH_S) -> None:
     except OSError as e:
         why = e.strerror or type(e).__name__
     raise ConfigError("executor.ray_address", address, f"cannot be reached ({why}): start the cluster there "
-                      "(ray start --head), or leave --ray-address out to run a local one")
+                      "(ray start, on its head node), or give no address to run a local one")
 
 
 def _is_host(host: str) -> bool:
@@ -202,7 +202,7 @@ def _ray(exp: Experiment, chosen: list[Variant], opts: Any,
     most = max((v.job.nodes for v in chosen), default=1)
     local = not (opts.ray_address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized()
     if most > 1 and local:  # before the 30 s of starting a local cluster
-        raise ConfigError("runtime.nodes", most, "needs a Ray cluster of as many nodes (--ray-address): a local one "
+        raise ConfigError("runtime.nodes", most, "needs a Ray cluster of as many nodes (its address): a local one "
                           "started here has this one node")
     if not ray.is_initialized():
         try:
