@@ -19,7 +19,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -40,7 +39,7 @@ from greentrain.experiment.attempts import (  # noqa: F401 (names the report and
     safe_name,
     variant_dir,
 )
-from greentrain.experiment.executors import Slot
+from greentrain.experiment.executors import Slot, live_worker, run_worker, stopping
 from greentrain.experiment.extras import missing_modules, require_modules
 from greentrain.experiment.results import VariantResult, read_result, write_result, write_text_atomic
 from greentrain.experiment.spec import Experiment, Variant
@@ -114,15 +113,14 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
             return r
     taken = warm.take(env_extra) if warm is not None else None
     if taken is not None and warm is not None:  # the worker that checked every variant (experiment/warm.py)
-        code, stderr = warm.run(taken, str(spec_path))
+        with live_worker(taken):
+            code, stderr = warm.run(taken, str(spec_path))
     else:
         env = {**os.environ, **dict(env_extra), ranks.PARENT_ENV: str(os.getpid())}
         # runtime.devices > 1: the launcher that becomes torchrun over the worker (experiment/ranks.py)
         many = v.job.devices > 1 or v.job.nodes > 1
         module = "greentrain.experiment.ranks" if many else "greentrain.experiment.worker"
-        proc = subprocess.run([sys.executable, "-m", module, str(spec_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
-        code, stderr = proc.returncode, proc.stderr
+        code, stderr = run_worker([sys.executable, "-m", module, str(spec_path)], env)
     lines = stderr.strip().splitlines()
     refusals = [x for x in lines if x.startswith(WORKER_ERROR)]  # under torchrun: a rank's, torchrun exits 1
     if code == 2 or (refusals and code != 0):
@@ -130,7 +128,8 @@ def _run_one(v: Variant, folder: Path, isolation: str, attempt: int, wasted_j: f
     got = read_result(folder / "result.json")
     if got is not None:
         return got
-    if killed_ok and (code < 0 or ranks.rank_killed(stderr)):  # OOM killer, preemption: retried
+    # OOM killer, preemption: retried; stopped by run_pool (a signal to the runner): moved aside, rerun next time
+    if (killed_ok or stopping()) and (code < 0 or ranks.rank_killed(stderr)):
         return None
     # the worker died without a result (killed, out of memory; under torchrun: a rank's error, then the others)
     tail = ([x for x in lines if x.startswith(FAILED_PREFIX)] or lines or [""])[-1]

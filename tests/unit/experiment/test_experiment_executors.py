@@ -161,3 +161,33 @@ def test_a_missing_executor_extra_is_named(tmp_path: Path, make_experiment: Any,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"pip install 'greentrain[{extra}]'" in err and module in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_signal_to_the_pool_stops_its_running_workers() -> None:
+    """SIGTERM or Ctrl-C in run_pool's thread stops the workers the other threads wait on (a --jobs 2 runner
+    waited 12-27 s for two tiny variants to finish; a real one would wait out its training) and starts none."""
+    import time
+
+    from greentrain.experiment.executors import run_worker
+
+    codes: list[int] = []
+
+    def run(x: int, slot: Slot, wait: bool) -> object:
+        codes.append(run_worker([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))[0])
+        return x
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_pool([1, 2, 3], [Slot(0), Slot(1)], run)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - t0 < 30  # not the workers' 60 s
+    # the two running ones stopped; the third never started a process (cancelled, or refused while stopping)
+    assert len(codes) >= 2 and set(codes) == {-signal.SIGTERM}

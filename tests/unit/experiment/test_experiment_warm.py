@@ -68,7 +68,7 @@ def test_the_checked_worker_runs_the_first_variant(tmp_path: Path, make_experime
         started.append(cmd)
         raise AssertionError(f"a second worker process was started: {cmd}")
 
-    monkeypatch.setattr(runner.subprocess, "run", no_second_worker)
+    monkeypatch.setattr(runner, "run_worker", no_second_worker)
     before = children()
     (r,) = run_experiment(exp, RunOptions(out_dir=tmp_path / "out"))
     assert not started and r.status in ("ok", "not_applicable") and r.variant_id == "base"
