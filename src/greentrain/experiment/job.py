@@ -327,9 +327,7 @@ def _site(d: dict[str, Any]) -> SiteSpec:
                     BOUNDS["storage_usd_per_gb_month"].check(d["storage_usd_per_gb_month"],
                                                              "site.storage_usd_per_gb_month"),
                     storage_months=BOUNDS["storage_months"].check(d.get("storage_months", 1.0), "site.storage_months"))
-    from greentrain.experiment.cost import reprice_regions  # cost.py reads SiteSpec from here
-    reprice_regions(spec, spec.reprice, "site.reprice")  # before any work: it was refused only in the report
-    return spec
+    return spec  # its re-priced regions are checked where the experiment is read (spec.py: cost.py reads SiteSpec)
 
 
 def parse_job(raw: dict[str, Any]) -> Job:

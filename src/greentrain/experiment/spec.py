@@ -29,6 +29,7 @@ from typing import Any
 
 from greentrain.config import check_keys, load_mapping, require
 from greentrain.errors import ConfigError
+from greentrain.experiment.cost import reprice_regions
 from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job, set_path
 from greentrain.experiment.search_spec import SearchSpec, parse_search
 from greentrain.files import check_plain_name
@@ -161,6 +162,7 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     require(isinstance(axes, dict), "axes", axes, "must be a mapping of axis name to a list of values")
     base_raw = {k: copy.deepcopy(v) for k, v in data.items() if k in JOB_SECTIONS}
     base = parse_job(base_raw)
+    reprice_regions(base.site, base.site.reprice, "site.reprice")  # before any work: once refused only in the report
     if data.get("search") is not None:
         require(not axes and repeats == 1, "search", "axes" if axes else f"repeats={repeats}",
                 "a search replaces axes and repeats: give one or the other")
