@@ -29,6 +29,7 @@ RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one o
 REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
 OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state element
+UNSET_OMITTED = ("fp8_recipe", "grad_dtype", "optimizer_dtype", "master_weights")  # "" / None: the framework's
 FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
 # How fp8 training scales its tensors (estimate/fp8.yaml prices each): one scale per tensor from the current amax
 # (tensorwise) or from an amax history (delayed), one per row (rowwise), one per 32-element block (mxfp8)
@@ -53,8 +54,10 @@ class Workload:
     # the gradient accumulation buffer: fp32 (Megatron-LM), bf16 (NeMo's performance recipes); "" (unset): the
     # framework's, bf16 under pure bf16 (estimate/memory.py workload_grad_dtype, the one place it is resolved)
     grad_dtype: str = ""
-    optimizer_dtype: str = "fp32"  # the optimizer's moments (bf16: seed 002's ml_dataflow)
-    master_weights: bool = True  # an fp32 master copy of the weights under mixed precision
+    # the optimizer's moments (bf16: seed 002's ml_dataflow) and an fp32 master copy of the weights under mixed
+    # precision; unset ("", None): the framework's precision_recipe (fp32 and a master, none under pure bf16)
+    optimizer_dtype: str = ""
+    master_weights: bool | None = None
     finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
     fp8_recipe: str = ""  # with precision fp8: one of FP8_RECIPES ("": the framework's, estimate/fp8.yaml)
 
@@ -84,8 +87,8 @@ class Workload:
                 f"must be one of {', '.join(OPTIMIZERS)}")
         require(self.grad_dtype in ("", *GRAD_DTYPES), "workload.grad_dtype", self.grad_dtype,
                 f"must be one of {', '.join(GRAD_DTYPES)} (or unset: the framework's)")
-        require(self.optimizer_dtype in OPTIMIZER_DTYPES, "workload.optimizer_dtype", self.optimizer_dtype,
-                f"must be one of {', '.join(OPTIMIZER_DTYPES)}")
+        require(self.optimizer_dtype in ("", *OPTIMIZER_DTYPES), "workload.optimizer_dtype", self.optimizer_dtype,
+                f"must be one of {', '.join(OPTIMIZER_DTYPES)} (or unset: the framework's)")
         require(not (self.num_epochs > 0 and self.dataset_tokens == 0), "workload.dataset_tokens",
                 self.dataset_tokens, "must be given with num_epochs")
         require(self.fp8_recipe in ("", *FP8_RECIPES), "workload.fp8_recipe", self.fp8_recipe,
@@ -113,10 +116,10 @@ class Workload:
         tokens = self.train_tokens or self.num_epochs * self.dataset_tokens
         return math.ceil(tokens / self.input_tokens_per_step) if tokens else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # unset fields are left out: they stay the framework's when read back
         """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "finetune" and (f.name not in ("fp8_recipe", "grad_dtype") or getattr(self, f.name))}
+               if f.name != "finetune" and (f.name not in UNSET_OMITTED or getattr(self, f.name) not in ("", None))}
         ft = self.finetune
         if ft.mode != "full":
             out["finetune"] = ft.mode

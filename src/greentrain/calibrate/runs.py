@@ -227,13 +227,12 @@ def _framework(r: _Row, known: tuple[str, ...]) -> Efficiency | None:
     return efficiency_for("", name) if name in framework_names() else None
 
 
-def _workload(r: _Row, fw: Efficiency | None) -> Workload:
+def _workload(r: _Row) -> Workload:
     """The row's workload: one step of its batch; the fine-tuning and precision-recipe cells. optimizer_dtype bf16
     is pure bf16 training (bf16 weights, gradients and Adam moments, no fp32 master: 8 bytes per parameter);
-    empty: the framework's precision_recipe; the grad dtype is left unset, so the estimate takes the framework's
-    as plan and search do (estimate/memory.py workload_grad_dtype)."""
-    pure = fw is not None and fw.precision_recipe == "pure-bf16"
-    opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "bf16" if pure else "fp32")
+    empty: the optimizer dtype, master copy and grad dtype are left unset, so the estimate takes the framework's
+    precision_recipe and grad_dtype as plan and search do (estimate/memory.py workload_grad_dtype)."""
+    opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "") if r.text("optimizer_dtype") else ""
     cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets") if r.text(k)}
     if "lora_targets" in cells:  # "q,v" quoted, or "q;v" / "q v" (no comma to quote)
         cells["lora_targets"] = ",".join(cells["lora_targets"].replace(";", " ").replace(",", " ").split())
@@ -243,9 +242,8 @@ def _workload(r: _Row, fw: Efficiency | None) -> Workload:
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
     return Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
                     precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
-                    optimizer_dtype=opt_dtype, master_weights=opt_dtype == "fp32",
-                    finetune=ft,  # grad_dtype unset: the framework's (estimate/memory.py workload_grad_dtype)
-                    fp8_recipe=r.text("fp8_recipe").lower())
+                    optimizer_dtype=opt_dtype, master_weights=(opt_dtype == "fp32") if opt_dtype else None,
+                    finetune=ft, fp8_recipe=r.text("fp8_recipe").lower())
 
 
 def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...] = ()) -> Run:
@@ -261,7 +259,7 @@ def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...
     fw = _framework(r, known)
     try:
         cluster = build_cluster(chip, num_chips, cpn, intra_node_link=links[0], inter_node_link=links[1])
-        workload = _workload(r, fw)
+        workload = _workload(r)
     except ConfigError as e:
         if e.field.startswith("runs["):
             raise

@@ -58,9 +58,9 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    "(32-element blocks; Blackwell only). Default: the --framework's (`greentrain catalog frameworks`)")
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
-                   help="the optimizer's moments: fp32 (default) or bf16 (pure bf16: with --no-master-weights)")
+                   help="the optimizer's moments (default: the framework's; bf16 only under pure bf16)")
     g.add_argument("--master-weights", action=argparse.BooleanOptionalAction, default=None,
-                   help="an fp32 master copy of the weights (default: yes; --no-master-weights: pure bf16)")
+                   help="an fp32 master copy of the weights (default: the framework's; none under pure bf16)")
     g.add_argument("--grad-dtype", choices=GRAD_DTYPES, help="gradient accumulation buffer (default: the "
                    "--framework's, `greentrain catalog frameworks`: fp32, bf16 for nemo*; bf16 under pure bf16)")
     g.add_argument("--finetune", choices=FINETUNE_MODES,

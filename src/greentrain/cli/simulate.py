@@ -143,11 +143,11 @@ def _run_step(args: argparse.Namespace) -> int:
     eff = profile_from_args(args).for_chip(sc.cluster.chip.name)
     res = simulate_step(sc, opts, trace=trace, eff=eff)
     _write_outputs(args, trace, f"one step, {sc.model.name}")
-    from greentrain.estimate.memory import workload_grad_dtype
+    from greentrain.estimate.state_dtypes import workload_grad_dtype
 
     doc = {**res.to_dict(), "scenario": f"{sc.model.name} on {sc.cluster.num_chips} x {sc.cluster.chip.name}; "
                                         f"{sc.strategy.describe() if sc.strategy else ''}",
-           "grad_dtype": workload_grad_dtype(sc.workload, eff.grad_dtype)}  # what the DP reduction moves
+           "grad_dtype": workload_grad_dtype(sc.workload, eff)}  # what the DP reduction moves
     _write_html(args, "step", doc, trace)
     if args.json:
         print(json.dumps(stamp("simulate", doc), indent=2))

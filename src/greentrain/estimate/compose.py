@@ -31,14 +31,16 @@ from greentrain.estimate.memory import (
     loss_bytes_per_logit,
     state_bytes_per_param,
     transient_bytes,
+)
+from greentrain.estimate.parallel_costs import ranks_per_node
+from greentrain.estimate.recompute import recomputed_flop
+from greentrain.estimate.stage import StageSplit
+from greentrain.estimate.state_dtypes import (
     weight_bytes_per_param,
     workload_grad_bytes,
     workload_master_bytes,
     workload_optimizer_bytes,
 )
-from greentrain.estimate.parallel_costs import ranks_per_node
-from greentrain.estimate.recompute import recomputed_flop
-from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
 from greentrain.num import Num, maximum, minimum, where
@@ -158,7 +160,7 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
 
     def sync(trainable: Num, params: Num, group: Num, per_node: Num, share: Num) -> Num:
         return dp_sync_s(zero=s.zero, dp_group=group, dp_per_node=per_node,
-                         grad_bytes=workload_grad_bytes(trainable, w, eff.grad_dtype), weight_bytes=params * wb,
+                         grad_bytes=workload_grad_bytes(trainable, w, eff), weight_bytes=params * wb,
                          updated_weight_bytes=trainable * wb, layers=st.layers,
                          backward_s=(st.bwd_s + st.recompute_s) * share,
                          micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl,
@@ -171,7 +173,7 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
     edp = expert_dp_group(s)
     parts = ((st.trainable - e_trainable, st.params - e_params, s.grad_group, dense_per_node),
              (e_trainable, e_params, edp, ranks_per_node(s.ep * s.expert_tp, edp, cl.node_size)))
-    raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w, eff.grad_dtype), cl,
+    raw = [where(tr > 0, collective_s(Collective.REDUCE_SCATTER, g, k, workload_grad_bytes(tr, w, eff), cl,
                                       eff), 0.0) for tr, _, g, k in parts]
     whole = maximum(raw[0] + raw[1], 1e-30)
     shares = (where(raw[1] > 0, raw[0] / whole, 1.0), where(raw[1] > 0, raw[1] / whole, 0.0))
@@ -186,12 +188,12 @@ def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficie
     """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs;
     the ``expert_trainable`` of them (routed experts) sharded over the expert data-parallel group."""
     w = sc.workload
-    wb, gb = weight_bytes_per_param(w.precision), workload_grad_bytes(1.0, w, eff.grad_dtype)
+    wb, gb = weight_bytes_per_param(w.precision), workload_grad_bytes(1.0, w, eff)
     out: Num = eff.step_overhead_s
     parts = ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s)))
     for params, shard in parts if sc.model.is_moe else parts[:1]:
         out = out + optimizer_s(params=params, zero=s.zero, shard=shard, offload=s.offload_optimizer, wb=wb, gb=gb,
-                                ob=workload_optimizer_bytes(w), cl=sc.cluster, eff=eff)
+                                ob=workload_optimizer_bytes(w, eff), cl=sc.cluster, eff=eff)
     return out
 
 
@@ -285,12 +287,12 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     """Bytes per parameter of the model's state on one device of strategy ``s`` (sharded over grad_group; the
     routed experts' over the expert data-parallel group, dp x cp x tp / (ep x etp): memory.device_memory)."""
     w = sc.workload
-    shard = expert_dp_group(s) if experts else s.grad_group
+    shard, master = expert_dp_group(s) if experts else s.grad_group, workload_master_bytes(w, eff)
     return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
                                  wb=weight_bytes_per_param(w.precision),
-                                 gb=workload_grad_bytes(1.0, w, eff.grad_dtype), ob=workload_optimizer_bytes(w),
-                                 unsharded_master_bytes=0.0 if eff.zero_shards_master else workload_master_bytes(w),
-                                 shards_are_master=eff.shards_are_master and workload_master_bytes(w) > 0)
+                                 gb=workload_grad_bytes(1.0, w, eff), ob=workload_optimizer_bytes(w, eff),
+                                 unsharded_master_bytes=0.0 if eff.zero_shards_master else master,
+                                 shards_are_master=eff.shards_are_master and master > 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,8 @@ Pipeline: a stage holds the micro-batches its schedule keeps in flight (parallel
 ``held`` rule: 1F1B pp - rank, interleaving the (pp - rank - 1) * 2 + (vpp - 1) * pp + 1 model chunks of
 Megatron-LM's warm-up, GPipe all of them);
 the first stage adds the embedding's, the last the head's and the loss's buffers (transient_bytes).
-Weights and optimizer states: Rajbhandari et al. 2020 (ZeRO) §3: mixed-precision Adam keeps 2 (weights)
+Weights and optimizer states (bytes per parameter: estimate/state_dtypes.py): Rajbhandari et al. 2020 (ZeRO) §3:
+mixed-precision Adam keeps 2 (weights)
 + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter; Megatron-LM accumulates
 gradients in fp32 (4 bytes), giving the 18 bytes per parameter of Korthikanti et al. Fig. 1.
 """
@@ -29,7 +30,6 @@ from typing import Any
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
-from greentrain.workload import GRAD_DTYPES, OPTIMIZER_DTYPES, Workload
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
@@ -176,63 +176,6 @@ def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, schedul
     schedule's record says how many (its ``held`` rule and source)."""
     rank = {0: 0.0, 1: 1.0, 2: pp - 1.0}[stage]
     return by_schedule(schedule, "held", rank, pp, vpp, num_micro)
-
-
-def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,
-                              master: bool = True) -> float:
-    """Optimizer states (with the fp32 master copy under mixed precision), bytes per parameter.
-
-    Adam/AdamW: momentum + variance 8, master 4 (ZeRO §3.1: K = 12). SGD with momentum: 4 (+4 master).
-    Adafactor: factored second moments are O(rows + cols) (Shazeer & Stern 2018), neglected; master 4.
-    ``state_bytes``: bytes of one state element (4: fp32; 2: bf16 moments, as ml_dataflow and 8-bit-free
-    low-precision optimizers keep them); ``master`` False: no fp32 master copy (pure bf16 training: the bf16
-    weights are updated in place, seed 002's 8 bytes per parameter with bf16 weights and gradients).
-    """
-    states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer] * state_bytes / 4.0
-    return states + master_bytes_per_param(precision, master)
-
-
-def workload_optimizer_bytes(w: Workload) -> float:
-    """optimizer_bytes_per_param of a workload (its optimizer, precision, state dtype and master copy)."""
-    return optimizer_bytes_per_param(w.optimizer, w.precision, OPTIMIZER_DTYPES[w.optimizer_dtype], w.master_weights)
-
-
-def workload_master_bytes(w: Workload) -> float:
-    return master_bytes_per_param(w.precision, w.master_weights)
-
-
-def master_bytes_per_param(precision: str, master: bool = True) -> float:
-    """The fp32 master copy of mixed-precision training (none when training in fp32, or without a master)."""
-    return 0.0 if precision in ("fp32", "tf32") or not master else 4.0
-
-
-def weight_bytes_per_param(precision: str) -> float:
-    return 4.0 if precision in ("fp32", "tf32") else 2.0
-
-
-def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:
-    if grad_dtype not in GRAD_DTYPES:  # "" is unset: resolve it with workload_grad_dtype first
-        raise ValueError(f"grad dtype {grad_dtype!r} is not resolved (one of {', '.join(GRAD_DTYPES)})")
-    return 4.0 if grad_dtype == "fp32" or precision in ("fp32", "tf32") else 2.0
-
-
-def workload_grad_dtype(w: Workload, framework_grad_dtype: str) -> str:
-    """The dtype of the workload's gradient buffer: its own ``grad_dtype`` when set (a user's value always wins);
-    unset: fp32 when training in fp32/tf32, bf16 under pure bf16 training (no fp32 master: the bf16 weights' own
-    gradients, seed 002's 8 bytes per parameter), else the framework's (efficiency.yaml ``grad_dtype``: fp32 as
-    Megatron-LM accumulates, bf16 for NeMo/Megatron-Bridge's performance recipes, ddp.grad_reduce_in_fp32 false).
-    The one place an unset grad dtype is resolved: plan, search (estimate/vector.py), simulate and validate."""
-    if w.grad_dtype:
-        return w.grad_dtype
-    if w.precision in ("fp32", "tf32"):
-        return "fp32"
-    return "bf16" if not w.master_weights else framework_grad_dtype
-
-
-def workload_grad_bytes(params: Any, w: Workload, framework_grad_dtype: str) -> Any:
-    """Gradient bytes of ``params`` parameters (a float, or a column) in the workload's gradient dtype
-    (workload_grad_dtype: unset, the framework's ``framework_grad_dtype``)."""
-    return params * grad_bytes_per_param(workload_grad_dtype(w, framework_grad_dtype), w.precision)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,10 +25,11 @@ from greentrain.estimate.compose import (
     step_rates,
 )
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
-from greentrain.estimate.memory import MemoryBreakdown, workload_grad_bytes
+from greentrain.estimate.memory import MemoryBreakdown
 from greentrain.estimate.parallel_costs import axis_layout
 from greentrain.estimate.recompute import in_layer_comm_passes
 from greentrain.estimate.stage import StageSplit, stage_costs
+from greentrain.estimate.state_dtypes import workload_grad_bytes
 from greentrain.estimate.step_terms import bucket_bytes
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
@@ -157,7 +158,7 @@ def estimate_micro_batch(sc: Scenario, strategy: Strategy | None = None, *,
     in_layer = st.tp_s + st.cp_s + st.ep_s
     host_wait = max(0.0, t.micro_batch_s - t.device_s)
     fwd_share = 1 / in_layer_comm_passes(s.recompute, eff.selective_recompute)
-    grad_bytes = workload_grad_bytes(st.trainable, w, eff.grad_dtype)
+    grad_bytes = workload_grad_bytes(st.trainable, w, eff)
     zero3, lay = s.zero == 3, axis_layout(s, sc.cluster)
     return MicroBatchTiming(
         schedule=s.schedule, pp=s.pp, vpp=s.vpp, num_micro_batches=m,

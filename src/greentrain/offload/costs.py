@@ -25,13 +25,8 @@ from functools import cache
 from greentrain.errors import ConfigError
 from greentrain.estimate.compute import Sharding, local_op, op_time_s
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.memory import (
-    LSE_BYTES,
-    grad_bytes_per_param,
-    layer_activation,
-    optimizer_bytes_per_param,
-    weight_bytes_per_param,
-)
+from greentrain.estimate.memory import LSE_BYTES, layer_activation
+from greentrain.estimate.state_dtypes import grad_bytes_per_param, optimizer_bytes_per_param, weight_bytes_per_param
 from greentrain.hardware.chip import Chip
 from greentrain.model.ops import Op, OpKind, model_ops
 from greentrain.model.spec import TransformerSpec

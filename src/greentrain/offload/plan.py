@@ -25,7 +25,7 @@ import numpy as np
 from greentrain import units
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
-from greentrain.estimate.memory import workload_grad_dtype
+from greentrain.estimate.state_dtypes import workload_grad_dtype
 from greentrain.model.spec import TransformerSpec
 from greentrain.offload.config import OffloadCaps, OffloadFramework, OffloadPolicy, offload_constants, offload_framework
 from greentrain.offload.costs import ChunkCosts, chunk_costs
@@ -129,7 +129,7 @@ def make_setting(sc: Scenario, profile: OffloadFramework, policy: OffloadPolicy,
     k = offload_constants()
     w = sc.workload
     cc = chunk_costs(sc.model, sc.cluster.chip, eff, profile, w.seq_len, _micro_batch(sc), w.precision,
-                     w.optimizer, workload_grad_dtype(w, eff.grad_dtype))
+                     w.optimizer, workload_grad_dtype(w, eff))
     beta = link.bytes_per_s * float(k["link"]["pinned_copy_efficiency"]) / policy.chips_per_host_link
     master = 2.0 if profile.state_dtype_bytes == 2 else 4.0  # the host AdamW's masters: bf16 state, else fp32
     host = host_costs(profile, grad_bytes_per_param=cc.grad_bytes_per_param, master_bytes=master,

@@ -30,7 +30,6 @@ def _training(run: RunEstimate) -> dict[str, Any]:
 def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, Any]:
     """``default_batch``: the global batch is the built-in default, not the user's (the output says so)."""
     sc, st, fp, s = run.scenario, run.step, run.footprint, run.strategy
-    mem = st.memory
     return {
         "model": sc.model.name,
         "num_params": sc.model.num_params(),
@@ -42,8 +41,9 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
         "fp8_recipe": _fp8_recipe(run),  # "" unless fp8 (estimate/fp8.py: the run's, else its framework's)
-        "grad_dtype": _grad_dtype(run),  # the gradient buffer's (estimate/memory.py: the run's, else its framework's)
+        "grad_dtype": _grad_dtype(run),  # the gradient buffer's (estimate/state_dtypes.py, as the estimate took it)
         "grad_dtype_is_framework_default": not sc.workload.grad_dtype,
+        "optimizer_state": _optimizer_state(run),  # moments' dtype, master copy: the run's, else its framework's
         "global_batch_size": sc.workload.global_batch_size,
         "global_batch_is_default": default_batch,
         "seq_len": sc.workload.seq_len,
@@ -63,12 +63,7 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "mfu": st.mfu,
         "hfu": st.hfu,
         "utilization": st.utilization,
-        "memory_bytes_per_device": {
-            "total": mem.total_bytes, "weights": mem.weights_bytes, "gradients": mem.gradients_bytes,
-            "optimizer": mem.optimizer_bytes, "activations": mem.activations_bytes,
-            "temporary": mem.temporary_bytes, "reserved": mem.reserved_bytes,
-            "capacity": st.memory_capacity_bytes, "host_offloaded": mem.host_bytes,
-        },
+        "memory_bytes_per_device": _memory(run),
         "num_steps": run.num_steps,
         "train_tokens": run.train_tokens,
         "run_time_s": run.run_time_s,
@@ -102,6 +97,14 @@ def error_band(run: RunEstimate) -> dict[str, Any]:
             "band": b.band if b else None, "runs": b.runs if b else 0, "class": b.label if b else ""}
 
 
+def _memory(run: RunEstimate) -> dict[str, float]:
+    mem = run.step.memory
+    return {"total": mem.total_bytes, "weights": mem.weights_bytes, "gradients": mem.gradients_bytes,
+            "optimizer": mem.optimizer_bytes, "activations": mem.activations_bytes,
+            "temporary": mem.temporary_bytes, "reserved": mem.reserved_bytes,
+            "capacity": run.step.memory_capacity_bytes, "host_offloaded": mem.host_bytes}
+
+
 def _fp8_recipe(run: RunEstimate) -> str:
     from greentrain.estimate import fp8
 
@@ -111,11 +114,34 @@ def _fp8_recipe(run: RunEstimate) -> str:
 
 
 def _grad_dtype(run: RunEstimate) -> str:
-    from greentrain.estimate.efficiency import efficiency_for
-    from greentrain.estimate.memory import workload_grad_dtype
+    from greentrain.estimate.state_dtypes import workload_grad_dtype
 
-    eff = run.efficiency or efficiency_for(run.scenario.cluster.chip.name)
-    return workload_grad_dtype(run.scenario.workload, eff.grad_dtype)
+    return workload_grad_dtype(run.scenario.workload, _eff(run))
+
+
+def _eff(run: RunEstimate) -> Any:
+    from greentrain.estimate.efficiency import efficiency_for
+
+    return run.efficiency or efficiency_for(run.scenario.cluster.chip.name)
+
+
+def _optimizer_state(run: RunEstimate) -> dict[str, Any]:
+    """The optimizer moments' dtype and the master copy the estimate used (estimate/memory.py: the run's, else
+    its framework's precision recipe)."""
+    from greentrain.estimate.state_dtypes import workload_master_weights, workload_optimizer_dtype
+
+    w, eff = run.scenario.workload, _eff(run)
+    return {"optimizer_dtype": workload_optimizer_dtype(w, eff), "master_weights": workload_master_weights(w, eff),
+            "is_framework_default": not w.optimizer_dtype and w.master_weights is None}
+
+
+def _state_text(run: RunEstimate, state: dict[str, Any]) -> str:
+    text = f"{state['optimizer_dtype']} moments, " + ("an fp32 master copy" if state["master_weights"] else
+                                                      "no fp32 master (pure bf16)")
+    if not state["is_framework_default"]:
+        return text
+    framework = run.efficiency.framework if run.efficiency else "megatron"
+    return f"{text} ({framework}'s default; --optimizer-dtype, --master-weights to change)"
 
 
 def _grad_text(run: RunEstimate, dtype: str) -> str:
@@ -140,6 +166,18 @@ def _efficiency(run: RunEstimate) -> dict[str, Any]:
                                                       f"no microbenchmark data for {chip}: A100 figures used")}
 
 
+def _step_table(d: dict[str, Any], step_time_s: float) -> Table:
+    t = Table(title="time per step (slowest pipeline stage)", show_header=True, header_style="bold")
+    t.add_column("per step", justify="left")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    for name, value in d["step_breakdown_s"].items():
+        if value > 0 or name in ("compute",):
+            t.add_row(name.replace("_", " "), dur(value), f"{value / step_time_s:6.1%}")
+    t.add_row("[bold]step[/bold]", f"[bold]{dur(step_time_s)}[/bold]", "100.0%")
+    return t
+
+
 def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = False) -> None:
     d = plan_to_dict(run, default_batch=default_batch)
     sc, st = run.scenario, run.step
@@ -150,15 +188,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
              f"{sc.cluster.chip.name}; {run.strategy.describe()}"
              + (" (chosen by the planner)" if run.strategy_chosen else ""))
     console.print(f"[bold]{title}[/bold]")
-    t = Table(title="time per step (slowest pipeline stage)", show_header=True, header_style="bold")
-    t.add_column("per step", justify="left")
-    t.add_column("time", justify="right")
-    t.add_column("share", justify="right")
-    for name, value in d["step_breakdown_s"].items():
-        if value > 0 or name in ("compute",):
-            t.add_row(name.replace("_", " "), dur(value), f"{value / st.step_time_s:6.1%}")
-    t.add_row("[bold]step[/bold]", f"[bold]{dur(st.step_time_s)}[/bold]", "100.0%")
-    console.print(t)
+    console.print(_step_table(d, st.step_time_s))
     m = Table(title="memory per device", show_header=True, header_style="bold")
     m.add_column("part")
     m.add_column("size", justify="right")
@@ -175,6 +205,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
         ("batch", f"{d['global_batch_size']:,} sequences x {d['seq_len']:,} tokens"
                   + (" (the default: set global_batch_size)" if default_batch else "")),
         ("training", d["training"]["summary"]), ("gradients", _grad_text(run, d["grad_dtype"])),
+        ("optimizer state", _state_text(run, d["optimizer_state"])),
         ("steps", f"{run.num_steps:,} x {st.tokens_per_step:,} tokens"),
         ("run time", dur(run.run_time_s)),
         ("device-hours", num(d["device_hours"])),

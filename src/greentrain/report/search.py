@@ -72,10 +72,10 @@ def fp8_recipes(scs: list[Scenario], profile: Profile) -> dict[str, str]:
 def grad_dtype(scs: list[Scenario], profile: Profile) -> str:
     """The gradient buffer's dtype the search estimated with (estimate/memory.py workload_grad_dtype: the
     workload's, else the framework's; a framework-level knob, the same on every chip)."""
-    from greentrain.estimate.memory import workload_grad_dtype
+    from greentrain.estimate.state_dtypes import workload_grad_dtype
 
     sc = scs[0]
-    return workload_grad_dtype(sc.workload, profile.for_chip(sc.cluster.chip.name).grad_dtype)
+    return workload_grad_dtype(sc.workload, profile.for_chip(sc.cluster.chip.name))
 
 
 def precision_note(scs: list[Scenario], profile: Profile) -> str:

@@ -13,8 +13,8 @@ from greentrain.calibrate.runs import read_runs
 from greentrain.calibrate.validate import run_efficiency
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
-from greentrain.estimate.efficiency import framework_names
-from greentrain.estimate.memory import workload_grad_dtype
+from greentrain.estimate.efficiency import efficiency_for, framework_names
+from greentrain.estimate.state_dtypes import workload_grad_dtype, workload_master_weights, workload_optimizer_dtype
 
 HEADER = "run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,zero,recompute," \
          "optimizer_dtype,finetune,lora_rank,lora_targets,status,measured_step_time_s"
@@ -32,7 +32,7 @@ def test_pure_bf16_and_lora_cells(tmp_path: Path) -> None:
     w = run.scenario.workload
     # the grad dtype is left unset and resolves to bf16 under pure bf16 whatever the framework's
     assert (w.optimizer_dtype, w.master_weights, w.grad_dtype) == ("bf16", False, "")
-    assert workload_grad_dtype(w, "fp32") == "bf16"
+    assert workload_grad_dtype(w, efficiency_for("h100-sxm", "fsdp2")) == "bf16"
     assert w.finetune.mode == "lora" and w.finetune.lora_rank == 32
 
 
@@ -43,7 +43,9 @@ def test_framework_defaults_fill_empty_cells(tmp_path: Path) -> None:
             "r2,torchtitan,llama3-8b,h100-sxm,8,2048,64,1,3,,,,,,ok,2",
             "r3,megatron,llama3-8b,h100-sxm,8,2048,64,1,1,op,,,,,ok,2")
     r1, r2, r3 = read_runs(_csv(tmp_path, *rows), frameworks=framework_names())
-    assert r1.scenario.workload.optimizer_dtype == "bf16" and r1.strategy.recompute == "full"
+    w1, tune = r1.scenario.workload, run_efficiency(r1)  # left unset: torchtune's precision recipe resolves them
+    assert (w1.optimizer_dtype, w1.master_weights) == ("", None) and r1.strategy.recompute == "full"
+    assert (workload_optimizer_dtype(w1, tune), workload_master_weights(w1, tune)) == ("bf16", False)
     assert r2.strategy.recompute == "selective" and run_efficiency(r2).selective_recompute == "layer-2"
     assert r3.strategy.recompute == "selective" and run_efficiency(r3).selective_recompute == "op"
 

@@ -14,8 +14,8 @@ from greentrain.estimate.memory import (
     EAGER_LOSS_FP32_BUFFERS,
     LOSS_PARALLEL_FP32_BUFFERS,
     loss_bytes_per_logit,
-    workload_grad_dtype,
 )
+from greentrain.estimate.state_dtypes import workload_grad_dtype
 from greentrain.estimate.step import estimate_step
 
 torch = pytest.importorskip("torch")
@@ -91,7 +91,7 @@ def test_megatron_bridge_recipes_keep_bf16_gradients_and_gpt_oss_120b_fits_on_b2
     path = tmp_path / "runs.csv"
     path.write_text(HEADER + row.format(fw="nemo") + row.format(fw="megatron").replace("gptoss", "fp32"), "utf-8")
     nemo, megatron = read_runs(path)
-    assert [workload_grad_dtype(r.scenario.workload, efficiency_for("b200", r.framework).grad_dtype)
+    assert [workload_grad_dtype(r.scenario.workload, efficiency_for("b200", r.framework))
             for r in (nemo, megatron)] == ["bf16", "fp32"]
     est = {r.run_id: estimate_step(r.scenario, r.strategy, check_fit=False, eff=efficiency_for("b200", r.framework))
            for r in (nemo, megatron)}

@@ -11,8 +11,8 @@ from greentrain.calibrate.runs import read_runs
 from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.compose import dp_exposed_s, expert_dp_group
 from greentrain.estimate.efficiency import efficiency_for
-from greentrain.estimate.memory import workload_grad_bytes
 from greentrain.estimate.stage import stage_costs
+from greentrain.estimate.state_dtypes import workload_grad_bytes
 from greentrain.estimate.step import estimate_step
 from greentrain.estimate.step_terms import dp_sync_s, optimizer_s
 from greentrain.model.ops import model_ops
@@ -73,7 +73,7 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
     eff, s = efficiency_for("h100-sxm", "nemo"), Strategy(dp=16, micro_batch_size=1, zero=1)
     w, cl = sc.workload, sc.cluster
     st = stage_costs(sc, s, model_ops(sc.model, 1, w.seq_len, w.activation_bytes), eff)
-    grads = workload_grad_bytes(st.trainable, w, eff.grad_dtype)
+    grads = workload_grad_bytes(st.trainable, w, eff)
     whole = dp_sync_s(zero=1, dp_group=16, dp_per_node=8, grad_bytes=grads,
                       weight_bytes=st.params * 2.0, updated_weight_bytes=st.trainable * 2.0, layers=st.layers,
                       backward_s=st.bwd_s + st.recompute_s, micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s,

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from greentrain.errors import ConfigError
-from greentrain.estimate.memory import optimizer_bytes_per_param
+from greentrain.estimate.state_dtypes import optimizer_bytes_per_param
 from greentrain.estimate.step import estimate_step
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import scenario_from_dict

@@ -15,7 +15,7 @@ import pytest
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import efficiency_for
-from greentrain.estimate.memory import workload_grad_dtype
+from greentrain.estimate.state_dtypes import workload_grad_dtype
 from greentrain.estimate.step import estimate_step
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import scenario_from_dict
@@ -58,15 +58,27 @@ def test_plan_prints_which_grad_dtype_it_used(capsys: pytest.CaptureFixture[str]
     assert "bf16 (nemo's default; --grad-dtype to change)" in " ".join(capsys.readouterr().out.split())
 
 
+@dataclasses.dataclass(frozen=True)
+class _Defaults:
+    grad_dtype: str
+    precision_recipe: str
+
+
+def _fw(grad_dtype: str, precision_recipe: str = "mixed") -> _Defaults:
+    """A framework profile's two defaults (estimate/memory.py FrameworkDefaults)."""
+    return _Defaults(grad_dtype, precision_recipe)
+
+
 def test_the_rule_explicit_then_precision_then_pure_bf16_then_framework() -> None:
     w = Workload(global_batch_size=8, seq_len=1024)
     assert w.grad_dtype == "" and "grad_dtype" not in w.to_dict()  # unset, and a file written from it stays so
-    assert [workload_grad_dtype(w, fw) for fw in ("fp32", "bf16")] == ["fp32", "bf16"]
-    assert workload_grad_dtype(dataclasses.replace(w, grad_dtype="fp32"), "bf16") == "fp32"
-    assert workload_grad_dtype(dataclasses.replace(w, grad_dtype="bf16"), "fp32") == "bf16"
-    assert workload_grad_dtype(dataclasses.replace(w, precision="fp32"), "bf16") == "fp32"
+    assert [workload_grad_dtype(w, _fw(fw)) for fw in ("fp32", "bf16")] == ["fp32", "bf16"]
+    assert workload_grad_dtype(dataclasses.replace(w, grad_dtype="fp32"), _fw("bf16")) == "fp32"
+    assert workload_grad_dtype(dataclasses.replace(w, grad_dtype="bf16"), _fw("fp32")) == "bf16"
+    assert workload_grad_dtype(dataclasses.replace(w, precision="fp32"), _fw("bf16")) == "fp32"
     pure = dataclasses.replace(w, optimizer_dtype="bf16", master_weights=False)  # 8 bytes per parameter
-    assert workload_grad_dtype(pure, "fp32") == "bf16"
+    assert workload_grad_dtype(pure, _fw("fp32")) == "bf16"
+    assert workload_grad_dtype(w, _fw("fp32", "pure-bf16")) == "bf16"  # unset under the framework's pure bf16
     with pytest.raises(ConfigError, match=r"workload\.grad_dtype"):
         Workload.from_dict({"global_batch_size": 8, "seq_len": 1024, "grad_dtype": "fp16"})
 

@@ -1,0 +1,100 @@
+"""The training state's bytes per parameter and the dtypes a workload trains it in: weights, gradients, optimizer
+moments and the fp32 master copy. The one place a workload's unset dtypes (``grad_dtype`` "", ``optimizer_dtype``
+"", ``master_weights`` None) are resolved from its framework's profile (``grad_dtype``, ``precision_recipe``):
+plan, search (estimate/vector.py through compose), simulate, validate and the offload planner read them here.
+
+Mixed-precision Adam keeps 2 (weights) + 2 (gradients) + 12 (fp32 master, momentum, variance) bytes per parameter
+(Rajbhandari et al. 2020, ZeRO §3); Megatron-LM accumulates gradients in fp32 (4 bytes), giving the 18 bytes per
+parameter of Korthikanti et al. 2022 Fig. 1; pure bf16 training (torchtune) keeps 2 + 2 + 4 = 8.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from greentrain.workload import GRAD_DTYPES, OPTIMIZER_DTYPES, Workload
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str, state_bytes: float = 4.0,
+                              master: bool = True) -> float:
+    """Optimizer states (with the fp32 master copy under mixed precision), bytes per parameter.
+
+    Adam/AdamW: momentum + variance 8, master 4 (ZeRO §3.1: K = 12). SGD with momentum: 4 (+4 master).
+    Adafactor: factored second moments are O(rows + cols) (Shazeer & Stern 2018), neglected; master 4.
+    ``state_bytes``: bytes of one state element (4: fp32; 2: bf16 moments, as ml_dataflow and 8-bit-free
+    low-precision optimizers keep them); ``master`` False: no fp32 master copy (pure bf16 training: the bf16
+    weights are updated in place, seed 002's 8 bytes per parameter with bf16 weights and gradients).
+    """
+    states = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer] * state_bytes / 4.0
+    return states + master_bytes_per_param(precision, master)
+
+
+class FrameworkDefaults(Protocol):
+    """What a framework profile (estimate/efficiency.py Efficiency) says of the state a workload leaves unset."""
+
+    @property
+    def grad_dtype(self) -> str: ...  # fp32 (Megatron-LM's accumulation) or bf16 (NeMo's performance recipes)
+
+    @property
+    def precision_recipe(self) -> str: ...  # mixed (fp32 master and Adam moments) or pure-bf16 (torchtune's)
+
+
+def workload_pure_bf16(w: Workload, fw: FrameworkDefaults) -> bool:
+    return fw.precision_recipe == "pure-bf16" and w.precision not in ("fp32", "tf32")
+
+
+def workload_optimizer_dtype(w: Workload, fw: FrameworkDefaults) -> str:
+    """The optimizer moments' dtype: the workload's when set, else bf16 under the framework's pure-bf16 recipe
+    (torchtune's AdamW on bf16 parameters), else fp32."""
+    return w.optimizer_dtype or ("bf16" if workload_pure_bf16(w, fw) else "fp32")
+
+
+def workload_master_weights(w: Workload, fw: FrameworkDefaults) -> bool:
+    """An fp32 master copy of the weights: the workload's when set, else none under pure bf16, else one."""
+    return w.master_weights if w.master_weights is not None else not workload_pure_bf16(w, fw)
+
+
+def workload_optimizer_bytes(w: Workload, fw: FrameworkDefaults) -> float:
+    """optimizer_bytes_per_param of a workload (its optimizer, precision, state dtype and master copy; the unset
+    ones from the framework's precision recipe)."""
+    return optimizer_bytes_per_param(w.optimizer, w.precision, OPTIMIZER_DTYPES[workload_optimizer_dtype(w, fw)],
+                                     workload_master_weights(w, fw))
+
+
+def workload_master_bytes(w: Workload, fw: FrameworkDefaults) -> float:
+    return master_bytes_per_param(w.precision, workload_master_weights(w, fw))
+
+
+def master_bytes_per_param(precision: str, master: bool = True) -> float:
+    """The fp32 master copy of mixed-precision training (none when training in fp32, or without a master)."""
+    return 0.0 if precision in ("fp32", "tf32") or not master else 4.0
+
+
+def weight_bytes_per_param(precision: str) -> float:
+    return 4.0 if precision in ("fp32", "tf32") else 2.0
+
+
+def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:
+    if grad_dtype not in GRAD_DTYPES:  # "" is unset: resolve it with workload_grad_dtype first
+        raise ValueError(f"grad dtype {grad_dtype!r} is not resolved (one of {', '.join(GRAD_DTYPES)})")
+    return 4.0 if grad_dtype == "fp32" or precision in ("fp32", "tf32") else 2.0
+
+
+def workload_grad_dtype(w: Workload, fw: FrameworkDefaults) -> str:
+    """The dtype of the workload's gradient buffer: its own ``grad_dtype`` when set (a user's value always wins);
+    unset: fp32 when training in fp32/tf32, bf16 without an fp32 master (pure bf16 training: the bf16 weights' own
+    gradients, seed 002's 8 bytes per parameter), else the framework's (efficiency.yaml ``grad_dtype``: fp32 as
+    Megatron-LM accumulates, bf16 for NeMo/Megatron-Bridge's performance recipes, ddp.grad_reduce_in_fp32 false).
+    The one place the unset state dtypes are resolved (with workload_optimizer_dtype and
+    workload_master_weights): plan, search (estimate/vector.py), simulate and validate."""
+    if w.grad_dtype:
+        return w.grad_dtype
+    if w.precision in ("fp32", "tf32"):
+        return "fp32"
+    return "bf16" if not workload_master_weights(w, fw) else fw.grad_dtype
+
+
+def workload_grad_bytes(params: Any, w: Workload, fw: FrameworkDefaults) -> Any:
+    """Gradient bytes of ``params`` parameters (a float, or a column) in the workload's gradient dtype
+    (workload_grad_dtype: unset, the framework's)."""
+    return params * grad_bytes_per_param(workload_grad_dtype(w, fw), w.precision)
