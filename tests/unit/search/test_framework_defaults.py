@@ -53,6 +53,27 @@ def test_plan_and_validate_give_one_memory_for_a_nemo_row(tmp_path: Path,
     assert fp32["memory_bytes_per_device"]["total"] > plan["memory_bytes_per_device"]["total"]
 
 
+def test_plan_and_validate_give_one_memory_for_a_pure_bf16_row(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """torchtune's pure-bf16 recipe (bf16 moments, no fp32 master) reaches plan as it reaches validate; a user's
+    --optimizer-dtype fp32 --master-weights gives back mixed precision's 12 bytes of optimizer state."""
+    runs = tmp_path / "runs.csv"
+    runs.write_text(HEADER + "r1,torchtune,llama3-8b,h100-sxm,8,8,4096,64,1,8,1,1,1,1,3,full,bf16,ok\n", "utf-8")
+    (row,) = _json(["validate", str(runs), "--json"], capsys)["rows"]
+    argv = [*PLAN[:-3], "--framework", "torchtune", "--json"]
+    argv[argv.index("--zero") + 1], argv[argv.index("--recompute") + 1] = "3", "full"
+    plan = _json(argv, capsys)
+    assert plan["memory_bytes_per_device"]["total"] == pytest.approx(row["device_memory_gib"] * 2**30, rel=1e-12)
+    assert plan["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-12)
+    assert plan["optimizer_state"] == {"optimizer_dtype": "bf16", "master_weights": False,
+                                       "is_framework_default": True}
+    mixed = _json([*argv, "--optimizer-dtype", "fp32", "--master-weights"], capsys)
+    assert mixed["optimizer_state"] == {"optimizer_dtype": "fp32", "master_weights": True,
+                                        "is_framework_default": False}
+    opt = (plan["memory_bytes_per_device"]["optimizer"], mixed["memory_bytes_per_device"]["optimizer"])
+    assert opt[1] == pytest.approx(3 * opt[0], rel=1e-12)  # 4 bytes (two bf16 moments) -> 12 (fp32 ones + master)
+
+
 def test_plan_prints_which_grad_dtype_it_used(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([a for a in PLAN if a != "--json"]) == 0
     assert "bf16 (nemo's default; --grad-dtype to change)" in " ".join(capsys.readouterr().out.split())
