@@ -44,6 +44,8 @@ FILES = {  # name -> text
     "runs.csv": RUNS,
     "step1e300.csv": RUNS.replace(",2.0\n", ",1e300\n"),
     "exp/experiment.json": '{"a": NaN}',
+    "profile_chip.yaml": "kind: calibration\nschema_version: 2\nchip: ''\nframework: megatron\n"
+                         "constants: {kernel_efficiency: 0.9}\n",
     "profile_fw.yaml": "kind: calibration\nschema_version: 2\nchip: h100-sxm\nframework: nope\n"
                        "constants: {kernel_efficiency: 0.5}\n",
     # session 11's further set (2026-11-26): decoding and training lengths, re-priced regions
@@ -158,6 +160,10 @@ CASES = [  # (argv, what the one-line refusal names)
     (["emulate", "mesh", "--count-only", "--tokens", "1e15"], "tokens"),
     (["report", "{d}/plan.json", "-o", "{d}/plan-link.html"], "overwrite the input"),  # the plan became HTML
     (["calibrate", "{d}/runs.csv", "-o", "{d}/runs-link.yaml"], "overwrite the input"),
+    (["plan", *FAST, "--attention-kernel", ""], "--attention-kernel"),  # session 11: silently the default
+    (["plan", *FAST, "--selective-recompute", ""], "--selective-recompute"),
+    (["plan", *FAST, "--selective-recompute", "op", "--recompute", "none"], "--selective-recompute"),  # ignored
+    (["plan", *FAST, "--calibration", "{d}/profile_chip.yaml"], "calibration.chip"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),
 ]
 

@@ -107,11 +107,11 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
                    "them)")
     g.add_argument("--calibration", type=path_text, metavar="PROFILE.yaml",  # '' given was no calibration
                    help="constants fitted by `greentrain calibrate` on your own runs")
-    g.add_argument("--attention-kernel", default="", metavar="KERNEL",
+    g.add_argument("--attention-kernel", type=name_text, metavar="KERNEL",
                    help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "
                    "`greentrain catalog frameworks`)")
     recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
-    g.add_argument("--selective-recompute", default="", metavar="MODE",
+    g.add_argument("--selective-recompute", type=name_text, metavar="MODE",
                    help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "
                    f"(every N-th block fully checkpointed) (default: {recompute})")
 
@@ -262,6 +262,9 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     """The efficiency profile of --framework and --calibration (checked here, before any work)."""
     from greentrain.estimate.efficiency import Profile
 
+    mode, recompute = getattr(args, "selective_recompute", None), getattr(args, "recompute", None)
+    if mode and recompute in ("none", "full"):  # it would be ignored without a word
+        raise ConfigError("--selective-recompute", mode, f"applies to --recompute selective, not {recompute}")
     return Profile(framework=getattr(args, "framework", "megatron") or "megatron",
                    calibration=getattr(args, "calibration", "") or "",
                    attention_kernel=getattr(args, "attention_kernel", "") or "",

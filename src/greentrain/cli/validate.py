@@ -29,7 +29,7 @@ def _check_names(args: argparse.Namespace) -> None:
     if args.attention_kernel or args.selective_recompute:  # unknown names fail here, before any prediction
         from greentrain.estimate.efficiency import efficiency_for
 
-        efficiency_for("", args.framework or "megatron", args.attention_kernel, args.selective_recompute)
+        efficiency_for("", args.framework or "megatron", args.attention_kernel or "", args.selective_recompute or "")
     for name in (args.intra_node_link, args.inter_node_link):
         if name:
             get_link(name)
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.calibration:  # checked before any prediction
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
     preds, summary = validate(runs, framework=args.framework, calibration=args.calibration or "",
-                              attention_kernel=args.attention_kernel, selective_recompute=args.selective_recompute)
+                              attention_kernel=args.attention_kernel or "",
+                              selective_recompute=args.selective_recompute or "")
     settings = {"runs": args.runs, "framework": args.framework or None, "calibration": args.calibration or None,
                 "attention_kernel": args.attention_kernel or None,
                 "selective_recompute": args.selective_recompute or None,

@@ -369,6 +369,9 @@ def with_calibration(eff: Efficiency, path: str | Path) -> Efficiency:
     if data.get("framework") not in (None, "", *framework_names()):  # calibrate writes a known one
         raise ConfigError("calibration.framework", data.get("framework"), "is not a known framework"
                           + did_you_mean(str(data.get("framework")), framework_names()))
+    chip = data.get("chip")  # the chip it was fitted on: a catalog name or the name of the user's chip file
+    if chip is not None and (not isinstance(chip, str) or not chip.strip()):
+        raise ConfigError("calibration.chip", chip, "must name the chip the profile was fitted on (or be left out)")
     constants = data.get("constants")
     if not isinstance(constants, dict) or not constants:
         raise ConfigError("calibration.constants", constants, "must be a non-empty mapping")
