@@ -33,6 +33,7 @@ from greentrain.errors import ConfigError, GreentrainError
 from greentrain.experiment import launch
 from greentrain.experiment.attempts import variant_dir
 from greentrain.experiment.executors import THREADS_ENV
+from greentrain.experiment.extras import import_submitit
 from greentrain.experiment.launch import Rendezvous
 from greentrain.experiment.results import VariantResult, read_result
 from greentrain.experiment.spec import Experiment, Variant
@@ -176,8 +177,7 @@ def free_endpoint() -> str:
 def slurm_node_task(out: str, exp: Experiment, variant_id: str, isolation: str) -> VariantResult | None:
     """``node_task`` in one task of a Slurm job of several nodes (one task per node): its rendezvous from the
     job's environment and node list (submitit's JobEnvironment expands SLURM_JOB_NODELIST)."""
-    import submitit
-
+    submitit = import_submitit()
     rendezvous = launch.slurm_rendezvous(os.environ, list(submitit.JobEnvironment().hostnames))
     return node_task(out, exp, variant_id, isolation, rendezvous)
 
@@ -343,8 +343,7 @@ def _arrays(variants: list[Variant]) -> dict[tuple[int, int | None, int], list[V
 
 def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
            after_variant: Callable[[Path], None] | None) -> dict[str, VariantResult]:
-    import submitit
-
+    submitit = import_submitit()
     cluster, params = slurm_parameters(opts.slurm)
     most = max((v.job.nodes for v in chosen), default=1)
     # no cluster= given: submitit's own choice (local without sbatch), which refused several nodes only at submit

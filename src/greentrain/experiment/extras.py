@@ -4,7 +4,9 @@ before any work, in one line naming the extra to install)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from typing import Any
 
 from greentrain.errors import ConfigError
 
@@ -30,3 +32,18 @@ def require_modules(names: tuple[str, ...], extra: str, field: str, value: objec
     if missing:
         raise ConfigError(field, value, f"needs {', '.join(missing)}, which is not installed: "
                           f"pip install 'greentrain[{extra}]'")
+
+
+def import_submitit() -> Any:
+    """submitit, imported without the logging.config.dictConfig its logger module runs at import (unless
+    SUBMITIT_LOG_LEVEL is set): a non-incremental dictConfig shuts down every logging handler the program has
+    already installed (logging.config._clearExistingHandlers), the user's and their test runner's included."""
+    if "submitit" not in sys.modules and "SUBMITIT_LOG_LEVEL" not in os.environ:
+        os.environ["SUBMITIT_LOG_LEVEL"] = "NOCONFIG"
+        try:
+            import submitit
+        finally:
+            del os.environ["SUBMITIT_LOG_LEVEL"]
+    import submitit
+
+    return submitit

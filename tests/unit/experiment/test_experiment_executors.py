@@ -191,3 +191,16 @@ def test_a_signal_to_the_pool_stops_its_running_workers() -> None:
     assert time.monotonic() - t0 < 30  # not the workers' 60 s
     # the two running ones stopped; the third never started a process (cancelled, or refused while stopping)
     assert len(codes) >= 2 and set(codes) == {-signal.SIGTERM}
+
+
+def test_submitit_is_imported_without_shutting_down_the_program_s_logging_handlers() -> None:
+    """submitit's logger module runs logging.config.dictConfig at import, which shuts down every handler already
+    installed (a FileHandler's stream closed): in a test session that closed pytest's own capture of every later
+    test of the worker (session 11's CI). A fresh interpreter, so that submitit is not imported yet."""
+    pytest.importorskip("submitit")
+    code = ("import logging, os; h = logging.FileHandler(os.devnull); logging.getLogger().addHandler(h); "
+            "from greentrain.experiment.extras import import_submitit; s = import_submitit(); "
+            "print(h.stream is not None, 'SUBMITIT_LOG_LEVEL' in os.environ, s.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k != "SUBMITIT_LOG_LEVEL"}).stdout.split()
+    assert out == ["True", "False", "submitit"]
