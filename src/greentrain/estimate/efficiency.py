@@ -41,6 +41,9 @@ OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
 MOE_OVERLAPS = ("none", "compute")  # estimate/moe.py ep_pass_s: the all-to-alls exposed, or behind the compute
 MOE_GROUPED_GEMMS = ("per_expert", "one")  # estimate/moe.py expert_kernels_s: a GEMM per local expert, or one
+# the model-parallel axes a framework may run beside data parallelism (Strategy's tp, pp, cp, ep degrees)
+PARALLEL_AXES = ("tp", "pp", "cp", "ep")
+AXIS_NAMES = {"tp": "tensor", "pp": "pipeline", "cp": "context", "ep": "expert"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ class Knob:
             if not (isinstance(value, (list, tuple)) and all(type(z) is int for z in value)):
                 raise ConfigError(label, value, "must be a list of whole numbers")
             return tuple(value)
-        if self.kind == "ops":
+        if self.kind in ("ops", "axes"):
             if not isinstance(value, (list, tuple)):
                 raise ConfigError(label, value, "must be a list")
             return tuple(str(z) for z in value)
@@ -96,7 +99,7 @@ NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "must be a finite number >= 0")
 UNIT_RANGE = (lambda v: _finite(v) and 0 <= v <= 1, "must be in [0, 1]")
 KERNEL_TIME = (lambda v: _finite(v) and 0 <= v <= 1e-4, "must be in [0, 1e-4] s")
 NUMERIC_KINDS = ("fraction", "seconds", "bytes", "count", "rate")  # what calibrate may fit, with "bool"
-KINDS = (*NUMERIC_KINDS, "bool", "choice", "stages", "ops", "text")
+KINDS = (*NUMERIC_KINDS, "bool", "choice", "stages", "ops", "axes", "text")
 
 
 def _at_most(limit: float, unit: str = "") -> tuple[Callable[[Any], bool], str]:
@@ -176,6 +179,10 @@ class Efficiency:
     # the ZeRO stages the framework runs
     zero_stages: tuple[int, ...] = knob("framework", "stages", (lambda v: bool(v) and all(
         z in (0, 1, 2, 3) for z in v), "must be a non-empty subset of 0, 1, 2, 3"), default=(0, 1, 2, 3))
+    # the model-parallel axes it has beside data parallelism (a strategy using another is refused, search skips it)
+    parallelisms: tuple[str, ...] = knob("framework", "axes", (lambda v: all(k in PARALLEL_AXES for k in v),
+                                                               f"must be a subset of {', '.join(PARALLEL_AXES)}"),
+                                         default=PARALLEL_AXES)
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
     # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
@@ -239,6 +246,18 @@ class Efficiency:
     def launch_gap_s(self) -> float:
         """The gap each kernel adds: none when the framework replays CUDA graphs."""
         return 0.0 if self.cuda_graphs else self.kernel_gap_s
+
+    def lacks(self, *, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1) -> tuple[str, ...]:
+        """The axes among these degrees (those > 1) the framework has no parallelism for (``parallelisms``)."""
+        degrees = {"tp": tp, "pp": pp, "cp": cp, "ep": ep}
+        return tuple(a for a, d in degrees.items() if d > 1 and a not in self.parallelisms)
+
+    def lacks_message(self, axes: tuple[str, ...]) -> str:
+        """'the ddp framework has no tensor parallelism (tp); it runs data parallelism only'."""
+        named = " or ".join(f"{AXIS_NAMES[a]} parallelism ({a})" for a in axes)
+        runs = f"{', '.join(self.parallelisms)} beside data parallelism" if self.parallelisms else \
+            "data parallelism only"
+        return f"the {self.framework} framework has no {named}; it runs {runs}"
 
     def matmul(self, m: float, k: float, n: float) -> float:
         """Fraction of peak a (m x k) @ (k x n) reaches: saturating in each dimension."""

@@ -99,6 +99,8 @@ def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Eff
     if s.zero not in eff.zero_stages:
         raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework runs ZeRO stages "
                               f"{', '.join(map(str, eff.zero_stages))}, not {s.zero}")
+    if lacked := eff.lacks(tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep):
+        raise InfeasibleError(f"strategy {s.describe()}: {eff.lacks_message(lacked)}")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention and eff.attention_fused, w.finetune)
     st = stage_costs(sc, s, ops, eff)

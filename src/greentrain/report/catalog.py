@@ -103,10 +103,10 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
 
     table = _table("Frameworks (estimate/efficiency.yaml; kernel efficiency: fitted where the source says so; "
                    "offload: its executor's knobs for `greentrain offload`)",
-                   ("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "kernel eff.", "precision",
-                    "offload", "source"),
-                   left=("name", "attention", "loss", "selective saves", "ZeRO", "overlap", "precision", "offload",
-                         "source"))
+                   ("name", "attention", "loss", "selective saves", "ZeRO", "beside dp", "overlap", "kernel eff.",
+                    "precision", "offload", "source"),
+                   left=("name", "attention", "loss", "selective saves", "ZeRO", "beside dp", "overlap", "precision",
+                         "offload", "source"))
     records = []
     offloaded = offload_framework_names()
     for name in framework_names():
@@ -114,7 +114,8 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
         block = offload_block(name) if name in offloaded else None
         records.append({"name": name, "attention_kernel": e.attention_kernel, "loss_kernel": e.loss_kernel,
                         "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
-                        "zero_stages": list(e.zero_stages), "dp_overlap": e.dp_overlap,
+                        "zero_stages": list(e.zero_stages), "parallelisms": list(e.parallelisms),
+                        "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
                         "fp8_saves_inputs": e.fp8_saves_inputs,
@@ -123,7 +124,8 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "offload": block, "source": e.framework_source,
                         "attention_source": e.attention_source})
         table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,
-                      ",".join(map(str, e.zero_stages)), "yes" if e.dp_overlap else "no",
+                      ",".join(map(str, e.zero_stages)), ",".join(e.parallelisms) or "-",
+                      "yes" if e.dp_overlap else "no",
                       f"{e.kernel_efficiency:.2f}", f"{e.precision_recipe}; fp8 {fp8.framework_recipe(name)}",
                       f"yes (optimizer: {block['optimizer_on']})" if block else "", e.framework_source)
     return records, table

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from greentrain import units
 from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError, InfeasibleError
-from greentrain.estimate.efficiency import Profile
+from greentrain.estimate.efficiency import PARALLEL_AXES, Efficiency, Profile
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
 from greentrain.footprint.prices import device_price_usd_per_s
@@ -120,13 +120,30 @@ def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
     return sorted({1 << i for i in range(max_chips.bit_length()) if (1 << i) <= max_chips} | {max_chips})
 
 
+def check_framework_space(space: SearchSpace, profile: Profile, sc: Scenario) -> None:
+    """Refuse a degree the user pinned on an axis the framework has no parallelism for (efficiency.parallelisms)."""
+    eff = profile.for_chip(sc.cluster.chip.name)
+    for axis in eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
+        raise ConfigError(f"strategy.{axis}", getattr(space, axis), eff.lacks_message((axis,)))
+
+
+def framework_space(space: SearchSpace, eff: Efficiency) -> SearchSpace | None:
+    """``space`` within what the framework runs: its ZeRO stages, and degree 1 on every axis it has no
+    parallelism for (None: none of the ZeRO stages asked for, or a pinned degree it cannot run)."""
+    zero = tuple(z for z in space.zero if z in eff.zero_stages)
+    if not zero or eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
+        return None
+    one = {axis: 1 if axis not in eff.parallelisms else getattr(space, axis) for axis in PARALLEL_AXES}
+    return dataclasses.replace(space, zero=zero, tp=one["tp"], pp=one["pp"], cp=one["cp"], ep=one["ep"])
+
+
 def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints,
               profile: Profile) -> tuple[int, list[_Block]]:
     eff = profile.for_chip(sc.cluster.chip.name)
-    zero = tuple(z for z in space.zero if z in eff.zero_stages)
-    if not zero:
+    runs = framework_space(space, eff)
+    if runs is None:
         return 0, []
-    t = table(sc, dataclasses.replace(space, zero=zero))
+    t = table(sc, runs)
     capacity = sc.cluster.chip.memory_bytes * (1.0 - cons.memory_headroom)
     st = estimate_steps(sc, t, capacity_bytes=capacity, eff=eff)
     run_s = st.step_time_s * (sc.workload.steps() or 1)
@@ -205,6 +222,8 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
+    if scenarios:
+        check_framework_space(space, profile, scenarios[0])
     t0 = time.perf_counter()
     units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
     total, blocks = 0, []

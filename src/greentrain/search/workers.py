@@ -51,6 +51,7 @@ from greentrain.search.engine import (
     _evaluate,
     _nothing_fits,
     _tie_keys,
+    check_framework_space,
     chip_counts,
     first_in_order,
     pareto_mask,
@@ -212,6 +213,8 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
     require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
+    if scenarios:
+        check_framework_space(space, profile, scenarios[0])
     t0 = time.perf_counter()
     todo = [_Part(index=i, unit=u, scenario=sc, space=sp, sites=tuple(sites), constraints=cons, profile=profile,
                   objective=objective, top_k=top_k, points=points)
