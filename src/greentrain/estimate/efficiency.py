@@ -14,8 +14,6 @@ block, its offload executor's knobs (``offload_block``; read by offload/config.p
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -24,10 +22,21 @@ from typing import Any
 
 import yaml
 
-from greentrain import units
-from greentrain.config import as_bool, check_keys, load_mapping, require
+from greentrain.config import check_keys, load_mapping
 from greentrain.errors import ConfigError, did_you_mean
 from greentrain.estimate.kernels import attention_kernel_fields
+from greentrain.estimate.knobs import (
+    FRACTION,
+    KERNEL_TIME,
+    NON_NEGATIVE,
+    NUMERIC_KINDS,
+    UNIT_RANGE,
+    Knob,
+    at_most,
+    finite,
+    knob,
+    one_of,
+)
 from greentrain.estimate.recompute import check_selective_mode
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
@@ -46,81 +55,9 @@ PARALLEL_AXES = ("tp", "pp", "cp", "ep")
 AXIS_NAMES = {"tp": "tensor", "pp": "pipeline", "cp": "context", "ep": "expert"}
 
 
-@dataclass(frozen=True, slots=True)
-class Knob:
-    """What one Efficiency field is: which efficiency.yaml entry says it (``level``: chip or framework, kernel:
-    set from ``attention_kernels``, "" : bookkeeping of the loader), what kind of value it takes (``KINDS``) and
-    the rules a value must pass, each (test, the one-line rule an error prints). A new knob is one field."""
-
-    level: str
-    kind: str
-    rules: tuple[tuple[Callable[[Any], bool], str], ...] = ()
-    yaml_key: str = ""  # efficiency.yaml's key where it carries another unit (reserved_gib)
-    calibrated: bool = False  # a calibration profile (`greentrain calibrate`) may set it
-
-    def __post_init__(self) -> None:
-        if self.level not in ("chip", "framework", "kernel", "") or self.kind not in KINDS:
-            raise ValueError(f"Knob({self.level!r}, {self.kind!r}): level must be chip, framework, kernel or '', "
-                             f"kind one of {', '.join(KINDS)}")
-
-    def parse(self, value: Any, label: str, key: str = "") -> Any:
-        """``value`` as read under ``key`` (the field's name, or its ``yaml_key`` in another unit), converted to the
-        field's type and SI unit; one line when it is not one."""
-        if self.kind == "bool":
-            return as_bool(value, label)
-        if self.kind in ("choice", "text"):
-            return str(value)
-        if self.kind == "stages":
-            if not (isinstance(value, (list, tuple)) and all(type(z) is int for z in value)):
-                raise ConfigError(label, value, "must be a list of whole numbers")
-            return tuple(value)
-        if self.kind in ("ops", "axes"):
-            if not isinstance(value, (list, tuple)):
-                raise ConfigError(label, value, "must be a list")
-            return tuple(str(z) for z in value)
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(label, value, "must be a number") from None
-        return units.gib_to_bytes(number) if key and key == self.yaml_key and key.endswith("_gib") else number
-
-    def check(self, name: str, value: Any) -> None:
-        shown = list(value) if isinstance(value, tuple) else value
-        for ok, rule in self.rules:
-            require(ok(value), f"efficiency.{name}", shown, rule)
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v)
-
-
-FRACTION = (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1]")
-NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "must be a finite number >= 0")
-UNIT_RANGE = (lambda v: _finite(v) and 0 <= v <= 1, "must be in [0, 1]")
-KERNEL_TIME = (lambda v: _finite(v) and 0 <= v <= 1e-4, "must be in [0, 1e-4] s")
-NUMERIC_KINDS = ("fraction", "seconds", "bytes", "count", "rate")  # what calibrate may fit, with "bool"
-KINDS = (*NUMERIC_KINDS, "bool", "choice", "stages", "ops", "axes", "text")
-
-
-def _at_most(limit: float, unit: str = "") -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: v <= limit), f"must be <= {limit:g}{' ' + unit if unit else ''}"
-
-
-def _one_of(choices: tuple[str, ...], rule: str = "") -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: v in choices), rule or f"must be one of {', '.join(choices)}"
-
-
 def _selective(v: Any) -> bool:
     check_selective_mode(v)  # raises its own line naming the known modes
     return True
-
-
-def knob(level: str, kind: str, *rules: tuple[Callable[[Any], bool], str], default: Any = dataclasses.MISSING,
-         yaml_key: str = "", calibrated: bool | None = None) -> Any:
-    """A dataclass field of Efficiency carrying its Knob (``calibrated``: numbers and flags unless told)."""
-    fit = kind in (*NUMERIC_KINDS, "bool") if calibrated is None else calibrated
-    meta = {"knob": Knob(level, kind, rules, yaml_key, fit)}
-    return dataclasses.field(default=default, metadata=meta)
 
 
 def knobs() -> dict[str, Knob]:
@@ -163,9 +100,9 @@ class Efficiency:
     # adjacent element-wise ops fuse into one kernel (torch.compile)
     fuse_elementwise: bool = knob("framework", "bool", default=False)
     # host time to issue one layer's forward + backward for one micro-batch
-    host_layer_s: float = knob("framework", "seconds", NON_NEGATIVE, _at_most(1.0, "s"), default=0.0)
+    host_layer_s: float = knob("framework", "seconds", NON_NEGATIVE, at_most(1.0, "s"), default=0.0)
     # added to host_layer_s per tensor-parallel rank when the pipeline spans nodes (step_terms.micro_batch_s)
-    host_layer_s_per_tp_pp_nodes: float = knob("framework", "seconds", NON_NEGATIVE, _at_most(0.1, "s"),
+    host_layer_s_per_tp_pp_nodes: float = knob("framework", "seconds", NON_NEGATIVE, at_most(0.1, "s"),
                                                default=0.0)
     # memory traffic per micro-batch accumulating gradients
     grad_accum_bytes_per_param: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)
@@ -174,7 +111,7 @@ class Efficiency:
     dp_bucket_per_layer: bool = knob("framework", "bool", default=False)
     dp_overlap: bool = knob("framework", "bool", default=False)
     # how layers are placed on pipeline stages (estimate/pipeline.py)
-    pipeline_balance: str = knob("framework", "choice", _one_of(("even", "cost"), "must be even or cost"),
+    pipeline_balance: str = knob("framework", "choice", one_of(("even", "cost"), "must be even or cost"),
                                  default="even", calibrated=True)
     # the ZeRO stages the framework runs
     zero_stages: tuple[int, ...] = knob("framework", "stages", (lambda v: bool(v) and all(
@@ -199,8 +136,8 @@ class Efficiency:
     # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     zero_all_reduce: bool = knob("framework", "bool", default=False)
     reserved_bytes: float = knob("framework", "bytes", NON_NEGATIVE, yaml_key="reserved_gib")
-    fragmentation: float = knob("framework", "fraction", NON_NEGATIVE, _at_most(1.0), default=0.0)
-    cpu_adam_params_per_s_per_node: float = knob("framework", "rate", (lambda v: _finite(v) and v > 0,
+    fragmentation: float = knob("framework", "fraction", NON_NEGATIVE, at_most(1.0), default=0.0)
+    cpu_adam_params_per_s_per_node: float = knob("framework", "rate", (lambda v: finite(v) and v > 0,
                                                                        "must be > 0"), default=1.0e10)
     chip_source: str = knob("", "text", default="")
     # False: the chip has no microbenchmark entry and takes the default's figures
@@ -214,28 +151,28 @@ class Efficiency:
     attention_fused: bool = knob("kernel", "bool", default=True, calibrated=False)
     attention_source: str = knob("kernel", "text", default="")
     # LOSS_KERNELS: what the cross-entropy keeps per logit
-    loss_kernel: str = knob("framework", "choice", _one_of(LOSS_KERNELS), default="fp32")
+    loss_kernel: str = knob("framework", "choice", one_of(LOSS_KERNELS), default="fp32")
     # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
     selective_recompute: str = knob("framework", "choice", (_selective, ""), default="attention")
     # the framework's default precision recipe (PRECISION_RECIPES)
-    precision_recipe: str = knob("framework", "choice", _one_of(PRECISION_RECIPES), default="mixed")
+    precision_recipe: str = knob("framework", "choice", one_of(PRECISION_RECIPES), default="mixed")
     # the gradient buffer its mixed-precision recipes reduce in (workload.GRAD_DTYPES), for a run that does not say
-    grad_dtype: str = knob("framework", "choice", _one_of(GRAD_DTYPES), default="fp32")
+    grad_dtype: str = knob("framework", "choice", one_of(GRAD_DTYPES), default="fp32")
     # what it recomputes when a run does not say (none, full or a selective mode)
     default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
                                   default="none")
     # the fp8 recipe it runs when a run says precision fp8 and no fp8_recipe (workload.FP8_RECIPES, the recipes
     # estimate/fp8.yaml prices; estimate/fp8.py recipe_for)
-    fp8_recipe: str = knob("framework", "choice", _one_of(FP8_RECIPES), default=DEFAULT_FP8_RECIPE)
+    fp8_recipe: str = knob("framework", "choice", one_of(FP8_RECIPES), default=DEFAULT_FP8_RECIPE)
     # its fp8 linears keep the 1-byte copy of each GEMM input for the backward (estimate/fp8.py saved_input_savings)
     fp8_saves_inputs: bool = knob("framework", "bool", default=False, calibrated=False)
     # how its MoE token dispatcher meets the compute (estimate/moe.py; sources in efficiency.yaml's default entry):
     # its all-to-alls exposed or hidden behind another micro-batch's compute, fp8 dispatch, a host sync of the
     # tokens-per-expert counts each pass, and one GEMM per local expert or one grouped kernel for all
-    moe_overlap: str = knob("framework", "choice", _one_of(MOE_OVERLAPS), default="none", calibrated=False)
+    moe_overlap: str = knob("framework", "choice", one_of(MOE_OVERLAPS), default="none", calibrated=False)
     moe_dispatch_fp8: bool = knob("framework", "bool", default=False, calibrated=False)
     moe_host_sync: bool = knob("framework", "bool", default=True, calibrated=False)
-    moe_grouped_gemm: str = knob("framework", "choice", _one_of(MOE_GROUPED_GEMMS), default="per_expert",
+    moe_grouped_gemm: str = knob("framework", "choice", one_of(MOE_GROUPED_GEMMS), default="per_expert",
                                  calibrated=False)
 
     def __post_init__(self) -> None:

@@ -15,7 +15,8 @@ import yaml
 
 from greentrain.errors import ConfigError
 from greentrain.estimate import efficiency
-from greentrain.estimate.efficiency import KINDS, Efficiency, knobs, with_calibration, yaml_keys
+from greentrain.estimate.efficiency import Efficiency, knobs, with_calibration, yaml_keys
+from greentrain.estimate.knobs import KINDS
 
 BAD = {"fraction": 1.5, "seconds": -1.0, "bytes": -1.0, "count": -1.0, "rate": 0.0, "choice": "nonsense",
        "stages": (5,), "ops": ("softmax",)}
