@@ -6,9 +6,11 @@ InfeasibleError: the input is well formed but the strategy cannot run (does not 
 
 from __future__ import annotations
 
+import csv
 import difflib
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 class GreentrainError(Exception):
@@ -63,3 +65,13 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
         return f"; did you mean {', '.join(close)}?"
     shown = ", ".join(options[:20]) + (", ..." if len(options) > 20 else "")
     return f"; known: {shown}"
+
+
+@contextmanager
+def csv_errors(field: str, path: object) -> Iterator[None]:
+    """Read a CSV file the user gave inside this: what the csv module cannot parse (a cell over its 128 KiB
+    field limit, a quote left open in strict mode) becomes one line naming the file, not a traceback."""
+    try:
+        yield
+    except csv.Error as e:
+        raise ConfigError(field, str(path), f"is not a CSV greentrain can read: {e}") from None

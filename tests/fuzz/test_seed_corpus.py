@@ -61,10 +61,19 @@ FILES = {  # name -> text
     "trials.yaml": "name: e\nsearch: {trials: 1e12, space: {train.learning_rate: {low: 0.001, high: 0.01}}}\n",
     "dupcol.csv": RUNS.replace("measured_step_time_s\n", "measured_step_time_s,etp,etp\n").replace(",2.0\n",
                                                                                                    ",2.0,1,2\n"),
+    # session 12 (2026-11-26): a cell over the csv module's 128 KiB field limit, a data file that is not UTF-8
+    "bigcell.csv": RUNS.replace("r1,", "r" * 200_000 + ","),
+    "bigcell_intensity.csv": "datetime,carbon_intensity\n" + "1" * 200_000 + ",5\n",
+    "bigcell_data.csv": "source,target\n" + ("a" * 200_000 + ",b\n") * 3,
+    "data_bigcell.yaml": "name: e\ndata: {source: file, path: '{d}/bigcell_data.csv', train_size: 1, eval_size: 1, "
+                         "test_size: 1}\n",
+    "data_binary.yaml": "name: e\ndata: {source: file, path: '{d}/binary_data.jsonl', train_size: 1, eval_size: 1, "
+                        "test_size: 1}\n",
     "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
                                                    "tid": 0}]}),
 }
-BINARY = {"trk/track.jsonl": b"\xff\xfe{\x00\"\x00\n", "empty/track.jsonl": b""}
+BINARY = {"trk/track.jsonl": b"\xff\xfe{\x00\"\x00\n", "empty/track.jsonl": b"",
+          "binary_data.jsonl": b'{"source": "\xff\xfe", "target": "b"}\n' * 3}
 FAST = ("--model", "llama3.2-1b", "--num-chips", "8", "--tp", "1", "--pp", "2", "--dp", "4")
 CASES = [  # (argv, what the one-line refusal names)
     (["plan", "--region", ""], "--region"),
@@ -165,6 +174,10 @@ CASES = [  # (argv, what the one-line refusal names)
     (["plan", *FAST, "--selective-recompute", "op", "--recompute", "none"], "--selective-recompute"),  # ignored
     (["plan", *FAST, "--calibration", "{d}/profile_chip.yaml"], "calibration.chip"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),
+    (["validate", "{d}/bigcell.csv"], "runs"),  # session 12: csv's field-limit traceback
+    (["footprint", "{d}/plan.json", "--intensity-csv", "{d}/bigcell_intensity.csv"], "intensity_csv"),
+    (["experiment", "plan", "{d}/data_bigcell.yaml"], "data.path"),
+    (["experiment", "plan", "{d}/data_binary.yaml"], "data.path"),  # UnicodeDecodeError traceback
 ]
 
 
@@ -183,7 +196,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (d / link).symlink_to(target)
     for name, text in FILES.items():
         (d / name).parent.mkdir(exist_ok=True)
-        (d / name).write_text(text, encoding="utf-8")
+        (d / name).write_text(text.replace("{d}", str(d)), encoding="utf-8")
     for name, data in BINARY.items():
         (d / name).parent.mkdir(exist_ok=True)
         (d / name).write_bytes(data)

@@ -9,13 +9,14 @@ checked before anything is predicted.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from greentrain import units
 from greentrain.config import BOUNDS, read_text
-from greentrain.errors import ConfigError, GreentrainError, did_you_mean
+from greentrain.errors import ConfigError, GreentrainError, csv_errors, did_you_mean
 from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
 from greentrain.estimate.fp8 import check_chip
 from greentrain.estimate.recompute import check_selective_mode
@@ -290,12 +291,15 @@ def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: s
     no column for them). ``frameworks``: the names a framework cell may take (empty: any)."""
     p = Path(path)
     text = read_text(p, field="runs")
-    reader = csv.DictReader(text.splitlines())
-    _check_header(list(reader.fieldnames or []), p)
+    with csv_errors("runs", p):
+        reader = csv.DictReader(text.splitlines())
+        header = list(reader.fieldnames or [])
+        rows = list(itertools.islice(reader, MAX_ROWS + 1))
+    _check_header(header, p)
+    if len(rows) > MAX_ROWS:
+        raise ConfigError("runs", str(p), f"has more than {MAX_ROWS:,} rows")
     models, runs, seen = _Models(p.parent), list[Run](), set[str]()
-    for i, cells in enumerate(reader):
-        if i >= MAX_ROWS:
-            raise ConfigError("runs", str(p), f"has more than {MAX_ROWS:,} rows")
+    for i, cells in enumerate(rows):
         if None in cells:
             raise ConfigError(f"runs[row {i + 2}]", ",".join(cells[None]), "has more cells than the header")
         run_id = (cells.get("run_id") or "").strip() or f"row {i + 2}"

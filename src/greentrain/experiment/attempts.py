@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import io
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from greentrain.errors import ConfigError
+from greentrain.config import read_text
+from greentrain.errors import ConfigError, csv_errors
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.results import VariantResult
 from greentrain.experiment.spec import Variant
@@ -66,20 +68,53 @@ def _record_energy_j(folder: Path) -> tuple[float, float]:
     return wall, energy
 
 
+def _attempt(r: dict[str, str | None]) -> Attempt | None:
+    """The attempt of one row; None for a row with fewer cells than the header (torn by a crash mid-append)."""
+    def opt(x: str | None) -> float | None:
+        return None if x in ("", "None") else float(str(x))
+
+    cells = {c: r.get(c) for c in ATTEMPT_COLUMNS}
+    if None in r:
+        raise ValueError("more cells than the header")
+    if any(v is None for v in cells.values()):
+        return None
+    return Attempt(variant_id=str(cells["variant_id"]), attempt=int(str(cells["attempt"])),
+                   config_hash=str(cells["config_hash"]), status=str(cells["status"]),
+                   wall_s=float(str(cells["wall_s"])), energy_j=float(str(cells["energy_j"])),
+                   emissions_kg_co2e=opt(cells["emissions_kg_co2e"]), cost_usd=opt(cells["cost_usd"]),
+                   folder=str(cells["folder"]))
+
+
 def previous_attempts(out_dir: Path) -> list[Attempt]:
+    """The attempts recorded in ``out_dir``/attempts.csv. A row torn by a full disk or a kill during
+    append_attempt (fewer cells than the header) is left out, as if the attempt had not been recorded (its variant
+    runs again); any other row that does not parse is refused in one line naming the file and line."""
     path = out_dir / "attempts.csv"
     if not path.is_file():
         return []
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    text = read_text(path, "attempts.csv")
+    with csv_errors("attempts.csv", path):
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+    if tuple(reader.fieldnames or ()) != ATTEMPT_COLUMNS:
+        raise ConfigError("attempts.csv", str(path), f"has the header {','.join(reader.fieldnames or [])!r}, not "
+                          f"{','.join(ATTEMPT_COLUMNS)!r}; move the file away to start the record again")
+    out = []
+    for i, r in enumerate(rows):
+        try:
+            a = _attempt(r)
+        except (TypeError, ValueError) as e:
+            raise ConfigError("attempts.csv", f"{path}:{i + 2}", f"is not a row greentrain wrote ({e}); "
+                              "remove the line to resume") from None
+        if a is not None:
+            out.append(a)
+    return out
 
-    def opt(x: str) -> float | None:
-        return float(x) if x not in ("", "None") else None
 
-    return [Attempt(variant_id=r["variant_id"], attempt=int(r["attempt"]), config_hash=r["config_hash"],
-                    status=r["status"], wall_s=float(r["wall_s"]), energy_j=float(r["energy_j"]),
-                    emissions_kg_co2e=opt(r["emissions_kg_co2e"]), cost_usd=opt(r["cost_usd"]), folder=r["folder"])
-            for r in rows]
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
 
 
 def append_attempt(out_dir: Path, a: Attempt) -> None:
@@ -87,6 +122,8 @@ def append_attempt(out_dir: Path, a: Attempt) -> None:
     with (out_dir / ".attempts.lock").open("a") as lk, path.open("a", encoding="utf-8", newline="") as f:
         fcntl.flock(lk, fcntl.LOCK_EX)  # released when the file closes
         new = f.tell() == 0
+        if not new and not _ends_with_newline(path):
+            f.write("\n")  # a row torn by an earlier crash stays on its own line (previous_attempts skips it)
         w = csv.writer(f)
         if new:
             w.writerow(ATTEMPT_COLUMNS)

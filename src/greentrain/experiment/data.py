@@ -9,13 +9,15 @@ learns it in a few hundred steps on 2 CPUs, which makes ROUGE differences betwee
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from greentrain.errors import ConfigError
+from greentrain.config import read_text
+from greentrain.errors import ConfigError, csv_errors
 
 SYNTHETIC_SOURCES = ("synthetic-news",)
 
@@ -77,7 +79,7 @@ def synthetic_news(n: int, seed: int) -> TextPairs:
 
 def _rows_jsonl(path: Path) -> list[dict[str, object]]:
     rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    for i, line in enumerate(read_text(path, "data.path").splitlines()):
         if not line.strip():
             continue
         try:
@@ -102,9 +104,10 @@ def _rows(path: Path) -> list[dict[str, object]]:
         raise ConfigError("data.path", str(path), "file does not exist")
     if path.suffix == ".jsonl":
         return _rows_jsonl(path)
-    if path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+    if path.suffix == ".csv":  # a UTF-8 text file of at most config.MAX_INPUT_BYTES, cells csv can parse
+        text = read_text(path, "data.path")
+        with csv_errors("data.path", path):
+            return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))]
     raise ConfigError("data.path", str(path), "must be a .jsonl or .csv file or a saved data set folder")
 
 

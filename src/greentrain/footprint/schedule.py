@@ -20,7 +20,7 @@ import numpy as np
 
 from greentrain import units
 from greentrain.config import read_text, require
-from greentrain.errors import ConfigError
+from greentrain.errors import ConfigError, csv_errors
 
 INTENSITY_COLUMNS = ("g_co2e_per_kwh", "carbon_intensity_g_co2e_per_kwh", "grid_g_co2e_per_kwh")
 TIME_COLUMNS = ("timestamp", "datetime", "time", "datetime (utc)")
@@ -62,7 +62,9 @@ def _pick(header: list[str], names: tuple[str, ...], contains: str = "") -> int 
 
 
 def load_intensity_csv(path: str | Path) -> IntensitySeries:
-    rows = list(csv.reader(read_text(path, "intensity_csv", encoding="utf-8-sig").splitlines()))
+    text = read_text(path, "intensity_csv", encoding="utf-8-sig")
+    with csv_errors("intensity_csv", path):
+        rows = list(csv.reader(text.splitlines()))
     if len(rows) < 2:
         raise ConfigError("intensity_csv", str(path), "needs a header and at least one hourly row")
     header = rows[0]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain import units
-from greentrain.errors import ConfigError
+from greentrain.errors import ConfigError, csv_errors
 
 CODECARBON_VERSION = "3.3.2"
 EMISSIONS_COLUMNS = (
@@ -147,7 +147,7 @@ def ram_power_w(memory_bytes: float, arm: bool | None = None) -> float:
 def read_header(path: Path) -> tuple[str, ...] | None:
     """The header of an existing emissions.csv, None when the file is absent or empty."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8") as f, csv_errors("emissions.csv", path):
             first = next(csv.reader(f), None)
     except FileNotFoundError:
         return None
@@ -174,7 +174,7 @@ def read_emissions(path: str | Path) -> list[dict[str, Any]]:
     """The rows of an emissions.csv written by CodeCarbon (2.x or 3.x) or greentrain: numbers as floats,
     text columns as text, an empty cell as None; a row with more cells than the header is refused."""
     rows = []
-    with Path(path).open(newline="", encoding="utf-8") as f:
+    with Path(path).open(newline="", encoding="utf-8") as f, csv_errors("emissions.csv", path):
         for i, row in enumerate(csv.DictReader(f), start=2):
             if None in row:
                 raise ConfigError("emissions.csv", f"{path}:{i}", "has more cells than its header")

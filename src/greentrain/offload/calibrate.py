@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greentrain.config import read_text
-from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.errors import ConfigError, InfeasibleError, csv_errors
 from greentrain.offload.config import OffloadCaps, OffloadFramework, offload_framework
 from greentrain.offload.plan import plan_offload
 from greentrain.scenario import Scenario, scenario_from_dict
@@ -41,7 +41,9 @@ class RecordedCell:
 
 def read_recorded(path: str | Path) -> list[RecordedCell]:
     """The cells of one recorded sweep (or of any CSV with those columns and model names)."""
-    rows = list(csv.DictReader(read_text(path, "measured").splitlines()))
+    text = read_text(path, "measured")
+    with csv_errors("measured", path):
+        rows = list(csv.DictReader(text.splitlines()))
     if not rows:
         raise ConfigError("measured", str(path), "has no rows")
     missing = [c for c in REQUIRED if c not in rows[0]]
