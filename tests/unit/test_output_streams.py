@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -62,3 +64,13 @@ def test_a_socket_is_refused_in_one_line(tmp_path: Path) -> None:
         s.bind(str(path))
         with pytest.raises(ConfigError, match="must be a regular file, a character device or a FIFO"):
             check_output_path(path, "out")
+
+
+@pytest.mark.parametrize("argv", [["catalog", "models", "--json"], ["plan", "--model", "nope"]])
+def test_a_closed_stdout_or_stderr_is_no_traceback(argv: list[str]) -> None:
+    """`greentrain ... >&- 2>&-`: Python starts with sys.stdout None; json.dump onto it raised AttributeError."""
+    code = ("import os, sys; os.close(1); sys.stdout = None; from greentrain.cli.main import main; "
+            f"sys.exit(main({argv!r}))")
+    done = subprocess.run([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, timeout=120)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == (0 if argv[0] == "catalog" else 2)

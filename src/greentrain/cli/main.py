@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -118,7 +119,17 @@ def _top_help() -> str:
     return "\n".join(lines)
 
 
+def _plug_closed_streams() -> None:
+    """Started with stdout or stderr closed (`>&-`), Python sets sys.stdout to None: print() drops its text
+    but json.dump(..., sys.stdout) raises. Both get /dev/null instead, which also takes the free descriptor, so
+    no file opened later becomes descriptor 1 or 2 under a child process's output."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (the process's stream)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _plug_closed_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(_top_help())
