@@ -87,9 +87,10 @@ BOUNDS: dict[str, Bound] = {
                                  "carbon-intensive national grids ~1,000 (IPCC AR5 WG3 Annex III; Ember 2024)"),
     "electricity_usd_per_kwh": Bound(0.0, 10.0, "USD/kWh", "retail prices peaked near 1 USD/kWh (EU, 2022)"),
     # run length and power
-    "sample_interval_s": Bound(0.0, 60.0, "s", "a RAPL package counter wraps at max_energy_range_uj (262 kJ on "
-                               "Intel servers: ~9 min at 500 W) and a sampler that misses a wrap loses its energy; "
-                               "a killed run loses its last interval (CodeCarbon samples every 15 s)", lo_open=True),
+    "sample_interval_s": Bound(1e-3, 60.0, "s", "RAPL counters update every ~1 ms (NVML power every 20-100 ms); "
+                               "a RAPL package counter wraps at max_energy_range_uj (262 kJ on Intel servers: ~9 "
+                               "min at 500 W) and a sampler that misses a wrap loses its energy; a killed run "
+                               "loses its last interval (CodeCarbon samples every 15 s)"),
     "duration_s": Bound(0.0, 10 * 365.25 * units.DAY_S, "s", "10 years: longer than an accelerator's service life"),
     "deadline_days": Bound(0.0, 10 * 365.25, "days", "10 years: longer than an accelerator's service life",
                            lo_open=True),
@@ -98,8 +99,8 @@ BOUNDS: dict[str, Bound] = {
     "usd_per_chip_hour": Bound(0.0, 1e4, "USD/h", "clouds rent accelerators for 1-15 USD per chip-hour"),
     "hardware_usd_per_chip": Bound(0.0, 1e8, "USD", "a GPU costs 1e4-5e4 USD, a wafer-scale system ~3e6"),
     "lifetime_years": Bound(0.0, 30.0, "years", "accelerators are amortised over 3-6 years", lo_open=True),
-    "cpu_tdp_w": Bound(0.0, 1e4, "W", "server CPUs are <= 500 W per socket (AMD EPYC 9965), 8 sockets ~4 kW",
-                       lo_open=True),
+    "cpu_tdp_w": Bound(0.5, 1e4, "W", "a Raspberry Pi's SoC draws ~1-7 W; server CPUs are <= 500 W per socket "
+                       "(AMD EPYC 9965), 8 sockets ~4 kW"),
     "host_memory_gib": Bound(0.0, 1e5, "GiB", "the largest single hosts hold 32 TiB (HPE Superdome Flex)"),
     "chip_memory_bytes": Bound(0.0, 1e14, "bytes", "the largest accelerator memories are 2.9e11 bytes (288 GB "
                                "HBM3e: B300, MI355X)", lo_open=True),
@@ -155,7 +156,8 @@ def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") ->
     if p.is_dir():
         raise ConfigError(field, str(path), "is a directory, not a file")
     if not p.is_file():
-        raise ConfigError(field, str(path), "file does not exist")
+        raise ConfigError(field, str(path), "is not a regular file (a device, pipe or socket)" if p.exists()
+                          else "file does not exist")
     try:
         size = p.stat().st_size
         if size > MAX_INPUT_BYTES:

@@ -72,9 +72,9 @@ def test_an_error_is_one_line_whatever_its_parts_hold() -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["track", "--interval-s", "0", "--out", "{tmp}/o", "--", "true"], "--interval-s=0.0: must be in (0, 60] s"),
+    (["track", "--interval-s", "0", "--out", "{tmp}/o", "--", "true"], "--interval-s=0.0: must be in [0.001, 60] s"),
     (["track", "--cpu-tdp-w", "-1", "--out", "{tmp}/o", "--", "true"],
-     "argument --cpu-tdp-w: '-1' must be in (0, 10,000] W"),
+     "argument --cpu-tdp-w: '-1' must be in [0.5, 10,000] W"),
     (["track", "--summarize", "{tmp}"], "--summarize='{tmp}': holds no greentrain.jsonl"),
     (["offload", "heatmap", "--model", "llama3.2-1b", "--seq-len", "4096", "--device-gib", "20", "--host-gib", "80",
       "--json", "--measured", "{tmp}/empty.csv"], "--measured='{tmp}/empty.csv': has no rows"),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from greentrain.config import BOUNDS
 from greentrain.errors import ConfigError
 
 
@@ -60,20 +61,23 @@ class EnvSetting:
     parse: Callable[[str], Any]
     default: Any
     meaning: str
+    bound: str = ""  # config.BOUNDS' range a value from the variable must be in (checked naming the variable)
 
 
 # argument of Tracker -> its variable; keep docs/track.md's table in step (tests/unit/measure/test_settings.py)
 SETTINGS: dict[str, EnvSetting] = {
     "region": EnvSetting("GREENTRAIN_REGION", str, None, "region code for CO2e (fr, us-east-1, azure/westus2)"),
-    "grid_g_per_kwh": EnvSetting("GREENTRAIN_GRID_G_PER_KWH", _float, None, "grid intensity instead of a region"),
-    "pue": EnvSetting("GREENTRAIN_PUE", _float, None, "facility PUE (default: the region's, else 1.0)"),
+    "grid_g_per_kwh": EnvSetting("GREENTRAIN_GRID_G_PER_KWH", _float, None, "grid intensity instead of a region",
+                                 "grid_g_co2e_per_kwh"),
+    "pue": EnvSetting("GREENTRAIN_PUE", _float, None, "facility PUE (default: the region's, else 1.0)", "pue"),
     "out_dir": EnvSetting("GREENTRAIN_OUT_DIR", str, "greentrain-out", "output folder"),
     "depth": EnvSetting("GREENTRAIN_DEPTH", _depth, 1, "module depth of the hooks; leaf: every leaf"),
     "count_flops": EnvSetting("GREENTRAIN_COUNT_FLOPS", _bool, True, "count FLOPs in the hooks"),
     "hooks": EnvSetting("GREENTRAIN_HOOKS", _bool, True, "module hooks at all (off: time and energy only)"),
     "meters": EnvSetting("GREENTRAIN_METERS", _bool, True, "energy meters (off: no energy)"),
-    "cpu_tdp_w": EnvSetting("GREENTRAIN_CPU_TDP_W", _float, None, "CPU package power instead of the lookup"),
-    "interval_s": EnvSetting("GREENTRAIN_INTERVAL_S", _float, 0.5, "energy sampling period"),
+    "cpu_tdp_w": EnvSetting("GREENTRAIN_CPU_TDP_W", _float, None, "CPU package power instead of the lookup",
+                            "cpu_tdp_w"),
+    "interval_s": EnvSetting("GREENTRAIN_INTERVAL_S", _float, 0.5, "energy sampling period", "sample_interval_s"),
     "project_name": EnvSetting("GREENTRAIN_PROJECT_NAME", str, "greentrain", "emissions.csv project_name"),
     "print_summary": EnvSetting("GREENTRAIN_PRINT_SUMMARY", _bool, True, "print the summary at stop"),
     "write_outputs": EnvSetting("GREENTRAIN_WRITE_OUTPUTS", _bool, True, "write measurement.json and the rest"),
@@ -98,7 +102,10 @@ def resolve(name: str, given: object) -> Any:
     if raw is None or raw == "":
         return setting.default
     try:
-        return setting.parse(raw)
+        value = setting.parse(raw)
     except ValueError as e:
         rule = str(e) if str(e).startswith("must") else f"must be a {setting.parse.__name__.strip('_')}"
         raise ConfigError(setting.env, raw, rule) from None
+    if setting.bound:
+        BOUNDS[setting.bound].check(value, setting.env)
+    return value

@@ -118,7 +118,7 @@ class Tracker:
         require(c["backward_hooks"] in ("graph", "full"), "backward_hooks", c["backward_hooks"],
                 "must be graph or full")
         self.backward_hooks: str = c["backward_hooks"]  # measure/hooks.py: autograd-graph hooks, or full hooks
-        if c["cpu_tdp_w"] is not None:  # (0, 1e4] W, as `greentrain track --cpu-tdp-w`
+        if c["cpu_tdp_w"] is not None:  # config.BOUNDS' range, as `greentrain track --cpu-tdp-w`
             BOUNDS["cpu_tdp_w"].check(c["cpu_tdp_w"], "cpu_tdp_w")
         # None: on for the decorator form (the function has no handle to call step()), off for `with`
         self.step_on_optimizer: bool | None = c["step_on_optimizer"]

@@ -60,7 +60,7 @@ def test_track_summarize_an_earlier_track_run(tmp_path: Path, capsys: pytest.Cap
                                         (["--region", "fr", "--grid-g-per-kwh", "5"], "not both"),
                                         (["--", "no-such-command-xyz"], "not found"),
                                         (["--pue", "nan"], "--pue"),
-                                        (["--interval-s", "1e9"], "--interval-s=1000000000.0: must be in (0, 60] s")])
+                                        (["--interval-s", "1e9"], "--interval-s=1000000000.0: must be in [0.001, 60]")])
 def test_track_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str) -> None:
     marker = tmp_path / "ran"
     cmd = [] if text in ("command", "not found") else ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]

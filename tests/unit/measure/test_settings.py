@@ -38,8 +38,11 @@ def test_settings_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("var, value, rule", [("GREENTRAIN_PUE", "high", "must be a float"),
                                               ("GREENTRAIN_HOOKS", "maybe", "must be one of"),
-                                              ("GREENTRAIN_PUE", "0.5", "must be >= 1"),
-                                              ("GREENTRAIN_INTERVAL_S", "inf", "finite")])
+                                              ("GREENTRAIN_PUE", "0.5", "GREENTRAIN_PUE=0.5: must be in [1, 3]"),
+                                              ("GREENTRAIN_INTERVAL_S", "inf", "finite"),
+                                              ("GREENTRAIN_INTERVAL_S", "1e-9", "GREENTRAIN_INTERVAL_S=1e-09: must"),
+                                              ("GREENTRAIN_CPU_TDP_W", "1e-300", "GREENTRAIN_CPU_TDP_W=1e-300: must"),
+                                              ("GREENTRAIN_GRID_G_PER_KWH", "1e12", "GREENTRAIN_GRID_G_PER_KWH=")])
 def test_a_bad_variable_is_one_line(monkeypatch: pytest.MonkeyPatch, var: str, value: str, rule: str) -> None:
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError) as e:
