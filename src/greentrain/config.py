@@ -149,9 +149,10 @@ BOUNDS: dict[str, Bound] = {
 }
 
 
-def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") -> str:
-    """The text of a file the user named; a directory, a missing, unreadable, non-UTF-8 or over-large
-    (> MAX_INPUT_BYTES) file is a ConfigError."""
+def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8",
+              max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The text of a file the user named; a directory, a device, a missing, unreadable, non-UTF-8 or over-large
+    (> ``max_bytes``) file is a ConfigError."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError(field, str(path), "is a directory, not a file")
@@ -160,9 +161,9 @@ def read_text(path: str | Path, field: str = "path", encoding: str = "utf-8") ->
                           else "file does not exist")
     try:
         size = p.stat().st_size
-        if size > MAX_INPUT_BYTES:
+        if size > max_bytes:
             raise ConfigError(field, str(path), f"is {size / 2**20:.1f} MiB; input files are limited to "
-                                                f"{MAX_INPUT_BYTES // 2**20} MiB")
+                                                f"{max_bytes // 2**20} MiB")
         return p.read_text(encoding=encoding)
     except UnicodeDecodeError as e:
         raise ConfigError(field, str(path), f"is not a UTF-8 text file (byte 0x{e.object[e.start]:02x} at offset "

@@ -69,6 +69,13 @@ FILES = {  # name -> text
                          "test_size: 1}\n",
     "data_binary.yaml": "name: e\ndata: {source: file, path: '{d}/binary_data.jsonl', train_size: 1, eval_size: 1, "
                         "test_size: 1}\n",
+    "grid_big.yaml": "name: e\ncombine: grid\naxes:\n" + "".join(
+        f"  train.{k}: [{', '.join(str(i + 1) for i in range(40))}]\n"
+        for k in ("max_steps", "per_device_train_batch_size", "seed", "gradient_accumulation_steps")),
+    "label_dots.yaml": "name: e\naxes:\n  b: [{label: '..', set: {train.max_steps: 2}}]\n",
+    "label_clash.yaml": "name: e\naxes:\n  b: [{label: a/b, set: {train.max_steps: 2}}, "
+                        "{label: a_b, set: {train.max_steps: 3}}]\n",
+    "tok_dev.yaml": "name: e\ntokenizer: {kind: path, path: /dev/zero}\n",  # read until 20 GB, then OOM-killed
     "trace_far.json": json.dumps({"traceEvents": [{"name": "a", "ph": "X", "ts": 1e300, "dur": 1, "pid": 0,
                                                    "tid": 0}]}),
 }
@@ -174,6 +181,10 @@ CASES = [  # (argv, what the one-line refusal names)
     (["plan", *FAST, "--selective-recompute", "op", "--recompute", "none"], "--selective-recompute"),  # ignored
     (["plan", *FAST, "--calibration", "{d}/profile_chip.yaml"], "calibration.chip"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),
+    (["experiment", "plan", "{d}/grid_big.yaml"], "2,560,000 variants"),  # listed for minutes, in GBs
+    (["experiment", "plan", "{d}/label_dots.yaml"], "axes"),  # variants/.. is the output folder itself
+    (["experiment", "plan", "{d}/label_clash.yaml"], "same folder name"),  # both wrote variants/a_b
+    (["experiment", "plan", "{d}/tok_dev.yaml"], "tokenizer.path"),
     (["validate", "{d}/bigcell.csv"], "runs"),  # session 12: csv's field-limit traceback
     (["footprint", "{d}/plan.json", "--intensity-csv", "{d}/bigcell_intensity.csv"], "intensity_csv"),
     (["experiment", "plan", "{d}/data_bigcell.yaml"], "data.path"),

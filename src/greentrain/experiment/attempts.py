@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import fcntl
 import io
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from greentrain.config import read_text
 from greentrain.errors import ConfigError, csv_errors
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.results import VariantResult
-from greentrain.experiment.spec import Variant
+from greentrain.experiment.spec import Variant, safe_name
 
 DONE = ("ok", "not_applicable", "pruned")  # pruned: an Optuna trial stopped by its pruner
 ATTEMPT_COLUMNS = ("variant_id", "attempt", "config_hash", "status", "wall_s", "energy_j", "emissions_kg_co2e",
@@ -40,10 +39,6 @@ class Attempt:
     @property
     def wasted(self) -> bool:
         return self.status in ("killed", "failed")
-
-
-def safe_name(variant_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=+@-]", "_", variant_id)
 
 
 def variant_dir(out_dir: Path, variant_id: str) -> Path:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from greentrain.errors import ConfigError
-from greentrain.experiment.attempts import safe_name
 from greentrain.experiment.results import write_text_atomic
+from greentrain.experiment.spec import safe_name
 
 CLAIMS = "claims"
 THREADS_ENV = "GREENTRAIN_WORKER_THREADS"  # torch threads of a pool's CPU worker (runtime.num_threads wins)
@@ -110,6 +110,8 @@ def _join_others(out: Path, f: IO[str], manifest: Mapping[str, object], fresh: b
     try:
         theirs = json.loads((out / "experiment.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        theirs = {}
+    if not isinstance(theirs, dict):  # a file greentrain did not write
         theirs = {}
     if theirs.get("spec_hash") != manifest.get("spec_hash"):
         raise ConfigError("out", str(out), f"another runner (pid {_holder(f)}) is running a different experiment "

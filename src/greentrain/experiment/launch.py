@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from greentrain.experiment.attempts import safe_name
+from greentrain.experiment.spec import safe_name
 
 PARENT_ENV = "GREENTRAIN_EXPERIMENT_RUNNER_PID"  # the parent a worker dies with: the runner, or torchrun's agent
 NNODES_ENV = "GREENTRAIN_NNODES"

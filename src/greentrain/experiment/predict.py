@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from greentrain.config import load_mapping
+from greentrain.config import load_mapping, read_text
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.experiment.cost import price, site_of
 from greentrain.experiment.data import load_splits
@@ -54,14 +54,19 @@ def wordlevel_vocab(texts: Sequence[str]) -> list[str]:
     return [*SPECIAL_TOKENS, *sorted(words)]
 
 
+# a tokenizer.json: Llama 3 9 MB, Gemma 3 33 MB (256k tokens with merges); 256 MiB leaves a wide margin
+TOKENIZER_MAX_BYTES = 256 * 2**20
+
 def vocab_size(job: Job) -> int:
     if job.model.init == "pretrained" or job.tokenizer_kind == "path":
         path = Path(job.tokenizer_path or job.model.path)
         f = path / "tokenizer.json" if path.is_dir() else path
+        field = "tokenizer.path" if job.tokenizer_path else "model.path"
+        text = read_text(f, field, max_bytes=TOKENIZER_MAX_BYTES)  # not /dev/zero, not 20 GB
         try:
-            return len(json.loads(f.read_text(encoding="utf-8"))["model"]["vocab"])
-        except (OSError, KeyError, ValueError, TypeError):
-            raise ConfigError("tokenizer.path", str(path), "needs a tokenizer.json with model.vocab") from None
+            return len(json.loads(text)["model"]["vocab"])
+        except (KeyError, ValueError, TypeError):
+            raise ConfigError(field, str(path), "needs a tokenizer.json with model.vocab") from None
     d = job.data
     train, *_ = load_splits(d.source, d.path, d.source_column, d.target_column,
                             (d.train_size, d.eval_size, d.test_size), 0)

@@ -20,7 +20,9 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -37,6 +39,15 @@ from greentrain.files import check_plain_name
 COMBINES = ("one-at-a-time", "grid", "list")
 TOP_KEYS = ("name", "seed", "repeats", "combine", "axes", "search", "description", *JOB_SECTIONS)
 BASE_ID = "base"
+# each variant is one fine-tuning run (minutes to days of accelerator time): a study past this is a slip (a grid
+# of 4 axes x 40 values is 2.56 M runs, which took minutes and gigabytes only to list)
+MAX_VARIANTS = 10_000
+MAX_ID_CHARS = 200  # a variant's folder name (attempts add "-N"; file systems allow 255 bytes)
+
+
+def safe_name(variant_id: str) -> str:
+    """The folder and file name of a variant (variants/<name>, attempts/<name>-N, claims/<name>.lock)."""
+    return re.sub(r"[^A-Za-z0-9._=+@-]", "_", variant_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +137,9 @@ def _combinations(axes: Mapping[str, Any], combine: str) -> list[tuple[str, tupl
                 "combine: list needs axes of equal length (they are zipped)")
         rows: list[Any] = list(zip(*per_axis, strict=True))
     else:
+        n = math.prod(len(e) for e in per_axis)
+        require(n <= MAX_VARIANTS, "axes", " x ".join(str(len(e)) for e in per_axis),
+                f"combine: grid makes {n:,} variants, more than {MAX_VARIANTS:,} training runs")
         rows = list(itertools.product(*per_axis))
     return [("+".join(label for label, _ in row), tuple(s for _, settings in row for s in settings))
             for row in rows]
@@ -172,9 +186,16 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     entries: list[tuple[str, tuple[tuple[str, Any], ...]]] = \
         [(BASE_ID, ())] if combine == "one-at-a-time" or not axes else []
     entries += _combinations(axes, combine) if axes else []
-    ids = [vid for vid, _ in entries]
-    dup = next((v for v in ids if ids.count(v) > 1), None)
-    require(dup is None, "axes", dup, "two variants have the same id: give them distinct labels")
+    require(len(entries) * repeats <= MAX_VARIANTS, "axes", f"{len(entries):,} variants x {repeats} repeats",
+            f"must make at most {MAX_VARIANTS:,} training runs")
+    seen: set[str] = set()
+    for vid, _ in entries:  # ids become folder names: distinct after safe_name and case folding, and plain
+        folder = safe_name(vid)
+        require(folder.lower() not in seen, "axes", vid, "two variants have the same id (or the same folder "
+                "name once characters other than letters, digits and ._=+@- become _): give them distinct labels")
+        require(folder.strip(".") != "" and len(folder) <= MAX_ID_CHARS, "axes", vid,
+                f"a variant id names its folder: not '.' or '..', at most {MAX_ID_CHARS} characters")
+        seen.add(folder.lower())
     for vid, settings in entries:  # before any variant is built: its other settings may only suit its task
         task = dict(settings).get("task", base.task)
         if task != base.task:
