@@ -132,6 +132,8 @@ BOUNDS: dict[str, Bound] = {
     "num_heads": Bound(1, 1e5, "heads", "published models use <= 128 attention heads"),
     "seq_len": Bound(1, MAX_SEQ_LEN, "tokens", "published long-context models reach 1e7 tokens"),
     "num_experts": Bound(1, 2**21, "experts", "PEER routes over 1,048,576 experts (arXiv 2407.04202)"),
+    "seed": Bound(0, 2**32 - 1, "", "at most 2**32 - 1, numpy's legacy seed range (np.random.seed, which "
+                  "transformers' set_seed calls; torch's manual_seed overflows past 2**64)"),
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
     "examples": Bound(1, 1e6, "examples", "a data file is at most 16 MiB (a few 1e5 rows) and synthetic examples "

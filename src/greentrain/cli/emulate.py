@@ -99,7 +99,7 @@ def _units(text: str) -> tuple[int, ...]:
 
 
 def build_case(args: argparse.Namespace) -> Case:
-    seed = as_int(args.seed, "seed", minimum=0)
+    seed = BOUNDS["seed"].check_int(args.seed, "seed")
     if args.op == "matmul":
         return MatMulCase(mesh=Mesh2D.parse(args.mesh), m=as_int(args.m, "m", minimum=1),
                           k=as_int(args.k, "k", minimum=1), n=as_int(args.n, "n", minimum=1),

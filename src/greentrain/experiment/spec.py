@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from greentrain.config import check_keys, load_mapping, require
+from greentrain.config import BOUNDS, check_keys, load_mapping, require
 from greentrain.errors import ConfigError
 from greentrain.experiment.cost import reprice_regions
 from greentrain.experiment.job import JOB_SECTIONS, Job, parse_job, set_path
@@ -172,6 +172,8 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
     repeats = data.get("repeats", 1)
     require(isinstance(repeats, int) and not isinstance(repeats, bool) and 1 <= repeats <= 100, "repeats",
             repeats, "must be an integer from 1 to 100")
+    require(BOUNDS["seed"].ok(seed + repeats - 1), "seed", seed,
+            f"{BOUNDS['seed'].rule()} (repeat r runs with seed + r)")
     axes = data.get("axes") or {}
     require(isinstance(axes, dict), "axes", axes, "must be a mapping of axis name to a list of values")
     base_raw = {k: copy.deepcopy(v) for k, v in data.items() if k in JOB_SECTIONS}
