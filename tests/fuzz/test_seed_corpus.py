@@ -185,6 +185,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "plan", "{d}/label_dots.yaml"], "axes"),  # variants/.. is the output folder itself
     (["experiment", "plan", "{d}/label_clash.yaml"], "same folder name"),  # both wrote variants/a_b
     (["experiment", "plan", "{d}/tok_dev.yaml"], "tokenizer.path"),
+    (["report", "{d}/plan_neg.json", "-o", "{d}/neg.html"], "step_time_s=-1.0"),  # drew a -1 s step
     (["validate", "{d}/bigcell.csv"], "runs"),  # session 12: csv's field-limit traceback
     (["footprint", "{d}/plan.json", "--intensity-csv", "{d}/bigcell_intensity.csv"], "intensity_csv"),
     (["experiment", "plan", "{d}/data_bigcell.yaml"], "data.path"),
@@ -197,6 +198,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("seed")
     plan = run(["plan", *FAST, "--json"]).stdout  # a plan and a track JSON for compare below
     (d / "plan.json").write_text(plan, encoding="utf-8")
+    (d / "plan_neg.json").write_text(json.dumps({**json.loads(plan), "step_time_s": -1.0}), encoding="utf-8")
     measured = {"kind": "track", "schema_version": 1, "status": "ok", "duration_s": 1.0, "num_steps": 2,
                 "step_time_s": 0.5, "first_step_time_s": 0.5, "forward_s": 0.1, "backward_s": 0.2,
                 "tokens_per_s": 10.0, "flop_per_step": 1e9, "flop_per_s": 2e9, "memory_bytes": 1e9, "energy_j": -5,

@@ -75,6 +75,7 @@ class SimStepView(ResultView):
     """``greentrain simulate step --json``: one training step simulated event by event."""
 
     KIND: ClassVar[str] = "simulate"
+    SIGNED: ClassVar[tuple[str, ...]] = ("error_vs_analytic",)
     mode: str
     step_time_s: float
     pipeline_time_s: float
@@ -128,10 +129,6 @@ class TrackResult(ResultView):
     """``measurement.json`` of ``greentrain track`` (measure/summary.py's Measurement.to_json)."""
 
     KIND: ClassVar[str] = "track"
-    NONNEGATIVE: ClassVar[tuple[str, ...]] = (
-        "duration_s", "num_steps", "step_time_s", "first_step_time_s", "forward_s", "backward_s", "tokens_per_s",
-        "flop_per_step", "flop_per_s", "memory_bytes", "energy_j", "energy_j_per_step", "power_w", "pue",
-        "grid_g_co2e_per_kwh", "emissions_kg_co2e", "cost_usd", "peak_cuda_bytes", "peak_cuda_reserved_bytes")
     status: str
     duration_s: float
     num_steps: int
@@ -171,6 +168,7 @@ class TrackResult(ResultView):
 
 @view
 class CompareRow(ResultView):
+    SIGNED: ClassVar[tuple[str, ...]] = ("relative_error",)
     quantity: str
     predicted: float
     measured: float

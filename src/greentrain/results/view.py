@@ -154,7 +154,9 @@ class ResultView:
     other key of the JSON."""
 
     KIND: ClassVar[str] = ""  # the kind's name: lower case, words joined by "_" (every kind, one style)
-    NONNEGATIVE: ClassVar[tuple[str, ...]] = ()  # measured amounts (seconds, joules, bytes): a value < 0 is refused
+    # the typed numbers that may be below 0 (errors); every other one is an amount (seconds, joules, bytes, USD,
+    # counts, fractions) and a value < 0 is refused: compare scored num_steps -1 and energy_j -5, report drew -1 s
+    SIGNED: ClassVar[tuple[str, ...]] = ()
     SCHEMA: ClassVar[int] = SCHEMA_VERSION  # the kind's newest schema version, raised when a key changes meaning
     OLD_NAMES: ClassVar[tuple[str, ...]] = ()  # names the kind was written under before (read back as it)
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -197,8 +199,8 @@ class ResultView:
                     raise ConfigError(at, None, f"is missing: a {cls.KIND or cls.__name__} result has it")
                 continue
             values[f.name] = _decode(data[f.name], f, at)
-            if f.name in cls.NONNEGATIVE and values[f.name] < 0:  # compare scored num_steps -1, energy_j -5
-                raise ConfigError(at, data[f.name], "must be >= 0 (a measured amount)")
+            if f.check in ("number", "int") and f.name not in cls.SIGNED and values[f.name] < 0:
+                raise ConfigError(at, data[f.name], "must be >= 0 (an amount)")
         return cls(**values, extra={k: v for k, v in data.items() if k not in names})
 
 
