@@ -136,8 +136,8 @@ def test_a_local_ray_cluster_runs_the_study(tmp_path: Path, sequential: tuple[Pa
     ray = pytest.importorskip("ray")
     exp, local = sequential
     rayed = tmp_path / "ray"
-    # one CPU: the two one-CPU tasks run one after the other in one Ray worker (one torch import, not two)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # a local cluster of two CPUs: the two one-CPU variants run side by side in two Ray workers
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         assert main(["experiment", "run", str(exp), "--out", str(rayed), "--no-plot", "--executor", "ray",
                      "--max-retries", "1", "--isolation", "inline", "--only", SHORT]) == 0
