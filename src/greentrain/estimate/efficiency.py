@@ -120,6 +120,9 @@ class Efficiency:
     parallelisms: tuple[str, ...] = knob("framework", "axes", (lambda v: all(k in PARALLEL_AXES for k in v),
                                                                f"must be a subset of {', '.join(PARALLEL_AXES)}"),
                                          default=PARALLEL_AXES)
+    # it can keep the optimizer states in host memory and step them there (ZeRO-Offload, FSDP's CPUOffload,
+    # Megatron Core's optimizer_cpu_offload); False: a strategy that offloads is refused, search never picks one
+    optimizer_offload: bool = knob("framework", "bool", default=True, calibrated=False)
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
     # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)

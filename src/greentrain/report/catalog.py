@@ -115,6 +115,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
         records.append({"name": name, "attention_kernel": e.attention_kernel, "loss_kernel": e.loss_kernel,
                         "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
                         "zero_stages": list(e.zero_stages), "parallelisms": list(e.parallelisms),
+                        "optimizer_offload": e.optimizer_offload,
                         "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),

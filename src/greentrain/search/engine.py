@@ -19,7 +19,7 @@ import numpy.typing as npt
 from greentrain import units
 from greentrain.config import BOUNDS, require
 from greentrain.errors import ConfigError, InfeasibleError
-from greentrain.estimate.efficiency import PARALLEL_AXES, Efficiency, Profile
+from greentrain.estimate.efficiency import Profile
 from greentrain.estimate.vector import estimate_steps
 from greentrain.footprint.model import footprint_arrays
 from greentrain.footprint.prices import device_price_usd_per_s
@@ -28,7 +28,7 @@ from greentrain.hardware.cluster import MAX_CHIPS
 from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
-from greentrain.search.feasibility import nothing_fits_message, with_chips
+from greentrain.search.feasibility import framework_space, nothing_fits_message, with_chips
 from greentrain.search.space import SearchSpace, table
 
 # Each objective and the Candidate field (and result column) it ranks by.
@@ -125,16 +125,9 @@ def check_framework_space(space: SearchSpace, profile: Profile, sc: Scenario) ->
     eff = profile.for_chip(sc.cluster.chip.name)
     for axis in eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
         raise ConfigError(f"strategy.{axis}", getattr(space, axis), eff.lacks_message((axis,)))
-
-
-def framework_space(space: SearchSpace, eff: Efficiency) -> SearchSpace | None:
-    """``space`` within what the framework runs: its ZeRO stages, and degree 1 on every axis it has no
-    parallelism for (None: none of the ZeRO stages asked for, or a pinned degree it cannot run)."""
-    zero = tuple(z for z in space.zero if z in eff.zero_stages)
-    if not zero or eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
-        return None
-    one = {axis: 1 if axis not in eff.parallelisms else getattr(space, axis) for axis in PARALLEL_AXES}
-    return dataclasses.replace(space, zero=zero, tp=one["tp"], pp=one["pp"], cp=one["cp"], ep=one["ep"])
+    if False not in space.offload and not eff.optimizer_offload:
+        raise ConfigError("strategy.offload_optimizer", True, f"the {profile.framework} framework keeps the "
+                          "optimizer states on the device (no optimizer offload)")
 
 
 def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints,
@@ -241,7 +234,7 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
     if not len(owner):
-        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
+        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons, profile))
     value = cols[OBJECTIVE_COLUMNS[objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
     candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
@@ -307,13 +300,13 @@ def best_strategy(sc: Scenario, space: SearchSpace | None = None, profile: Profi
 
 
 def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int, space: SearchSpace,
-                  cons: Constraints) -> str:
+                  cons: Constraints, profile: Profile) -> str:
     given = [f"budget {cons.budget_usd:,.4g} USD" if cons.budget_usd else "",
              f"deadline {units.s_to_days(cons.deadline_s):.4g} days" if cons.deadline_s else "",
              f"memory headroom {cons.memory_headroom:.0%}" if cons.memory_headroom not in (0.0, DEFAULT_MEMORY_HEADROOM)
              else ""]
     if any(given):
-        c = search(units_, space=space, top_k=1, constraints=Constraints(
+        c = search(units_, space=space, top_k=1, profile=profile, constraints=Constraints(
             memory_headroom=0.0 if given[2] else DEFAULT_MEMORY_HEADROOM)).ranked[0]
         return (f"none of the {total:,} strategies meets the constraints ({', '.join(g for g in given if g)}); "
                 f"without them the fastest takes {units.s_to_days(c.run_time_s):.4g} days and costs "
@@ -324,7 +317,7 @@ def _nothing_fits(scenarios: Sequence[Scenario], units_: Sequence[Scenario], tot
         return (f"no strategy on {where} keeps the pinned {' '.join(pins)} for {units_[0].model.name}: dp must "
                 "divide the batch, tp the heads, pp at most the layers, and dp * tp * pp * cp = the chips"
                 + ("; etp is 1 or tp" if space.etp is not None else ""))
-    return nothing_fits_message(scenarios, units_, total)
+    return nothing_fits_message(scenarios, units_, total, profile)
 
 
 def pinned_fields(space: SearchSpace) -> list[str]:

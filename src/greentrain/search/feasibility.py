@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
 
+from greentrain.estimate.efficiency import PARALLEL_AXES, Efficiency, Profile
 from greentrain.estimate.vector import estimate_steps
 from greentrain.hardware.cluster import valid_chip_count
 from greentrain.scenario import Scenario
@@ -28,27 +29,50 @@ def _round_up(n: int, per_node: int) -> int:
     return n if n <= per_node else -(-n // per_node) * per_node
 
 
-def fits(sc: Scenario, num_chips: int) -> bool:
+def framework_space(space: SearchSpace, eff: Efficiency) -> SearchSpace | None:
+    """``space`` within what the framework runs: its ZeRO stages, optimizer offload only where it has it, and degree
+    1 on every axis it has no parallelism for (None: none of the ZeRO stages asked for, or a pin it cannot run)."""
+    zero = tuple(z for z in space.zero if z in eff.zero_stages)
+    offload = tuple(o for o in space.offload if eff.optimizer_offload or not o)
+    if not zero or not offload or eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
+        return None
+    one = {axis: 1 if axis not in eff.parallelisms else getattr(space, axis) for axis in PARALLEL_AXES}
+    return dataclasses.replace(space, zero=zero, offload=offload, tp=one["tp"], pp=one["pp"], cp=one["cp"],
+                               ep=one["ep"])
+
+
+def lightest(eff: Efficiency | None) -> SearchSpace:
+    """LIGHTEST within what the framework runs: its highest ZeRO stage, the optimizer offloaded if it can."""
+    if eff is None:
+        return LIGHTEST
+    space = framework_space(dataclasses.replace(LIGHTEST, zero=(max(eff.zero_stages),),
+                                                offload=(eff.optimizer_offload,)), eff)
+    assert space is not None  # its own stage and offload
+    return space
+
+
+def fits(sc: Scenario, num_chips: int, eff: Efficiency | None = None) -> bool:
     """Whether any strategy fits on ``num_chips`` chips: the memory-lightest choices of every mesh suffice
-    (ZeRO-3, full recomputation, micro-batch 1, offloaded optimizer use the least device memory)."""
+    (ZeRO-3, full recomputation, micro-batch 1, offloaded optimizer use the least device memory), within what
+    the framework of ``eff`` runs (None: the default framework's efficiency, every choice)."""
     sc = with_chips(sc, num_chips)
-    return len(estimate_steps(sc, table(sc, LIGHTEST)).index) > 0
+    return len(estimate_steps(sc, table(sc, lightest(eff)), eff=eff).index) > 0
 
 
-def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20) -> int | None:
+def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20, eff: Efficiency | None = None) -> int | None:
     """The smallest valid chip count above the scenario's that fits (None up to ``limit``): doubling finds a
     count that fits; the valid counts between the last failure and it are then tried in order, at most
     MAX_PROBES of them (evenly spaced when there are more: the answer is then within 1/MAX_PROBES)."""
     n, per_node = sc.cluster.num_chips, sc.cluster.chips_per_node
     lo, hi = n, _round_up(2 * n, per_node)
-    while hi <= limit and not fits(sc, hi):
+    while hi <= limit and not fits(sc, hi, eff):
         lo, hi = hi, _round_up(2 * hi, per_node)
     if hi > limit:
         return None
     between = [c for c in range(lo + 1, hi) if valid_chip_count(c, per_node)] if hi - lo <= 4096 else \
         list(range(_round_up(lo + 1, per_node), hi, per_node))
     step = max(1, -(-len(between) // MAX_PROBES))
-    return next((c for c in between[step - 1::step] if fits(sc, c)), hi)
+    return next((c for c in between[step - 1::step] if fits(sc, c, eff)), hi)
 
 
 def layout_counts(sc: Scenario, reach: int = 64) -> tuple[int | None, int | None]:
@@ -85,14 +109,16 @@ def no_layout_message(sc: Scenario) -> str:
             + (f"; the nearest counts that do: {near}" if near else ""))
 
 
-def nothing_fits_message(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int) -> str:
-    """Every strategy is infeasible (no constraint given): per chip type, why and how many chips would do."""
+def nothing_fits_message(scenarios: Sequence[Scenario], units_: Sequence[Scenario], total: int,
+                         profile: Profile | None = None) -> str:
+    """Every strategy is infeasible (no constraint given): per chip type, why and how many chips would do under
+    the framework of ``profile`` (None: any choice, the default framework)."""
     if total == 0:
         return "; ".join(no_layout_message(u) for u in units_)
     parts = []
     for sc in scenarios:
         top = max(u.cluster.num_chips for u in units_ if u.cluster.chip.name == sc.cluster.chip.name)
-        need = min_chips_to_fit(with_chips(sc, top))
+        need = min_chips_to_fit(with_chips(sc, top), eff=profile.for_chip(sc.cluster.chip.name) if profile else None)
         where = f"{top} x {sc.cluster.chip.name}"
         parts.append(f"{where}: smallest count that fits is {need}" if need else f"{where}: no count up to 2^20 fits")
     return f"none of the {total:,} strategies fits {scenarios[0].model.name}; " + "; ".join(parts)

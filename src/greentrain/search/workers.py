@@ -157,7 +157,7 @@ def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, object
     num_feasible = feasible
     if not num_feasible:
         units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
-        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons))
+        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons, profile))
     cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
     owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])

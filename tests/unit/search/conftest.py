@@ -12,6 +12,7 @@ from greentrain.errors import InfeasibleError
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.step import estimate_step
 from greentrain.estimate.vector import estimate_steps
+from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
 
@@ -20,20 +21,26 @@ RTOL = 1e-12
 Agree = Callable[..., int]
 
 
+def _runs(eff: Efficiency | None, s: Strategy) -> bool:
+    """Whether the framework runs ``s`` (search/feasibility.framework_space keeps the search to such rows)."""
+    return eff is None or (s.zero in eff.zero_stages and not eff.lacks(tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep)
+                           and (eff.optimizer_offload or not s.offload_optimizer))
+
+
 def _agree(sc: Scenario, rows: StrategyTable, rng: random.Random, samples: int, feasible_samples: int = 0,
            eff: Efficiency | None = None) -> int:
     """``samples`` random rows and ``feasible_samples`` of those the columns keep; returns how many fit."""
     est = estimate_steps(sc, rows, eff=eff)
     at = {int(i): j for j, i in enumerate(est.index)}
     picks = rng.sample(range(len(rows)), min(samples, len(rows)))
-    # feasible rows the framework runs (the search keeps to its ZeRO stages before estimating)
-    kept = [int(i) for i in est.index if eff is None or int(rows.zero[i]) in eff.zero_stages]
+    # feasible rows the framework runs (the search keeps to its ZeRO stages, axes and offload before estimating)
+    kept = [int(i) for i in est.index if _runs(eff, rows.row(int(i)))]
     picks += rng.sample(kept, min(feasible_samples, len(kept)))
     feasible = 0
     for i in picks:
         s = rows.row(i)
-        if eff is not None and s.zero not in eff.zero_stages:
-            continue  # estimate_step refuses them; the search keeps to the framework's stages before estimating
+        if not _runs(eff, s):
+            continue  # estimate_step refuses them; the search keeps to what the framework runs before estimating
         try:
             ref = estimate_step(sc, s, eff=eff)
         except InfeasibleError:

@@ -26,14 +26,16 @@ def test_profiles_name_their_axes() -> None:
     assert efficiency_for("h100-sxm", "ddp").lacks(tp=2, pp=1, cp=4) == ("tp", "cp")
 
 
-@pytest.mark.parametrize(("framework", "axes"), [("torchtune", ("pp",)), ("ddp", PARALLEL_AXES)])
-def test_the_planner_picks_only_what_the_framework_runs(framework: str, axes: tuple[str, ...]) -> None:
-    sc = scenario_from_dict(SCENARIO)
+@pytest.mark.parametrize(("framework", "axes", "model"), [("torchtune", ("pp",), "llama3-8b"),
+                                                           ("ddp", PARALLEL_AXES, "llama3.2-1b")])
+def test_the_planner_picks_only_what_the_framework_runs(framework: str, axes: tuple[str, ...], model: str) -> None:
+    sc = scenario_from_dict({**SCENARIO, "model": model})
     space = SearchSpace(max_micro_batch=1, interleave=False)
     res = search([sc], top_k=50, space=space, profile=Profile(framework=framework))
     assert res.ranked and res.num_feasible
     for c in (*res.ranked, *res.pareto):
         assert all(getattr(c.strategy, axis) == 1 for axis in axes), c.strategy.describe()
+        assert framework != "ddp" or not c.strategy.offload_optimizer  # DDP steps where the parameters are
     # megatron on the same space reaches the axes this framework lacks
     wide = search([sc], top_k=50, space=space, profile=Profile(framework="megatron"))
     assert wide.num_candidates > res.num_candidates
@@ -54,3 +56,14 @@ def test_an_explicit_strategy_on_a_missing_axis_is_refused(capsys: pytest.Captur
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "strategy.pp=2" in err[0] and "no pipeline parallelism" in err[0]
+    ddp = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8", "--framework", "ddp"]
+    assert main([*ddp, "--offload-optimizer"]) == 2
+    assert "no optimizer offload" in capsys.readouterr().err
+
+
+def test_what_would_fit_is_said_for_the_framework(capsys: pytest.CaptureFixture[str]) -> None:
+    """DDP replicates 16 bytes per parameter: an 8B model fits on no count of 80 GB chips (the lightest
+    choices of another framework, ZeRO-3 with offload, would fit on 24)."""
+    argv = ["plan", "--model", "llama3-8b", "--chip", "h100-sxm", "--num-chips", "16", "--framework", "ddp"]
+    assert main(argv) == 2
+    assert "no count up to 2^20 fits" in capsys.readouterr().err
