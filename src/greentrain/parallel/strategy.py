@@ -80,9 +80,10 @@ class Strategy:
         ranks = self.stage_ranks
         if ranks % (self.ep * self.expert_tp):
             fits = [e for e in range(1, ranks + 1) if ranks % (e * self.expert_tp) == 0]
+            can = (f"ep can be {', '.join(map(str, fits[:8]))}" + (", ..." if len(fits) > 8 else "")) if fits \
+                else f"no ep can with etp {self.expert_tp}"
             raise ConfigError("strategy.ep", self.ep, f"ep*etp = {self.ep}*{self.expert_tp} must divide dp*cp*tp = "
-                              f"{ranks} (experts are laid out over a stage's ranks); ep can be "
-                              f"{', '.join(map(str, fits[:8]))}" + (", ..." if len(fits) > 8 else "")
+                              f"{ranks} (experts are laid out over a stage's ranks); {can}"
                               + ("" if self.expert_tp == 1 else "; etp 1 allows more"))
 
     # Derived names, each written once for a Strategy and a StrategyTable (parallel/derived.py)
