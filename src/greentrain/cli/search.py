@@ -148,16 +148,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _chip_range(args: argparse.Namespace) -> tuple[str, ...]:
-    """--max-chips N with --num-chips M: M is the cluster's chips, N the most of them the search uses. N < M is a
-    search within the cluster (the result says so); N > M asks for more chips than the cluster has: refused."""
-    n, m = args.max_chips, args.num_chips
-    if not n or m is None or n == m:
+    """--max-chips N with a cluster of M chips (--num-chips M, or the scenario file's cluster.num_chips): N is the
+    most of them the search uses. N < M is a search within the cluster (the result says so); N > M asks for more
+    chips than the cluster has: refused, whichever way M was given."""
+    n, m, given = args.max_chips, args.num_chips, "--num-chips"
+    if m is None and args.scenario:
+        from greentrain.config import load_mapping
+
+        cluster = load_mapping(args.scenario, field="scenario").get("cluster")
+        m, given = (cluster.get("num_chips") if isinstance(cluster, dict) else None), "the scenario's cluster.num_chips"
+    if not n or not isinstance(m, int) or n == m:
         return ()
     if n > m:
-        raise ConfigError("--max-chips", n, f"exceeds --num-chips {m}, the chips of the cluster: give --max-chips "
-                          f"<= {m}, or leave out --num-chips to try every power of two up to {n}")
+        raise ConfigError("--max-chips", n, f"exceeds {given} {m}, the chips of the cluster: give --max-chips "
+                          f"<= {m}, or leave out {given} to try every power of two up to {n}")
     return (f"searched 1 to {n} chips (the powers of two and {n}) of the {m}-chip cluster: --max-chips {n} < "
-            f"--num-chips {m}",)
+            f"{given} {m}",)
 
 
 def _trust_notes(result: Any, cons: Constraints, framework: str, scs: list[Scenario]) -> tuple[str, ...]:

@@ -151,3 +151,15 @@ def test_max_chips_above_num_chips_is_refused_naming_both(capsys: pytest.Capture
     assert main([*SEARCH, "--num-chips", "8", "--max-chips", "64"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--max-chips=64" in err and "--num-chips 8" in err
+
+
+def test_a_scenario_files_num_chips_is_the_cluster_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One rule whichever way the cluster's chips are given: the file's cluster.num_chips as --num-chips."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text("model: llama3.2-1b\ncluster: {chip: h100-sxm, num_chips: 8}\n", "utf-8")
+    assert main(["search", str(sc), "--max-chips", "64"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--max-chips=64" in err and "cluster.num_chips 8" in err
+    d = _json(["search", str(sc), "--max-chips", "4", "--json"], capsys)
+    assert {r["num_chips"] for r in d["ranked"]} <= {1, 2, 4}
+    assert any("of the 8-chip cluster" in n for n in d["notes"])
