@@ -136,7 +136,7 @@ BOUNDS: dict[str, Bound] = {
                   "transformers' set_seed calls; torch's manual_seed overflows past 2**64)"),
     "num_chips": Bound(1, 2**24, "chips", "the largest clusters have a few 1e5 accelerators (2025)"),
     "chips_per_node": Bound(1, 16384, "chips", "the largest scale-up domain is a TPU v7 pod of 9,216 chips"),
-    "examples": Bound(1, 1e6, "examples", "a data file is at most 16 MiB (a few 1e5 rows) and synthetic examples "
+    "examples": Bound(1, 1e6, "examples", "a data file is at most 1 GiB (~1e6 rows of ~1 kB) and synthetic examples "
                       "are generated in memory (~1 kB each)"),
     "example_tokens": Bound(1, 65536, "tokens", "every example is padded to it; long-context seq2seq fine-tuning "
                             "uses <= 16,384 (LongT5)"),

@@ -182,7 +182,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["plan", *FAST, "--calibration", "{d}/profile_chip.yaml"], "calibration.chip"),
     (["simulate", "step", "{d}/tokens0.yaml", "--trace", "{d}/scenario-link.json"], "overwrite the input"),
     (["experiment", "plan", "{d}/grid_big.yaml"], "2,560,000 variants"),  # listed for minutes, in GBs
-    (["experiment", "plan", "{d}/label_dots.yaml"], "axes"),  # variants/.. is the output folder itself
+    (["experiment", "plan", "{d}/label_dots.yaml"], "names its folder"),  # variants/.. is the output folder
     (["experiment", "plan", "{d}/label_clash.yaml"], "same folder name"),  # both wrote variants/a_b
     (["experiment", "plan", "{d}/tok_dev.yaml"], "tokenizer.path"),
     (["report", "{d}/plan_neg.json", "-o", "{d}/neg.html"], "step_time_s=-1.0"),  # drew a -1 s step

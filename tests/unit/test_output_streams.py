@@ -67,10 +67,16 @@ def test_a_socket_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("argv", [["catalog", "models", "--json"], ["plan", "--model", "nope"]])
-def test_a_closed_stdout_or_stderr_is_no_traceback(argv: list[str]) -> None:
-    """`greentrain ... >&- 2>&-`: Python starts with sys.stdout None; json.dump onto it raised AttributeError."""
-    code = ("import os, sys; os.close(1); sys.stdout = None; from greentrain.cli.main import main; "
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_a_closed_stdout_or_stderr_is_no_traceback(argv: list[str], closed: str, tmp_path: Path) -> None:
+    """`greentrain ... >&-` or `2>&-`: Python starts with sys.stdout (sys.stderr) None; json.dump onto it raised
+    AttributeError. The other stream goes to a file, which must hold no traceback."""
+    fd = 1 if closed == "stdout" else 2
+    code = (f"import os, sys; os.close({fd}); sys.{closed} = None; from greentrain.cli.main import main; "
             f"sys.exit(main({argv!r}))")
-    done = subprocess.run([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, timeout=120)
-    assert "Traceback" not in done.stderr
+    other = tmp_path / "other.txt"
+    with other.open("w") as f:
+        kw = {"stderr": f} if closed == "stdout" else {"stdout": f}
+        done = subprocess.run([sys.executable, "-c", code], timeout=120, **kw)  # type: ignore[call-overload]
+    assert "Traceback" not in other.read_text()
     assert done.returncode == (0 if argv[0] == "catalog" else 2)

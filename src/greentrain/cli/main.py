@@ -121,8 +121,8 @@ def _top_help() -> str:
 
 def _plug_closed_streams() -> None:
     """Started with stdout or stderr closed (`>&-`), Python sets sys.stdout to None: print() drops its text
-    but json.dump(..., sys.stdout) raises. Both get /dev/null instead, which also takes the free descriptor, so
-    no file opened later becomes descriptor 1 or 2 under a child process's output."""
+    but json.dump(..., sys.stdout) raises. Both get /dev/null instead (it takes the lowest free descriptor, the
+    closed one when no lower one is closed too)."""
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (the process's stream)

@@ -82,12 +82,17 @@ def _attempt(r: dict[str, str | None]) -> Attempt | None:
 
 def previous_attempts(out_dir: Path) -> list[Attempt]:
     """The attempts recorded in ``out_dir``/attempts.csv. A row torn by a full disk or a kill during
-    append_attempt (fewer cells than the header) is left out, as if the attempt had not been recorded (its variant
-    runs again); any other row that does not parse is refused in one line naming the file and line."""
+    append_attempt (the file's unfinished last line, or a line with fewer cells than the header) is left out, as
+    if the attempt had not been recorded (its variant runs again; move_aside numbers past its folder); any other
+    row that does not parse is refused in one line naming the file and line."""
     path = out_dir / "attempts.csv"
     if not path.is_file():
         return []
     text = read_text(path, "attempts.csv")
+    if not text.strip():  # the disk filled on the first append
+        return []
+    if not text.endswith("\n"):  # the last row was torn mid-append (even within its last cell): left out
+        text = text[:text.rfind("\n") + 1]
     with csv_errors("attempts.csv", path):
         reader = csv.DictReader(io.StringIO(text, newline=""))
         rows = list(reader)
@@ -129,6 +134,8 @@ def move_aside(out_dir: Path, v: Variant, old: VariantResult | None, attempts: l
     """Move an unfinished, failed or superseded attempt to DIR/attempts/ and record what it spent."""
     folder = variant_dir(out_dir, v.variant_id)
     n = 1 + sum(1 for a in attempts if a.variant_id == v.variant_id)
+    while (out_dir / "attempts" / f"{safe_name(v.variant_id)}-{n}").exists():  # an attempt whose row was torn
+        n += 1
     dest = out_dir / "attempts" / f"{safe_name(v.variant_id)}-{n}"
     wall, energy = _record_energy_j(folder)
     if old is None:

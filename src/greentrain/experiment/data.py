@@ -77,9 +77,13 @@ def synthetic_news(n: int, seed: int) -> TextPairs:
     return TextPairs(sources=tuple(sources), targets=tuple(targets))
 
 
+# a JSONL or CSV data file read whole into memory: 1e6 examples (BOUNDS["examples"]) of ~1 kB; larger sets are
+# saved data set folders (datasets.Dataset.save_to_disk), read by `datasets`
+DATA_MAX_BYTES = 2**30
+
 def _rows_jsonl(path: Path) -> list[dict[str, object]]:
     rows = []
-    for i, line in enumerate(read_text(path, "data.path").splitlines()):
+    for i, line in enumerate(read_text(path, "data.path", max_bytes=DATA_MAX_BYTES).splitlines()):
         if not line.strip():
             continue
         try:
@@ -104,8 +108,8 @@ def _rows(path: Path) -> list[dict[str, object]]:
         raise ConfigError("data.path", str(path), "file does not exist")
     if path.suffix == ".jsonl":
         return _rows_jsonl(path)
-    if path.suffix == ".csv":  # a UTF-8 text file of at most config.MAX_INPUT_BYTES, cells csv can parse
-        text = read_text(path, "data.path")
+    if path.suffix == ".csv":  # a UTF-8 text file of at most DATA_MAX_BYTES, cells csv can parse
+        text = read_text(path, "data.path", max_bytes=DATA_MAX_BYTES)
         with csv_errors("data.path", path):
             return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))]
     raise ConfigError("data.path", str(path), "must be a .jsonl or .csv file or a saved data set folder")

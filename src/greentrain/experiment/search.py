@@ -111,7 +111,7 @@ def _study(optuna: Any, out: Path, exp: Experiment, storage: Any = None, shared:
     spec = exp.search
     assert spec is not None
     storage = _storage(optuna, out, "") if storage is None else storage
-    seed = exp.base_seed + (os.getpid() if shared else 0)
+    seed = (exp.base_seed + (os.getpid() if shared else 0)) % 2**32  # numpy's seed range (config.BOUNDS["seed"])
     samplers: dict[str, Callable[[], Any]] = {
         "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, spec.trials // 2)),
         "tpe": lambda: optuna.samplers.TPESampler(seed=seed),

@@ -42,7 +42,7 @@ BASE_ID = "base"
 # each variant is one fine-tuning run (minutes to days of accelerator time): a study past this is a slip (a grid
 # of 4 axes x 40 values is 2.56 M runs, which took minutes and gigabytes only to list)
 MAX_VARIANTS = 10_000
-MAX_ID_CHARS = 200  # a variant's folder name (attempts add "-N"; file systems allow 255 bytes)
+MAX_ID_CHARS = 240  # a variant's folder name (attempts/<id>-N, claims/<id>.lock; file systems allow 255 bytes)
 
 
 def safe_name(variant_id: str) -> str:
@@ -196,7 +196,8 @@ def experiment_from_dict(data: dict[str, Any], path: str = "") -> Experiment:
         require(folder.lower() not in seen, "axes", vid, "two variants have the same id (or the same folder "
                 "name once characters other than letters, digits and ._=+@- become _): give them distinct labels")
         require(folder.strip(".") != "" and len(folder) <= MAX_ID_CHARS, "axes", vid,
-                f"a variant id names its folder: not '.' or '..', at most {MAX_ID_CHARS} characters")
+                f"a variant id names its folder: not '.' or '..', at most {MAX_ID_CHARS} characters (a long "
+                "combination of axes takes a short name with {label: NAME, set: {...}})")
         seen.add(folder.lower())
     for vid, settings in entries:  # before any variant is built: its other settings may only suit its task
         task = dict(settings).get("task", base.task)

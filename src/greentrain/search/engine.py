@@ -125,6 +125,11 @@ def check_framework_space(space: SearchSpace, profile: Profile, sc: Scenario) ->
     eff = profile.for_chip(sc.cluster.chip.name)
     for axis in eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
         raise ConfigError(f"strategy.{axis}", getattr(space, axis), eff.lacks_message((axis,)))
+    # pins that need an axis: model chunks need a pipeline, sequence and expert-tensor parallelism need tp
+    needs = {"vpp": (space.vpp > 1, "pp"), "sp": (space.sp is True, "tp"), "etp": ((space.etp or 0) > 1, "tp")}
+    for field, (used, axis) in needs.items():
+        if used and axis not in eff.parallelisms:
+            raise ConfigError(f"strategy.{field}", getattr(space, field), eff.lacks_message((axis,)))
     if False not in space.offload and not eff.optimizer_offload:
         raise ConfigError("strategy.offload_optimizer", True, f"the {profile.framework} framework keeps the "
                           "optimizer states on the device (no optimizer offload)")

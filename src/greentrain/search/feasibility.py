@@ -75,13 +75,15 @@ def min_chips_to_fit(sc: Scenario, limit: int = 1 << 20, eff: Efficiency | None 
     return next((c for c in between[step - 1::step] if fits(sc, c, eff)), hi)
 
 
-def layout_counts(sc: Scenario, reach: int = 64) -> tuple[int | None, int | None]:
+def layout_counts(sc: Scenario, reach: int = 64, eff: Efficiency | None = None) -> tuple[int | None, int | None]:
     """The nearest valid chip counts below and above the scenario's (within ``reach`` of the valid counts on
-    each side) that admit any parallel layout of the model and batch."""
+    each side) that admit any parallel layout of the model and batch (on the axes the framework of ``eff`` runs)."""
     n, per_node = sc.cluster.num_chips, sc.cluster.chips_per_node
+    space = SearchSpace(interleave=False)
+    space = (framework_space(space, eff) or space) if eff is not None else space
 
     def ok(c: int) -> bool:
-        return next(meshes(with_chips(sc, c), SearchSpace(interleave=False)), None) is not None
+        return next(meshes(with_chips(sc, c), space), None) is not None
 
     below = list(itertools.islice((c for c in range(n - 1, 0, -1) if valid_chip_count(c, per_node)), reach))
     above = list(itertools.islice(_valid_above(n, per_node), reach))
@@ -96,16 +98,19 @@ def _valid_above(n: int, per_node: int) -> Iterator[int]:
         c += 1 if c < per_node else per_node
 
 
-def no_layout_message(sc: Scenario) -> str:
-    """No dp x tp x pp x cp split of the chip count passes check_divisibility: say what must divide."""
+def no_layout_message(sc: Scenario, eff: Efficiency | None = None) -> str:
+    """No dp x tp x pp x cp split of the chip count (on the axes the framework of ``eff`` runs) passes
+    check_divisibility: say what must divide."""
     m, w = sc.model, sc.workload
-    below, above = layout_counts(sc)
+    below, above = layout_counts(sc, eff=eff)
+    axes = "" if eff is None or eff.parallelisms == PARALLEL_AXES else \
+        f" (the {eff.framework} framework runs {', '.join(eff.parallelisms) or 'data parallelism only'})"
     near = " or ".join(str(c) for c in (below, above) if c is not None)
     heads = f"{m.num_heads} attention heads, " if m.num_heads else ""
     experts = f"{m.num_experts} experts, " if m.is_moe else ""
     return (f"no parallel layout of {sc.cluster.num_chips} x {sc.cluster.chip.name} divides {m.name} "
             f"(global batch {w.global_batch_size}, {m.total_layers} layers, {heads}{experts}sequence {w.seq_len})"
-            f": dp must divide the batch, tp the heads, pp at most the layers"
+            f": dp must divide the batch, tp the heads, pp at most the layers{axes}"
             + (f"; the nearest counts that do: {near}" if near else ""))
 
 
@@ -114,7 +119,8 @@ def nothing_fits_message(scenarios: Sequence[Scenario], units_: Sequence[Scenari
     """Every strategy is infeasible (no constraint given): per chip type, why and how many chips would do under
     the framework of ``profile`` (None: any choice, the default framework)."""
     if total == 0:
-        return "; ".join(no_layout_message(u) for u in units_)
+        return "; ".join(no_layout_message(u, profile.for_chip(u.cluster.chip.name) if profile else None)
+                         for u in units_)
     parts = []
     for sc in scenarios:
         top = max(u.cluster.num_chips for u in units_ if u.cluster.chip.name == sc.cluster.chip.name)

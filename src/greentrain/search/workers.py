@@ -215,6 +215,8 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     if scenarios:
         check_framework_space(space, profile, scenarios[0])
+        if "tp" not in profile.for_chip(scenarios[0].cluster.chip.name).parallelisms:
+            space = dataclasses.replace(space, tp=1)  # one part per unit: the framework has no tp to split by
     t0 = time.perf_counter()
     todo = [_Part(index=i, unit=u, scenario=sc, space=sp, sites=tuple(sites), constraints=cons, profile=profile,
                   objective=objective, top_k=top_k, points=points)

@@ -54,7 +54,7 @@ def test_an_explicit_strategy_on_a_missing_axis_is_refused(capsys: pytest.Captur
     argv = ["plan", "--model", "llama3-8b", "--chip", "h100-sxm", "--num-chips", "8", "--framework", "torchtune",
             "--pp", "2"]
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = capsys.readouterr().err.strip().splitlines()  # "it runs tp, cp beside data parallelism"
     assert len(err) == 1 and "strategy.pp=2" in err[0] and "no pipeline parallelism" in err[0]
     ddp = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8", "--framework", "ddp"]
     assert main([*ddp, "--offload-optimizer"]) == 2
@@ -67,3 +67,22 @@ def test_what_would_fit_is_said_for_the_framework(capsys: pytest.CaptureFixture[
     argv = ["plan", "--model", "llama3-8b", "--chip", "h100-sxm", "--num-chips", "16", "--framework", "ddp"]
     assert main(argv) == 2
     assert "no count up to 2^20 fits" in capsys.readouterr().err
+
+
+def test_pins_that_need_a_missing_axis_name_it(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8"]
+    for argv, field in (([*base, "--framework", "torchtune", "--vpp", "2"], "strategy.vpp=2"),
+                        ([*base, "--framework", "ddp", "--sp"], "strategy.sp=True")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and field in err and "framework has no" in err
+
+
+def test_no_layout_is_said_for_the_framework(capsys: pytest.CaptureFixture[str]) -> None:
+    """8 chips, a batch of 4: megatron runs dp 4 x tp 2; DDP needs dp = 8 sequences, and says so."""
+    base = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8", "--global-batch", "4"]
+    assert main([*base, "--framework", "megatron"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--framework", "ddp"]) == 2
+    err = capsys.readouterr().err
+    assert "ddp framework runs data parallelism only" in err and "nearest counts that do: 4" in err
