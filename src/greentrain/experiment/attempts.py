@@ -89,10 +89,10 @@ def previous_attempts(out_dir: Path) -> list[Attempt]:
     if not path.is_file():
         return []
     text = read_text(path, "attempts.csv")
-    if not text.strip():  # the disk filled on the first append
-        return []
-    if not text.endswith("\n"):  # the last row was torn mid-append (even within its last cell): left out
+    if not text.endswith("\n"):  # the last line was torn mid-append (even within its last cell): left out
         text = text[:text.rfind("\n") + 1]
+    if not text.strip():  # empty, or a header torn by a full disk on the first append
+        return []
     with csv_errors("attempts.csv", path):
         reader = csv.DictReader(io.StringIO(text, newline=""))
         rows = list(reader)
@@ -117,10 +117,18 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
+def _has_header(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.readline().rstrip(b"\r\n") == ",".join(ATTEMPT_COLUMNS).encode()
+
+
 def append_attempt(out_dir: Path, a: Attempt) -> None:
     path = out_dir / "attempts.csv"
     with (out_dir / ".attempts.lock").open("a") as lk, path.open("a", encoding="utf-8", newline="") as f:
         fcntl.flock(lk, fcntl.LOCK_EX)  # released when the file closes
+        if f.tell() and not _has_header(path):  # only a header torn by a crash: start the record again
+            f.truncate(0)
+            f.seek(0)
         new = f.tell() == 0
         if not new and not _ends_with_newline(path):
             f.write("\n")  # a row torn by an earlier crash stays on its own line (previous_attempts skips it)

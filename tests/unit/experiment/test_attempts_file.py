@@ -28,9 +28,11 @@ def test_a_torn_row_is_left_out_and_the_next_append_starts_a_line(tmp_path: Path
 
 
 def test_an_empty_file_or_a_last_cell_cut_short_is_no_attempt(tmp_path: Path) -> None:
-    (tmp_path / "attempts.csv").write_text("", encoding="utf-8")  # the disk filled on the very first append
-    assert previous_attempts(tmp_path) == []
-    append_attempt(tmp_path, DONE)
+    for torn in ("", "variant_id,attempt,conf"):  # the disk filled on the very first append
+        (tmp_path / "attempts.csv").write_text(torn, encoding="utf-8")
+        assert previous_attempts(tmp_path) == []
+    append_attempt(tmp_path, DONE)  # over the torn header: the record starts again
+    assert previous_attempts(tmp_path) == [DONE]
     with (tmp_path / "attempts.csv").open("a", encoding="utf-8") as f:
         f.write("bs32,1,def,done,3.0,4.0,,,variants/bs")  # every cell there, the folder cut short
     assert previous_attempts(tmp_path) == [DONE]
