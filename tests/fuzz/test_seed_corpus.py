@@ -186,6 +186,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["experiment", "plan", "{d}/label_clash.yaml"], "same folder name"),  # both wrote variants/a_b
     (["experiment", "plan", "{d}/tok_dev.yaml"], "tokenizer.path"),
     (["report", "{d}/plan_neg.json", "-o", "{d}/neg.html"], "step_time_s=-1.0"),  # drew a -1 s step
+    (["footprint", "{d}/plan.json", "--model-card", "--training-type", "nope"], "--training-type"),  # in the card
     (["validate", "{d}/bigcell.csv"], "runs"),  # session 12: csv's field-limit traceback
     (["footprint", "{d}/plan.json", "--intensity-csv", "{d}/bigcell_intensity.csv"], "intensity_csv"),
     (["experiment", "plan", "{d}/data_bigcell.yaml"], "data.path"),

@@ -24,7 +24,7 @@ from greentrain import units
 from greentrain.cli.argtypes import bounded, finite_float, name_text, nonneg_float, path_text, positive_int
 from greentrain.config import BOUNDS, as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
-from greentrain.footprint.compare import compare_regions, model_card_block
+from greentrain.footprint.compare import TRAINING_TYPES, compare_regions, model_card_block
 from greentrain.footprint.inputs import RunFile, RunInputs, run_inputs
 from greentrain.footprint.model import DEFAULT_LIFETIME_S, Footprint, footprint
 from greentrain.footprint.prices import MARKETS, device_price_usd_per_s
@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         type=path_text)
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--model-card", action="store_true", help="print the Hugging Face co2_eq_emissions YAML")
-    parser.add_argument("--training-type", default="pre-training", help="model-card training_type")
+    parser.add_argument("--training-type", default="pre-training", choices=TRAINING_TYPES,
+                        help="model-card training_type")
     out.add_argument("--json", action="store_true", help="print JSON (units in the keys)")
 
 

@@ -54,13 +54,19 @@ def _footprint_in(site: Site, kwargs: dict[str, Any]) -> Footprint:
     return footprint(site=site, **kwargs)
 
 
+# the Hub's co2_eq_emissions.training_type: "pre-training or fine-tuning" (huggingface.co/docs/hub/model-cards-co2)
+TRAINING_TYPES = ("pre-training", "fine-tuning")
+
+
 def model_card_block(fp: Footprint, *, site: Site, hardware: str, training_type: str = "pre-training",
                      source: str = "greentrain") -> dict[str, Any]:
     """The ``co2_eq_emissions`` metadata of a Hugging Face model card (emissions in grams).
 
     Keys as documented in huggingface_hub's model-card metadata (``emissions``, ``source``, ``training_type``,
-    ``geographical_location``, ``hardware_used``).
+    ``geographical_location``, ``hardware_used``); ``training_type`` is one of TRAINING_TYPES.
     """
+    if training_type not in TRAINING_TYPES:
+        raise ConfigError("training_type", training_type, f"must be one of {', '.join(TRAINING_TYPES)}")
     location = site.region or f"grid {site.grid_g_co2e_per_kwh:.0f} gCO2e/kWh"
     if site.region:
         with contextlib.suppress(ConfigError):
