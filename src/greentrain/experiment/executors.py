@@ -215,8 +215,16 @@ def run_pool(items: Sequence[T], slots: Sequence[Slot],
              run: Callable[[T, Slot, bool], object | None]) -> None:
     """Run ``run(item, slot, wait)`` for every item on the slots, ``len(slots)`` at a time. An item whose
     ``run(..., wait=False)`` returns None (claimed by another runner) is run again at the end with ``wait=True``.
-    One slot: in this thread, in order (the sequential run)."""
+    One slot: in this thread, in order (the sequential run). The stopping flag a signal sets lives until run_pool
+    returns: left set, it made every later run in the process (a notebook's, a test's) "stopped" at once."""
     _STOPPING.clear()
+    try:
+        _run_pool(items, slots, run)
+    finally:
+        _STOPPING.clear()  # every worker thread has ended (the executors' exits wait for them)
+
+
+def _run_pool(items: Sequence[T], slots: Sequence[Slot], run: Callable[[T, Slot, bool], object | None]) -> None:
     if len(slots) == 1:
         later = [x for x in items if run(x, slots[0], False) is None]
         for x in later:
