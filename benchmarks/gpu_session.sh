@@ -68,6 +68,11 @@ case " ${STEPS:-track-enospc} " in *" track-enospc "*) ;; *) NOFULL=1 ;; esac
 # 5. issues 24/26: offload train on CUDA at a device cap and with ample memory; and Ctrl-C during it
 step offload-cap 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 10 \
   --seq-len 8192 --steps 3 --json > "$W/offload-cap.json"
+# ... each executor at one device cap (16 GiB: under the 1B model's ~20 GiB of training state and activations)
+for EX in greentrain fsdp2 torchao; do
+  step "offload-$EX-16" 60 greentrain offload train --model 1 --executor "$EX" --device cuda --chip "$CHIP" \
+    --host-gib 48 --device-gib 16 --seq-len 8192 --steps 3 --json > "$W/offload-$EX-16.json"
+done
 step offload-ample 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
   --seq-len 8192 --steps 6 --json > "$W/offload-ample.json"
 step offload-sigint 30 timeout --preserve-status -s INT 15 greentrain offload train --model 1 --device cuda \
