@@ -50,6 +50,7 @@ step kernels 100 python3 benchmarks/bench_gpu_kernels.py --chip "$CHIP" --out "$
 # 2. issues 25/24: the GPU tests (real NVML meter beside the fake one's shape, the Tracker's CUDA paths)
 step gpu-tests 60 python3 -m pytest -q -p no:cacheprovider tests/gpu -o addopts=""
 # 3. issue 23: a Llama 3.2 1B step eager and compiled under track (NVML live), against plan (run off the GPU)
+step llama-bare 60 python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --out "$W/bare"
 step llama-eager 75 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/eager" -- \
   python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --out "$W/eager"
 step llama-compiled 120 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/compiled" -- \
@@ -68,10 +69,10 @@ case " ${STEPS:-track-enospc} " in *" track-enospc "*) ;; *) NOFULL=1 ;; esac
 # 5. issues 24/26: offload train on CUDA at a device cap and with ample memory; and Ctrl-C during it
 step offload-cap 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 10 \
   --seq-len 8192 --steps 3 --json > "$W/offload-cap.json"
-# ... each executor at one device cap (16 GiB: under the 1B model's ~20 GiB of training state and activations)
+# ... each executor at one device cap: 16 GiB refuses fsdp2 (priced 18.9 GiB) and torchao (20.6), so 24 GiB
 for EX in greentrain fsdp2 torchao; do
-  step "offload-$EX-16" 60 greentrain offload train --model 1 --executor "$EX" --device cuda --chip "$CHIP" \
-    --host-gib 48 --device-gib 16 --seq-len 8192 --steps 3 --json > "$W/offload-$EX-16.json"
+  step "offload-$EX-24" 60 greentrain offload train --model 1 --executor "$EX" --device cuda --chip "$CHIP" \
+    --host-gib 48 --device-gib 24 --seq-len 8192 --steps 3 --json > "$W/offload-$EX-24.json"
 done
 step offload-ample 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
   --seq-len 8192 --steps 6 --json > "$W/offload-ample.json"

@@ -124,6 +124,29 @@ def t0_unix(start: dict[str, Any]) -> float:
     return float(start.get("t0_unix", start.get("t_unix", 0.0)))
 
 
+def it_energy_at(records: Sequence[dict[str, Any]], t_s: float) -> float:
+    """The run's cumulative IT energy (every ``*_energy_j`` of the samples summed) at ``t_s``: interpolated
+    between the two samples around it, from 0 J at t = 0 before the first, and held at the last sample's value
+    past it (a window that runs past the record is cut by the caller's clip_samples)."""
+    points = [(float(r.get("t_s", 0.0)), sum(float(v) for k, v in r.items() if k.endswith("_energy_j")))
+              for r in records if r.get("type") == "sample"]
+    lo = (0.0, 0.0)
+    for t, e in sorted(points):
+        if t >= t_s:
+            return lo[1] + (e - lo[1]) * (t_s - lo[0]) / (t - lo[0]) if t > lo[0] else e
+        lo = (t, e)
+    return lo[1]
+
+
+def steady_energy_j(records: Sequence[dict[str, Any]], t_from_s: float, t_to_s: float) -> float | None:
+    """IT energy between two times of the record (the steady steps: from the end of the first step to the end
+    of the last), None where no sample lies at or after ``t_to_s`` (the window is not covered)."""
+    if t_to_s <= t_from_s or not any(r.get("type") == "sample" and float(r.get("t_s", 0.0)) >= t_to_s
+                                     for r in records):
+        return None
+    return it_energy_at(records, t_to_s) - it_energy_at(records, t_from_s)
+
+
 def clip_samples(records: Sequence[dict[str, Any]], t_end_s: float) -> tuple[list[dict[str, Any]], bool]:
     """The records with the samples cut at ``t_end_s``: the cumulative energies interpolated there between
     the two samples around it, or extrapolated at the mean power since t = 0 past the last sample (then

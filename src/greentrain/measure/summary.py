@@ -18,7 +18,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.footprint.model import footprint
 from greentrain.footprint.site import Site
-from greentrain.measure.records import clip_samples
+from greentrain.measure.records import clip_samples, steady_energy_j
 
 ENERGY_PARTS = ("gpu", "cpu", "ram")
 
@@ -143,7 +143,7 @@ def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
     return build_site(region=region, grid_g_co2e_per_kwh=grid_g_per_kwh, pue=pue)
 
 
-def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
+def steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
     times = [float(s.get("step_time_s", 0.0)) for s in steps]
     steady = times[1:] if len(times) > 1 else times
     steady_steps = steps[1:] if len(steps) > 1 else steps  # the first step counts FLOPs and warms up
@@ -157,6 +157,15 @@ def _steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
         "samples": sum(float(s.get("samples", 0.0)) for s in steps),
         "flop": sum(float(s.get("flop", 0.0)) for s in steps),
         "steps_s": sum(times),
+        # rates over the steady steps, as step_time_s: the first step's compile and FLOP counting (43 s of a
+        # compiled Llama 3.2 1B's 51 s on an H100) and its uncounted tokens (greentrain.auto attaches during
+        # its forward) would otherwise make tokens/s 6,100 where the steps ran 58,000
+        "steady_s": sum(steady),
+        "steady_tokens": sum(float(s.get("tokens", 0.0)) for s in steady_steps),
+        "steady_samples": sum(float(s.get("samples", 0.0)) for s in steady_steps),
+        "steady_flop": sum(float(s.get("flop", 0.0)) for s in steady_steps),
+        "steady_from_s": float(steps[0].get("t_s", 0.0)) if len(steps) > 1 else 0.0,
+        "steady_to_s": float(steps[-1].get("t_s", 0.0)) if steps else 0.0,
         "peak_cuda_bytes": max((float(s.get("peak_cuda_bytes", 0.0)) for s in steps), default=0.0),
         "peak_cuda_reserved_bytes": max((float(s.get("peak_cuda_reserved_bytes", 0.0)) for s in steps),
                                         default=0.0),
@@ -208,6 +217,24 @@ def _cut_killed(records: Sequence[dict[str, Any]]) -> tuple[Sequence[dict[str, A
     return cut, f"killed: duration and energy cover the run up to its last recorded step ({max(step_ts):.2f} s)"
 
 
+def _rate(amount: float, seconds: float) -> float:
+    return amount / seconds if seconds > 0 else 0.0
+
+
+def energy_per_step(records: Sequence[dict[str, Any]], stats: dict[str, float], n: int, pue: float,
+                    mean_power_w: float) -> float:
+    """Facility energy per steady step: the samples' energy between the end of the first step and the end of
+    the last (interpolated), over the steps between; a run's average power (model loading, evaluation and
+    exit included: 264 W where an H100 drew about 700 W through the steps) times the mean step time where
+    the samples do not cover that window or there is one step. ``stats`` is steps_stats, on the records'
+    clock."""
+    if n >= 2:
+        steady = steady_energy_j(records, stats["steady_from_s"], stats["steady_to_s"])
+        if steady is not None:
+            return steady * pue / (n - 1)
+    return mean_power_w * stats["steps_s"] / n if n else 0.0
+
+
 def _cpu_percent(ends: Sequence[dict[str, Any]], starts: Sequence[dict[str, Any]], duration_s: float) -> float:
     cpu_s = float(ends[-1].get("cpu_s", 0.0)) if ends else 0.0
     n = int(starts[-1].get("cpu_count", 0)) if starts else 0
@@ -239,7 +266,7 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     it_energy_j = sum(parts.values())
     pue_used = site.pue if site is not None else (pue if pue is not None else 1.0)
     energy_j = it_energy_j * pue_used
-    s = _steps_stats(steps)
+    s = steps_stats(steps)
     n = len(steps)
     meters = {m["name"]: MeterInfo(**m) for st in starts for m in st.get("meters", [])}
     peak_rss = max([s["peak_rss_bytes"]] + [float(x.get("rss_bytes", 0.0)) for x in samples])
@@ -249,28 +276,30 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     notes += sorted({str(r["flop_note"]) for r in steps if r.get("flop_note")})
     if n == 0:
         notes.append("no step markers: per-step figures are 0 (call Tracker.step() or use greentrain.auto)")
+    per_step_j = energy_per_step(records, s, n, pue_used, energy_j / duration_s if duration_s > 0 else 0.0)
+    steady_w = per_step_j / s["step_time_s"] if s["step_time_s"] > 0 else 0.0  # the steps' power, x PUE
     m = Measurement(
         status=status, duration_s=duration_s,
         world_size=world_size or max([int(st.get("world_size", 1)) for st in starts] or [1]),
         num_steps=n, step_time_s=s["step_time_s"], first_step_time_s=s["first_step_time_s"],
         forward_s=s["forward_s"], backward_s=s["backward_s"], tokens=s["tokens"],
-        tokens_per_s=s["tokens"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
-        samples_per_s=s["samples"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
+        tokens_per_s=_rate(s["steady_tokens"], s["steady_s"]),
+        samples_per_s=_rate(s["steady_samples"], s["steady_s"]),
         flop=s["flop"], flop_per_step=s["flop"] / n if n else 0.0,
-        flop_per_s=s["flop"] / s["steps_s"] if s["steps_s"] > 0 else 0.0,
+        flop_per_s=_rate(s["steady_flop"], s["steady_s"]),
         memory_bytes=s["peak_cuda_bytes"] if s["peak_cuda_bytes"] > 0 else peak_rss,
         peak_rss_bytes=peak_rss, peak_cuda_bytes=s["peak_cuda_bytes"],
         peak_cuda_reserved_bytes=s["peak_cuda_reserved_bytes"],
         gpu_energy_j=parts["gpu"], cpu_energy_j=parts["cpu"], ram_energy_j=parts["ram"],
         it_energy_j=it_energy_j, energy_j=energy_j,
-        energy_j_per_step=energy_j * s["steps_s"] / duration_s / n if n and duration_s > 0 else 0.0,
+        energy_j_per_step=per_step_j,
         power_w=it_energy_j / duration_s if duration_s > 0 else 0.0, pue=pue_used,
         run_id=str(starts[-1].get("run_id", "")) if starts else "",
         cpu_model=str(starts[-1].get("cpu_model", "")) if starts else "",
         gpu_model=str(starts[-1].get("gpu_model", "")) if starts else "", meters=tuple(meters.values()),
         cpu_utilization_percent=_cpu_percent(ends, starts, duration_s),
         gpu_utilization_percent=_gpu_percent(samples),
-        modules=_modules(records, n, energy_j / duration_s if duration_s > 0 else 0.0), notes=tuple(notes))
+        modules=_modules(records, n, steady_w), notes=tuple(notes))
     return with_footprint(m, site) if site is not None else m
 
 

@@ -36,7 +36,7 @@ from greentrain.measure.records import (
     read_jsonl,
     t0_unix,
 )
-from greentrain.measure.summary import Measurement, summarize, with_footprint
+from greentrain.measure.summary import Measurement, energy_per_step, steps_stats, summarize, with_footprint
 
 AUTOLOAD_DIR = Path(__file__).parent / "autoload"
 
@@ -137,7 +137,7 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
     readings = sampler.start()
     now_unix = time.time()
     writer.append({"type": "start", "t_unix": now_unix, "t0_unix": now_unix - (time.perf_counter() - t0),
-                   "run_id": run_id, "pid": child.pid, "rank": 0,
+                   "run_id": run_id, "pid": child.pid, "rank": 0, "cpu_count": os.cpu_count() or 1,
                    "world_size": 1, "argv": list(command), "meters": meter_info(readings),
                    **hardware_info(meters)})
     writer.flush()
@@ -148,7 +148,8 @@ def _sample_while_running(child: subprocess.Popen[bytes], out_dir: Path, sup: Su
             m.settle(_children_cpu_s() - cpu0)
     sampler.stop()
     status = sup.status or ("ok" if code == 0 else f"exit {code if code > 0 else 128 - code}")
-    writer.append({"type": "end", "t_s": time.perf_counter() - t0, "status": status, "error": ""})
+    writer.append({"type": "end", "t_s": time.perf_counter() - t0, "status": status, "error": "",
+                   "cpu_s": _children_cpu_s() - cpu0})  # the command's processes, once reaped
     writer.close()
     return code, writer
 
@@ -195,9 +196,17 @@ def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measure
         return with_footprint(m, site)
     steps = aggregate(ranks) if len(ranks) > 1 else ranks[0]
     n = steps.num_steps
-    steps_s = steps.step_time_s * max(n - 1, 0) + steps.first_step_time_s
     per_s = parent.energy_j / parent.duration_s if parent.duration_s > 0 else 0.0
-    modules = tuple(replace(x, energy_j=(x.forward_s + x.backward_s) * per_s) for x in steps.modules)
+    # the steady window on the tracker's clock, from the first rank's step records (the others' are the same
+    # steps, synchronised by their collectives)
+    first = rank_records[0]
+    shift = t0_unix(first[0]) - t0_unix(records[0]) if records else 0.0
+    first_steps = [r for r in first if r.get("type") == "step"]
+    stats = {k: v + shift if k in ("steady_from_s", "steady_to_s") else v
+             for k, v in steps_stats(first_steps).items()}
+    per_step_j = energy_per_step(records, stats, len(first_steps), parent.pue, per_s)
+    steady_w = per_step_j / steps.step_time_s if steps.step_time_s > 0 else 0.0  # the steps' power, x PUE
+    modules = tuple(replace(x, energy_j=(x.forward_s + x.backward_s) * steady_w) for x in steps.modules)
     m = replace(parent, world_size=len(ranks), num_steps=n, step_time_s=steps.step_time_s,
                 first_step_time_s=steps.first_step_time_s, forward_s=steps.forward_s,
                 backward_s=steps.backward_s, tokens=steps.tokens, tokens_per_s=steps.tokens_per_s,
@@ -205,6 +214,6 @@ def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measure
                 flop_per_s=steps.flop_per_s, peak_cuda_bytes=steps.peak_cuda_bytes,
                 peak_cuda_reserved_bytes=steps.peak_cuda_reserved_bytes,
                 memory_bytes=steps.peak_cuda_bytes if steps.peak_cuda_bytes > 0 else parent.peak_rss_bytes,
-                energy_j_per_step=per_s * steps_s / n if n else 0.0, modules=modules,
+                energy_j_per_step=per_step_j, modules=modules,
                 notes=tuple(x for x in parent.notes if not x.startswith("no step markers")))
     return with_footprint(m, site)

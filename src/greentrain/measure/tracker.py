@@ -146,7 +146,8 @@ class Tracker:
         self._sampler: Sampler | None = None
         self._rss: RssReader | None = None
         self._last_modules_t = 0.0
-        self._sums = [0.0, 0.0, 0.0]  # tokens, FLOPs, step seconds of this run: the live figures
+        # tokens, FLOPs, step seconds of the first step and of the steady ones after it: the live figures
+        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
     # -- lifecycle --------------------------------------------------------------------------------
     @property
@@ -166,7 +167,7 @@ class Tracker:
         # a new run: its own id and counts (records of an earlier run in the same file stay, not counted)
         self.run_id = _run_id(self.world_size)
         self.num_steps, self.measurement, self._last_modules_t = 0, None, 0.0
-        self._sums = [0.0, 0.0, 0.0]
+        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
@@ -233,9 +234,10 @@ class Tracker:
             tokens = seen_tokens if tokens is None else tokens
             samples = seen_samples if samples is None else samples
         rec["tokens"], rec["samples"] = float(tokens or 0), float(samples or 0)
-        self._sums[0] += rec["tokens"]
-        self._sums[1] += float(rec.get("flop", 0.0))
-        self._sums[2] += rec["step_time_s"]
+        at = 3 if self.num_steps else 0  # the steady steps apart: the rates are theirs, as in the summary
+        self._sums[at] += rec["tokens"]
+        self._sums[at + 1] += float(rec.get("flop", 0.0))
+        self._sums[at + 2] += rec["step_time_s"]
         assert self._rss is not None
         rec["rss_bytes"] = self._rss.read_bytes()
         self._writer.append(rec)
@@ -251,13 +253,14 @@ class Tracker:
     def live(self) -> dict[str, float]:
         """The run so far, for a logger (HF ``on_log``, Lightning, Accelerate): ``energy_kwh`` (facility, x PUE,
         at the last energy sample), ``emissions_g_co2e`` (with a region or intensity), ``tokens_per_s`` and
-        ``flop_per_s`` (over the steps' own time), ``mfu`` (with a peak FLOP/s or chip). Cheap: no meter is read
-        here, the sampler's last sample is used (at most ``interval_s`` old)."""
+        ``flop_per_s`` (over the steps' own time, the first step left out once there are more), ``mfu`` (with
+        a peak FLOP/s or chip). Cheap: no meter is read here, the sampler's last sample is used (at most
+        ``interval_s`` old)."""
         if self._sampler is None:
             return {}
         last = self._sampler.last
         it_energy_j = sum(float(last.get(f"{p}_energy_j", 0.0)) for p in ("gpu", "cpu", "ram"))
-        tokens, flop, steps_s = self._sums
+        tokens, flop, steps_s = self._sums[3:] if self._sums[5] > 0 else self._sums[:3]
         out = {"tokens_per_s": tokens / steps_s if steps_s > 0 else 0.0,
                "flop_per_s": flop / steps_s if steps_s > 0 else 0.0}
         if self.peak_flop_per_s:
