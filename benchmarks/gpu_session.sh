@@ -69,10 +69,11 @@ case " ${STEPS:-track-enospc} " in *" track-enospc "*) ;; *) NOFULL=1 ;; esac
 # 5. issues 24/26: offload train on CUDA at a device cap and with ample memory; and Ctrl-C during it
 step offload-cap 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 10 \
   --seq-len 8192 --steps 3 --json > "$W/offload-cap.json"
-# ... each executor at one device cap: 16 GiB refuses fsdp2 (priced 18.9 GiB) and torchao (20.6), so 24 GiB
-for EX in greentrain fsdp2 torchao; do
-  step "offload-$EX-24" 60 greentrain offload train --model 1 --executor "$EX" --device cuda --chip "$CHIP" \
-    --host-gib 48 --device-gib 24 --seq-len 8192 --steps 3 --json > "$W/offload-$EX-24.json"
+# ... each executor at a device cap (executor:GiB; 16 GiB refuses fsdp2, priced 18.9 GiB, and torchao, 20.6)
+for RUN in ${OFFLOAD_RUNS:-greentrain:24 fsdp2:24 torchao:24}; do
+  EX=${RUN%%:*} GIB=${RUN##*:}
+  step "offload-$EX-$GIB" 60 greentrain offload train --model 1 --executor "$EX" --device cuda --chip "$CHIP" \
+    --host-gib 48 --device-gib "$GIB" --seq-len 8192 --steps 3 --json > "$W/offload-$EX-$GIB.json"
 done
 step offload-ample 60 greentrain offload train --model 1 --device cuda --chip "$CHIP" --host-gib 48 --device-gib 120 \
   --seq-len 8192 --steps 6 --json > "$W/offload-ample.json"

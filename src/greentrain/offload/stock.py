@@ -103,7 +103,10 @@ class StockTrainer:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        return model.to(self.dev) if self.dev.type == "cuda" else model, step
+        # the parameters stay on the host: FSDP2 copies each layer to the device for its forward and backward
+        # (moving the model to CUDA here made its first forward refuse: "FSDP parameters should be materialized
+        # on CPU when enabling CPU offloading", seen on an H100)
+        return model, step
 
     def _torchao(self, model: torch.nn.Module, **adamw: Any) -> tuple[Any, Callable[[], None]]:
         from torchao.optim import CPUOffloadOptimizer
