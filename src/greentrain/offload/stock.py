@@ -155,12 +155,16 @@ class StockTrainer:
             else:
                 (loss / len(micro_batches)).backward()
             total += float(loss.detach()) / len(micro_batches)
-        self._step()
         cuda = self.dev.type == "cuda"
         if cuda:
             torch.cuda.synchronize()
+        t_opt = time.perf_counter()
+        self._step()  # clipping and the optimizer (DeepSpeed's ran inside its last engine.step(): ~0 here)
+        if cuda:
+            torch.cuda.synchronize()
+        t_end = time.perf_counter()
         seq = micro_batches[0].shape[1] - 1
-        return StepStats(loss=total, step_time_s=time.perf_counter() - t0,
+        return StepStats(loss=total, step_time_s=t_end - t0, optimizer_time_s=t_end - t_opt,
                          tokens=sum(mb.shape[0] * seq for mb in micro_batches),
                          device_peak_bytes=torch.cuda.max_memory_allocated(self.dev) if cuda else 0,
                          host_bytes=_peak_rss_bytes() - self.rss0, h2d_bytes=0, d2h_bytes=0)
