@@ -4,13 +4,14 @@ Two ways a framework's host AdamW can run (``OffloadFramework.host_side``):
 - ``overlapped``: gradients leave over the link at the pinned rate while the backward runs (asynchronous copies,
   double-buffered), and a fused CPU AdamW updates each layer as its gradients arrive (torchao's
   CPUOffloadOptimizer, DeepSpeed's CPU-Adam): the rate is ``cpu.adam_fused_params_per_s_per_thread``. What the
-  planner priced for every host optimizer before 2026-11-26; the stock executors keep it.
+  planner priced for every host optimizer before 2026-11-26; torchao's and DeepSpeed's executors keep it.
 - ``executor``: greentrain's StreamingTrainer (offload/train.py) as it is written. Its post-accumulate hook copies
   each gradient into pageable host memory (``h.grad``, allocated with ``zeros_like``: not pinned) with a
   synchronous ``copy_``, so the compute stream waits for the copy (no overlap, pageable rate), and a later
   micro-batch's gradient is added on the host (``h.grad.add_(p.grad.to("cpu"))``); after the last backward,
   ``clip_grad_norm_(foreach=False)`` and ``torch.optim.AdamW(foreach=False)`` (one tensor at a time, several
-  passes over memory each) run over every master; nothing of them overlaps the backward.
+  passes over memory each) run over every master; nothing of them overlaps the backward. FSDP2's
+  CPUOffloadPolicy with torch's default host AdamW runs the same host side (offload/config.py, stock_executor).
 CPU rates are per thread, measured (``benchmarks/bench_offload.py host``, offload/data/offload.yaml), and scale
 with the threads of torch's intra-op pool (their element-wise CPU kernels split a tensor across them): a
 linear scaling that host memory bandwidth caps at some thread count not measured here. The pageable copy is

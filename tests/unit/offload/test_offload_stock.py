@@ -43,11 +43,12 @@ def test_each_stock_executor_is_priced_with_its_own_placement(monkeypatch: pytes
     assert {p.framework for p in plans.values()} == {"pytorch", "fsdp2", "torchao", "deepspeed"}
     assert plans["fsdp2"].device.total_bytes < plans["torchao"].device.total_bytes  # weights streamed per layer
     assert plans["torchao"].device.total_bytes == plans["deepspeed"].device.total_bytes
-    # greentrain's executor waits for its synchronous host gradient copies, the stock ones overlap theirs
-    # (offload/host.py): priced alike, greentrain's planner chooses at this roomy cap as fast a placement as the
-    # fastest stock one (everything resident)
-    assert plans["greentrain"].host_copy_time_s > 0
-    assert all(plans[e].host_copy_time_s == 0 for e in ("fsdp2", "torchao", "deepspeed"))
+    # greentrain's executor and FSDP2 (accumulating on the host) wait for synchronous host gradient copies,
+    # torchao and DeepSpeed overlap theirs (offload/host.py): priced alike, greentrain's planner chooses at this
+    # roomy cap as fast a placement as the fastest stock one (everything resident)
+    assert plans["greentrain"].host_copy_time_s > 0 and plans["fsdp2"].host_copy_time_s > 0
+    assert all(plans[e].host_copy_time_s == 0 for e in ("torchao", "deepspeed"))
+    assert plans["fsdp2"].optimizer_time_s > plans["torchao"].optimizer_time_s  # for-loop AdamW after the backward
     overlapped = dataclasses.replace(offload_framework("pytorch"), host_side="overlapped")
     monkeypatch.setattr(launch, "offload_framework", lambda name, state: overlapped)
     alike = make_plan("tiny", caps, 64, 2, "h100-sxm", "cpu")[1]
