@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -108,8 +109,38 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
                 break  # torn last line
             raise ConfigError("records", f"{path}:{i + 1}", "malformed JSON line") from None
         if isinstance(rec, dict):
+            bad = _bad_number(rec)
+            if bad:
+                raise ConfigError("records", f"{path}:{i + 1}", f"{bad}: must be a finite number >= 0")
             out.append(rec)
     return out
+
+
+# the record fields the summaries read as numbers (unit suffixes, and counts), checked where a file is read: a
+# hand-edited or foreign file gets one line naming the line and field, not a traceback deep in a summary
+_NUMBER_SUFFIXES = ("_s", "_j", "_bytes", "_percent", "_w", "_unix", "_flop")
+_NUMBER_KEYS = frozenset({"tokens", "samples", "flop", "step", "num_steps", "calls", "rank", "world_size",
+                          "model_parallel_size", "cpu_count", "pid"})
+_MAY_BE_NULL = frozenset({"gpu_utilization_percent"})
+
+
+def _bad_number(rec: dict[str, Any]) -> str:
+    """``key=value`` of the first numeric field that is not a finite number >= 0 ("" when none), modules too."""
+    for key, value in rec.items():
+        if isinstance(value, list):
+            for item in value:
+                bad = _bad_number(item) if isinstance(item, dict) else ""
+                if bad:
+                    return f"{key}[].{bad}"
+            continue
+        if key not in _NUMBER_KEYS and not key.endswith(_NUMBER_SUFFIXES):
+            continue
+        if value is None and key in _MAY_BE_NULL:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        if not ok:
+            return f"{key}={value!r}"
+    return ""
 
 
 def last_run(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
