@@ -43,6 +43,7 @@ class Setting:
     min_device_slots: int = 0  # ml_dataflow keeps at least two activation slots on the device (dataflow.py)
     lookahead: bool = False  # rounds as a bounded-buffer pipeline (offload/pipeline.py), not layer by layer
     rounds_per_step: int = 0  # fixed micro-batches per optimizer step; 0: the batch rule (rounds_for)
+    grads_stay_on_device: bool = False  # a host optimizer whose gradients stay on the device (torchao accumulating)
 
     @property
     def host_serial(self) -> bool:
@@ -100,6 +101,9 @@ def device_parts(st: Setting, r: FloatArray, k: FloatArray, dev_slots: FloatArra
         every = dev_slots >= cc.num_layers * cc.chunks_per_round
         ahead = np.clip(k - r, 0, cc.num_layers - r) * p * w
         ring = np.where(every & streamed, ahead + p * g, ring)
+        if st.grads_stay_on_device:  # torchao accumulating: every gradient stays until the step, none streams
+            resident = resident + (cc.num_layers * p + cc.end_params - cc.table_params) * g
+            ring = loaded + 0.0 * ring
     activations = np.maximum(dev_slots, st.min_device_slots) * cc.saved_bytes["device"]
     if cc.sticky:  # ml_dataflow: its program's own fixed buffers replace reserve, ends and workspace
         zeros = np.zeros_like(r, dtype=np.float64)

@@ -139,7 +139,8 @@ def make_setting(sc: Scenario, profile: OffloadFramework, policy: OffloadPolicy,
                    loss_chunk_tokens=min(policy.loss_chunk_tokens, cc.chunk_tokens),
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
                    grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds,
-                   min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0, lookahead=profile.lookahead)
+                   min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0, lookahead=profile.lookahead,
+                   grads_stay_on_device=profile.grads_stay_when_accumulating and policy.rounds_per_step != 1)
 
 
 def _levels(cc: ChunkCosts, home: FloatArray, u: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -42,7 +42,13 @@ def test_each_stock_executor_is_priced_with_its_own_placement(monkeypatch: pytes
     assert all(p.slots()["device"] == 4 for p in plans.values())  # no activation offload in any stock one
     assert {p.framework for p in plans.values()} == {"pytorch", "fsdp2", "torchao", "deepspeed"}
     assert plans["fsdp2"].device.total_bytes < plans["torchao"].device.total_bytes  # weights streamed per layer
-    assert plans["torchao"].device.total_bytes == plans["deepspeed"].device.total_bytes
+    # torchao turns gradient offload off under accumulation (2 micro-batches here): every gradient stays on the
+    # device until the step; with one micro-batch it places state as DeepSpeed does
+    one = {e: make_plan("tiny", caps, 64, 1, "h100-sxm", "cpu", executor=e)[1] for e in ("torchao", "deepspeed")}
+    assert one["torchao"].device.total_bytes == one["deepspeed"].device.total_bytes
+    kept, ds = plans["torchao"].device.as_dict(), plans["deepspeed"].device.as_dict()
+    assert kept["resident_layers"] >= 2 * ds["resident_layers"]  # a gradient beside each weight (and the head)
+    assert plans["torchao"].device.total_bytes > plans["deepspeed"].device.total_bytes
     # greentrain's executor and FSDP2 (accumulating on the host) wait for synchronous host gradient copies,
     # torchao and DeepSpeed overlap theirs (offload/host.py): priced alike, greentrain's planner chooses at this
     # roomy cap as fast a placement as the fastest stock one (everything resident)
