@@ -11,6 +11,7 @@ strategy as none (estimate/memory.py, estimate/stage.py) and is not enumerated t
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -20,9 +21,11 @@ import numpy as np
 
 from greentrain.config import require
 from greentrain.errors import InfeasibleError
+from greentrain.model.spec import TransformerSpec
 from greentrain.parallel.strategy import RECOMPUTE, Strategy, check_divisibility
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import Scenario
+from greentrain.workload import Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,11 +94,13 @@ def _etps(space: SearchSpace, tp: int, moe: bool) -> tuple[int, ...]:
 
 
 def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> Iterator[Strategy]:
-    """Every (dp, tp, pp, vpp, cp, ep, sp) with micro-batch 1 that passes check_divisibility."""
-    m, w = sc.model, sc.workload
-    n = num_chips or sc.cluster.num_chips
-    max_tp = space.max_tp or sc.cluster.node_size
+    """Every (dp, tp, pp, vpp, cp, ep, sp) with micro-batch 1 that passes check_divisibility, lazily (the
+    smallest-count search stops at the first)."""
+    return _meshes(sc.model, sc.workload, num_chips or sc.cluster.num_chips, space.max_tp or sc.cluster.node_size,
+                   space)
 
+
+def _meshes(m: TransformerSpec, w: Workload, n: int, max_tp: int, space: SearchSpace) -> Iterator[Strategy]:
     def pick(pinned: int, options: list[int]) -> list[int]:
         return options if not pinned else [pinned] if pinned in options else []
 
@@ -126,12 +131,22 @@ def meshes(sc: Scenario, space: SearchSpace, num_chips: int | None = None) -> It
                     yield s
 
 
+@functools.lru_cache(maxsize=256)
+def _mesh_list(model: TransformerSpec, workload: Workload, num_chips: int, max_tp: int,
+               space: SearchSpace) -> tuple[Strategy, ...]:
+    """``meshes`` of one model, workload, chip count and space, kept: a search over several regions, chips'
+    prices or objectives enumerates the same meshes again (1,561 for GPT-3 175B on 1,024 chips, about 100 us
+    each: validating a Strategy and its divisibility), and the Strategy objects are frozen."""
+    return tuple(_meshes(model, workload, num_chips, max_tp, space))
+
+
 def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> StrategyTable:
     """The whole space as columns: every mesh times ZeRO stage x recomputation x micro-batch x offload.
     ZeRO > 0 is left out where the data-parallel group (dp x cp) is one device (it would repeat ZeRO-0)."""
     space = space or SearchSpace()
     gbs = sc.workload.global_batch_size
-    mesh_list = list(meshes(sc, space, num_chips))
+    mesh_list = _mesh_list(sc.model, sc.workload, num_chips or sc.cluster.num_chips,
+                           space.max_tp or sc.cluster.node_size, space)
     if not mesh_list:
         return StrategyTable.empty(space.flash_attention)
     blocks: dict[tuple[int, bool], int] = {}  # each distinct choice grid once, by (dp, whether ZeRO can shard)
