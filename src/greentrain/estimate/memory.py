@@ -325,11 +325,14 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of
     sharded weights alive at the peak (fsdp_gathered_bytes), counted with the weights."""
     c, k = state, 1.0 + fragmentation
-    ce = expert_state or state
-    weights = params * c.weights + expert_params * (ce.weights - c.weights) + gathered_bytes
-    grads = trainable * c.gradients + expert_trainable * (ce.gradients - c.gradients)
-    opt = trainable * c.optimizer + expert_trainable * (ce.optimizer - c.optimizer)
-    host = trainable * c.host + expert_trainable * (ce.host - c.host)
+    weights = params * c.weights + gathered_bytes
+    grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host
+    if expert_state is not None:  # without one the experts' state is the rest's: their terms are zero
+        ce = expert_state
+        weights = weights + expert_params * (ce.weights - c.weights)
+        grads = grads + expert_trainable * (ce.gradients - c.gradients)
+        opt = opt + expert_trainable * (ce.optimizer - c.optimizer)
+        host = host + expert_trainable * (ce.host - c.host)
     return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
                            activations_bytes=activations * k, reserved_bytes=reserved_bytes, host_bytes=host,
                            temporary_bytes=temporary * k)
