@@ -200,10 +200,11 @@ def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measure
     # the steady window on the tracker's clock, from the first rank's step records (the others' are the same
     # steps, synchronised by their collectives)
     first = rank_records[0]
-    shift = t0_unix(first[0]) - t0_unix(records[0]) if records else 0.0
     first_steps = [r for r in first if r.get("type") == "step"]
-    stats = {k: v + shift if k in ("steady_from_s", "steady_to_s") else v
-             for k, v in steps_stats(first_steps).items()}
+    stats = steps_stats(first_steps)
+    t0s = (t0_unix(first[0]), t0_unix(records[0]) if records else 0.0)
+    for k in ("steady_from_s", "steady_to_s"):  # no clock to align (a start record lost): the run's mean power
+        stats[k] = stats[k] + t0s[0] - t0s[1] if min(t0s) > 0 else 0.0
     per_step_j = energy_per_step(records, stats, len(first_steps), parent.pue, per_s)
     steady_w = per_step_j / steps.step_time_s if steps.step_time_s > 0 else 0.0  # the steps' power, x PUE
     modules = tuple(replace(x, energy_j=(x.forward_s + x.backward_s) * steady_w) for x in steps.modules)
