@@ -131,7 +131,8 @@ def _meshes(m: TransformerSpec, w: Workload, n: int, max_tp: int, space: SearchS
                     yield s
 
 
-@functools.lru_cache(maxsize=256)
+# a few scenarios searched again (regions, objectives); small: a sweep over chip counts keys each count once
+@functools.lru_cache(maxsize=16)
 def _mesh_list(model: TransformerSpec, workload: Workload, num_chips: int, max_tp: int,
                space: SearchSpace) -> tuple[Strategy, ...]:
     """``meshes`` of one model, workload, chip count and space, kept: a search over several regions, chips'
