@@ -97,13 +97,16 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rfind(")") + 2:].split()  # fields after "pid (comm) ", comm may contain spaces
 
 
-def tree_cpu_s(pids: Sequence[int]) -> float:
-    """User + system CPU seconds of the given processes (all their threads)."""
+def tree_cpu_s(pids: Sequence[int], reaped: bool = False) -> float:
+    """User + system CPU seconds of the given processes (all their threads); ``reaped``: with their children
+    that have exited and been waited for (a DataLoader worker or a compile pool that ended during the run)."""
     total = 0
     for pid in pids:
         f = _stat_fields(pid)
         if f is not None:
             total += int(f[11]) + int(f[12])  # utime, stime (proc(5): fields 14, 15)
+            if reaped:
+                total += int(f[13]) + int(f[14])  # cutime, cstime (fields 16, 17)
     return total / _CLK_TCK
 
 

@@ -155,11 +155,14 @@ def t0_unix(start: dict[str, Any]) -> float:
     return float(start.get("t0_unix", start.get("t_unix", 0.0)))
 
 
+ENERGY_PARTS = ("gpu", "cpu", "ram")  # the samples' cumulative ``{part}_energy_j``: the run's IT energy
+
+
 def it_energy_at(records: Sequence[dict[str, Any]], t_s: float) -> float:
-    """The run's cumulative IT energy (every ``*_energy_j`` of the samples summed) at ``t_s``: interpolated
+    """The run's cumulative IT energy (the ENERGY_PARTS of the samples summed) at ``t_s``: interpolated
     between the two samples around it, from 0 J at t = 0 before the first, and held at the last sample's value
     past it (a window that runs past the record is cut by the caller's clip_samples)."""
-    points = [(float(r.get("t_s", 0.0)), sum(float(v) for k, v in r.items() if k.endswith("_energy_j")))
+    points = [(float(r.get("t_s", 0.0)), sum(float(r.get(f"{p}_energy_j", 0.0)) for p in ENERGY_PARTS))
               for r in records if r.get("type") == "sample"]
     lo = (0.0, 0.0)
     for t, e in sorted(points):

@@ -18,9 +18,7 @@ from greentrain.config import require
 from greentrain.errors import ConfigError
 from greentrain.footprint.model import footprint
 from greentrain.footprint.site import Site
-from greentrain.measure.records import clip_samples, steady_energy_j
-
-ENERGY_PARTS = ("gpu", "cpu", "ram")
+from greentrain.measure.records import ENERGY_PARTS, clip_samples, steady_energy_j
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,7 +230,8 @@ def energy_per_step(records: Sequence[dict[str, Any]], stats: dict[str, float], 
         steady = steady_energy_j(records, stats["steady_from_s"], stats["steady_to_s"])
         if steady is not None:
             return steady * pue / (n - 1)
-    return mean_power_w * stats["steps_s"] / n if n else 0.0
+        return mean_power_w * stats["step_time_s"]
+    return mean_power_w * stats["steps_s"] if n else 0.0
 
 
 def _cpu_percent(ends: Sequence[dict[str, Any]], starts: Sequence[dict[str, Any]], duration_s: float) -> float:
@@ -317,4 +316,6 @@ def with_footprint(m: Measurement, site: Site | None) -> Measurement:
     notes = m.notes if cost is not None else (*m.notes, "cost needs an electricity price for the region")
     return replace(m, region=site.region, grid_g_co2e_per_kwh=site.grid_g_co2e_per_kwh, pue=site.pue,
                    energy_j=fp.energy_j, emissions_kg_co2e=fp.operational_kg_co2e, cost_usd=cost, notes=notes,
-                   energy_j_per_step=m.energy_j_per_step * site.pue / m.pue if m.pue > 0 else 0.0)
+                   energy_j_per_step=m.energy_j_per_step * site.pue / m.pue if m.pue > 0 else 0.0,
+                   modules=tuple(replace(x, energy_j=x.energy_j * site.pue / m.pue if m.pue > 0 else 0.0)
+                                 for x in m.modules))

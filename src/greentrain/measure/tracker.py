@@ -171,7 +171,9 @@ class Tracker:
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
-        self._cpu_s0 = tree_cpu_s(process_tree(os.getpid()))  # CPU utilisation of the run (end record)
+        # CPU utilisation of the run (end record): reaped children count, or a worker that ends during the run
+        # would take its CPU time out of the total (a negative figure)
+        self._cpu_s0 = tree_cpu_s(process_tree(os.getpid()), reaped=True)
         self._rss = RssReader()
         meters = self._make_meters(local_rank)
         self._sampler = Sampler(self._writer, meters, self.t0, self._rss.read_bytes, self.interval_s)
@@ -290,7 +292,8 @@ class Tracker:
             self.hooks = None
         self._sampler.stop()
         self._writer.append({"type": "end", "t_s": time.perf_counter() - self.t0, "status": status,
-                             "error": error, "cpu_s": tree_cpu_s(process_tree(os.getpid())) - self._cpu_s0})
+                             "error": error,
+                             "cpu_s": max(0.0, tree_cpu_s(process_tree(os.getpid()), reaped=True) - self._cpu_s0)})
         self._writer.close()
         self._writer = None
         if self._rss is not None:

@@ -168,9 +168,9 @@ def train_command(*, model: str, caps: OffloadCaps, seq_len: int, steps: int, mi
             if "cuda" in str(e).lower():
                 reached = units.bytes_to_gib(torch.cuda.max_memory_allocated())
                 raise ConfigError("offload.device_gib", round(units.bytes_to_gib(caps.device_bytes), 3),
-                                  f"the run needed more device memory than its cap ({reached:.1f} GiB allocated "
-                                  "when an allocation failed; the plan's estimate was short): give a larger "
-                                  "cap") from None
+                                  f"the run needed more device memory than its cap (peak {reached:.1f} GiB "
+                                  "allocated before an allocation failed; the plan's estimate was short): give a "
+                                  "larger cap") from None
             raise ConfigError("offload.host_gib", round(units.bytes_to_gib(caps.host_bytes), 3),
                               f"the run needed more host memory than its cap ({units.bytes_to_gib(need):.1f} GiB "
                               "with the emulated device): give a larger cap or a smaller model/sequence") from None

@@ -140,6 +140,7 @@ def make_setting(sc: Scenario, profile: OffloadFramework, policy: OffloadPolicy,
                    ends_host_copy=profile.ends_host_copy, grads_round_trip=profile.grads_round_trip,
                    grad_buffers=profile.grad_buffers, layer_major=profile.layer_major_rounds,
                    min_device_slots=MIN_DEVICE_SLOTS if cc.sticky else 0, lookahead=profile.lookahead,
+                   # several rounds, or not fixed yet (the batch rule may choose several): the gradients stay
                    grads_stay_on_device=profile.grads_stay_when_accumulating and policy.rounds_per_step != 1)
 
 

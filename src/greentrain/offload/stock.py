@@ -147,22 +147,30 @@ class StockTrainer:
         if len(micro_batches) != self.grad_accum:
             raise ConfigError("offload.micro_batches", len(micro_batches), f"the {self.name} executor was built for "
                               f"{self.grad_accum} micro-batches per step")
+        cuda = self.dev.type == "cuda"
+        boundary_s = 0.0  # DeepSpeed steps its optimizer inside the last micro-batch's engine.step()
         for mb in micro_batches:
             loss = self.engine(mb.to(self.dev), self.loss_chunk_tokens)
             if self.name == "deepspeed":  # the engine divides by gradient_accumulation_steps itself
                 self.engine.backward(loss)
+                if cuda:
+                    torch.cuda.synchronize()
+                t_ds = time.perf_counter()
                 self.engine.step()
+                if cuda:
+                    torch.cuda.synchronize()
+                boundary_s = time.perf_counter() - t_ds
             else:
                 (loss / len(micro_batches)).backward()
             total += float(loss.detach()) / len(micro_batches)
-        cuda = self.dev.type == "cuda"
         if cuda:
             torch.cuda.synchronize()
         t_opt = time.perf_counter()
-        self._step()  # clipping and the optimizer (DeepSpeed's ran inside its last engine.step(): ~0 here)
+        self._step()  # clipping and the optimizer (fsdp2, torchao; DeepSpeed's is its last engine.step())
         if cuda:
             torch.cuda.synchronize()
         t_end = time.perf_counter()
+        t_opt -= boundary_s
         seq = micro_batches[0].shape[1] - 1
         return StepStats(loss=total, step_time_s=t_end - t0, optimizer_time_s=t_end - t_opt,
                          tokens=sum(mb.shape[0] * seq for mb in micro_batches),

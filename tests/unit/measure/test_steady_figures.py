@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from greentrain.measure.meters import tree_cpu_s
 from greentrain.measure.records import it_energy_at, read_jsonl, steady_energy_j
 from greentrain.measure.summary import summarize
 from greentrain.measure.track import merge
@@ -85,6 +87,7 @@ def test_live_rates_leave_the_first_step_out(tmp_path: Path) -> None:
     assert live["tokens_per_s"] == pytest.approx(20.0 / sum(r["step_time_s"] for r in steps[1:]))
 
 
+@pytest.mark.slow
 def test_track_records_the_commands_cpu_time(tmp_path: Path) -> None:
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
     r = subprocess.run([sys.executable, "-m", "greentrain.cli.main", "track", "--out", str(tmp_path / "o"),
@@ -94,3 +97,17 @@ def test_track_records_the_commands_cpu_time(tmp_path: Path) -> None:
     assert m["cpu_utilization_percent"] > 0  # was 0: the end record of `track` had no CPU time
     end = [x for x in read_jsonl(tmp_path / "o" / "track.jsonl") if x.get("type") == "end"][-1]
     assert end["cpu_s"] >= 0.3
+
+
+def test_a_worker_that_ends_during_the_run_keeps_its_cpu_time(tmp_path: Path) -> None:
+    """A child alive at the start (a DataLoader worker) that exits before the stop: its CPU time left the live
+    tree and the end record's cpu_s went negative, which the record check then refused (stop raised)."""
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    while tree_cpu_s([child.pid]) < 0.5:  # the worker has run before the Tracker starts (by CPU, not a clock)
+        time.sleep(0.01)
+    with Tracker(None, out_dir=tmp_path, meters=[], print_summary=False) as t:
+        t.step(tokens=1.0)
+        child.wait(timeout=60)  # reaped: its time is now the parent's cutime
+    end = [r for r in read_jsonl(tmp_path / "greentrain.jsonl") if r.get("type") == "end"][-1]
+    assert end["cpu_s"] >= 0.0 and t.measurement is not None
