@@ -104,7 +104,7 @@ def test_a_worker_that_ends_during_the_run_keeps_its_cpu_time(tmp_path: Path) ->
     tree and the end record's cpu_s went negative, which the record check then refused (stop raised)."""
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"
     child = subprocess.Popen([sys.executable, "-c", busy])
-    while tree_cpu_s([child.pid]) < 0.5:  # the worker has run before the Tracker starts (by CPU, not a clock)
+    while child.poll() is None and tree_cpu_s([child.pid]) < 0.5:  # it has run before the Tracker starts
         time.sleep(0.01)
     with Tracker(None, out_dir=tmp_path, meters=[], print_summary=False) as t:
         t.step(tokens=1.0)
