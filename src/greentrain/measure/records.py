@@ -174,11 +174,13 @@ def it_energy_at(records: Sequence[dict[str, Any]], t_s: float) -> float:
 
 def steady_energy_j(records: Sequence[dict[str, Any]], t_from_s: float, t_to_s: float) -> float | None:
     """IT energy between two times of the record (the steady steps: from the end of the first step to the end
-    of the last), None where no sample lies at or after ``t_to_s`` (the window is not covered)."""
+    of the last), None where no sample lies at or after ``t_to_s`` (the window is not covered) or the
+    cumulative energy went down across it (a counter reset, an edited file)."""
     if t_to_s <= t_from_s or not any(r.get("type") == "sample" and float(r.get("t_s", 0.0)) >= t_to_s
                                      for r in records):
         return None
-    return it_energy_at(records, t_to_s) - it_energy_at(records, t_from_s)
+    energy_j = it_energy_at(records, t_to_s) - it_energy_at(records, t_from_s)
+    return energy_j if energy_j >= 0 else None
 
 
 def clip_samples(records: Sequence[dict[str, Any]], t_end_s: float) -> tuple[list[dict[str, Any]], bool]:

@@ -48,6 +48,8 @@ def test_the_energy_between_two_times_is_interpolated() -> None:
     assert it_energy_at(recs, 9.0) == pytest.approx(_energy_j(6.0))  # held past the last sample
     assert steady_energy_j(recs, 2.0, 5.0) == pytest.approx(BUSY_W * 3.0)
     assert steady_energy_j(recs, 2.0, 7.0) is None  # not covered by the samples
+    reset = [*recs[:5], *({**r, "gpu_energy_j": 1.0} for r in recs[5:])]  # the counter went down after 2.5 s
+    assert steady_energy_j(reset, 2.0, 5.0) is None  # the run's mean power is used instead, never a negative
 
 
 def test_a_record_rates_and_energy_are_the_steady_steps() -> None:
