@@ -39,7 +39,15 @@ from greentrain.measure.meters import (
     tree_cpu_s,
     visible_gpu_indices,
 )
-from greentrain.measure.records import JsonlWriter, Sampler, hardware_info, last_run, meter_info, read_jsonl
+from greentrain.measure.records import (
+    ENERGY_PARTS,
+    JsonlWriter,
+    Sampler,
+    hardware_info,
+    last_run,
+    meter_info,
+    read_jsonl,
+)
 from greentrain.measure.settings import UNSET, Unset, resolve
 from greentrain.measure.summary import Measurement, make_site, summarize
 
@@ -146,8 +154,8 @@ class Tracker:
         self._sampler: Sampler | None = None
         self._rss: RssReader | None = None
         self._last_modules_t = 0.0
-        # tokens, FLOPs, step seconds of the first step and of the steady ones after it: the live figures
-        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        # (tokens, FLOPs, step seconds) of the first step and of the steady ones after it: the live figures
+        self._sums = ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
 
     # -- lifecycle --------------------------------------------------------------------------------
     @property
@@ -167,7 +175,7 @@ class Tracker:
         # a new run: its own id and counts (records of an earlier run in the same file stay, not counted)
         self.run_id = _run_id(self.world_size)
         self.num_steps, self.measurement, self._last_modules_t = 0, None, 0.0
-        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        self._sums = ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         self.t0 = time.perf_counter()
         self._t_mark = self.t0
         self._writer = JsonlWriter(self.path)
@@ -236,10 +244,9 @@ class Tracker:
             tokens = seen_tokens if tokens is None else tokens
             samples = seen_samples if samples is None else samples
         rec["tokens"], rec["samples"] = float(tokens or 0), float(samples or 0)
-        at = 3 if self.num_steps else 0  # the steady steps apart: the rates are theirs, as in the summary
-        self._sums[at] += rec["tokens"]
-        self._sums[at + 1] += float(rec.get("flop", 0.0))
-        self._sums[at + 2] += rec["step_time_s"]
+        sums = self._sums[1 if self.num_steps else 0]  # the steady steps apart: the rates are theirs, as in summary
+        for i, value in enumerate((rec["tokens"], float(rec.get("flop", 0.0)), rec["step_time_s"])):
+            sums[i] += value
         assert self._rss is not None
         rec["rss_bytes"] = self._rss.read_bytes()
         self._writer.append(rec)
@@ -261,8 +268,9 @@ class Tracker:
         if self._sampler is None:
             return {}
         last = self._sampler.last
-        it_energy_j = sum(float(last.get(f"{p}_energy_j", 0.0)) for p in ("gpu", "cpu", "ram"))
-        tokens, flop, steps_s = self._sums[3:] if self._sums[5] > 0 else self._sums[:3]
+        it_energy_j = sum(float(last.get(f"{p}_energy_j", 0.0)) for p in ENERGY_PARTS)
+        first, steady = self._sums
+        tokens, flop, steps_s = steady if steady[2] > 0 else first
         out = {"tokens_per_s": tokens / steps_s if steps_s > 0 else 0.0,
                "flop_per_s": flop / steps_s if steps_s > 0 else 0.0}
         if self.peak_flop_per_s:

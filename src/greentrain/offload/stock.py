@@ -170,9 +170,8 @@ class StockTrainer:
         if cuda:
             torch.cuda.synchronize()
         t_end = time.perf_counter()
-        t_opt -= boundary_s
         seq = micro_batches[0].shape[1] - 1
-        return StepStats(loss=total, step_time_s=t_end - t0, optimizer_time_s=t_end - t_opt,
+        return StepStats(loss=total, step_time_s=t_end - t0, optimizer_time_s=t_end - t_opt + boundary_s,
                          tokens=sum(mb.shape[0] * seq for mb in micro_batches),
                          device_peak_bytes=torch.cuda.max_memory_allocated(self.dev) if cuda else 0,
                          host_bytes=_peak_rss_bytes() - self.rss0, h2d_bytes=0, d2h_bytes=0)
