@@ -64,19 +64,35 @@ MAX_WORKERS = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Part:
-    """One unit (a scenario on one chip count) with tp pinned to one degree: what one process evaluates."""
+class _Shared:
+    """What every part of one search shares: sent to each worker process once (its initializer), not with each
+    part, so the parts of one unit evaluated in one process share one scenario object and the estimator's
+    caches keyed by identity (compute peaks, op lists, kernel tables) hit from part to part, as in one process."""
 
-    index: int  # position in the one-process order
-    unit: int
-    scenario: Scenario
-    space: SearchSpace
+    units: tuple[Scenario, ...]  # a scenario on each chip count, in the one-process order
     sites: tuple[Site, ...]
     constraints: Constraints
     profile: Profile
     objective: str
     top_k: int
     points: bool  # send every feasible row's (run time, cost, CO2e) back (for plots)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Part:
+    """One unit (a scenario on one chip count) with tp pinned to one degree: what one process evaluates."""
+
+    index: int  # position in the one-process order
+    unit: int
+    space: SearchSpace
+
+
+_SHARED: list[_Shared] = []  # in a worker process: the search it serves (_share)
+
+
+def _share(shared: _Shared) -> None:
+    """A worker process's initializer: keep the search's shared inputs."""
+    _SHARED[:] = [shared]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,19 +108,20 @@ class _Reduced:
     points: tuple[npt.NDArray[np.float64], ...]  # per block; empty unless the part was asked for them
 
 
-def parts(scenarios: Sequence[Scenario], space: SearchSpace, cons: Constraints) -> list[tuple[int, Scenario,
-                                                                                                SearchSpace]]:
-    """(unit, scenario on its chip count, space with tp pinned) in the one-process order. A pinned tp stays one
-    part; otherwise one part per divisor of the chip count up to the largest tp (as search/space.meshes)."""
-    out = []
-    units = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+def parts(scenarios: Sequence[Scenario], space: SearchSpace,
+          cons: Constraints) -> tuple[tuple[Scenario, ...], list[tuple[int, SearchSpace]]]:
+    """The units (each scenario on each of its chip counts) and the parts, (unit, space with tp pinned), in the
+    one-process order. A pinned tp stays one part; otherwise one part per divisor of the chip count up to the
+    largest tp (as search/space.meshes)."""
+    out: list[tuple[int, SearchSpace]] = []
+    units = tuple(with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips))
     for u, sc in enumerate(units):
         if space.tp:
-            out.append((u, sc, space))
+            out.append((u, space))
             continue
         max_tp = space.max_tp or sc.cluster.node_size
-        out += [(u, sc, dataclasses.replace(space, tp=t)) for t in divisors(sc.cluster.num_chips) if t <= max_tp]
-    return out
+        out += [(u, dataclasses.replace(space, tp=t)) for t in divisors(sc.cluster.num_chips) if t <= max_tp]
+    return units, out
 
 
 def _reduce(block: _Block, objective: str, top_k: int, tolerance: float) -> tuple[_Block, npt.NDArray[np.float64]]:
@@ -128,11 +145,12 @@ def _reduce(block: _Block, objective: str, top_k: int, tolerance: float) -> tupl
 
 def _run_part(part: _Part) -> _Reduced:
     """Evaluate one part in a worker process (engine._evaluate, as the one-process search does)."""
-    total, blocks = _evaluate(part.scenario, part.space, part.sites, part.constraints, part.profile)
-    reduced = [_reduce(b, part.objective, part.top_k, part.constraints.tie_tolerance) for b in blocks]
+    sh = _SHARED[0]
+    total, blocks = _evaluate(sh.units[part.unit], part.space, sh.sites, sh.constraints, sh.profile)
+    reduced = [_reduce(b, sh.objective, sh.top_k, sh.constraints.tie_tolerance) for b in blocks]
     return _Reduced(index=part.index, unit=part.unit, num_candidates=total, blocks=tuple(b for b, _ in reduced),
                     feasible=tuple(len(b.rows) for b in blocks),
-                    points=tuple(p if part.points else np.zeros((0, 3)) for _, p in reduced))
+                    points=tuple(p if sh.points else np.zeros((0, 3)) for _, p in reduced))
 
 
 def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, objective: str, top_k: int,
@@ -181,21 +199,22 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _pool(processes: int) -> ProcessPoolExecutor:
+def _pool(processes: int, shared: _Shared) -> ProcessPoolExecutor:
     """Worker processes started by fork when this process runs one thread (the quickest start: nothing to
     import again), else from a fork server that imported this module once (a thread of the caller, such as a
     progress bar's, holding a lock would be copied into forked workers with its lock held).
 
     concurrent.futures, not multiprocessing.Pool: a worker that dies (the OOM killer, a signal, a failed import
     in the fork server) breaks the executor and the search stops with one line; Pool starts a new worker and
-    waits for the lost part's answer for ever."""
+    waits for the lost part's answer for ever. Each worker keeps ``shared`` (_share), received once."""
+    init = {"initializer": _share, "initargs": (shared,)}
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
-        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), **init)
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(processes, mp_context=ctx)
+    return ProcessPoolExecutor(processes, mp_context=ctx, **init)
 
 
 def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: str = "time", top_k: int = 10,
@@ -218,11 +237,12 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
         if "tp" not in profile.for_chip(scenarios[0].cluster.chip.name).parallelisms:
             space = dataclasses.replace(space, tp=1)  # one part per unit: the framework has no tp to split by
     t0 = time.perf_counter()
-    todo = [_Part(index=i, unit=u, scenario=sc, space=sp, sites=tuple(sites), constraints=cons, profile=profile,
-                  objective=objective, top_k=top_k, points=points)
-            for i, (u, sc, sp) in enumerate(parts(scenarios, space, cons))]
+    units, split = parts(scenarios, space, cons)
+    todo = [_Part(index=i, unit=u, space=sp) for i, (u, sp) in enumerate(split)]
+    shared = _Shared(units=units, sites=tuple(sites), constraints=cons, profile=profile, objective=objective,
+                     top_k=top_k, points=points)
     answers = []
-    with _pool(min(workers, len(todo))) as pool:
+    with _pool(min(workers, len(todo)), shared) as pool:
         try:
             for done, future in enumerate(as_completed([pool.submit(_run_part, part) for part in todo]), 1):
                 answers.append(future.result())

@@ -46,12 +46,12 @@ def _same(a: SearchResult, b: SearchResult) -> None:
 
 def test_parts_concatenate_to_each_units_table(scenarios: list[Scenario]) -> None:
     cons = Constraints(max_chips=16)
-    ps = parts(scenarios, SPACE, cons)
-    assert [u for u, _, _ in ps] == sorted(u for u, _, _ in ps)
-    for unit in {u for u, _, _ in ps}:
-        mine = [(sc, sp) for u, sc, sp in ps if u == unit]
-        whole = table(mine[0][0], SPACE)
-        pieces = [table(sc, sp) for sc, sp in mine]
+    units, ps = parts(scenarios, SPACE, cons)
+    assert [u for u, _ in ps] == sorted(u for u, _ in ps) and {u for u, _ in ps} == set(range(len(units)))
+    for unit in {u for u, _ in ps}:
+        mine = [sp for u, sp in ps if u == unit]
+        whole = table(units[unit], SPACE)
+        pieces = [table(units[unit], sp) for sp in mine]
         for f in INT_FIELDS + BOOL_FIELDS:
             assert np.array_equal(getattr(whole, f), np.concatenate([getattr(p, f) for p in pieces])), (unit, f)
 
@@ -71,7 +71,7 @@ def test_two_workers_give_the_one_process_answer(scenarios: list[Scenario], obje
 
 def test_a_pinned_tp_is_one_part(scenarios: list[Scenario]) -> None:
     space = dataclasses.replace(SPACE, tp=2)
-    assert len(parts(scenarios[:1], space, Constraints())) == 1
+    assert len(parts(scenarios[:1], space, Constraints())[1]) == 1
     _same(search(scenarios[:1], space=space), search_parallel(scenarios[:1], workers=3, space=space))
 
 
@@ -132,6 +132,6 @@ def test_a_worker_killed_stops_the_search_with_one_error(scenarios: list[Scenari
     """multiprocessing.Pool replaced a killed worker and waited for its part for ever; the executor breaks."""
     from greentrain.search import workers
     monkeypatch.setattr(workers, "_run_part", _die)
-    monkeypatch.setattr(workers, "_pool", lambda n: ProcessPoolExecutor(n, mp_context=mp.get_context("fork")))
+    monkeypatch.setattr(workers, "_pool", lambda n, shared: ProcessPoolExecutor(n, mp_context=mp.get_context("fork")))
     with pytest.raises(ChildProcessError, match="a search worker process died before it answered"):
         search_parallel(scenarios[:1], workers=2, space=SPACE)
