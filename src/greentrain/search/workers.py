@@ -207,14 +207,13 @@ def _pool(processes: int, shared: _Shared) -> ProcessPoolExecutor:
     concurrent.futures, not multiprocessing.Pool: a worker that dies (the OOM killer, a signal, a failed import
     in the fork server) breaks the executor and the search stops with one line; Pool starts a new worker and
     waits for the lost part's answer for ever. Each worker keeps ``shared`` (_share), received once."""
-    init = {"initializer": _share, "initargs": (shared,)}
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
-        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), **init)
+        return ProcessPoolExecutor(processes, multiprocessing.get_context("fork"), _share, (shared,))
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(processes, mp_context=ctx, **init)
+    return ProcessPoolExecutor(processes, ctx, _share, (shared,))
 
 
 def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: str = "time", top_k: int = 10,
