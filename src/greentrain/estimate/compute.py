@@ -18,6 +18,7 @@ import numpy as np
 from greentrain.estimate import fp8
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.hardware.chip import Chip
+from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
 from greentrain.num import maximum, where
 
@@ -204,16 +205,17 @@ class OpsTime:
     op_sac_s: Num = 0.0  # the part torchtitan's op-level selective checkpointing recomputes (Op.sac_recompute)
 
 
-# per op: (bytes scale, an attention op, a fused attention kernel, its causal fraction, quantized by an fp8 recipe,
-# forward floor, forward gaps, backward floor, backward gaps)
-_Fixed = tuple[float, bool, bool, float, bool, float, float, float, float]
+# per op: (bytes scale, backward / forward time, an attention op, a fused attention kernel, its causal fraction,
+# quantized by an fp8 recipe, forward floor, forward gaps, backward floor, backward gaps)
+_Fixed = tuple[float, float, bool, bool, float, bool, float, float, float, float]
 _KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, ...]]] = {}
 
 
 def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
-    """What ops_time needs of each op that depends on the op and the framework only (its kernels: op_kernels),
-    once per op group and efficiency (keyed by identity, both kept alive: every estimate asks). A layer's first op
-    follows the previous layer's last."""
+    """What ops_time needs of each op that depends on the op and the framework only (its kernels: op_kernels; the
+    bytes of its eager chain or of its cross-entropy implementation, loss_kernel: model/loss.py), once per op group
+    and efficiency (keyed by identity, both kept alive: every estimate asks). A layer's first op follows the
+    previous layer's last."""
     hit = _KERNELS.get((id(ops), id(eff)))
     if hit is not None and hit[0] is ops and hit[1] is eff:
         return hit[2]
@@ -223,9 +225,13 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
         kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
         eager = bool(op.eager_kind) and op.eager_kind in eff.eager_ops
+        scale, backward = (op.eager_bytes / op.bytes if eager else 1.0), op.backward_factor
+        if op.loss_bytes:  # the memory-bound cross-entropy as the framework's kernel moves it
+            fwd, bwd = op.loss_bytes[LOSS_KERNELS.index(eff.loss_kernel)]
+            scale, backward = fwd / op.bytes, bwd / fwd
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
-        out.append((op.eager_bytes / op.bytes if eager else 1.0, attention, fused,
+        out.append((scale, backward, attention, fused,
                     causal_fraction(op) if fused else 0.0,
                     op.kind is OpKind.MATMUL and not op.name.endswith(".router"),
                     kf * floor, kf * gap, kb * floor, kb * gap))
@@ -251,7 +257,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
                or isinstance(sh.etp, np.ndarray) or isinstance(sh.sp, np.ndarray))
     attention_peak = attention_peak_flop_per_s or peak_flop_per_s
     cast_per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
-    for op, (scale, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap) in zip(
+    for op, (scale, backward, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap) in zip(
             ops, _fixed(ops, eff), strict=True):
         flop, nbytes, m, k, n = _local(op, sh)
         t = _roofline(flop, nbytes * scale, m, k, n, attention_peak if attention else peak_flop_per_s,
@@ -263,7 +269,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
             fwd += kernels_s(cast_per_elt * flop / n, cast_kernels, eff)
             if share > 0:
                 bwd += kernels_s(cast_per_elt * flop / k, cast_kernels, eff)
-        t_bwd = t * op.backward_factor * share
+        t_bwd = t * backward * share
         if columns:
             t_fwd, t_bwd = maximum(t, f_floor) + f_gap, maximum(t_bwd, b_floor) + b_gap
         else:  # one strategy: plain floats (the search's columns take the branch above)

@@ -38,13 +38,13 @@ from greentrain.estimate.knobs import (
     one_of,
 )
 from greentrain.estimate.recompute import check_selective_mode
+from greentrain.model.loss import LOSS_KERNELS  # memory.loss_bytes_per_logit, model/loss.py traffic
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
 from greentrain.workload import FP8_RECIPES, GRAD_DTYPES
 
 DEFAULT_FRAMEWORK = "megatron"
 EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
-LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked")  # memory.loss_bytes_per_logit
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
@@ -153,7 +153,7 @@ class Efficiency:
     # False: the kernel materialises the scores (SDPA math)
     attention_fused: bool = knob("kernel", "bool", default=True, calibrated=False)
     attention_source: str = knob("kernel", "text", default="")
-    # LOSS_KERNELS: what the cross-entropy keeps per logit
+    # LOSS_KERNELS: what the cross-entropy keeps (memory.loss_bytes_per_logit) and moves (model/loss.py) per logit
     loss_kernel: str = knob("framework", "choice", one_of(LOSS_KERNELS), default="fp32")
     # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
     selective_recompute: str = knob("framework", "choice", (_selective, ""), default="attention")

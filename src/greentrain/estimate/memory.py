@@ -216,7 +216,7 @@ LOSS_PARALLEL_FP32_BUFFERS = 4
 
 def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0, vocab_parallel: Any = False) -> Any:
     """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
-    (efficiency.LOSS_KERNELS):
+    (model/loss.py LOSS_KERNELS, which also says what each moves):
     - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
     - fp32-eager: PyTorch's F.cross_entropy on logits upcast with ``.float()`` (torchtitan
       build_cross_entropy_loss, pytorch/torchtitan @9dec370 train.py loss_fn and @b5bcd76 components/loss.py):

@@ -68,6 +68,9 @@ class Op:
     # ``eager_kind`` (model/ops.py eager_kernels); estimate/compute.py prices each at max(roofline, floor) + gap
     kernels: tuple[float, float] = (1.0, 1.0)
     eager_kernels: tuple[float, float] = (0.0, 0.0)
+    # a cross-entropy's (forward, backward) bytes under each implementation a framework may run, in the order of
+    # model/loss.py LOSS_KERNELS (estimate/compute.py picks the framework's loss_kernel); () for other ops
+    loss_bytes: tuple[tuple[float, float], ...] = ()
 
 
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,

@@ -88,7 +88,9 @@ def _step_s(chip: str, framework: str, eff: Efficiency | None = None) -> float:
 
 def test_fixed_costs_weigh_more_on_faster_chips() -> None:
     """The same model and framework: the kernels' fixed costs do not shrink with the chip, so their share of the
-    step grows from A100 to H100 to B200, and eager PyTorch loses more to torch.compile on the faster chips."""
+    step grows from A100 to H100 to B200, and eager PyTorch loses more to torch.compile on Hopper and Blackwell than
+    on Ampere (between H100 and B200 the order follows their FLOP/s over memory bandwidth: 295 and 281 FLOP/byte,
+    the memory-bound element-wise chains and losses that Inductor fuses weigh about the same)."""
     shares, ratios = [], []
     for chip in ("a100-80gb", "h100-sxm", "b200"):
         eff = efficiency_for(chip, "torchtitan")
@@ -96,7 +98,7 @@ def test_fixed_costs_weigh_more_on_faster_chips() -> None:
         shares.append(_step_s(chip, "torchtitan") / _step_s(chip, "torchtitan", no_fixed) - 1)
         ratios.append(_step_s(chip, "torchtitan") / _step_s(chip, "torchtitan-compile"))
     assert 0 < shares[0] < shares[1] < shares[2]
-    assert 1 < ratios[0] < ratios[1] < ratios[2]
+    assert 1 < ratios[0] < min(ratios[1], ratios[2])
 
 
 def test_kernel_fields_checked() -> None:

@@ -1,0 +1,51 @@
+"""What each cross-entropy implementation moves through memory per logit, forward and backward.
+
+The LM head's loss is memory bound: a micro-batch of T tokens has T x vocabulary logits (2.1 G for 16 k tokens
+of Llama 3's 128 k vocabulary), and the implementations differ several-fold in how often they read and write
+them. Counted as the other eager chains are (model/ops.py eager_bytes_per_elt): each PyTorch op reads its
+inputs once and writes its outputs once, ``e`` bytes per 16-bit logit, 4 per fp32 value; per-token values
+(a row's max, log-sum-exp, the target's logit) are negligible beside a row of the vocabulary.
+
+- fp32: Megatron-LM's vocab-parallel cross-entropy (NVIDIA/Megatron-LM megatron/core/tensor_parallel/
+  cross_entropy.py, _VocabParallelCrossEntropy; nanotron's sharded cross-entropy has the same steps). Forward:
+  ``.float()`` (e + 4), max (4), ``-= max`` in place (4 + 4), ``exp(out=)`` (4 + 4), sum (4), ``div_`` by the sum
+  (4 + 4), the softmax kept for the backward: e + 36. Backward: ``mul_`` by the output gradient (4 + 4) and the
+  autograd engine's cast of the fp32 gradient to the logits' dtype (4 + e): e + 12.
+- fp32-eager: PyTorch's F.cross_entropy on logits upcast with ``.float()`` (Hugging Face's ForCausalLMLoss,
+  torchtitan's eager loss). Forward: the cast (e + 4), log_softmax (4 + 4), nll_loss (a gather): e + 12.
+  Backward: nll_loss's dense gradient (zeros, 4), _log_softmax_backward_data (4 + 4 + 4), the cast back (4 + e):
+  e + 20.
+- fused: a fused kernel that never materialises fp32 copies. Apex's xentropy (flash-attn 1.x's
+  CrossEntropyLoss, llm-foundry's fused_crossentropy of its published tables): the forward reads the 16-bit
+  logits twice (the row's max, then the sum of exponentials), the backward reads them and writes the gradient:
+  2 e forward, 2 e backward. flash-attn 2's Triton kernel reads them once forward (3 e in all); Transformer
+  Engine's and Liger's (Megatron's cross_entropy_loss_fusion) write the gradient during a second forward pass
+  and scale it in the backward (5 e): 4 e is the middle of these.
+- compiled: torch.compile's Inductor fuses the upcast, log-softmax and their backward: a looped reduction
+  forward (max, then the sum of exponentials: the logits read twice) and one point-wise kernel backward (read
+  the logits, write their gradient): 2 e forward, 2 e backward.
+- chunked: torchtune's CEWithChunkedOutputLoss, F.cross_entropy on each chunk's ``.float()`` logits: the
+  bytes of fp32-eager, a chunk at a time (Liger's fused linear cross-entropy, also chunked, moves the 3 e of
+  fused: name that kernel for it).
+"""
+
+from __future__ import annotations
+
+LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked")
+
+
+def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
+    """(forward, backward) bytes ``kernel`` reads and writes per logit (module docstring), at ``e`` bytes per
+    16-bit logit."""
+    if kernel == "fp32":
+        return e + 36.0, e + 12.0
+    if kernel in ("fp32-eager", "chunked"):
+        return e + 12.0, e + 20.0
+    if kernel in ("fused", "compiled"):
+        return 2.0 * e, 2.0 * e
+    raise ValueError(f"unknown loss kernel {kernel!r}: one of {', '.join(LOSS_KERNELS)}")
+
+
+def loss_traffic(logits: float, e: float) -> tuple[tuple[float, float], ...]:
+    """(forward, backward) bytes of a cross-entropy over ``logits`` logits under each of LOSS_KERNELS, in order."""
+    return tuple((logits * f, logits * b) for f, b in (loss_traffic_per_logit(k, e) for k in LOSS_KERNELS))

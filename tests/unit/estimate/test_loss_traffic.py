@@ -1,0 +1,51 @@
+"""The cross-entropy's time follows the framework's loss kernel (model/loss.py), as its memory does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from greentrain.estimate.compute import Sharding, ops_time
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.model.load import load_model
+from greentrain.model.loss import LOSS_KERNELS, loss_traffic_per_logit
+from greentrain.model.ops import model_ops
+
+
+@pytest.mark.parametrize(("kernel", "fwd", "bwd"), [
+    ("fp32", 38.0, 14.0),  # .float() 6, max 4, -= 8, exp 8, sum 4, div_ 8; mul_ 8, cast back 6
+    ("fp32-eager", 14.0, 22.0),  # .float() 6, log_softmax 8; zeros 4, log_softmax backward 12, cast back 6
+    ("chunked", 14.0, 22.0),  # F.cross_entropy on each chunk's .float() logits
+    ("fused", 4.0, 4.0),  # read the logits twice (max, sum of exponentials); read them and write the gradient
+    ("compiled", 4.0, 4.0),
+])
+def test_bytes_per_bf16_logit_are_the_counted_ops(kernel: str, fwd: float, bwd: float) -> None:
+    assert loss_traffic_per_logit(kernel, 2.0) == (fwd, bwd)
+
+
+def test_every_kernel_has_traffic_and_an_unknown_one_is_refused() -> None:
+    for k in LOSS_KERNELS:
+        assert min(loss_traffic_per_logit(k, 2.0)) > 0
+    with pytest.raises(ValueError, match="unknown loss kernel 'liger'"):
+        loss_traffic_per_logit("liger", 2.0)
+
+
+def test_the_heads_time_moves_by_the_kernels_bytes_over_the_bandwidth() -> None:
+    """Llama 3.2 1B, 8 x 2,048 tokens, on an H100: the loss is memory bound, so changing the kernel changes the
+    head's forward and backward by the difference of bytes over the chip's streaming bandwidth, nothing else."""
+    model = load_model("llama3.2-1b")
+    head = model_ops(model, 8, 2048, 2.0, flash=True).head
+    logits = 8 * 2048 * model.vocab_size
+    base = efficiency_for("h100-sxm", "megatron")
+    bw = 3.35e12
+
+    def times(kernel: str) -> tuple[float, float]:
+        t = ops_time(head, Sharding(), 989.5e12, bw, dataclasses.replace(base, loss_kernel=kernel))
+        return t.forward_s, t.backward_s
+
+    (f32, b32), (ffu, bfu) = times("fp32"), times("fused")
+    stream = bw * base.memory
+    assert f32 - ffu == pytest.approx(logits * 34.0 / stream, rel=1e-6)
+    assert b32 - bfu == pytest.approx(logits * 10.0 / stream, rel=1e-6)
+    assert f32 + b32 > sum(times("fp32-eager")) > sum(times("compiled")) == pytest.approx(ffu + bfu)
