@@ -195,6 +195,15 @@ def op_time_s(op: LocalOp, peak_flop_per_s: float, memory_bytes_per_s: float, ef
                      fused_attention, 0.5 if causal else 0.0)
 
 
+def loss_traffic_scale(op: Op, eff: Efficiency) -> tuple[float, float]:
+    """(bytes scale over op.bytes, backward / forward time) of a cross-entropy op under the framework's loss kernel
+    (model/loss.py); (1, op.backward_factor) for any other op."""
+    if not op.loss_bytes:
+        return 1.0, op.backward_factor
+    fwd, bwd = op.loss_bytes[LOSS_KERNELS.index(eff.loss_kernel)]
+    return fwd / op.bytes, bwd / fwd
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpsTime:
     """Forward time of a list of ops, split by what recomputation needs to know (floats, or columns)."""
@@ -225,10 +234,9 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
         kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
         eager = bool(op.eager_kind) and op.eager_kind in eff.eager_ops
-        scale, backward = (op.eager_bytes / op.bytes if eager else 1.0), op.backward_factor
-        if op.loss_bytes:  # the memory-bound cross-entropy as the framework's kernel moves it
-            fwd, bwd = op.loss_bytes[LOSS_KERNELS.index(eff.loss_kernel)]
-            scale, backward = fwd / op.bytes, bwd / fwd
+        scale, backward = loss_traffic_scale(op, eff)  # a cross-entropy as the framework's kernel moves it
+        if eager:
+            scale = op.eager_bytes / op.bytes
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
         out.append((scale, backward, attention, fused,

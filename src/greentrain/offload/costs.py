@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from greentrain.errors import ConfigError
-from greentrain.estimate.compute import Sharding, local_op, op_time_s
+from greentrain.estimate.compute import Sharding, local_op, loss_traffic_scale, op_time_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.memory import LSE_BYTES, layer_activation
 from greentrain.estimate.state_dtypes import grad_bytes_per_param, optimizer_bytes_per_param, weight_bytes_per_param
@@ -184,17 +184,20 @@ def _op_timers(chip: Chip, eff: Efficiency, profile: OffloadFramework, precision
                e: float) -> tuple[Callable[[Op], float], Callable[[Op], float]]:
     """(forward, backward) roofline time of one op on one chip (estimate/compute.py ``op_time_s``). An op of
     ``profile.eager_ops`` moves the executor's counted eager bytes (offload/eager.py), forward and backward; every
-    other op's backward is its forward x ``backward_factor``, as in the estimator."""
+    other op's backward is its forward x ``backward_factor``, and the cross-entropy moves its loss kernel's bytes
+    (compute.loss_traffic_scale), as in the estimator."""
     peak, bw = chip.peak_flop_per_s(precision), chip.memory_bytes_per_s
 
     def time_s(op: Op, backward: bool) -> float:
         fused = op.kind is OpKind.ATTENTION and op.name.endswith(".flash")
         local = local_op(op, Sharding())
         eager = op.eager_kind in profile.eager_ops
+        scale, backward_factor = loss_traffic_scale(op, eff)  # a cross-entropy by its kernel, as the estimator
         if eager:
-            local = dataclasses.replace(local, bytes=local.bytes * executor_eager_bytes(op, e)[backward] / op.bytes)
+            scale = executor_eager_bytes(op, e)[backward] / op.bytes
+        local = dataclasses.replace(local, bytes=local.bytes * scale)
         t = op_time_s(local, peak, bw, eff, fused, fused and profile.causal)
-        return t * op.backward_factor if backward and not eager else t
+        return t * backward_factor if backward and not eager else t
 
     return (lambda op: time_s(op, False)), (lambda op: time_s(op, True))
 
