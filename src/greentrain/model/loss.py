@@ -2,9 +2,10 @@
 
 The LM head's loss is memory bound: a micro-batch of T tokens has T x vocabulary logits (2.1 G for 16 k tokens
 of Llama 3's 128 k vocabulary), and the implementations differ several-fold in how often they read and write
-them. Counted as the other eager chains are (model/ops.py eager_bytes_per_elt): each PyTorch op reads its
-inputs once and writes its outputs once, ``e`` bytes per 16-bit logit, 4 per fp32 value; per-token values
-(a row's max, log-sum-exp, the target's logit) are negligible beside a row of the vocabulary.
+them. Counted kernel by kernel: the passes each makes over the logits (an element-wise op or a one-pass reduction
+reads its input once and writes its output once, as the eager chains of model/ops.py are counted; a softmax
+kernel that cannot hold a row reads it once per pass), ``e`` bytes per 16-bit logit, 4 per fp32 value;
+per-token values (a row's max, log-sum-exp, the target's logit) are negligible beside a row of the vocabulary.
 
 - fp32: Megatron-LM's vocab-parallel cross-entropy (NVIDIA/Megatron-LM megatron/core/tensor_parallel/
   cross_entropy.py, _VocabParallelCrossEntropy; nanotron's sharded cross-entropy has the same steps). Forward:
@@ -12,9 +13,12 @@ inputs once and writes its outputs once, ``e`` bytes per 16-bit logit, 4 per fp3
   (4 + 4), the softmax kept for the backward: e + 36. Backward: ``mul_`` by the output gradient (4 + 4) and the
   autograd engine's cast of the fp32 gradient to the logits' dtype (4 + e): e + 12.
 - fp32-eager: PyTorch's F.cross_entropy on logits upcast with ``.float()`` (Hugging Face's ForCausalLMLoss,
-  torchtitan's eager loss). Forward: the cast (e + 4), log_softmax (4 + 4), nll_loss (a gather): e + 12.
-  Backward: nll_loss's dense gradient (zeros, 4), _log_softmax_backward_data (4 + 4 + 4), the cast back (4 + e):
-  e + 20.
+  torchtitan's eager loss). Forward: the cast (e + 4), log_softmax, nll_loss (a gather). PyTorch's softmax
+  kernel for a row longer than shared memory holds (aten/src/ATen/native/cuda/SoftMax.cu cunn_SoftMaxForward:
+  any vocabulary above ~56 k fp32 logits on Hopper, ~40 k on Ampere) reads the row three times (its max, the
+  sum of exponentials, the output) and writes it once: 16. Backward: nll_loss's dense gradient (zeros, 4),
+  _log_softmax_backward_data (cunn_SoftMaxBackward: the gradient's row sum, then the gradient and the output
+  read and the input gradient written: 16), the cast back (4 + e). e + 20 forward, e + 24 backward.
 - fused: a fused kernel that never materialises fp32 copies. Apex's xentropy (flash-attn 1.x's
   CrossEntropyLoss, llm-foundry's fused_crossentropy of its published tables): the forward reads the 16-bit
   logits twice (the row's max, then the sum of exponentials), the backward reads them and writes the gradient:
@@ -40,7 +44,7 @@ def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
     if kernel == "fp32":
         return e + 36.0, e + 12.0
     if kernel in ("fp32-eager", "chunked"):
-        return e + 12.0, e + 20.0
+        return e + 20.0, e + 24.0
     if kernel in ("fused", "compiled"):
         return 2.0 * e, 2.0 * e
     raise ValueError(f"unknown loss kernel {kernel!r}: one of {', '.join(LOSS_KERNELS)}")
