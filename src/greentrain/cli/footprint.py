@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from greentrain import units
-from greentrain.cli.argtypes import bounded, finite_float, name_text, nonneg_float, path_text, positive_int
+from greentrain.cli.argtypes import bounded, finite_float, name_text, path_text, positive_float, positive_int
 from greentrain.config import BOUNDS, as_float, as_int, load_mapping, require, split_list
 from greentrain.errors import ConfigError
 from greentrain.footprint.compare import TRAINING_TYPES, compare_regions, model_card_block
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chip", help="catalog chip (TDP, idle power, embodied CO2e, price)")
     parser.add_argument("--num-chips", type=positive_int)
     when = parser.add_mutually_exclusive_group()
-    when.add_argument("--hours", type=nonneg_float, help="wall-clock run time")
-    when.add_argument("--days", type=nonneg_float, help="wall-clock run time")
+    when.add_argument("--hours", type=positive_float, help="wall-clock run time")
+    when.add_argument("--days", type=positive_float, help="wall-clock run time")
     power = parser.add_mutually_exclusive_group()
     power.add_argument("--power-w", type=bounded("chip_power_w"),
                        help=f"measured average power per chip (W), at most {MAX_POWER_TDP_RATIO:g} x the chip's TDP")
