@@ -184,18 +184,19 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
 
 
 def run_efficiency(run: Run, framework: str = "", calibration: str = "", attention_kernel: str = "",
-                   selective_recompute: str = "") -> Efficiency:
+                   selective_recompute: str = "", loss_kernel: str = "") -> Efficiency:
     """The efficiency a run is predicted with: its chip's, under ``framework`` if given, else the run's own
     framework column, else the default framework, with the row's selective-recomputation mode if it names one;
     with a calibration profile's constants if given."""
     eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK,
-                         attention_kernel, selective_recompute or run.selective_recompute)
+                         attention_kernel, selective_recompute or run.selective_recompute, loss_kernel=loss_kernel)
     return with_calibration(eff, calibration) if calibration else eff
 
 
 def validate(runs: Sequence[Run], framework: str = "", calibration: str = "", eff: Efficiency | None = None,
-             attention_kernel: str = "", selective_recompute: str = "") -> tuple[tuple[Prediction, ...], Summary]:
+             attention_kernel: str = "", selective_recompute: str = "",
+             loss_kernel: str = "") -> tuple[tuple[Prediction, ...], Summary]:
     """Predict every run (with ``eff`` when given, else run_efficiency) and score the predictions."""
-    preds = tuple(predict(r, eff or run_efficiency(r, framework, calibration, attention_kernel, selective_recompute))
-                  for r in runs)
+    preds = tuple(predict(r, eff or run_efficiency(r, framework, calibration, attention_kernel, selective_recompute,
+                                                   loss_kernel)) for r in runs)
     return preds, summarize(runs, preds)

@@ -110,6 +110,9 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
     g.add_argument("--attention-kernel", type=name_text, metavar="KERNEL",
                    help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "
                    "`greentrain catalog frameworks`)")
+    g.add_argument("--loss-kernel", type=name_text, metavar="KERNEL",
+                   help="cross-entropy kernel, what the loss keeps and moves per logit: fp32, fp32-eager, fused, "
+                   f"compiled, chunked, fused-linear (Liger) (default: {fws})")
     recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
     g.add_argument("--selective-recompute", type=name_text, metavar="MODE",
                    help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "
@@ -268,7 +271,8 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     return Profile(framework=getattr(args, "framework", "megatron") or "megatron",
                    calibration=getattr(args, "calibration", "") or "",
                    attention_kernel=getattr(args, "attention_kernel", "") or "",
-                   selective_recompute=getattr(args, "selective_recompute", "") or "")
+                   selective_recompute=getattr(args, "selective_recompute", "") or "",
+                   loss_kernel=getattr(args, "loss_kernel", "") or "")
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:

@@ -26,10 +26,11 @@ def _check_names(args: argparse.Namespace) -> None:
     if args.framework and args.framework not in framework_names():
         raise ConfigError("framework", args.framework,
                           f"is not a known framework{did_you_mean(args.framework, framework_names())}")
-    if args.attention_kernel or args.selective_recompute:  # unknown names fail here, before any prediction
+    if args.attention_kernel or args.selective_recompute or args.loss_kernel:  # unknown names fail here, first
         from greentrain.estimate.efficiency import efficiency_for
 
-        efficiency_for("", args.framework or "megatron", args.attention_kernel or "", args.selective_recompute or "")
+        efficiency_for("", args.framework or "megatron", args.attention_kernel or "", args.selective_recompute or "",
+                       loss_kernel=args.loss_kernel or "")
     for name in (args.intra_node_link, args.inter_node_link):
         if name:
             get_link(name)
@@ -49,10 +50,11 @@ def run(args: argparse.Namespace) -> int:
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
     preds, summary = validate(runs, framework=args.framework, calibration=args.calibration or "",
                               attention_kernel=args.attention_kernel or "",
-                              selective_recompute=args.selective_recompute or "")
+                              selective_recompute=args.selective_recompute or "",
+                              loss_kernel=args.loss_kernel or "")
     settings = {"runs": args.runs, "framework": args.framework or None, "calibration": args.calibration or None,
                 "attention_kernel": args.attention_kernel or None,
-                "selective_recompute": args.selective_recompute or None,
+                "selective_recompute": args.selective_recompute or None, "loss_kernel": args.loss_kernel or None,
                 "intra_node_link": args.intra_node_link or None, "inter_node_link": args.inter_node_link or None}
     if args.json:
         from greentrain.report.validate import validation_to_dict

@@ -262,10 +262,10 @@ def _fields(chip: dict[str, Any], fw: dict[str, Any]) -> dict[str, Any]:
 
 @cache
 def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK, attention_kernel: str = "",
-                   selective_recompute: str = "") -> Efficiency:
+                   selective_recompute: str = "", *, loss_kernel: str = "") -> Efficiency:
     """The efficiency of ``chip`` (a catalog name; "" or unknown: the default) under ``framework``, with the
-    framework's attention kernel and selective-recomputation mode unless ``attention_kernel`` /
-    ``selective_recompute`` override them."""
+    framework's attention kernel, selective-recomputation mode and loss kernel unless ``attention_kernel`` /
+    ``selective_recompute`` / ``loss_kernel`` override them."""
     data = _data()
     frameworks = data["frameworks"]
     if framework not in frameworks or framework == "default":
@@ -283,6 +283,11 @@ def efficiency_for(chip: str = "", framework: str = DEFAULT_FRAMEWORK, attention
     kw = _fields(merged_chip, merged_fw)
     if selective_recompute:
         kw["selective_recompute"] = check_selective_mode(selective_recompute)
+    if loss_kernel:
+        if loss_kernel not in LOSS_KERNELS:
+            raise ConfigError("loss_kernel", loss_kernel,
+                              f"is not a known loss kernel{did_you_mean(loss_kernel, LOSS_KERNELS)}")
+        kw["loss_kernel"] = loss_kernel
     kw.update(attention_kernel_fields(data.get("attention_kernels", {}), attention_kernel or kw.get(
         "attention_kernel", "fa2"), chip, kw))
     return Efficiency(chip_source=source, chip_has_data=chip_entry is not None, framework=framework,
@@ -302,18 +307,21 @@ class Profile:
     calibration: str = ""  # a `greentrain calibrate` output file, "" for none
     attention_kernel: str = ""  # "" : the framework's (--attention-kernel)
     selective_recompute: str = ""  # "" : the framework's (--selective-recompute)
+    loss_kernel: str = ""  # "" : the framework's (--loss-kernel)
 
     def __post_init__(self) -> None:
         if self.framework not in framework_names():
             raise ConfigError("framework", self.framework,
                               f"is not a known framework{did_you_mean(self.framework, framework_names())}")
-        if self.attention_kernel or self.selective_recompute:  # fail early on an unknown name
-            efficiency_for("", self.framework, self.attention_kernel, self.selective_recompute)
+        if self.attention_kernel or self.selective_recompute or self.loss_kernel:  # fail early on an unknown name
+            efficiency_for("", self.framework, self.attention_kernel, self.selective_recompute,
+                           loss_kernel=self.loss_kernel)
         if self.calibration:
             with_calibration(efficiency_for("", self.framework), self.calibration)  # fail early on a bad file
 
     def for_chip(self, chip: str) -> Efficiency:
-        eff = efficiency_for(chip, self.framework, self.attention_kernel, self.selective_recompute)
+        eff = efficiency_for(chip, self.framework, self.attention_kernel, self.selective_recompute,
+                             loss_kernel=self.loss_kernel)
         return with_calibration(eff, self.calibration) if self.calibration else eff
 
 

@@ -29,13 +29,16 @@ per-token values (a row's max, log-sum-exp, the target's logit) are negligible b
   forward (max, then the sum of exponentials: the logits read twice) and one point-wise kernel backward (read
   the logits, write their gradient): 2 e forward, 2 e backward.
 - chunked: torchtune's CEWithChunkedOutputLoss, F.cross_entropy on each chunk's ``.float()`` logits: the
-  bytes of fp32-eager, a chunk at a time (Liger's fused linear cross-entropy, also chunked, moves the 3 e of
-  fused: name that kernel for it).
+  bytes of fp32-eager, a chunk at a time.
+- fused-linear: Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py; the Hugging
+  Face Trainer's ``use_liger_kernel``): the LM head and the loss run a chunk of tokens at a time, and its kernel
+  (ops/cross_entropy.py liger_cross_entropy_kernel) reads a chunk's logits for the online max and sum, then reads
+  them again and writes their gradient in place, during the forward: 3 e forward, nothing per logit backward.
 """
 
 from __future__ import annotations
 
-LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked")
+LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked", "fused-linear")
 
 
 def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
@@ -47,6 +50,8 @@ def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
         return e + 20.0, e + 24.0
     if kernel in ("fused", "compiled"):
         return 2.0 * e, 2.0 * e
+    if kernel == "fused-linear":
+        return 3.0 * e, 0.0
     raise ValueError(f"unknown loss kernel {kernel!r}: one of {', '.join(LOSS_KERNELS)}")
 
 

@@ -26,7 +26,8 @@ def test_bytes_per_bf16_logit_are_the_counted_ops(kernel: str, fwd: float, bwd: 
 
 def test_every_kernel_has_traffic_and_an_unknown_one_is_refused() -> None:
     for k in LOSS_KERNELS:
-        assert min(loss_traffic_per_logit(k, 2.0)) > 0
+        fwd, bwd = loss_traffic_per_logit(k, 2.0)
+        assert fwd > 0 and bwd >= 0
     with pytest.raises(ValueError, match="unknown loss kernel 'liger'"):
         loss_traffic_per_logit("liger", 2.0)
 
@@ -49,3 +50,22 @@ def test_the_heads_time_moves_by_the_kernels_bytes_over_the_bandwidth() -> None:
     assert f32 - ffu == pytest.approx(logits * 34.0 / stream, rel=1e-6)
     assert b32 - bfu == pytest.approx(logits * 10.0 / stream, rel=1e-6)
     assert f32 + b32 > sum(times("fp32-eager")) > sum(times("compiled")) == pytest.approx(ffu + bfu)
+
+
+def test_a_loss_kernel_override_moves_memory_and_time_together() -> None:
+    """--loss-kernel (Profile.loss_kernel) replaces the framework's: Liger's fused linear cross-entropy on the
+    Hugging Face profile keeps no logits and moves 3 e per logit forward, nothing backward."""
+    from greentrain.estimate.efficiency import Profile
+    from greentrain.estimate.memory import loss_bytes_per_logit
+
+    own, liger = Profile(framework="ddp").for_chip("h100-sxm"), Profile(framework="ddp", loss_kernel="fused-linear")
+    assert own.loss_kernel == "fp32" and liger.for_chip("h100-sxm").loss_kernel == "fused-linear"
+    assert loss_traffic_per_logit("fused-linear", 2.0) == (6.0, 0.0) and loss_bytes_per_logit("fused-linear") == 0.0
+
+
+def test_an_unknown_loss_kernel_is_one_line_naming_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    from greentrain.cli.main import main
+
+    assert main(["plan", "--loss-kernel", "liger"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "loss_kernel='liger'" in err and "fused-linear" in err

@@ -64,7 +64,7 @@ def test_from_plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.parametrize("argv, needle", [
     (["--chip", "h100", "--num-chips", "8", "--hours", "1", "--region", "us-east-l"], "did you mean"),
     (["--chip", "h100", "--num-chips", "8", "--hours", "-2", "--region", "FRA"], "--hours"),
-    (["--chip", "h100", "--num-chips", "8", "--days", "0", "--region", "FRA"], "'0' must be > 0"),  # no run, no footprint
+    (["--chip", "h100", "--num-chips", "8", "--days", "0", "--region", "FRA"], "'0' must be > 0"),
     (["--chip", "h100", "--num-chips", "8", "--hours", "1", "--region", "FRA", "--utilization", "1.2"],
      "--utilization"),
     (["--chip", "h100", "--num-chips", "8", "--hours", "1", "--region", "FRA", "--pue", "0.9"], "--pue"),
