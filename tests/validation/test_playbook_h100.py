@@ -4,7 +4,7 @@ its two model configs). The cluster's network is AWS EFA (efa-400): the playbook
 of p5 instances (docs/validation.md says why).
 
 These pin what greentrain reaches today through `greentrain validate` with the nanotron profile, measured
-2026-11-25 (docs/validation.md): MFU error 2.61 points (bias +1.5; 2.62 and +1.4 since the loss's time follows its
+2026-11-25 (docs/validation.md): MFU error 2.61 points (bias +1.5; 2.613 and +1.5 since the loss's time follows its
 kernel, 2026-11-26), rank correlation median 0.86, best pick
 within 10 % of the measured best in 79 % of groups, ran/crashed 90.7 % right, peak memory median error 9.2 %
 (the allocator's peak). Of the issue's goals (3 points, 0.85, 80 %, 95 %, 10 %) the MFU error, the rank correlation
