@@ -185,19 +185,29 @@ def pareto_mask(points: npt.NDArray[np.float64],
     transitive), so the loop runs once per front member on a shrinking set. Of equal rows the one with the
     smallest ``tiebreak`` stays. The rows that the best row of some column strictly dominates are dropped
     before sorting: they are never on the front, and they sort after the row that dominates them."""
-    front = np.zeros(len(points), dtype=bool)
-    if not len(points):
+    n, d = points.shape
+    front = np.zeros(n, dtype=bool)
+    if not n:
         return front
-    rows = np.arange(len(points))
-    for best in {int(np.argmin(points[:, j])) for j in range(points.shape[1])}:
-        p, q = points[rows], points[best]
-        rows = rows[~(np.all(q <= p, axis=1) & np.any(q < p, axis=1))]
-    keys = list(points[rows].T[::-1])
+    # column by column: comparing 1-D columns is several times quicker than reducing an n x d array along its rows
+    cols = [np.ascontiguousarray(points[:, j]) for j in range(d)]
+    rows = np.arange(n)
+    for best in {int(np.argmin(c)) for c in cols}:
+        q, le, lt = points[best], np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+        for j in range(d):
+            c = cols[j][rows]
+            le &= q[j] <= c
+            lt |= q[j] < c
+        rows = rows[~(le & lt)]
+    keys = [c[rows] for c in cols[::-1]]
     idx = rows[np.lexsort(keys if tiebreak is None else [tiebreak[rows], *keys])]
     while idx.size:
         i, idx = idx[0], idx[1:]
         front[i] = True
-        idx = idx[~np.all(points[i] <= points[idx], axis=1)]
+        covered = np.ones(len(idx), dtype=bool)  # rows i dominates or equals (a NaN compares as neither)
+        for j in range(d):
+            covered &= points[i, j] <= cols[j][idx]
+        idx = idx[~covered]
     return front
 
 
@@ -224,35 +234,71 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
         check_framework_space(space, profile, scenarios[0])
     t0 = time.perf_counter()
     units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
-    total, blocks = 0, []
+    total, feasible, blocks, points = 0, 0, [], []
     for done, sc in enumerate(units_, 1):
         n, bs = _evaluate(sc, space, sites, cons, profile)
         total += n
-        blocks += bs
+        for b in bs:  # only the rows that can reach the answer stay (reduce_block): far fewer to rank
+            small, pts = reduce_block(b, objective, top_k, cons.tie_tolerance)
+            blocks.append(small)
+            points.append(pts)
+            feasible += len(b.rows)
         if progress is not None:
             progress(done, len(units_))
+    return answer(scenarios, units_, blocks, points, feasible=feasible, total=total, objective=objective,
+                  top_k=top_k, space=space, cons=cons, profile=profile, t0=t0)
+
+
+def reduce_block(block: _Block, objective: str, top_k: int,
+                 tolerance: float) -> tuple[_Block, npt.NDArray[np.float64]]:
+    """The block's rows that can be in the answer, in their order, and the (run time, cost, CO2e) of all its rows.
+    The ranking puts the rows within ``tolerance`` of the best objective first (_tie_keys): the global best is at
+    most this block's, so every row of the block the answer may call a tie has an objective within ``tolerance``
+    of the block's best; the others rank by (objective, run time, memory). The block's first rows in that order,
+    its ties and then ``top_k`` more, hold every row of the block the ranking can reach; the front adds its own
+    (pareto_mask with memory as tiebreak: a global front row is non-dominated within its block, and of equal
+    points the one that survives globally survives in its block; dominance is transitive)."""
+    v = block.values
+    n = len(block.rows)
+    points = np.stack([v["run_time_s"], v["cost_usd"], v["emissions_kg_co2e"]], axis=1)
+    value = v[OBJECTIVE_COLUMNS[objective]]
+    ties = int(np.count_nonzero(value <= float(np.min(value)) * (1.0 + tolerance))) if n and tolerance > 0 else 0
+    best = first_in_order(np.arange(n), (v["memory_bytes"], v["run_time_s"], value), ties + top_k)
+    keep = np.union1d(best, np.flatnonzero(pareto_mask(points, v["memory_bytes"])))  # sorted: the block's order
+    small = dataclasses.replace(block, table=block.table.take(block.rows[keep]), rows=np.arange(len(keep)),
+                                values={k: a[keep] for k, a in v.items()})
+    return small, points
+
+
+def answer(scenarios: Sequence[Scenario], units_: Sequence[Scenario], blocks: Sequence[_Block],
+           points: Sequence[npt.NDArray[np.float64]], *, feasible: int, total: int, objective: str, top_k: int,
+           space: SearchSpace, cons: Constraints, profile: Profile, t0: float) -> SearchResult:
+    """The ranking and the front over the rows of ``blocks`` (each reduced by reduce_block, in the one-process
+    order: unit, site, tp), with ``points`` their blocks' points; ``feasible`` rows and ``total`` candidates in
+    all. Raises ConfigError when the framework runs none of the ZeRO stages asked for, InfeasibleError when
+    nothing is feasible."""
     if not blocks:  # the framework runs none of the ZeRO stages asked for
         stages = ", ".join(map(str, profile.for_chip(scenarios[0].cluster.chip.name).zero_stages))
         raise ConfigError("strategy.zero", ", ".join(map(str, space.zero)),
                           f"the {profile.framework} framework runs ZeRO stages {stages}")
+    if not feasible:
+        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons, profile))
     cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
     owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
     local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
-    if not len(owner):
-        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons, profile))
     value = cols[OBJECTIVE_COLUMNS[objective]]
     comparable, notes = _cost_bases(blocks, owner, objective)
     candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
     best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)
-    points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
+    kept = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
     rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like
-    front = rows[pareto_mask(points[rows], cols["memory_bytes"][rows])]
-    front = front[np.argsort(points[front, 0], kind="stable")]
-    return SearchResult(objective=objective, num_candidates=total, num_feasible=len(owner),
+    front = rows[pareto_mask(kept[rows], cols["memory_bytes"][rows])]
+    front = front[np.argsort(kept[front, 0], kind="stable")]
+    return SearchResult(objective=objective, num_candidates=total, num_feasible=feasible,
                         search_time_s=time.perf_counter() - t0,
                         ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
-                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points=points,
-                        notes=notes)
+                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front),
+                        points=np.concatenate(points), notes=notes)
 
 
 def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.float64],

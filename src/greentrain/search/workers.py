@@ -2,16 +2,13 @@
 
 The space of one search is a list of units (chip type x chip count, search/engine.chip_counts), and each unit's
 table is the concatenation, in order, of its tables with tp pinned to each allowed degree (search/space.meshes
-enumerates tp outermost): a part is one (unit, tp). Parts go to a process pool in any order; each process
-evaluates its part exactly as engine.search evaluates a unit (engine._evaluate) and sends back, per site, only
-the rows that can reach the answer: its own top k by (objective, run time, memory) and its own Pareto front
-over (run time, cost, CO2e) with memory as tiebreak, plus the (run time, cost, CO2e) of every feasible row for
-plots. Ranking and front are then computed on these rows in the one-process order (unit, site, tp, row):
-
-- a global top-k row is in its part's top k (within a part the order is the global one, restricted), and
-  np.lexsort is stable, so ties fall the same way;
-- a global front row is non-dominated within its part, and of equal points the one that survives globally
-  (least memory, then first in order) survives in its part too; dominance is transitive.
+enumerates tp outermost): a part is a whole unit, or one (unit, tp) when there are few units per process (parts).
+Parts go to a process pool in any order; each process evaluates its part exactly as engine.search evaluates a
+unit (engine._evaluate) and reduces each of its blocks as engine.search does (engine.reduce_block: the rows that
+can reach the answer, its own top k and its own Pareto front), sending back those rows and, for plots, the
+(run time, cost, CO2e) of every feasible row. engine.answer then ranks these rows in the one-process order
+(unit, site, tp, row): a global top-k row is in its part's top k, and a global front row is non-dominated within
+its part (reduce_block says why).
 
 So rankings, fronts, counts and points are those of engine.search with the same arguments (the test compares
 them field by field). Only the wall time differs; parts are independent, so N idle cores give close to N times
@@ -35,26 +32,19 @@ import numpy as np
 import numpy.typing as npt
 
 from greentrain.config import require
-from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import Profile
 from greentrain.footprint.site import Site
 from greentrain.scenario import Scenario
 from greentrain.search.engine import (
-    _COLUMNS,
-    OBJECTIVE_COLUMNS,
     OBJECTIVES,
     Constraints,
     SearchResult,
     _Block,
-    _candidate,
-    _cost_bases,
     _evaluate,
-    _nothing_fits,
-    _tie_keys,
+    answer,
     check_framework_space,
     chip_counts,
-    first_in_order,
-    pareto_mask,
+    reduce_block,
     search,
 )
 from greentrain.search.feasibility import with_chips
@@ -108,15 +98,22 @@ class _Reduced:
     points: tuple[npt.NDArray[np.float64], ...]  # per block; empty unless the part was asked for them
 
 
-def parts(scenarios: Sequence[Scenario], space: SearchSpace,
-          cons: Constraints) -> tuple[tuple[Scenario, ...], list[tuple[int, SearchSpace]]]:
-    """The units (each scenario on each of its chip counts) and the parts, (unit, space with tp pinned), in the
-    one-process order. A pinned tp stays one part; otherwise one part per divisor of the chip count up to the
-    largest tp (as search/space.meshes)."""
+# Below this many units per worker process, each unit is split by tensor-parallel degree so the processes share
+# the few large units; above it, whole units balance the load, and each is evaluated in one vectorised pass (a
+# unit split into its tp parts costs ~10 % more CPU: more, smaller numpy calls, and a reduction per part).
+UNITS_PER_WORKER_TO_SPLIT = 8
+
+
+def parts(scenarios: Sequence[Scenario], space: SearchSpace, cons: Constraints,
+          workers: int = 1) -> tuple[tuple[Scenario, ...], list[tuple[int, SearchSpace]]]:
+    """The units (each scenario on each of its chip counts) and the parts, (unit, space), in the one-process
+    order. With fewer than UNITS_PER_WORKER_TO_SPLIT units per worker, one part per unit and tp degree (a divisor
+    of the chip count up to the largest tp, as search/space.meshes); else, and for a pinned tp, one per unit."""
     out: list[tuple[int, SearchSpace]] = []
     units = tuple(with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips))
+    split = len(units) < UNITS_PER_WORKER_TO_SPLIT * workers
     for u, sc in enumerate(units):
-        if space.tp:
+        if space.tp or not split:
             out.append((u, space))
             continue
         max_tp = space.max_tp or sc.cluster.node_size
@@ -124,30 +121,11 @@ def parts(scenarios: Sequence[Scenario], space: SearchSpace,
     return units, out
 
 
-def _reduce(block: _Block, objective: str, top_k: int, tolerance: float) -> tuple[_Block, npt.NDArray[np.float64]]:
-    """The block's rows that can be in the answer, in their order, and its points. The ranking puts the rows
-    within ``tolerance`` of the best objective first (engine._tie_keys): the global best is at most this
-    block's, so every row of the block the answer may call a tie has an objective within ``tolerance`` of
-    the block's best; the others rank by (objective, run time, memory). The block's first rows in that order,
-    its ties and then ``top_k`` more, hold every row of the block the ranking can reach; the front adds its
-    own (pareto_mask with memory as tiebreak)."""
-    v = block.values
-    n = len(block.rows)
-    points = np.stack([v["run_time_s"], v["cost_usd"], v["emissions_kg_co2e"]], axis=1)
-    value = v[OBJECTIVE_COLUMNS[objective]]
-    ties = int(np.count_nonzero(value <= float(np.min(value)) * (1.0 + tolerance))) if n and tolerance > 0 else 0
-    best = first_in_order(np.arange(n), (v["memory_bytes"], v["run_time_s"], value), ties + top_k)
-    keep = np.union1d(best, np.flatnonzero(pareto_mask(points, v["memory_bytes"])))  # sorted: the block's order
-    small = dataclasses.replace(block, table=block.table.take(block.rows[keep]), rows=np.arange(len(keep)),
-                                values={k: a[keep] for k, a in v.items()})
-    return small, points
-
-
 def _run_part(part: _Part) -> _Reduced:
     """Evaluate one part in a worker process (engine._evaluate, as the one-process search does)."""
     sh = _SHARED[0]
     total, blocks = _evaluate(sh.units[part.unit], part.space, sh.sites, sh.constraints, sh.profile)
-    reduced = [_reduce(b, sh.objective, sh.top_k, sh.constraints.tie_tolerance) for b in blocks]
+    reduced = [reduce_block(b, sh.objective, sh.top_k, sh.constraints.tie_tolerance) for b in blocks]
     return _Reduced(index=part.index, unit=part.unit, num_candidates=total, blocks=tuple(b for b, _ in reduced),
                     feasible=tuple(len(b.rows) for b in blocks),
                     points=tuple(p if sh.points else np.zeros((0, 3)) for _, p in reduced))
@@ -155,8 +133,8 @@ def _run_part(part: _Part) -> _Reduced:
 
 def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, objective: str, top_k: int,
            space: SearchSpace, cons: Constraints, profile: Profile, t0: float) -> SearchResult:
-    """engine.search's ranking and front over the parts' rows, put back in the one-process order: unit by
-    unit; within a unit site by site (engine._evaluate's blocks), each site's tp parts in order."""
+    """engine.answer over the parts' rows, put back in the one-process order: unit by unit; within a unit site by
+    site (engine._evaluate's blocks), each site's tp parts in order."""
     ordered = sorted(answers, key=lambda a: a.index)
     blocks: list[_Block] = []
     points: list[npt.NDArray[np.float64]] = []
@@ -167,31 +145,10 @@ def _merge(scenarios: Sequence[Scenario], answers: Sequence[_Reduced], *, object
             blocks += [a.blocks[s] for a in mine]
             points += [a.points[s] for a in mine]
             feasible += sum(a.feasible[s] for a in mine)
-    total = sum(a.num_candidates for a in ordered)
-    if not blocks:  # the framework runs none of the ZeRO stages asked for
-        stages = ", ".join(map(str, profile.for_chip(scenarios[0].cluster.chip.name).zero_stages))
-        raise ConfigError("strategy.zero", ", ".join(map(str, space.zero)),
-                          f"the {profile.framework} framework runs ZeRO stages {stages}")
-    num_feasible = feasible
-    if not num_feasible:
-        units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
-        raise InfeasibleError(_nothing_fits(scenarios, units_, total, space, cons, profile))
-    cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
-    owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
-    local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
-    value = cols[OBJECTIVE_COLUMNS[objective]]
-    comparable, notes = _cost_bases(blocks, owner, objective)
-    candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
-    best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)
-    kept = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
-    rows = np.flatnonzero(comparable)  # the front's cost axis compares like with like (engine._cost_bases)
-    front = rows[pareto_mask(kept[rows], cols["memory_bytes"][rows])]
-    front = front[np.argsort(kept[front, 0], kind="stable")]
-    return SearchResult(objective=objective, num_candidates=total, num_feasible=num_feasible,
-                        search_time_s=time.perf_counter() - t0,
-                        ranked=tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
-                        pareto=tuple(_candidate(blocks[owner[i]], local[i]) for i in front),
-                        points=np.concatenate(points), notes=notes)
+    units_ = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+    return answer(scenarios, units_, blocks, points, feasible=feasible,
+                  total=sum(a.num_candidates for a in ordered), objective=objective, top_k=top_k, space=space,
+                  cons=cons, profile=profile, t0=t0)
 
 
 def default_workers() -> int:
@@ -236,7 +193,7 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
         if "tp" not in profile.for_chip(scenarios[0].cluster.chip.name).parallelisms:
             space = dataclasses.replace(space, tp=1)  # one part per unit: the framework has no tp to split by
     t0 = time.perf_counter()
-    units, split = parts(scenarios, space, cons)
+    units, split = parts(scenarios, space, cons, workers)
     todo = [_Part(index=i, unit=u, space=sp) for i, (u, sp) in enumerate(split)]
     shared = _Shared(units=units, sites=tuple(sites), constraints=cons, profile=profile, objective=objective,
                      top_k=top_k, points=points)

@@ -69,6 +69,19 @@ def test_two_workers_give_the_one_process_answer(scenarios: list[Scenario], obje
     assert [d for d, _ in ticks] == list(range(1, len(ticks) + 1)) and ticks[-1][0] == ticks[-1][1] > 2
 
 
+def test_whole_units_as_parts_give_the_one_process_answer(scenarios: list[Scenario],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many units per worker each unit is one part (no tp split): the same answer."""
+    from greentrain.search import workers
+
+    kw = {"objective": "cost", "top_k": 5, "space": SPACE, "constraints": Constraints(max_chips=16),
+          "sites": [site_from_dict({"region": r}) for r in ("us-east-1", "eu-north-1")]}
+    monkeypatch.setattr(workers, "UNITS_PER_WORKER_TO_SPLIT", 0)
+    units, ps = parts(scenarios, SPACE, Constraints(max_chips=16), workers=2)
+    assert [u for u, _ in ps] == list(range(len(units)))  # one part per unit
+    _same(search(scenarios, **kw), search_parallel(scenarios, workers=2, **kw))  # type: ignore[arg-type]
+
+
 def test_a_pinned_tp_is_one_part(scenarios: list[Scenario]) -> None:
     space = dataclasses.replace(SPACE, tp=2)
     assert len(parts(scenarios[:1], space, Constraints())[1]) == 1
