@@ -70,7 +70,8 @@ class _Shared:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Part:
-    """One unit (a scenario on one chip count) with tp pinned to one degree: what one process evaluates."""
+    """One unit (a scenario on one chip count), whole or with tp pinned to one degree (parts): what one process
+    evaluates."""
 
     index: int  # position in the one-process order
     unit: int
