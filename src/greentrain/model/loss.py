@@ -41,7 +41,7 @@ from __future__ import annotations
 LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked", "fused-linear")
 
 
-def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
+def loss_traffic_bytes_per_logit(kernel: str, e: float) -> tuple[float, float]:
     """(forward, backward) bytes ``kernel`` reads and writes per logit (module docstring), at ``e`` bytes per
     16-bit logit."""
     if kernel == "fp32":
@@ -55,6 +55,6 @@ def loss_traffic_per_logit(kernel: str, e: float) -> tuple[float, float]:
     raise ValueError(f"unknown loss kernel {kernel!r}: one of {', '.join(LOSS_KERNELS)}")
 
 
-def loss_traffic(logits: float, e: float) -> tuple[tuple[float, float], ...]:
+def loss_traffic_bytes(logits: float, e: float) -> tuple[tuple[float, float], ...]:
     """(forward, backward) bytes of a cross-entropy over ``logits`` logits under each of LOSS_KERNELS, in order."""
-    return tuple((logits * f, logits * b) for f, b in (loss_traffic_per_logit(k, e) for k in LOSS_KERNELS))
+    return tuple((logits * f, logits * b) for f, b in (loss_traffic_bytes_per_logit(k, e) for k in LOSS_KERNELS))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
-from greentrain.model.loss import loss_traffic
+from greentrain.model.loss import loss_traffic_bytes
 from greentrain.model.mla import mla_projection_ops
 from greentrain.model.primitives import (
     FLASH_KERNELS,
@@ -316,7 +316,7 @@ def _head_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str = "") ->
         *([elementwise(f"{prefix}softcap", tokens * v, e, Shard.VOCAB)] if spec.logit_softcap else []),
         # the softmax cross-entropy: its bytes by the implementation the framework runs (model/loss.py)
         replace(elementwise(f"{prefix}cross_entropy", tokens * v, e, Shard.VOCAB, reads=1.0, writes=0.0,
-                            extra_bytes_per_elt=4.0), loss_bytes=loss_traffic(tokens * v, e)),
+                            extra_bytes_per_elt=4.0), loss_bytes=loss_traffic_bytes(tokens * v, e)),
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from greentrain.estimate.compute import Sharding, ops_time
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.model.load import load_model
-from greentrain.model.loss import LOSS_KERNELS, loss_traffic_per_logit
+from greentrain.model.loss import LOSS_KERNELS, loss_traffic_bytes_per_logit
 from greentrain.model.ops import model_ops
 
 
@@ -21,15 +21,15 @@ from greentrain.model.ops import model_ops
     ("compiled", 4.0, 4.0),
 ])
 def test_bytes_per_bf16_logit_are_the_counted_ops(kernel: str, fwd: float, bwd: float) -> None:
-    assert loss_traffic_per_logit(kernel, 2.0) == (fwd, bwd)
+    assert loss_traffic_bytes_per_logit(kernel, 2.0) == (fwd, bwd)
 
 
 def test_every_kernel_has_traffic_and_an_unknown_one_is_refused() -> None:
     for k in LOSS_KERNELS:
-        fwd, bwd = loss_traffic_per_logit(k, 2.0)
+        fwd, bwd = loss_traffic_bytes_per_logit(k, 2.0)
         assert fwd > 0 and bwd >= 0
     with pytest.raises(ValueError, match="unknown loss kernel 'liger'"):
-        loss_traffic_per_logit("liger", 2.0)
+        loss_traffic_bytes_per_logit("liger", 2.0)
 
 
 def test_the_heads_time_moves_by_the_kernels_bytes_over_the_bandwidth() -> None:
@@ -60,7 +60,8 @@ def test_a_loss_kernel_override_moves_memory_and_time_together() -> None:
 
     own, liger = Profile(framework="ddp").for_chip("h100-sxm"), Profile(framework="ddp", loss_kernel="fused-linear")
     assert own.loss_kernel == "fp32" and liger.for_chip("h100-sxm").loss_kernel == "fused-linear"
-    assert loss_traffic_per_logit("fused-linear", 2.0) == (6.0, 0.0) and loss_bytes_per_logit("fused-linear") == 0.0
+    assert loss_traffic_bytes_per_logit("fused-linear", 2.0) == (6.0, 0.0)
+    assert loss_bytes_per_logit("fused-linear") == 0.0
 
 
 def test_an_unknown_loss_kernel_is_one_line_naming_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:

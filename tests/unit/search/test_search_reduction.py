@@ -10,44 +10,27 @@ import numpy as np
 import pytest
 
 from greentrain.estimate.efficiency import Profile
+from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.scenario import Scenario, build_cluster, scenario_from_dict, site_from_dict
-from greentrain.search.engine import (
-    _COLUMNS,
-    OBJECTIVE_COLUMNS,
-    Constraints,
-    _candidate,
-    _cost_bases,
-    _evaluate,
-    _tie_keys,
-    chip_counts,
-    first_in_order,
-    pareto_mask,
-    search,
-)
+from greentrain.search.engine import Constraints, SearchResult, _evaluate, answer, chip_counts, search
 from greentrain.search.feasibility import with_chips
 from greentrain.search.space import SearchSpace
 
 SPACE = SearchSpace(max_micro_batch=4)
 
 
-def _every_row(scenarios: list[Scenario], objective: str, top_k: int, cons: Constraints, sites: list) -> tuple:
-    """The ranking and the front over every feasible row of every block (no reduction)."""
-    blocks = [b for sc in scenarios for n in chip_counts(sc, cons.max_chips)
-              for b in _evaluate(with_chips(sc, n), SPACE, sites, cons, Profile())[1]]
-    cols = {k: np.concatenate([b.values[k] for b in blocks]) for k in _COLUMNS}
-    owner = np.concatenate([np.full(len(b.rows), i) for i, b in enumerate(blocks)])
-    local = np.concatenate([np.arange(len(b.rows)) for b in blocks])
-    value = cols[OBJECTIVE_COLUMNS[objective]]
-    comparable, _ = _cost_bases(blocks, owner, objective)
-    candidates = np.flatnonzero(comparable) if objective == "cost" else np.arange(len(value))
-    best = first_in_order(candidates, _tie_keys(cols, value, candidates, cons.tie_tolerance), top_k)
-    points = np.stack([cols["run_time_s"], cols["cost_usd"], cols["emissions_kg_co2e"]], axis=1)
-    rows = np.flatnonzero(comparable)
-    front = rows[pareto_mask(points[rows], cols["memory_bytes"][rows])]
-    front = front[np.argsort(points[front, 0], kind="stable")]
-    return (tuple(_candidate(blocks[owner[i]], local[i]) for i in best),
-            tuple(_candidate(blocks[owner[i]], local[i]) for i in front), points)
+def _every_row(scenarios: list[Scenario], objective: str, top_k: int, cons: Constraints,
+               sites: list[Site]) -> SearchResult:
+    """engine.answer over every feasible row of every block (none reduced)."""
+    units = [with_chips(sc, n) for sc in scenarios for n in chip_counts(sc, cons.max_chips)]
+    evaluated = [_evaluate(u, SPACE, sites, cons, Profile()) for u in units]
+    blocks = [b for _, bs in evaluated for b in bs]
+    points = [np.stack([b.values["run_time_s"], b.values["cost_usd"], b.values["emissions_kg_co2e"]], axis=1)
+              for b in blocks]
+    return answer(scenarios, units, blocks, points, feasible=sum(len(b.rows) for b in blocks),
+                  total=sum(n for n, _ in evaluated), objective=objective, top_k=top_k, space=SPACE, cons=cons,
+                  profile=Profile(), t0=0.0)
 
 
 @pytest.mark.parametrize(("objective", "top_k", "tolerance"), [("time", 1, 0.03), ("cost", 7, 0.03),
@@ -59,7 +42,8 @@ def test_the_reduced_ranking_is_the_ranking_of_every_row(objective: str, top_k: 
     scenarios = [sc, dataclasses.replace(sc, cluster=build_cluster(get_chip("rtx-4090"), 16, None))]
     cons = Constraints(max_chips=16, tie_tolerance=tolerance)
     sites = [site_from_dict({"region": r}) for r in ("us-east-1", "eu-north-1")]
-    ranked, pareto, points = _every_row(scenarios, objective, top_k, cons, sites)
+    every = _every_row(scenarios, objective, top_k, cons, sites)
     got = search(scenarios, objective=objective, top_k=top_k, space=SPACE, sites=sites, constraints=cons)
-    assert got.ranked == ranked and got.pareto == pareto and np.array_equal(got.points, points)
-    assert len(got.ranked) == top_k and got.num_feasible == len(points) > 100
+    assert got.ranked == every.ranked and got.pareto == every.pareto and np.array_equal(got.points, every.points)
+    assert (got.num_candidates, got.num_feasible, got.notes) == (every.num_candidates, every.num_feasible, every.notes)
+    assert len(got.ranked) == top_k and got.num_feasible == len(got.points) > 100
