@@ -83,6 +83,11 @@ step offload-sigint 30 timeout --preserve-status -s INT 15 greentrain offload tr
 step hf-trainer 100 python3 benchmarks/gpu_hf_trainer.py --out "$W/hf"
 # 7. issue 27: the example study on the GPU, local executor, one job
 step experiment 120 greentrain experiment run examples/tiny-summarize.yaml --out "$W/exp" --jobs 1 --no-plot
+# ... and on a Ray local cluster with the GPU as a resource (Ray carried in parts and joined by
+# benchmarks/gpu_ray_wheels.sh into /tmp/site-ray; without it the step ends in one line naming the extra)
+[ -d /tmp/site-ray ] && export PYTHONPATH="/tmp/site-ray:$PYTHONPATH"
+step experiment-ray 180 greentrain experiment run examples/tiny-summarize.yaml --out "$W/exp-ray" --executor ray \
+  --jobs 1 --no-plot
 nvidia-smi --query-gpu=name,power.draw,temperature.gpu,clocks.sm --format=csv >> "$W/env.txt" 2>&1
 pack
 echo "=== done"

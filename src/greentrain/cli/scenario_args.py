@@ -112,7 +112,7 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
                    "`greentrain catalog frameworks`)")
     g.add_argument("--loss-kernel", type=name_text, metavar="KERNEL",
                    help="cross-entropy kernel, what the loss keeps and moves per logit: fp32, fp32-eager, fused, "
-                   f"compiled, chunked, fused-linear (Liger) (default: {fws})")
+                   f"compiled, chunked, chunked-compiled, fused-linear (Liger) (default: {fws})")
     recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
     g.add_argument("--selective-recompute", type=name_text, metavar="MODE",
                    help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "

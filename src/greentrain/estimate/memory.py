@@ -235,12 +235,13 @@ def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0, vocab_parallel: Any =
     - fused: a fused cross-entropy kernel (flash-attn's ``CrossEntropyLoss`` in ops/triton/cross_entropy.py,
       Liger's, Megatron's ``cross_entropy_loss_fusion``) reads the 16-bit logits and writes their gradient in
       place: the logits alone (e);
-    - chunked, fused-linear: the head and loss run per chunk of tokens (torchtune ``CEWithChunkedOutputLoss``,
-      Liger's fused linear cross-entropy), a chunk's logits at a time: none at the scale of the step."""
+    - chunked, chunked-compiled, fused-linear: the head and loss run per chunk of tokens (torchtune
+      ``CEWithChunkedOutputLoss``, eager or compiled; Liger's fused linear cross-entropy), a chunk's logits at a
+      time: none at the scale of the step."""
     if loss_kernel == "fp32-eager":
         return where(vocab_parallel, LOSS_PARALLEL_FP32_BUFFERS * 4.0, max(EAGER_LOSS_FP32_BUFFERS * 4.0, e + 8.0))
     return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "compiled": 2 * e, "chunked": 0.0,
-            "fused-linear": 0.0}[loss_kernel]
+            "chunked-compiled": 0.0, "fused-linear": 0.0}[loss_kernel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,6 +30,9 @@ per-token values (a row's max, log-sum-exp, the target's logit) are negligible b
   the logits, write their gradient): 2 e forward, 2 e backward.
 - chunked: torchtune's CEWithChunkedOutputLoss, F.cross_entropy on each chunk's ``.float()`` logits: the
   bytes of fp32-eager, a chunk at a time.
+- chunked-compiled: the same loss under torchtune's ``compile: True`` (training.compile_loss compiles its
+  compute_cross_entropy, one chunk at a time: torchtune modules/loss/ce_chunked_output_loss.py
+  apply_compile_strategy): the bytes of compiled, a chunk at a time.
 - fused-linear: Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py; the Hugging
   Face Trainer's ``use_liger_kernel``): the LM head and the loss run a chunk of tokens at a time, and its kernel
   (ops/cross_entropy.py liger_cross_entropy_kernel) reads a chunk's logits for the online max and sum, then reads
@@ -38,7 +41,7 @@ per-token values (a row's max, log-sum-exp, the target's logit) are negligible b
 
 from __future__ import annotations
 
-LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked", "fused-linear")
+LOSS_KERNELS = ("fp32", "fp32-eager", "fused", "compiled", "chunked", "chunked-compiled", "fused-linear")
 
 
 def loss_traffic_bytes_per_logit(kernel: str, e: float) -> tuple[float, float]:
@@ -48,7 +51,7 @@ def loss_traffic_bytes_per_logit(kernel: str, e: float) -> tuple[float, float]:
         return e + 36.0, e + 12.0
     if kernel in ("fp32-eager", "chunked"):
         return e + 20.0, e + 24.0
-    if kernel in ("fused", "compiled"):
+    if kernel in ("fused", "compiled", "chunked-compiled"):
         return 2.0 * e, 2.0 * e
     if kernel == "fused-linear":
         return 3.0 * e, 0.0

@@ -19,9 +19,17 @@ from greentrain.model.ops import model_ops
     ("chunked", 22.0, 26.0),  # F.cross_entropy on each chunk's .float() logits
     ("fused", 4.0, 4.0),  # read the logits twice (max, sum of exponentials); read them and write the gradient
     ("compiled", 4.0, 4.0),
+    ("chunked-compiled", 4.0, 4.0),  # torchtune's chunked loss under compile: Inductor's kernels per chunk
 ])
 def test_bytes_per_bf16_logit_are_the_counted_ops(kernel: str, fwd: float, bwd: float) -> None:
     assert loss_traffic_bytes_per_logit(kernel, 2.0) == (fwd, bwd)
+
+
+def test_chunked_losses_keep_no_logits_eager_or_compiled() -> None:
+    from greentrain.estimate.memory import loss_bytes_per_logit
+
+    assert loss_bytes_per_logit("chunked") == loss_bytes_per_logit("chunked-compiled") == 0.0
+    assert efficiency_for("a100-80gb", "torchtune-compile").loss_kernel == "chunked-compiled"
 
 
 def test_every_kernel_has_traffic_and_an_unknown_one_is_refused() -> None:
