@@ -1,10 +1,12 @@
 """Host overhead per accelerator: CPUs, RAM, NICs, switches and fans of the server around the chips.
 
 Default (data/hosts.csv): the NVIDIA DGX system of the chip's generation, host share at full load =
-(system max power - num_gpus x GPU TDP) / num_gpus (each DGX datasheet). For a chip with no DGX row the
-median host-to-TDP ratio of the listed systems is used. Both are upper bounds (system power *max*), scaled by
-the same load fraction as the chip: host_w = host_max_w x device_w / TDP. This proportional scaling is our
-assumption, stated in docs/footprint.md; give --host-w-per-chip to replace it with a measurement.
+(system max power - num_gpus x GPU TDP) / num_gpus (each DGX datasheet; the NVL72 racks from their rack power).
+For a chip with no row the median host-to-TDP ratio of the listed 8-GPU servers is used (a rack-scale system's
+host share, a Grace CPU per two GPUs and the NVLink switch trays, is not a server's). Both are upper bounds
+(system power *max*), scaled by the same load fraction as the chip: host_w = host_max_w x device_w / TDP. This
+proportional scaling is our assumption, stated in docs/footprint.md; give --host-w-per-chip to replace it with a
+measurement.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from importlib import resources
 
 from greentrain.hardware.chip import Chip
 from greentrain.num import Num, minimum
+
+SERVER_GPUS = 8  # the DGX servers' GPUs; larger systems (NVL72 racks) stay out of the fallback median
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,11 +61,11 @@ def host_system_for(chip: Chip) -> HostSystem | None:
 
 
 def host_max_w_per_chip(chip: Chip) -> float:
-    """Host share of one chip at full load: its DGX figure, else the median ratio x the chip's TDP."""
+    """Host share of one chip at full load: its system's figure, else the servers' median ratio x the chip's TDP."""
     system = host_system_for(chip)
     if system is not None:
         return system.host_max_w_per_gpu
-    ratio = statistics.median(s.host_to_tdp_ratio for s in host_systems())
+    ratio = statistics.median(s.host_to_tdp_ratio for s in host_systems() if s.num_gpus <= SERVER_GPUS)
     return ratio * chip.tdp_w
 
 

@@ -42,3 +42,14 @@ def test_a_rack_scale_node_is_its_nvlink_domain() -> None:
 @pytest.mark.parametrize("chip", ["gb200", "b300", "gb300"])
 def test_blackwell_chips_take_mxfp8(chip: str) -> None:
     assert recipe_for("fp8", "mxfp8", "nemo", chip) == "mxfp8"
+
+
+def test_rack_host_share_and_the_servers_fallback() -> None:
+    """An NVL72 rack's host share comes from its rack power (120 kW for 72 GPUs); a chip without a system row
+    still takes the 8-GPU servers' median host/TDP ratio, which the racks do not move."""
+    from greentrain.footprint.host import host_max_w_per_chip
+
+    assert host_max_w_per_chip(get_chip("gb200")) == pytest.approx((120_000 - 72 * 1200) / 72)
+    servers = [(3500 - 8 * 300) / 2400, (6500 - 8 * 400) / 3200, (10200 - 8 * 700) / 5600, (14300 - 8 * 1000) / 8000]
+    median = sorted(servers)[1] / 2 + sorted(servers)[2] / 2
+    assert host_max_w_per_chip(get_chip("b300")) == pytest.approx(median * 1100)
