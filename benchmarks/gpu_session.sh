@@ -47,6 +47,9 @@ echo "chip $CHIP ($GPU)"
 
 # 1. issue 23: kernels (MAMF, SDPA + each backend, triad, host link, fp8 GEMMs, grouped MoE GEMMs)
 step kernels 100 python3 benchmarks/bench_gpu_kernels.py --chip "$CHIP" --out "$W/kernels"
+# ... and one expert-parallel rank's MoE block (router, permutation, grouped GEMMs) against greentrain's two byte
+# counts of its expert GEMMs (docs/validation.md "MoE step time held out": which one the device agrees with)
+step moe-layer 90 python3 benchmarks/bench_gpu_moe_layer.py --chip "$CHIP" --out "$W/moe"
 # 2. issues 25/24: the GPU tests (real NVML meter beside the fake one's shape, the Tracker's CUDA paths)
 step gpu-tests 60 python3 -m pytest -q -p no:cacheprovider tests/gpu -o addopts=""
 # 3. issue 23: a Llama 3.2 1B step eager and compiled under track (NVML live), against plan (run off the GPU)

@@ -1,0 +1,138 @@
+"""One expert-parallel rank's MoE block, forward + backward, timed on a device beside greentrain's prediction of
+the same ops (issue 23: which part of MoE time greentrain misses; docs/validation.md "MoE step time held out").
+
+The block is what torchtitan's MoE runs on one rank once the dispatch has delivered its tokens (models/moe):
+the router over the rank's own T tokens, top-k, the permutation that gathers T x top_k token copies in expert
+order (with ep ranks balanced, a rank receives as many copies as it sends), one ``torch._grouped_mm`` for the
+gate and up projections of its E / ep experts, SiLU(gate) x up, one grouped GEMM down, and the weighted
+scatter-add back to the tokens. The all-to-alls are not run (one device). greentrain's side prices the MoE
+layer's router, expert GEMMs and activation under ``Sharding(ep=ep)`` with the torchtitan profile, twice: the
+expert GEMMs' bytes as estimate/compute.py counts them today (every expert's weights), and operand by operand
+(the rank's own experts): the measured time says which is right.
+
+    python3 benchmarks/bench_gpu_moe_layer.py --chip h100-sxm --out DIR          # on the GPU
+    python3 benchmarks/bench_gpu_moe_layer.py --device cpu --quick --out DIR     # checks the code path only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from bench_gpu_kernels import timed_s
+
+from greentrain.estimate import compute
+from greentrain.estimate.compute import Sharding, compute_peaks, ops_time
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.hardware.catalog import get_chip
+from greentrain.model.load import load_model
+from greentrain.model.ops import OpKind, model_ops
+
+# (preset, tokens per micro-batch on a rank, ep): the shapes of the Megatron-Bridge rows docs/validation.md scores
+CASES = (("qwen3-30b-a3b", 4096, 8), ("qwen3-235b-a22b", 4096, 8), ("gpt-oss-120b", 4096, 8),
+         ("gpt-oss-120b", 16384, 8), ("deepseek-v3", 4096, 8))
+QUICK = (("qwen3-30b-a3b", 64, 64),)  # 2 local experts of 64 tokens x 8 copies: the code path only
+
+
+def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype, scale: int = 1) -> Any:
+    """A closure running one forward + backward of the rank's MoE block (weights and inputs random)."""
+    spec = load_model(model)
+    d, f, k = spec.hidden_size // scale, spec.expert_ffn_hidden_size // scale, spec.top_k
+    local = max(1, spec.num_experts // ep)
+    x = torch.randn(tokens, d, device=device, dtype=dtype, requires_grad=True)
+    router = torch.randn(d, spec.num_experts, device=device, dtype=dtype, requires_grad=True)
+    w_up = torch.randn(local, d, 2 * f, device=device, dtype=dtype, requires_grad=True)
+    w_down = torch.randn(local, f, d, device=device, dtype=dtype, requires_grad=True)
+    copies = tokens * k  # balanced: the copies a rank sends equal those its experts receive
+    offs = torch.arange(copies // local, copies + 1, copies // local, device=device, dtype=torch.int32)[:local]
+    grouped = hasattr(torch, "_grouped_mm") and device == "cuda"
+
+    def gmm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if grouped:
+            return torch._grouped_mm(a, w, offs=offs)
+        return torch.cat([p @ w[e] for e, p in enumerate(a.split(copies // local))])
+
+    def step() -> None:
+        probs = torch.softmax((x @ router).float(), dim=-1)
+        weight, expert = torch.topk(probs, k, dim=-1)
+        # the copies sorted by expert; the load is forced even (Megatron-Bridge's benchmarks set
+        # moe_router_force_load_balancing): local expert i takes the i-th block of copies / local rows
+        order = torch.argsort(expert.flatten() % local, stable=True)
+        rows = order // k
+        h = gmm(x.index_select(0, rows), w_up)
+        gate, up = h.chunk(2, dim=-1)
+        out = gmm(F.silu(gate) * up, w_down) * weight.flatten()[order].unsqueeze(-1).to(dtype)
+        y = torch.zeros_like(x).index_add(0, rows, out)
+        y.float().square().mean().backward()
+
+    return step, {"experts_local": local, "copies": copies, "hidden": d, "expert_ffn": f, "grouped_mm": grouped}
+
+
+def predicted_s(model: str, tokens: int, ep: int, chip: str) -> dict[str, float]:
+    """greentrain's forward + backward of the same ops (router, expert GEMMs, activation), bytes as counted today
+    and operand by operand."""
+    spec, eff = load_model(model), efficiency_for(chip, "torchtitan")
+    cl_chip = get_chip(chip)
+    group = next(g for g in model_ops(spec, 1, tokens, 2.0).layers if g.moe)
+    ops = tuple(o for o in group.ops if o.name.startswith("mlp.") and (o.expert or o.name.endswith(".router")))
+    peaks = compute_peaks(cl_chip, "bf16")
+    sh = Sharding(ep=ep)
+
+    def run() -> float:
+        t = ops_time(ops, sh, peaks.matmul, cl_chip.memory_bytes_per_s, eff)
+        return float(t.forward_s + t.backward_s)
+
+    today = run()
+    original = compute._local
+
+    def operands(op: Any, s: Sharding) -> Any:  # each operand split its own way (the rank's experts only)
+        flop, nbytes, m, k, n = original(op, s)
+        if op.kind is OpKind.MATMUL and op.flop:
+            count = op.count / s.ep if op.expert else op.count
+            nbytes = op.bytes * count * (m * k + k * n + m * n) / (op.count * (op.m * op.k + op.k * op.n
+                                                                                 + op.m * op.n))
+        return flop, nbytes, m, k, n
+
+    compute._local = operands
+    compute._KERNELS.clear()
+    try:
+        per_operand = run()
+    finally:
+        compute._local = original
+        compute._KERNELS.clear()
+    return {"predicted_s": today, "predicted_operand_bytes_s": per_operand}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--chip", default="h100-sxm", help="catalog chip greentrain predicts for")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=("cuda", "cpu"))
+    p.add_argument("--quick", action="store_true", help="tiny shapes on any device: checks the code path only")
+    p.add_argument("--out", required=True, help="folder for moe-layer.json")
+    a = p.parse_args(argv)
+    dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
+    rows = []
+    for model, tokens, ep in QUICK if a.quick else CASES:
+        step, shape = moe_block(model, tokens, ep, a.device, dtype, scale=16 if a.quick else 1)
+        measured = timed_s(step, a.device, 1 if a.quick else 3, 2 if a.quick else 10)
+        row = {"model": model, "tokens": tokens, "ep": ep, **shape, "measured_s": measured}
+        if not a.quick:
+            row.update(predicted_s(model, tokens, ep, a.chip))
+        rows.append(row)
+        print(json.dumps(row))
+        del step
+    name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "moe-layer.json").write_text(json.dumps({"kind": "moe-layer", "chip": a.chip, "device": name,
+                                                    "torch": torch.__version__, "quick": a.quick,
+                                                    "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
