@@ -45,11 +45,12 @@ def test_blackwell_chips_take_mxfp8(chip: str) -> None:
 
 
 def test_rack_host_share_and_the_servers_fallback() -> None:
-    """An NVL72 rack's host share comes from its rack power (120 kW for 72 GPUs); a chip without a system row
-    still takes the 8-GPU servers' median host/TDP ratio, which the racks do not move."""
+    """An NVL72 rack's host share comes from NVIDIA's rack budget (GB200: 18 trays of 4 x 1.2 kW GPUs, 1 kW CPU,
+    0.9 kW static); a chip without a system row still takes the 8-GPU servers' median host/TDP ratio, which the
+    racks do not move."""
     from greentrain.footprint.host import host_max_w_per_chip
 
-    assert host_max_w_per_chip(get_chip("gb200")) == pytest.approx((120_000 - 72 * 1200) / 72)
+    assert host_max_w_per_chip(get_chip("gb200")) == pytest.approx((18 * (4 * 1200 + 1000 + 900) - 72 * 1200) / 72)
     servers = [(3500 - 8 * 300) / 2400, (6500 - 8 * 400) / 3200, (10200 - 8 * 700) / 5600, (14300 - 8 * 1000) / 8000]
     median = sorted(servers)[1] / 2 + sorted(servers)[2] / 2
-    assert host_max_w_per_chip(get_chip("b300")) == pytest.approx(median * 1100)
+    assert host_max_w_per_chip(get_chip("b300")) == pytest.approx(median * 1000)
