@@ -9,7 +9,6 @@ previous one. Tokens/s and "Peak Memory Active" (the allocator's active-bytes pe
 | + compile (torch.nn.CrossEntropyLoss, compiled) | 8,998 | 51.0 |
 | + chunked cross-entropy (CEWithChunkedOutputLoss, compiled per chunk) | 9,174 | 42.9 |
 | + activation checkpointing (every block) | 7,210 | 24.9 |
-
 | LoRA (llama3_2/3B_lora_single_device.yaml: rank 64 on q, v, o and the MLP) | 8,210 | 8.5 |
 
 Tolerances: 6 % on tokens/s (greentrain is 2-6 % fast on these rows), 15 % on memory (the chunked row is 12 %
