@@ -97,13 +97,11 @@ def predicted_s(model: str, tokens: int, ep: int, chip: str) -> dict[str, float]
                                                                                  + op.m * op.n))
         return flop, nbytes, m, k, n
 
-    compute._local = operands
-    compute._KERNELS.clear()
+    compute._local = operands  # ops_time looks _local up at each call; restored below
     try:
         per_operand = run()
     finally:
         compute._local = original
-        compute._KERNELS.clear()
     return {"predicted_s": today, "predicted_operand_bytes_s": per_operand}
 
 

@@ -11,6 +11,7 @@ from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.model.finetune import FINETUNE_MODES
+from greentrain.model.loss import LOSS_KERNELS
 from greentrain.parallel.fields import STRATEGY_FLAGS, MeshAxis, flag_help
 from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES
 from greentrain.scenario import (
@@ -111,8 +112,8 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
                    help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "
                    "`greentrain catalog frameworks`)")
     g.add_argument("--loss-kernel", type=name_text, metavar="KERNEL",
-                   help="cross-entropy kernel, what the loss keeps and moves per logit: fp32, fp32-eager, fused, "
-                   f"compiled, chunked, chunked-compiled, fused-linear (Liger) (default: {fws})")
+                   help=f"cross-entropy kernel, what the loss keeps and moves per logit: {', '.join(LOSS_KERNELS)} "
+                   f"(fused-linear: Liger's) (default: {fws})")
     recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
     g.add_argument("--selective-recompute", type=name_text, metavar="MODE",
                    help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "
