@@ -8,7 +8,9 @@ Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) §4: per transform
 Table 2: with tensor parallelism t the Q/K/V/scores/MLP-hidden terms (24*sbh + 5as^2b) are split by t and the
 rest (10*sbh) is replicated; sequence parallelism splits the rest too (34/t); selective recomputation drops
 the 5as^2b/t scores terms; full recomputation keeps only the layer input 2*sbh (/t with SP).
-The formula here is the same accounting written per tensor, so it also covers GQA/MQA (K and V of width
+The formula here is the same accounting written per tensor, with the dropout masks of the model's own
+dropout (``hidden_dropout``, ``attention_dropout``; none at 0: s*b*h*(32 + 2*a*s/h) for that GPT), so it also
+covers GQA/MQA (K and V of width
 num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
 flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
 Pipeline: a stage holds the micro-batches its schedule keeps in flight (parallel/schedules.py, each schedule's
@@ -35,6 +37,14 @@ MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
 
 
+def hidden_mask_bytes(spec: TransformerSpec) -> float:
+    """Bytes per element of a residual branch's dropout mask: 1 with hidden dropout, 0 without. PyTorch's dropout
+    at p = 0 returns its input and keeps nothing (aten/native/Dropout.cpp; tests/unit/estimate), which is how
+    Llama, Qwen, GPT-OSS and DeepSeek train (Megatron-Bridge's bridges set hidden_dropout 0.0; Hugging Face's
+    Llama-style layers have no residual dropout)."""
+    return MASK_BYTES if spec.hidden_dropout > 0 else 0.0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerActivation:
     """Saved activations of one layer, one micro-batch, on one device, in bytes."""
@@ -55,7 +65,7 @@ def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float,
     latents (not split by tensor parallelism: the down-projections are replicated) and the decompressed
     Q, K, V; a sliding window (Beltagy et al. 2020) keeps s x window scores."""
     h, heads, t = spec.hidden_size, spec.num_heads, b * s
-    repl = (2 * e + MASK_BYTES) * t * h  # norm input, projection input, output dropout mask
+    repl = (2 * e + hidden_mask_bytes(spec)) * t * h  # norm input, projection input, output dropout mask
     if spec.kv_lora_rank:
         repl += e * t * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim)
         split = e * t * (2 * spec.q_width + 2 * spec.attn_out_width)  # Q, K; V and the output-projection input
@@ -63,8 +73,10 @@ def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float,
         kv_saved = 0.0 if cross else 2 * e * t * spec.kv_width  # cross-attention K/V: the shared encoder output
         split = 2 * e * t * spec.q_width + kv_saved  # Q and the output-projection input; K and V
     keys = min(s_kv, window) if window else s_kv
-    # softmax output (e), its dropout mask (1 byte), the dropout output (e); flash: a log-sum-exp per query
-    scores = LSE_BYTES * b * heads * s if flash else (2 * e + MASK_BYTES) * b * heads * s * keys
+    # softmax output (e), with attention dropout its mask (1 byte) and the dropout output (e); flash: a
+    # log-sum-exp per query (its dropout keeps the random generator's state, not a mask)
+    per_score = e + (MASK_BYTES + e if spec.attention_dropout > 0 else 0.0)
+    scores = LSE_BYTES * b * heads * s if flash else per_score * b * heads * s * keys
     return repl, split, scores
 
 
@@ -124,7 +136,7 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
         repl += e * t * h + norm_extra  # the norm input
         split += _ssm_saved(spec, b, s, e)
     if mlp != "none":
-        repl += (2 * e + MASK_BYTES) * t * h + norms * norm_extra  # norm input, first GEMM input, dropout mask
+        repl += (2 * e + hidden_mask_bytes(spec)) * t * h + norms * norm_extra  # norm, GEMM inputs, dropout mask
         split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu)
     sac_repl, sac_split = _op_sac_saved(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
     if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps

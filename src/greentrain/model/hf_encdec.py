@@ -44,6 +44,8 @@ def _bart_like(r: ConfigReader, *, learned_positions: bool) -> dict[str, Any]:
         position_offset=FAIRSEQ_POSITION_OFFSET if learned_positions else 0,
         linear_bias=True,
         norm="layernorm",
+        hidden_dropout=r.get_probability("dropout", default=0.1),  # BartConfig / PegasusConfig defaults
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 
@@ -96,6 +98,9 @@ def _t5(r: ConfigReader) -> dict[str, Any]:
         max_position_embeddings=0,
         linear_bias=False,
         norm="rmsnorm",
+        # T5Config.dropout_rate: every T5LayerFF / T5LayerSelfAttention output and the attention weights
+        hidden_dropout=r.get_probability("dropout_rate", default=0.1),
+        attention_dropout=r.get_probability("dropout_rate", default=0.1),
     )
 
 

@@ -34,6 +34,8 @@ def _gpt2(r: ConfigReader) -> dict[str, Any]:
         max_position_embeddings=r.get_int("n_positions", "max_position_embeddings", default=1024),
         linear_bias=True,
         norm="layernorm",
+        hidden_dropout=r.get_probability("resid_pdrop", default=0.1),  # GPT2Config defaults
+        attention_dropout=r.get_probability("attn_pdrop", default=0.1),
     )
 
 
@@ -53,6 +55,8 @@ def _gpt_neox(r: ConfigReader) -> dict[str, Any]:
         linear_bias=r.get_bool("attention_bias", default=True),
         norm="layernorm",
         parallel_block=r.get_bool("use_parallel_residual", default=True),
+        hidden_dropout=r.get_probability("hidden_dropout", default=0.0),  # GPTNeoXConfig defaults
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 
@@ -80,6 +84,8 @@ def _opt(r: ConfigReader) -> dict[str, Any]:
         position_offset=FAIRSEQ_POSITION_OFFSET,
         linear_bias=r.get_bool("enable_bias", default=True),
         norm="layernorm",
+        hidden_dropout=r.get_probability("dropout", default=0.1),  # OPTConfig defaults
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 
@@ -102,6 +108,8 @@ def _bloom(r: ConfigReader) -> dict[str, Any]:
         max_position_embeddings=0,
         linear_bias=True,
         norm="layernorm",
+        hidden_dropout=r.get_probability("hidden_dropout", default=0.0),  # BloomConfig defaults
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 

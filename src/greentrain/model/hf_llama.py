@@ -98,7 +98,8 @@ def _phi3(r: ConfigReader) -> dict[str, Any]:
     """Phi3Config (Abdin et al. 2024, arXiv 2404.14219): Llama shapes with q/k/v and gate/up fused into one
     matrix each (the same parameters); ``sliding_window`` (null by default) on every layer."""
     spec = llama_fields(r, bias_keys=())
-    spec.update(sliding_window=r.get_window())
+    # Phi3DecoderLayer's resid_attn_dropout / resid_mlp_dropout (Phi3Config.resid_pdrop, 0.0 by default)
+    spec.update(sliding_window=r.get_window(), hidden_dropout=r.get_probability("resid_pdrop", default=0.0))
     return spec
 
 
@@ -114,6 +115,7 @@ def _nemotron(r: ConfigReader) -> dict[str, Any]:
         ffn_hidden_size=r.get_int("intermediate_size"), vocab_size=r.get_int("vocab_size"), glu=False,
         activation=r.get_activation("hidden_act", default="relu2"),
         tied_embeddings=r.get_bool("tie_word_embeddings", default=False), norm="layernorm", **linear_biases(r),
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 

@@ -69,6 +69,13 @@ class ConfigReader:
             raise ConfigError(f"{WHERE}.{key}", value, "must be JSON true or false")
         return value
 
+    def get_probability(self, *keys: str, default: Any = _MISSING) -> float:
+        """A dropout probability: a JSON number in [0, 1)."""
+        key, value = self._raw(keys, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+            raise ConfigError(f"{WHERE}.{key}", value, "must be a probability in [0, 1)")
+        return float(value)
+
     def get_str(self, *keys: str, default: Any = _MISSING) -> str:
         key, value = self._raw(keys, default)
         if not isinstance(value, str):
@@ -147,6 +154,9 @@ def llama_fields(r: ConfigReader, *, tied_default: bool = False,
         max_position_embeddings=0,  # rotary: max_position_embeddings is a context length, not a table
         linear_bias=any(r.get_bool(k, default=False) for k in bias_keys),
         norm="rmsnorm",
+        # LlamaAttention passes attention_dropout to its attention kernel; the decoder layer has no residual
+        # dropout (hidden_dropout 0)
+        attention_dropout=r.get_probability("attention_dropout", default=0.0),
     )
 
 

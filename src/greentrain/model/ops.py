@@ -131,18 +131,24 @@ def attention_ops(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, pr
             *([elementwise(f"{prefix}.softcap", scores, e, Shard.HEADS, attention_core=True)]
               if spec.logit_softcap else []),  # Gemma 2: scores = c tanh(scores / c)
             elementwise(f"{prefix}.softmax", scores, e, Shard.HEADS, attention_core=True),
-            # dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
-            elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
-                        attention_core=True),
+            # attention dropout keeps a 1-byte mask per score (Korthikanti et al. §4.1)
+            *([elementwise(f"{prefix}.dropout", scores, e, Shard.HEADS, extra_bytes_per_elt=1.0,
+                           attention_core=True)] if spec.attention_dropout > 0 else []),
             replace(matmul(f"{prefix}.values", s, keys, dv, e, Shard.HEADS, count=b * heads, weight=False),
                     window=window),
         ]
     ops.append(matmul(f"{prefix}.out", tokens, out_w, d, e, Shard.ROW))  # (T, heads*dv) @ (heads*dv, d)
     if spec.post_norms:  # Gemma 2/3: the block's output is normalised before the residual add
         ops.append(_norm(spec, f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
-    ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
-                           extra_bytes_per_elt=1.0))
+    ops.append(_dropout_residual(spec, prefix, tokens * d, e))
     return ops
+
+
+def _dropout_residual(spec: TransformerSpec, prefix: str, elements: float, e: float) -> Op:
+    """The block's output added to the residual stream (Megatron's bias-dropout-add): reads both, writes the
+    sum, and with hidden dropout writes a 1-byte mask too (Korthikanti et al. §4.1)."""
+    return elementwise(f"{prefix}.dropout_residual", elements, e, Shard.TOKENS, reads=2.0,
+                       extra_bytes_per_elt=1.0 if spec.hidden_dropout > 0 else 0.0)
 
 
 def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bool = False) -> Op:
@@ -190,8 +196,7 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
                 ops.append(matmul(f"{prefix}.shared.gate", tokens, d, 1, e, Shard.REPLICATED))
     if spec.post_norms:
         ops.append(_norm(spec, f"{prefix}.post_norm", tokens * d, e, Shard.TOKENS))
-    ops.append(elementwise(f"{prefix}.dropout_residual", tokens * d, e, Shard.TOKENS, reads=2.0,
-                           extra_bytes_per_elt=1.0))
+    ops.append(_dropout_residual(spec, prefix, tokens * d, e))
     return ops
 
 

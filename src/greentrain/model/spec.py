@@ -6,9 +6,9 @@ MQA (num_kv_heads == 1); GLU (SwiGLU/GeGLU: three FFN matrices) or a plain two-m
 ``moe_layer_interval``-th layer, the first ``num_dense_layers`` dense); tied or untied embeddings.
 Newer layers: multi-head latent attention (``kv_lora_rank`` > 0, model/mla.py), sliding-window layers
 interleaved with full ones, attention sinks, QK-norm, sandwich norms, Mamba / Mamba-2 state-space mixers
-interleaved with attention (model/ssm.py) and multi-token-prediction modules. Each layer is one
-:class:`LayerKind` (its mixer and its MLP); the counts of each kind are what ops and parameters are made of.
-Presets, YAML files and Hugging Face config.json files all become one of these.
+interleaved with attention (model/ssm.py) and multi-token-prediction modules; dropout as trained. Each layer is
+one :class:`LayerKind` (mixer and MLP); ops and parameters are made of the counts of each kind. Presets, YAML
+files and Hugging Face config.json files all become one of these.
 """
 
 from __future__ import annotations
@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from greentrain.config import (
-    as_bool,
-    as_choice,
-    as_float,
-    as_int,
-    check_keys,
-    require,
-)
+from greentrain.config import as_bool, as_choice, as_float, as_int, check_keys, require
 from greentrain.errors import did_you_mean
 from greentrain.model.mla import mla_params
 from greentrain.model.spec_checks import check_shapes
@@ -95,6 +88,8 @@ class TransformerSpec:
     full_attention_interval: int = 0  # with a window, every k-th layer is full (Gemma 2: 2, Gemma 3: 6); 0: none
     attention_sinks: bool = False  # one learned sink logit per head (GPT-OSS; Xiao et al. 2023)
     logit_softcap: bool = False  # tanh soft-capping of scores and logits (Gemma 2): element-wise, cost only
+    hidden_dropout: float = 0.0  # > 0: 1-byte masks (Korthikanti et al. 2022 §4.1); 0 keeps none (estimate/memory)
+    attention_dropout: float = 0.0  # on the attention weights: a mask per score where a kernel writes them
     # ---- multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1; DeepSeek-V3 §2.1.1)
     kv_lora_rank: int = 0  # > 0: MLA, keys and values decompressed from a latent of this width
     q_lora_rank: int = 0  # MLA queries from a latent of this width (0: a direct projection)

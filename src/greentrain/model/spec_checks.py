@@ -51,6 +51,10 @@ class SpecShape(Protocol):
     @property
     def capacity_factor(self) -> float: ...
     @property
+    def hidden_dropout(self) -> float: ...
+    @property
+    def attention_dropout(self) -> float: ...
+    @property
     def attention_layer_interval(self) -> int: ...
     @property
     def attention_layer_offset(self) -> int: ...
@@ -73,6 +77,10 @@ def check_shapes(spec: SpecShape, w: str) -> None:
             f"must divide num_heads={spec.num_heads}")
     require(isinstance(spec.capacity_factor, float | int) and spec.capacity_factor >= 0, f"{w}.capacity_factor",
             spec.capacity_factor, "must be a number >= 0 (0: dropless)")
+    for f in ("hidden_dropout", "attention_dropout"):
+        v = getattr(spec, f)
+        require(isinstance(v, float | int) and not isinstance(v, bool) and 0 <= v < 1, f"{w}.{f}", v,
+                "must be a probability in [0, 1)")
     require(spec.top_k <= spec.num_experts, f"{w}.top_k", spec.top_k,
             f"must be <= num_experts={spec.num_experts}")
     require(spec.num_dense_layers <= spec.num_layers, f"{w}.num_dense_layers", spec.num_dense_layers,

@@ -1,0 +1,110 @@
+"""Dropout masks only where the model has dropout: a whole Hugging Face Llama decoder layer (no dropout) keeps what
+``layer_activation`` counts, measured with torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing;
+the dropout fields are read from config.json and refused out of range."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from greentrain.errors import ConfigError
+from greentrain.estimate.memory import layer_activation
+from greentrain.model.hf import spec_from_hf_config
+from greentrain.model.load import load_model
+from greentrain.model.spec import TransformerSpec
+
+
+def _saved_bytes(fn: Any, *inputs: Any, exclude: tuple[Any, ...] = ()) -> int:
+    """Bytes of the distinct storages autograd saves for backward while ``fn(*inputs)`` runs, less ``exclude``'s
+    (parameters, rotary tables)."""
+    torch = pytest.importorskip("torch")
+    saved: dict[int, int] = {}
+
+    def pack(a: Any) -> Any:
+        storage = a.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return a
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda a: a):
+        fn(*inputs)
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    return sum(n for ptr, n in saved.items() if ptr not in skip)
+
+
+def test_dropout_at_zero_keeps_no_mask() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(64, 32, requires_grad=True)
+    residual = torch.randn(64, 32)
+    assert _saved_bytes(lambda a: residual + torch.nn.functional.dropout(a, p=0.0, training=True), x) == 0
+    assert _saved_bytes(lambda a: residual + torch.nn.functional.dropout(a, p=0.1, training=True), x) > 0
+
+
+@pytest.mark.parametrize(("dtype", "e"), [("bfloat16", 2.0), ("float32", 4.0)])
+def test_a_llama_layer_keeps_what_layer_activation_counts(dtype: str, e: float) -> None:
+    """transformers' LlamaDecoderLayer (GQA, SwiGLU as act(gate) * up, eager RMSNorm, SDPA's flash kernel): its
+    saved activations are layer_activation's with a flash kernel, an unfused GLU and eager norms, within the two
+    float32 rsqrt columns of its norms (0.1 %). Counted with dropout masks, it was 2 bytes per token and hidden
+    element over (4 % in bf16)."""
+    torch = pytest.importorskip("torch")
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=256, intermediate_size=768, num_attention_heads=4, num_key_value_heads=2,
+                         num_hidden_layers=1, vocab_size=1000)
+    config._attn_implementation = "sdpa"
+    layer = llama.LlamaDecoderLayer(config, 0).to(getattr(torch, dtype))
+    b, s, h = 2, 128, 256
+    x = torch.randn(b, s, h, dtype=getattr(torch, dtype), requires_grad=True)
+    positions = torch.arange(s)[None].expand(b, s)
+    cos, sin = llama.LlamaRotaryEmbedding(config)(x, positions)
+
+    def forward(a: Any) -> Any:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return layer(a, attention_mask=None, position_ids=positions, position_embeddings=(cos, sin))
+
+    measured = _saved_bytes(forward, x, exclude=(*layer.parameters(), cos, sin))
+    spec = spec_from_hf_config(config.to_dict(), "tiny-llama")
+    assert spec.hidden_dropout == 0 and spec.attention_dropout == 0
+    act = layer_activation(spec, b, s, e, moe=False, flash=True, fused_glu=False, eager_norm=True)
+    counted = act.replicated_bytes + act.split_bytes + act.scores_bytes
+    assert counted == pytest.approx(measured, rel=1e-3)
+    with_masks = layer_activation(replace(spec, hidden_dropout=0.1), b, s, e, moe=False, flash=True,
+                                  fused_glu=False, eager_norm=True)
+    assert with_masks.replicated_bytes - act.replicated_bytes == 2 * b * s * h  # two 1-byte masks per layer
+
+
+def test_korthikanti_gpt_keeps_its_masks_and_llama_none() -> None:
+    """Korthikanti et al. 2022 §4.1 (Megatron's GPT, dropout 0.1): 34 sbh + 5 a s^2 b per layer without flash;
+    the same layer without dropout keeps 32 sbh + 2 a s^2 b (the softmax output only)."""
+    gpt = load_model("megatron-22b")
+    b, s, h, a = 1, 2048, gpt.hidden_size, gpt.num_heads
+    act = layer_activation(gpt, b, s, 2.0, moe=False, flash=False)
+    assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(
+        s * b * h * (34 + 5 * a * s / h), rel=1e-12)
+    plain = layer_activation(replace(gpt, hidden_dropout=0.0, attention_dropout=0.0), b, s, 2.0, moe=False,
+                             flash=False)
+    assert plain.replicated_bytes + plain.split_bytes + plain.scores_bytes == pytest.approx(
+        s * b * h * (32 + 2 * a * s / h), rel=1e-12)
+    llama = load_model("llama3-8b")
+    assert (llama.hidden_dropout, llama.attention_dropout) == (0.0, 0.0)
+
+
+def test_dropout_is_read_from_config_json() -> None:
+    gpt2 = spec_from_hf_config({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100},
+                               "g")
+    assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.1, 0.1)  # GPT2Config's defaults
+    llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "vocab_size": 100, "attention_dropout": 0.2}
+    assert spec_from_hf_config(llama, "l").attention_dropout == 0.2
+    with pytest.raises(ConfigError, match=r"config\.json\.attention_dropout.*1\.5.*probability"):
+        spec_from_hf_config({**llama, "attention_dropout": 1.5}, "l")
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1])
+def test_a_model_yaml_dropout_out_of_range_is_one_line(value: float) -> None:
+    base = {"num_layers": 2, "hidden_size": 64, "num_heads": 4, "ffn_hidden_size": 128, "vocab_size": 100}
+    with pytest.raises(ConfigError, match=r"model\.hidden_dropout|model\(custom\)\.hidden_dropout"):
+        TransformerSpec.from_dict({**base, "hidden_dropout": value})
