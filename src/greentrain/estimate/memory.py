@@ -120,7 +120,9 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
     MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
     keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu).
-    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element."""
+    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element. A QK-norm keeps
+    its input, the projection's output (q and k width), which nothing else keeps: the rotary output is what
+    attention keeps (transformers' Qwen3DecoderLayer under saved-tensor hooks; tests/unit/estimate)."""
     h, t = spec.hidden_size, b * s
     mixer = kind.mixer if kind else "attention"
     mlp = kind.mlp if kind else ("moe" if moe else "dense")
@@ -132,6 +134,9 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
         for s_kv, cross in [(s, False)] + ([(cross_len, True)] if cross_len else []):
             r, sp_, sc_ = _attention_saved(spec, b, s, s_kv, e, flash=flash, cross=cross, window=window)
             repl, split, scores = repl + r + norms * norm_extra, split + sp_, scores + sc_
+        if spec.qk_norm != "none":  # Qwen3, Gemma 3, OLMo 2: the norms of q and k keep their inputs (+ eager's)
+            qk_extra = EAGER_RMSNORM_EXTRA_BYTES if eager_norm and spec.norm == "rmsnorm" else 0.0
+            split += (e + qk_extra) * t * (spec.q_width + spec.kv_width)
     elif mixer in ("mamba", "mamba2"):
         repl += e * t * h + norm_extra  # the norm input
         split += _ssm_saved(spec, b, s, e)
