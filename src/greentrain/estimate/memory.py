@@ -96,9 +96,16 @@ def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
 
 def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool) -> float:
     """Split bytes of the MLP: activation input(s) and second GEMM input per routed (and shared) expert; an
-    unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order."""
-    up = 2 if spec.glu else 1
-    per_width = (up * e + e) + (e if spec.glu and not fused_glu else 0.0)
+    unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order. ReLU's backward
+    needs its output only (aten ``threshold_backward(grad, result)``), which is the second GEMM's input (plain
+    MLP) or the product's (GLU): its input is not kept (transformers' T5 block under saved-tensor hooks)."""
+    relu = spec.activation == "relu"
+    # GLU: gate and up, the product; an unfused act(gate) * up keeps act(gate) too (ReLU: instead of gate).
+    # Plain: the activation's input and output (the second GEMM's input); ReLU: the output only
+    glu = 3 * e + (e if not fused_glu and not relu else 0.0)
+    per_width = glu if spec.glu else (e if relu else 2 * e)
+    if spec.activation_dropout > 0:  # its mask; its output becomes the second GEMM's input, which ReLU's was
+        per_width += MASK_BYTES + (e if relu and not spec.glu else 0.0)
     if not moe:
         return per_width * t * spec.ffn_hidden_size
     shared_f = spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size

@@ -46,6 +46,7 @@ def _bart_like(r: ConfigReader, *, learned_positions: bool) -> dict[str, Any]:
         norm="layernorm",
         hidden_dropout=r.get_probability("dropout", default=0.1),  # BartConfig / PegasusConfig defaults
         attention_dropout=r.get_probability("attention_dropout", default=0.0),
+        activation_dropout=r.get_probability("activation_dropout", default=0.0),
     )
 
 
@@ -98,9 +99,11 @@ def _t5(r: ConfigReader) -> dict[str, Any]:
         max_position_embeddings=0,
         linear_bias=False,
         norm="rmsnorm",
-        # T5Config.dropout_rate: every T5LayerFF / T5LayerSelfAttention output and the attention weights
+        # T5Config.dropout_rate: every T5LayerFF / T5LayerSelfAttention output, the attention weights and the
+        # feed-forward's activation
         hidden_dropout=r.get_probability("dropout_rate", default=0.1),
         attention_dropout=r.get_probability("dropout_rate", default=0.1),
+        activation_dropout=r.get_probability("dropout_rate", default=0.1),  # T5DenseActDense: act, dropout, wo
     )
 
 

@@ -151,13 +151,18 @@ def _dropout_residual(spec: TransformerSpec, prefix: str, elements: float, e: fl
                        extra_bytes_per_elt=1.0 if spec.hidden_dropout > 0 else 0.0)
 
 
-def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bool = False) -> Op:
+def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bool = False) -> list[Op]:
     """The MLP's activation over ``elements`` hidden values: act(gate) * up for a GLU (two eager kernels or one
-    fused: eager_bytes_per_elt), act(x) otherwise."""
+    fused: eager_bytes_per_elt), act(x) otherwise; then the activation dropout (T5, BART), which writes a
+    1-byte mask beside its output."""
     if not spec.glu:
-        return elementwise(name, elements, e, Shard.HIDDEN, expert=expert)
-    return elementwise(name, elements, e, Shard.HIDDEN, reads=2.0, expert=expert, eager_kind="glu",
-                       eager_bytes_per_elt=eager_bytes_per_elt("glu", e), eager_kernels=eager_kernels("glu", e))
+        act = elementwise(name, elements, e, Shard.HIDDEN, expert=expert)
+    else:
+        act = elementwise(name, elements, e, Shard.HIDDEN, reads=2.0, expert=expert, eager_kind="glu",
+                          eager_bytes_per_elt=eager_bytes_per_elt("glu", e), eager_kernels=eager_kernels("glu", e))
+    if spec.activation_dropout <= 0:
+        return [act]
+    return [act, elementwise(f"{name}_dropout", elements, e, Shard.HIDDEN, expert=expert, extra_bytes_per_elt=1.0)]
 
 
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:
@@ -173,7 +178,7 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         f = spec.ffn_hidden_size
         ops += [
             matmul(f"{prefix}.up", tokens, d, up * f, e, Shard.COLUMN),
-            _act(spec, f"{prefix}.act", tokens * f, e),
+            *_act(spec, f"{prefix}.act", tokens * f, e),
             matmul(f"{prefix}.down", tokens, f, d, e, Shard.ROW),
         ]
     else:
@@ -182,14 +187,14 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         ops.append(matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED))
         ops += [
             matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
-            _act(spec, f"{prefix}.experts.act", per_expert * n_exp * f, e, expert=True),
+            *_act(spec, f"{prefix}.experts.act", per_expert * n_exp * f, e, expert=True),
             matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True),
         ]
         if spec.num_shared_experts:
             sh, f = spec.num_shared_experts, spec.shared_expert_ffn_hidden_size
             ops += [
                 matmul(f"{prefix}.shared.up", tokens, d, up * f, e, Shard.COLUMN, count=sh),
-                _act(spec, f"{prefix}.shared.act", sh * tokens * f, e),
+                *_act(spec, f"{prefix}.shared.act", sh * tokens * f, e),
                 matmul(f"{prefix}.shared.down", tokens, f, d, e, Shard.ROW, count=sh),
             ]
             if spec.shared_expert_gate:  # (T, d) @ (d, 1), then a sigmoid

@@ -90,6 +90,7 @@ class TransformerSpec:
     logit_softcap: bool = False  # tanh soft-capping of scores and logits (Gemma 2): element-wise, cost only
     hidden_dropout: float = 0.0  # > 0: 1-byte masks (Korthikanti et al. 2022 §4.1); 0 keeps none (estimate/memory)
     attention_dropout: float = 0.0  # on the attention weights: a mask per score where a kernel writes them
+    activation_dropout: float = 0.0  # inside the MLP, on the activation's output (T5, BART, Pegasus)
     # ---- multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1; DeepSeek-V3 §2.1.1)
     kv_lora_rank: int = 0  # > 0: MLA, keys and values decompressed from a latent of this width
     q_lora_rank: int = 0  # MLA queries from a latent of this width (0: a direct projection)

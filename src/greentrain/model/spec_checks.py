@@ -55,6 +55,8 @@ class SpecShape(Protocol):
     @property
     def attention_dropout(self) -> float: ...
     @property
+    def activation_dropout(self) -> float: ...
+    @property
     def attention_layer_interval(self) -> int: ...
     @property
     def attention_layer_offset(self) -> int: ...
@@ -77,7 +79,7 @@ def check_shapes(spec: SpecShape, w: str) -> None:
             f"must divide num_heads={spec.num_heads}")
     require(isinstance(spec.capacity_factor, float | int) and spec.capacity_factor >= 0, f"{w}.capacity_factor",
             spec.capacity_factor, "must be a number >= 0 (0: dropless)")
-    for f in ("hidden_dropout", "attention_dropout"):
+    for f in ("hidden_dropout", "attention_dropout", "activation_dropout"):
         v = getattr(spec, f)
         require(isinstance(v, float | int) and not isinstance(v, bool) and 0 <= v < 1, f"{w}.{f}", v,
                 "must be a probability in [0, 1)")

@@ -1,5 +1,6 @@
 """Activations as real layers keep them: dropout masks only where the model has dropout, a QK-norm's inputs where it
-has one. Whole Hugging Face Llama and Qwen3 decoder layers (no dropout) keep what ``layer_activation`` counts,
+has one, ReLU's output alone. Whole Hugging Face Llama and Qwen3 decoder layers (no dropout) and T5 blocks (with and
+without dropout) keep what ``layer_activation`` counts,
 measured with torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing; the dropout fields are read
 from config.json and refused out of range."""
 
@@ -86,6 +87,30 @@ def test_a_decoder_layer_keeps_what_layer_activation_counts(family: str, dtype: 
     with_masks = layer_activation(replace(spec, hidden_dropout=0.1), b, s, e, moe=False, flash=True,
                                   fused_glu=False, eager_norm=True)
     assert with_masks.replicated_bytes - act.replicated_bytes == 2 * b * s * h  # two 1-byte masks per layer
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_a_t5_block_keeps_what_layer_activation_counts(dropout: float) -> None:
+    """transformers' T5Block (encoder, ReLU MLP, eager attention, fp32): ReLU keeps its output only, which is also
+    wo's input (PyTorch's relu saves its result); with dropout_rate 0.1 the residual, attention-weight and
+    activation masks. On the CPU a dropout mask is a tensor of the input's dtype (4 bytes here), on CUDA a
+    bool (1 byte, MASK_BYTES): the test adds the difference per mask element."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    config = transformers.T5Config(d_model=256, d_kv=64, d_ff=1024, num_heads=4, num_layers=1, vocab_size=1000,
+                                   dropout_rate=dropout, feed_forward_proj="relu")
+    config._attn_implementation = "eager"
+    block = t5.T5Block(config, has_relative_attention_bias=False, layer_idx=0).train()
+    b, s, h, f, heads, e = 2, 128, 256, 1024, 4, 4.0
+    bias = torch.zeros(1, heads, s, s)
+    measured = _saved_bytes(lambda a: block(a, position_bias=bias), torch.randn(b, s, h, requires_grad=True),
+                            exclude=(*block.parameters(), bias))
+    spec = spec_from_hf_config({**config.to_dict(), "model_type": "t5"}, "tiny-t5")
+    act = layer_activation(spec, b, s, e, moe=False, flash=False, fused_glu=False, eager_norm=True)
+    masks = (2 * b * s * h + b * heads * s * s + b * s * f) if dropout else 0
+    counted = act.replicated_bytes + act.split_bytes + act.scores_bytes + (e - 1) * masks
+    assert counted == pytest.approx(measured, rel=1e-3)  # the rest: the norms' rsqrt columns
 
 
 def test_korthikanti_gpt_keeps_its_masks_and_llama_none() -> None:
