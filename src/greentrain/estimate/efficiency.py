@@ -44,7 +44,7 @@ from greentrain.results.codec import canonical_kind
 from greentrain.workload import FP8_RECIPES, GRAD_DTYPES
 
 DEFAULT_FRAMEWORK = "megatron"
-EAGER_OPS = ("norm", "rope", "glu")  # element-wise ops a framework may run as eager kernel chains (model/ops.py)
+EAGER_OPS = ("norm", "rope", "glu", "gelu")  # element-wise ops a framework may run as eager chains (model/ops.py)
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe

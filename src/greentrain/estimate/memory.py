@@ -29,11 +29,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from greentrain.model.ops import COMPOSITE_ACTIVATIONS
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
+# Hugging Face's gelu_new as eager ops keeps x (pow's input), tanh's output, 0.5 x and 1 + tanh(.) where torch's
+# GELU kernel keeps x: 3 tensors of the MLP's width more (transformers' GPT-2 block under saved-tensor hooks)
+EAGER_GELU_EXTRA_TENSORS = 3
 LSE_BYTES = 4.0  # flash attention's float32 log-sum-exp per query row and head
 
 
@@ -94,7 +98,7 @@ def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
     return e * (2 * t * inner + t * inner + t * (spec.ssm_dt_rank + 2 * n) + 2 * t * inner)
 
 
-def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool) -> float:
+def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool, eager_gelu: bool) -> float:
     """Split bytes of the MLP: activation input(s) and second GEMM input per routed (and shared) expert; an
     unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order. ReLU's backward
     needs its output only (aten ``threshold_backward(grad, result)``), which is the second GEMM's input (plain
@@ -106,6 +110,8 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
     per_width = glu if spec.glu else (e if relu else 2 * e)
     if spec.activation_dropout > 0:  # its mask; its output becomes the second GEMM's input, which ReLU's was
         per_width += MASK_BYTES + (e if relu and not spec.glu else 0.0)
+    if eager_gelu and spec.activation in COMPOSITE_ACTIVATIONS:  # x, tanh(.), 0.5 x, 1 + tanh(.) for x's one
+        per_width += EAGER_GELU_EXTRA_TENSORS * e
     if not moe:
         return per_width * t * spec.ffn_hidden_size
     shared_f = spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size
@@ -122,12 +128,13 @@ EAGER_RMSNORM_EXTRA_BYTES = 4.0
 
 def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
                      cross_len: int = 0, fused_glu: bool = True, kind: LayerKind | None = None,
-                     eager_norm: bool = False) -> LayerActivation:
+                     eager_norm: bool = False, eager_gelu: bool = False) -> LayerActivation:
     """Per-tensor activation accounting of one layer (before any parallel split), by the layer's ``kind``
     (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
     MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
     keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu).
-    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element. A QK-norm keeps
+    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element; ``eager_gelu``:
+    Hugging Face's gelu_new as eager ops keeps EAGER_GELU_EXTRA_TENSORS more of the MLP's width. A QK-norm keeps
     its input, the projection's output (q and k width), which nothing else keeps: the rotary output is what
     attention keeps (transformers' Qwen3DecoderLayer under saved-tensor hooks; tests/unit/estimate)."""
     h, t = spec.hidden_size, b * s
@@ -149,7 +156,7 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
         split += _ssm_saved(spec, b, s, e)
     if mlp != "none":
         repl += (2 * e + hidden_mask_bytes(spec)) * t * h + norms * norm_extra  # norm, GEMM inputs, dropout mask
-        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu)
+        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu, eager_gelu=eager_gelu)
     sac_repl, sac_split = _op_sac_saved(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
     if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps
         sac_repl, sac_split = repl, split + scores

@@ -24,11 +24,13 @@ from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
 from greentrain.model.loss import loss_traffic_bytes
 from greentrain.model.mla import mla_projection_ops
 from greentrain.model.primitives import (
+    COMPOSITE_ACTIVATIONS,
     FLASH_KERNELS,
     NORM_KERNELS,
     Op,
     OpKind,
     Shard,
+    eager_bytes_per_elt,
     eager_kernels,
     elementwise,
     matmul,
@@ -37,29 +39,9 @@ from greentrain.model.sac import op_sac
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
 
-__all__ = ["LayerGroup", "ModelOps", "Op", "OpKind", "Shard", "active_params_without_input_embedding", "attention_ops",
-           "elementwise", "layer_groups", "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops",
-           "trainable_params"]
-
-
-def eager_bytes_per_elt(kind: str, e: float) -> float:
-    """Bytes per element an element-wise op moves as a chain of eager PyTorch kernels (one fused kernel reads and
-    writes each element once), at ``e`` bytes per activation element:
-    - norm: Hugging Face's RMSNorm (LlamaRMSNorm.forward): upcast to fp32 (read e, write 4; none in fp32),
-      pow(2) (4 + 4), mean (4), x * rsqrt (4 + 4), downcast (4 + e; none in fp32), * weight (e + e);
-    - rope: apply_rotary_pos_emb over q and k: q * cos (e + e), the negated half (e/2 + e/2), cat (e + e),
-      rotate_half(q) * sin (e + e), the sum (2e + e) = 10e (torchtitan's complex form: upcast, complex product,
-      downcast = 2e + 16, the same 20 bytes at 16 bits);
-    - glu: act(gate) (e + e), then * up (2e + e) = 5e per hidden element, against a fused kernel's 3e.
-    LayerNorm is one native kernel in eager PyTorch too (torch.nn.functional.layer_norm)."""
-    if kind == "norm":
-        cast = 0.0 if e >= 4 else (e + 4.0) + (4.0 + e)
-        return cast + 8.0 + 4.0 + 8.0 + 2 * e
-    if kind == "rope":
-        return 10.0 * e
-    if kind == "glu":
-        return 5.0 * e
-    raise ValueError(f"no eager form for {kind!r}")
+__all__ = ["COMPOSITE_ACTIVATIONS", "LayerGroup", "ModelOps", "Op", "OpKind", "Shard",
+           "active_params_without_input_embedding", "attention_ops", "eager_bytes_per_elt", "elementwise",
+           "layer_groups", "matmul", "mlp_ops", "model_flop_per_sequence", "model_ops", "trainable_params"]
 
 
 def _norm(spec: TransformerSpec, name: str, elements: float, e: float, shard: Shard) -> Op:
@@ -155,11 +137,19 @@ def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bo
     """The MLP's activation over ``elements`` hidden values: act(gate) * up for a GLU (two eager kernels or one
     fused: eager_bytes_per_elt), act(x) otherwise; then the activation dropout (T5, BART), which writes a
     1-byte mask beside its output."""
-    if not spec.glu:
+    composite = spec.activation in COMPOSITE_ACTIVATIONS
+    if not spec.glu and not composite:
         act = elementwise(name, elements, e, Shard.HIDDEN, expert=expert)
-    else:
+    elif not spec.glu:
+        act = elementwise(name, elements, e, Shard.HIDDEN, expert=expert, eager_kind="gelu",
+                          eager_bytes_per_elt=eager_bytes_per_elt("gelu", e), eager_kernels=eager_kernels("gelu", e))
+    else:  # an eager GLU whose activation is itself a chain (T5 v1.1's gated-gelu): that chain replaces act(gate)
+        act_bytes, (act_fwd, act_bwd) = (eager_bytes_per_elt("gelu", e), eager_kernels("gelu", e)) if composite \
+            else (2 * e, (1.0, 2.0))
+        fwd, bwd = eager_kernels("glu", e)
         act = elementwise(name, elements, e, Shard.HIDDEN, reads=2.0, expert=expert, eager_kind="glu",
-                          eager_bytes_per_elt=eager_bytes_per_elt("glu", e), eager_kernels=eager_kernels("glu", e))
+                          eager_bytes_per_elt=eager_bytes_per_elt("glu", e) - 2 * e + act_bytes,
+                          eager_kernels=(fwd - 1 + act_fwd, bwd - 2 + act_bwd))
     if spec.activation_dropout <= 0:
         return [act]
     return [act, elementwise(f"{name}_dropout", elements, e, Shard.HIDDEN, expert=expert, extra_bytes_per_elt=1.0)]

@@ -99,11 +99,43 @@ def elementwise(name: str, elements: float, bytes_per_elt: float, shard: Shard,
               eager_kernels=eager_kernels if eager_kind else (0.0, 0.0))
 
 
+# Activations whose Hugging Face implementation is a chain of eager ops (transformers.activations.NewGELUActivation),
+# not one torch kernel: their time and saved tensors follow the "gelu" eager form when a framework runs Hugging Face
+# modeling code (its eager_ops list "gelu").
+COMPOSITE_ACTIVATIONS = ("gelu_new",)
+
+
+def eager_bytes_per_elt(kind: str, e: float) -> float:
+    """Bytes per element an element-wise op moves as a chain of eager PyTorch kernels (one fused kernel reads and
+    writes each element once), at ``e`` bytes per activation element:
+    - norm: Hugging Face's RMSNorm (LlamaRMSNorm.forward): upcast to fp32 (read e, write 4; none in fp32),
+      pow(2) (4 + 4), mean (4), x * rsqrt (4 + 4), downcast (4 + e; none in fp32), * weight (e + e);
+    - rope: apply_rotary_pos_emb over q and k: q * cos (e + e), the negated half (e/2 + e/2), cat (e + e),
+      rotate_half(q) * sin (e + e), the sum (2e + e) = 10e (torchtitan's complex form: upcast, complex product,
+      downcast = 2e + 16, the same 20 bytes at 16 bits);
+    - glu: act(gate) (e + e), then * up (2e + e) = 5e per hidden element, against a fused kernel's 3e;
+    - gelu: Hugging Face's ``gelu_new`` (NewGELUActivation, GPT-2's and T5 v1.1's), 0.5 x (1 + tanh(c (x + 0.044715
+      x^3))) as eight ops: pow (e + e), * 0.044715 (e + e), x + (2e + e), * c (e + e), tanh (e + e), 1 + (e + e),
+      0.5 * x (e + e), the product (2e + e) = 18e, against torch's one GELU kernel's 2e.
+    LayerNorm is one native kernel in eager PyTorch too (torch.nn.functional.layer_norm)."""
+    if kind == "norm":
+        cast = 0.0 if e >= 4 else (e + 4.0) + (4.0 + e)
+        return cast + 8.0 + 4.0 + 8.0 + 2 * e
+    if kind == "rope":
+        return 10.0 * e
+    if kind == "glu":
+        return 5.0 * e
+    if kind == "gelu":
+        return 18.0 * e
+    raise ValueError(f"no eager form for {kind!r}")
+
+
 def eager_kernels(kind: str, e: float) -> tuple[float, float]:
     """(forward, backward) kernels of the eager chains of eager_bytes_per_elt, one per PyTorch op that launches:
     - norm: upcast, pow, mean, + eps, rsqrt, x * rsqrt, downcast, * weight = 8 (6 in fp32: no casts);
     - rope: q * cos, neg, cat, * sin, + per rotated tensor, q and k = 10;
-    - glu: act(gate), * up = 2.
+    - glu: act(gate), * up = 2;
+    - gelu: pow, * 0.044715, +, * c, tanh, 1 +, 0.5 * x, * = 8.
     The backward launches about two kernels per forward one (a product's gradient is two products, a cast's one);
     rope's backward is the same five element-wise products and sums per tensor (10); glu's: grad up = g * act,
     grad act = g * up, act's derivative, and the cat of the two gradients into the fused gate/up GEMM's (4)."""
@@ -114,4 +146,6 @@ def eager_kernels(kind: str, e: float) -> tuple[float, float]:
         return 10.0, 10.0
     if kind == "glu":
         return 2.0, 4.0
+    if kind == "gelu":
+        return 8.0, 16.0
     raise ValueError(f"no eager form for {kind!r}")

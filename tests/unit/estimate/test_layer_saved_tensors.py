@@ -1,6 +1,6 @@
 """Activations as real layers keep them: dropout masks only where the model has dropout, a QK-norm's inputs where it
-has one, ReLU's output alone. Whole Hugging Face Llama and Qwen3 decoder layers (no dropout) and T5 blocks (with and
-without dropout) keep what ``layer_activation`` counts,
+has one, ReLU's output alone, Hugging Face's gelu_new chain. Whole Hugging Face Llama and Qwen3 decoder layers (no
+dropout), T5 blocks (with and without dropout) and GPT-2 blocks keep what ``layer_activation`` counts,
 measured with torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing; the dropout fields are read
 from config.json and refused out of range."""
 
@@ -89,17 +89,19 @@ def test_a_decoder_layer_keeps_what_layer_activation_counts(family: str, dtype: 
     assert with_masks.replicated_bytes - act.replicated_bytes == 2 * b * s * h  # two 1-byte masks per layer
 
 
+@pytest.mark.parametrize("feed_forward", ["relu", "gated-gelu"])
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_a_t5_block_keeps_what_layer_activation_counts(dropout: float) -> None:
-    """transformers' T5Block (encoder, ReLU MLP, eager attention, fp32): ReLU keeps its output only, which is also
-    wo's input (PyTorch's relu saves its result); with dropout_rate 0.1 the residual, attention-weight and
-    activation masks. On the CPU a dropout mask is a tensor of the input's dtype (4 bytes here), on CUDA a
-    bool (1 byte, MASK_BYTES): the test adds the difference per mask element."""
+def test_a_t5_block_keeps_what_layer_activation_counts(dropout: float, feed_forward: str) -> None:
+    """transformers' T5Block (encoder, eager attention, fp32), T5 v1.0's ReLU MLP and v1.1's (Flan-T5's) gated
+    gelu_new: ReLU keeps its output only, which is also wo's input (PyTorch's relu saves its result); gelu_new is
+    Hugging Face's chain of eager ops; with dropout_rate 0.1 the residual, attention-weight and activation
+    masks. On the CPU a dropout mask is a tensor of the input's dtype (4 bytes here), on CUDA a bool (1 byte,
+    MASK_BYTES): the test adds the difference per mask element."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
     config = transformers.T5Config(d_model=256, d_kv=64, d_ff=1024, num_heads=4, num_layers=1, vocab_size=1000,
-                                   dropout_rate=dropout, feed_forward_proj="relu")
+                                   dropout_rate=dropout, feed_forward_proj=feed_forward)
     config._attn_implementation = "eager"
     block = t5.T5Block(config, has_relative_attention_bias=False, layer_idx=0).train()
     b, s, h, f, heads, e = 2, 128, 256, 1024, 4, 4.0
@@ -107,10 +109,37 @@ def test_a_t5_block_keeps_what_layer_activation_counts(dropout: float) -> None:
     measured = _saved_bytes(lambda a: block(a, position_bias=bias), torch.randn(b, s, h, requires_grad=True),
                             exclude=(*block.parameters(), bias))
     spec = spec_from_hf_config({**config.to_dict(), "model_type": "t5"}, "tiny-t5")
-    act = layer_activation(spec, b, s, e, moe=False, flash=False, fused_glu=False, eager_norm=True)
+    act = layer_activation(spec, b, s, e, moe=False, flash=False, fused_glu=False, eager_norm=True,
+                           eager_gelu=True)
     masks = (2 * b * s * h + b * heads * s * s + b * s * f) if dropout else 0
     counted = act.replicated_bytes + act.split_bytes + act.scores_bytes + (e - 1) * masks
     assert counted == pytest.approx(measured, rel=1e-3)  # the rest: the norms' rsqrt columns
+
+
+@pytest.mark.parametrize("activation", ["gelu_new", "gelu_pytorch_tanh"])
+def test_a_gpt2_block_keeps_what_layer_activation_counts(activation: str) -> None:
+    """transformers' GPT2Block (fp32, SDPA's flash kernel, no dropout): Hugging Face's gelu_new, a chain of eager
+    ops, keeps three tensors of the MLP's width more than torch's GELU kernel (gelu_pytorch_tanh)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    gpt2 = pytest.importorskip("transformers.models.gpt2.modeling_gpt2")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    config = transformers.GPT2Config(n_embd=256, n_head=4, n_layer=1, vocab_size=1000, resid_pdrop=0.0,
+                                     attn_pdrop=0.0, embd_pdrop=0.0, activation_function=activation)
+    config._attn_implementation = "sdpa"
+    block = gpt2.GPT2Block(config, layer_idx=0).train()
+    b, s, h = 2, 128, 256
+
+    def forward(a: Any) -> Any:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return block(a)
+
+    measured = _saved_bytes(forward, torch.randn(b, s, h, requires_grad=True), exclude=tuple(block.parameters()))
+    spec = spec_from_hf_config({**config.to_dict(), "model_type": "gpt2"}, "tiny-gpt2")
+    act = layer_activation(spec, b, s, 4.0, moe=False, flash=True, fused_glu=False, eager_norm=True,
+                           eager_gelu=True)
+    assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=2e-3)
 
 
 def test_korthikanti_gpt_keeps_its_masks_and_llama_none() -> None:
@@ -145,3 +174,18 @@ def test_a_model_yaml_dropout_out_of_range_is_one_line(value: float) -> None:
     base = {"num_layers": 2, "hidden_size": 64, "num_heads": 4, "ffn_hidden_size": 128, "vocab_size": 100}
     with pytest.raises(ConfigError, match=r"model\.hidden_dropout|model\(custom\)\.hidden_dropout"):
         TransformerSpec.from_dict({**base, "hidden_dropout": value})
+
+
+def test_gelu_new_is_priced_as_its_eager_chain() -> None:
+    """The time side of gelu_new (model/ops.py): eight eager ops, 18 e bytes per element where one GELU kernel
+    moves 2 e; inside a GLU (T5 v1.1) that chain replaces act(gate) of the GLU's 5 e."""
+    from greentrain.model.ops import mlp_ops
+
+    gpt2 = spec_from_hf_config({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 4, "vocab_size": 100},
+                               "g")
+    (act,) = [op for op in mlp_ops(gpt2, 10, 2.0, "mlp", moe=False) if op.name == "mlp.act"]
+    assert (act.eager_kind, act.eager_bytes, act.eager_kernels) == ("gelu", 10 * 256 * 18 * 2.0, (8.0, 16.0))
+    flan = spec_from_hf_config({"model_type": "t5", "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 1,
+                                "num_heads": 4, "vocab_size": 100, "feed_forward_proj": "gated-gelu"}, "t")
+    (act,) = [op for op in mlp_ops(flan, 10, 2.0, "mlp", moe=False) if op.name == "mlp.act"]
+    assert (act.eager_kind, act.eager_bytes, act.eager_kernels) == ("glu", 10 * 128 * 21 * 2.0, (9.0, 18.0))
