@@ -124,6 +124,17 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
 # element more than a fused kernel, which keeps its input (e) (torch saved_tensors_hooks on LlamaRMSNorm ->
 # Linear: 8.03 bytes per element in bf16 against 4, 12.03 against 8 in fp32; tests/unit/estimate).
 EAGER_RMSNORM_EXTRA_BYTES = 4.0
+# Gemma's RMSNorm (GemmaRMSNorm.forward: the whole norm and its (1 + weight) in fp32, then cast) keeps the fp32
+# normalised value instead of the 16-bit one: 8 - e bytes more per element than a fused norm (the same as Llama's in
+# fp32; a GemmaDecoderLayer in bf16 keeps 50.13 bytes per token and hidden element, 46.06 counted with Llama's 4)
+FP32_NORM_FAMILIES = ("gemma", "gemma2", "gemma3", "gemma3_text")
+
+
+def eager_norm_extra_bytes(spec: TransformerSpec, e: float) -> float:
+    """Bytes per element an eager RMSNorm keeps beyond a fused one's input (0 for LayerNorm, one torch kernel)."""
+    if spec.norm != "rmsnorm":
+        return 0.0
+    return 8.0 - e if spec.family in FP32_NORM_FAMILIES else EAGER_RMSNORM_EXTRA_BYTES
 
 
 def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
@@ -133,14 +144,14 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
     MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
     keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu).
-    ``eager_norm``: RMSNorms run as eager kernels keep EAGER_RMSNORM_EXTRA_BYTES more per element; ``eager_gelu``:
+    ``eager_norm``: RMSNorms run as eager kernels keep eager_norm_extra_bytes more per element; ``eager_gelu``:
     Hugging Face's gelu_new as eager ops keeps EAGER_GELU_EXTRA_TENSORS more of the MLP's width. A QK-norm keeps
     its input, the projection's output (q and k width), which nothing else keeps: the rotary output is what
     attention keeps (transformers' Qwen3DecoderLayer under saved-tensor hooks; tests/unit/estimate)."""
     h, t = spec.hidden_size, b * s
     mixer = kind.mixer if kind else "attention"
     mlp = kind.mlp if kind else ("moe" if moe else "dense")
-    norm_extra = EAGER_RMSNORM_EXTRA_BYTES * t * h if eager_norm and spec.norm == "rmsnorm" else 0.0
+    norm_extra = eager_norm_extra_bytes(spec, e) * t * h if eager_norm else 0.0
     norms = 2 if spec.post_norms else 1  # per block: its input norm (and Gemma's post-norm)
     repl = split = scores = 0.0
     if mixer in ("attention", "sliding"):
@@ -149,7 +160,7 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
             r, sp_, sc_ = _attention_saved(spec, b, s, s_kv, e, flash=flash, cross=cross, window=window)
             repl, split, scores = repl + r + norms * norm_extra, split + sp_, scores + sc_
         if spec.qk_norm != "none":  # Qwen3, Gemma 3, OLMo 2: the norms of q and k keep their inputs (+ eager's)
-            qk_extra = EAGER_RMSNORM_EXTRA_BYTES if eager_norm and spec.norm == "rmsnorm" else 0.0
+            qk_extra = eager_norm_extra_bytes(spec, e) if eager_norm else 0.0
             split += (e + qk_extra) * t * (spec.q_width + spec.kv_width)
     elif mixer in ("mamba", "mamba2"):
         repl += e * t * h + norm_extra  # the norm input
