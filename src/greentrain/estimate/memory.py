@@ -124,10 +124,11 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
 # element more than a fused kernel, which keeps its input (e) (torch saved_tensors_hooks on LlamaRMSNorm ->
 # Linear: 8.03 bytes per element in bf16 against 4, 12.03 against 8 in fp32; tests/unit/estimate).
 EAGER_RMSNORM_EXTRA_BYTES = 4.0
-# Gemma's RMSNorm (GemmaRMSNorm.forward: the whole norm and its (1 + weight) in fp32, then cast) keeps the fp32
-# normalised value instead of the 16-bit one: 8 - e bytes more per element than a fused norm (the same as Llama's in
-# fp32; a GemmaDecoderLayer in bf16 keeps 50.13 bytes per token and hidden element, 46.06 counted with Llama's 4)
-FP32_NORM_FAMILIES = ("gemma", "gemma2", "gemma3", "gemma3_text")
+# Gemma's RMSNorm (GemmaRMSNorm.forward: the whole norm and its (1 + weight) in fp32, then cast) and OLMo 2's
+# (Olmo2RMSNorm: weight * the fp32 value, then cast) keep the fp32 normalised value instead of a 16-bit one: 8 - e
+# bytes more per element than a fused norm (the same as Llama's in fp32). In bf16 a GemmaDecoderLayer keeps 50.13
+# bytes per token and hidden element (46.06 counted with Llama's 4), an Olmo2DecoderLayer 62.12 (55.06).
+FP32_NORM_FAMILIES = ("gemma", "gemma2", "gemma3", "gemma3_text", "olmo2")
 
 
 def eager_norm_extra_bytes(spec: TransformerSpec, e: float) -> float:

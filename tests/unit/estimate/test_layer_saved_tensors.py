@@ -51,7 +51,7 @@ def _hf_layer_bytes(family: str, dtype_name: str) -> tuple[float, TransformerSpe
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     module = pytest.importorskip(f"transformers.models.{family}.modeling_{family}")
-    prefix = {"llama": "Llama", "qwen3": "Qwen3", "gemma": "Gemma"}[family]
+    prefix = {"llama": "Llama", "qwen3": "Qwen3", "gemma": "Gemma", "olmo2": "Olmo2"}[family]
     config = getattr(transformers, f"{prefix}Config")(hidden_size=256, intermediate_size=768, num_attention_heads=4,
                                                       num_key_value_heads=2, head_dim=64, num_hidden_layers=1,
                                                       vocab_size=1000)
@@ -71,15 +71,16 @@ def _hf_layer_bytes(family: str, dtype_name: str) -> tuple[float, TransformerSpe
     return measured, spec_from_hf_config(config.to_dict(), f"tiny-{family}")
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma", "olmo2"])
 @pytest.mark.parametrize(("dtype", "e"), [("bfloat16", 2.0), ("float32", 4.0)])
 def test_a_decoder_layer_keeps_what_layer_activation_counts(family: str, dtype: str, e: float) -> None:
-    """transformers' LlamaDecoderLayer, Qwen3DecoderLayer (QK-norm) and GemmaDecoderLayer (RMSNorm in fp32
-    throughout, GELU-tanh GLU): their saved activations are
+    """transformers' LlamaDecoderLayer, Qwen3DecoderLayer (QK-norm), GemmaDecoderLayer (RMSNorm in fp32
+    throughout, GELU-tanh GLU) and Olmo2DecoderLayer (norms after the blocks, full-width QK-norm, fp32 norm
+    weights): their saved activations are
     layer_activation's with a flash kernel, an unfused GLU and eager norms, within the float32 rsqrt columns
     of their norms (0.3 %). Counted with dropout masks the Llama layer was 2 bytes per token and hidden element
     over (4 % in bf16); without its QK-norm's inputs the Qwen3 layer was 9 bytes under (17 %), and with Llama's
-    eager norm the Gemma layer 4 bytes under in bf16 (8 %)."""
+    eager norm the Gemma and OLMo 2 layers 4 and 7 bytes under in bf16 (8 and 11 %)."""
     measured, spec = _hf_layer_bytes(family, dtype)
     b, s, h = 2, 128, 256
     assert spec.hidden_dropout == 0 and spec.attention_dropout == 0
