@@ -10,9 +10,11 @@ rest (10*sbh) is replicated; sequence parallelism splits the rest too (34/t); se
 the 5as^2b/t scores terms; full recomputation keeps only the layer input 2*sbh (/t with SP).
 The formula here is the same accounting written per tensor, with the dropout masks of the model's own
 dropout (``hidden_dropout``, ``attention_dropout``; none at 0: s*b*h*(32 + 2*a*s/h) for that GPT), so it also
-covers GQA/MQA (K and V of width
-num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies of each token's MLP),
-flash attention (no scores; a float32 log-sum-exp per query and head instead) and any activation width.
+covers GQA/MQA (K and V of width num_kv_heads*head_dim), GLU (gate and up outputs both saved), MoE (top_k copies
+of each token's MLP), flash attention (no scores; a float32 log-sum-exp per query and head instead), QK-norms,
+and any activation width (ReLU keeping its output only). Checked against whole transformers and Megatron-Core
+layers under torch's saved-tensor hooks (tests/unit/estimate/test_layer_saved_tensors.py,
+benchmarks/check_megatron_activations.py).
 Pipeline: a stage holds the micro-batches its schedule keeps in flight (parallel/schedules.py, each schedule's
 ``held`` rule: 1F1B pp - rank, interleaving the (pp - rank - 1) * 2 + (vpp - 1) * pp + 1 model chunks of
 Megatron-LM's warm-up, GPipe all of them);
@@ -29,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from greentrain.model.ops import COMPOSITE_ACTIVATIONS
+from greentrain.model.primitives import COMPOSITE_ACTIVATIONS
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
