@@ -177,6 +177,8 @@ class Efficiency:
     moe_host_sync: bool = knob("framework", "bool", default=True, calibrated=False)
     moe_grouped_gemm: str = knob("framework", "choice", one_of(MOE_GROUPED_GEMMS), default="per_expert",
                                  calibrated=False)
+    # the routing weights multiply the experts' outputs, which the backward then keeps (estimate/memory.py)
+    moe_weights_outputs: bool = knob("framework", "bool", default=False, calibrated=False)
 
     def __post_init__(self) -> None:
         for name, k in _RULED:

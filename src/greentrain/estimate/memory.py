@@ -100,7 +100,8 @@ def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
     return e * (2 * t * inner + t * inner + t * (spec.ssm_dt_rank + 2 * n) + 2 * t * inner)
 
 
-def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool, eager_gelu: bool) -> float:
+def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool, eager_gelu: bool,
+               moe_outputs: bool) -> float:
     """Split bytes of the MLP: activation input(s) and second GEMM input per routed (and shared) expert; an
     unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order. ReLU's backward
     needs its output only (aten ``threshold_backward(grad, result)``), which is the second GEMM's input (plain
@@ -118,7 +119,9 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
         return per_width * t * spec.ffn_hidden_size
     shared_f = spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size
     routed = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * shared_f
-    return per_width * t * routed + spec.top_k * e * t * spec.hidden_size
+    # the dispatched tokens; each routed token's expert output too where the routing weights multiply it
+    outputs = (2 if moe_outputs else 1) * spec.top_k * e * t * spec.hidden_size
+    return per_width * t * routed + outputs
 
 
 # An RMSNorm run as eager kernels (Hugging Face's LlamaRMSNorm: x.to(fp32), pow, mean, * rsqrt, .to(e), * weight)
@@ -142,13 +145,15 @@ def eager_norm_extra_bytes(spec: TransformerSpec, e: float) -> float:
 
 def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bool, flash: bool,
                      cross_len: int = 0, fused_glu: bool = True, kind: LayerKind | None = None,
-                     eager_norm: bool = False, eager_gelu: bool = False) -> LayerActivation:
+                     eager_norm: bool = False, eager_gelu: bool = False, moe_outputs: bool = False) -> LayerActivation:
     """Per-tensor activation accounting of one layer (before any parallel split), by the layer's ``kind``
     (mixer: attention, sliding, mamba, mamba2 or none; MLP: dense, moe or none; None: attention + dense or
     MoE). A GLU written as ``act(gate) * up`` (``fused_glu`` False: nanotron, Hugging Face, torchtitan) also
     keeps act(gate) for the product's backward; a fused kernel recomputes it (Megatron-LM bias_swiglu).
     ``eager_norm``: RMSNorms run as eager kernels keep eager_norm_extra_bytes more per element; ``eager_gelu``:
-    Hugging Face's gelu_new as eager ops keeps EAGER_GELU_EXTRA_TENSORS more of the MLP's width. A QK-norm keeps
+    Hugging Face's gelu_new as eager ops keeps EAGER_GELU_EXTRA_TENSORS more of the MLP's width; ``moe_outputs``:
+    the routing weights multiply the experts' outputs (transformers' MoE blocks), which keeps them, where Megatron
+    Core applies them inside the expert (benchmarks/check_megatron_activations.py). A QK-norm keeps
     its input, the projection's output (q and k width), which nothing else keeps: the rotary output is what
     attention keeps (transformers' Qwen3DecoderLayer under saved-tensor hooks; tests/unit/estimate)."""
     h, t = spec.hidden_size, b * s
@@ -170,7 +175,8 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
         split += _ssm_saved(spec, b, s, e)
     if mlp != "none":
         repl += (2 * e + hidden_mask_bytes(spec)) * t * h + norms * norm_extra  # norm, GEMM inputs, dropout mask
-        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu, eager_gelu=eager_gelu)
+        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu, eager_gelu=eager_gelu,
+                            moe_outputs=moe_outputs)
     sac_repl, sac_split = _op_sac_saved(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
     if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps
         sac_repl, sac_split = repl, split + scores

@@ -223,7 +223,7 @@ def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, 
     cross_len = int(ops.seq_len / cp) if (model.arch == "encoder-decoder" and not encoder) else 0
     la = layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
                           cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind, eager_norm="norm" in eff.eager_ops,
-                          eager_gelu="gelu" in eff.eager_ops)
+                          eager_gelu="gelu" in eff.eager_ops, moe_outputs=eff.moe_weights_outputs)
     if model.arch == "decoder" and (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")) \
             and eff.fp8_saves_inputs and sc.workload.precision.lower() == "fp8":  # fp8 GEMM inputs in 1 byte
         repl, split = fp8.saved_input_savings(model, ops.micro_batch * seq_local, sc.workload.activation_bytes,

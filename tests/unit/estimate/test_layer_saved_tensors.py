@@ -145,6 +145,42 @@ def test_a_gpt2_block_keeps_what_layer_activation_counts(activation: str) -> Non
     assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=2e-3)
 
 
+def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs() -> None:
+    """transformers' Qwen3MoeDecoderLayer with its default grouped_mm experts (bf16, 4 experts, top 2): the routing
+    weights multiply the experts' outputs, which the backward keeps (moe_weights_outputs, the Hugging Face
+    frameworks' knob); without them greentrain's count is 5 % under."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    config = transformers.Qwen3MoeConfig(hidden_size=256, intermediate_size=768, moe_intermediate_size=768,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                         num_hidden_layers=1, vocab_size=1000, num_experts=4, num_experts_per_tok=2,
+                                         decoder_sparse_step=1, mlp_only_layers=[])
+    config._attn_implementation = "sdpa"
+    try:
+        model = transformers.Qwen3MoeForCausalLM._from_config(config, experts_implementation="grouped_mm",
+                                                               dtype=torch.bfloat16)
+    except (ValueError, ImportError, TypeError) as exc:  # a transformers without its grouped_mm experts
+        pytest.skip(f"no grouped_mm experts here: {exc}")
+    layer = model.model.layers[0]
+    b, s, h = 2, 128, 256
+    x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
+    positions = torch.arange(s)[None].expand(b, s)
+    cos, sin = model.model.rotary_emb(x, positions)
+
+    def forward(a: Any) -> Any:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return layer(a, attention_mask=None, position_ids=positions, position_embeddings=(cos, sin))
+
+    measured = _saved_bytes(forward, x, exclude=(*layer.parameters(), cos, sin))
+    spec = spec_from_hf_config(config.to_dict(), "tiny-qwen3-moe")
+    act = layer_activation(spec, b, s, 2.0, moe=True, flash=True, fused_glu=False, eager_norm=True,
+                           moe_outputs=True, kind=spec.layer_kind(0))
+    # the rest (0.5 %): the router's fp32 scores, the top-k indices and weights, the grouped GEMM's offsets
+    assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=1e-2)
+
+
 def test_korthikanti_gpt_keeps_its_masks_and_llama_none() -> None:
     """Korthikanti et al. 2022 §4.1 (Megatron's GPT, dropout 0.1): 34 sbh + 5 a s^2 b per layer without flash;
     the same layer without dropout keeps 32 sbh + 2 a s^2 b (the softmax output only)."""
