@@ -1,8 +1,9 @@
 """Activations as real layers keep them: dropout masks only where the model has dropout, a QK-norm's inputs where it
-has one, ReLU's output alone, Hugging Face's gelu_new chain. Whole Hugging Face Llama and Qwen3 decoder layers (no
-dropout), T5 blocks (with and without dropout) and GPT-2 blocks keep what ``layer_activation`` counts,
-measured with torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing; the dropout fields are read
-from config.json and refused out of range."""
+has one, ReLU's output alone, Hugging Face's gelu_new chain, Gemma's and OLMo 2's fp32 norms, the routed expert
+outputs of transformers' MoE blocks. Whole transformers layers (Llama, Qwen3, Gemma, OLMo 2 and Qwen3-MoE decoder
+layers, T5 blocks with and without dropout, GPT-2 blocks) keep what ``layer_activation`` counts, measured with
+torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing; the dropout fields are read from config.json
+and refused out of range. (Megatron-Core's layer: benchmarks/check_megatron_activations.py, by hand.)"""
 
 from __future__ import annotations
 
@@ -76,9 +77,8 @@ def _hf_layer_bytes(family: str, dtype_name: str) -> tuple[float, TransformerSpe
 def test_a_decoder_layer_keeps_what_layer_activation_counts(family: str, dtype: str, e: float) -> None:
     """transformers' LlamaDecoderLayer, Qwen3DecoderLayer (QK-norm), GemmaDecoderLayer (RMSNorm in fp32
     throughout, GELU-tanh GLU) and Olmo2DecoderLayer (norms after the blocks, full-width QK-norm, fp32 norm
-    weights): their saved activations are
-    layer_activation's with a flash kernel, an unfused GLU and eager norms, within the float32 rsqrt columns
-    of their norms (0.3 %). Counted with dropout masks the Llama layer was 2 bytes per token and hidden element
+    weights) keep layer_activation's count with a flash kernel, an unfused GLU and eager norms, within the
+    float32 rsqrt columns of their norms (0.3 %). Counted with dropout masks the Llama layer was 2 bytes per token and hidden element
     over (4 % in bf16); without its QK-norm's inputs the Qwen3 layer was 9 bytes under (17 %), and with Llama's
     eager norm the Gemma and OLMo 2 layers 4 and 7 bytes under in bf16 (8 and 11 %)."""
     measured, spec = _hf_layer_bytes(family, dtype)
