@@ -78,9 +78,9 @@ def test_a_decoder_layer_keeps_what_layer_activation_counts(family: str, dtype: 
     """transformers' LlamaDecoderLayer, Qwen3DecoderLayer (QK-norm), GemmaDecoderLayer (RMSNorm in fp32
     throughout, GELU-tanh GLU) and Olmo2DecoderLayer (norms after the blocks, full-width QK-norm, fp32 norm
     weights) keep layer_activation's count with a flash kernel, an unfused GLU and eager norms, within the
-    float32 rsqrt columns of their norms (0.3 %). Counted with dropout masks the Llama layer was 2 bytes per token and hidden element
-    over (4 % in bf16); without its QK-norm's inputs the Qwen3 layer was 9 bytes under (17 %), and with Llama's
-    eager norm the Gemma and OLMo 2 layers 4 and 7 bytes under in bf16 (8 and 11 %)."""
+    float32 rsqrt columns of their norms (0.3 %). Counted with dropout masks the Llama layer was 2 bytes per
+    token and hidden element over (4 % in bf16); without its QK-norm's inputs the Qwen3 layer was 9 bytes under
+    (17 %), and with Llama's eager norm the Gemma and OLMo 2 layers 4 and 7 bytes under in bf16 (8 and 11 %)."""
     measured, spec = _hf_layer_bytes(family, dtype)
     b, s, h = 2, 128, 256
     assert spec.hidden_dropout == 0 and spec.attention_dropout == 0
