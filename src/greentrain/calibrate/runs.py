@@ -177,7 +177,8 @@ def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:
                         sp=r.boolean("sp", False), zero=r.integer("zero", 0, minimum=0),
                         recompute=recompute,
                         micro_batch_size=r.integer("micro_batch", 1),
-                        flash_attention=r.boolean("flash_attention", True))
+                        flash_attention=r.boolean("flash_attention", True),
+                        offload_activations=r.integer("offload_activations", 0, minimum=0))
     except ConfigError as e:
         raise r._fail(e.field.removeprefix("strategy."), e.value, e.rule) from None
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.cli.argtypes import bounded, finite_float, name_text, path_text, positive_float
 from greentrain.cli.argtypes import positive_int as _positive
+from greentrain.cli.argtypes import whole as _whole
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
 from greentrain.model.finetune import FINETUNE_MODES
@@ -80,22 +81,26 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--electricity-usd-per-kwh", type=bounded("electricity_usd_per_kwh"))
     add_profile_arguments(p.add_argument_group("prediction"))
     if strategy:
-        g = p.add_argument_group("strategy (omit all to let greentrain choose)")
-        for axis in (a.field for a in MeshAxis if a.field.flag):  # parallel/fields.py: one help per field
-            g.add_argument(f"--{axis.flag}", type=_positive, help=axis.help)
-        on_off: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": None}
-        g.add_argument("--sp", **on_off, help=flag_help("sp"))
-        g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help=flag_help("zero"))
-        g.add_argument("--recompute", choices=RECOMPUTE, help=flag_help("recompute"))
-        g.add_argument("--micro-batch", type=_positive, help=flag_help("micro_batch"))
-        g.add_argument("--offload-optimizer", **on_off, help=flag_help("offload_optimizer"))
-        g.add_argument("--schedule", choices=SCHEDULES, help=flag_help("schedule"))
-        g.add_argument("--flash-attention", **on_off, help=flag_help("flash_attention"))
-        g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...", help=flag_help("stage_layers"))
-        g.add_argument("--memory-headroom", type=finite_float, default=None, metavar="F",
-                       help="when greentrain chooses: fraction of device memory to leave free, in [0, 1) "
-                            "(default 0.05; search/engine.py DEFAULT_MEMORY_HEADROOM)")
+        _add_strategy_arguments(p)
 
+
+def _add_strategy_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("strategy (omit all to let greentrain choose)")
+    for axis in (a.field for a in MeshAxis if a.field.flag):  # parallel/fields.py: one help per field
+        g.add_argument(f"--{axis.flag}", type=_positive, help=axis.help)
+    on_off: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": None}
+    g.add_argument("--sp", **on_off, help=flag_help("sp"))
+    g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help=flag_help("zero"))
+    g.add_argument("--recompute", choices=RECOMPUTE, help=flag_help("recompute"))
+    g.add_argument("--micro-batch", type=_positive, help=flag_help("micro_batch"))
+    g.add_argument("--offload-optimizer", **on_off, help=flag_help("offload_optimizer"))
+    g.add_argument("--offload-activations", type=_whole, metavar="N", help=flag_help("offload_activations"))
+    g.add_argument("--schedule", choices=SCHEDULES, help=flag_help("schedule"))
+    g.add_argument("--flash-attention", **on_off, help=flag_help("flash_attention"))
+    g.add_argument("--stage-layers", type=_layer_list, metavar="N,N,...", help=flag_help("stage_layers"))
+    g.add_argument("--memory-headroom", type=finite_float, default=None, metavar="F",
+                   help="when greentrain chooses: fraction of device memory to leave free, in [0, 1) "
+                        "(default 0.05; search/engine.py DEFAULT_MEMORY_HEADROOM)")
 
 
 def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, *, for_runs: bool = False) -> None:

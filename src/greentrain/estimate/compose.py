@@ -17,7 +17,7 @@ Memory: the first, a middle and the last pipeline stage (estimate/memory.py), th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from greentrain.estimate.comm import Collective, collective_s
@@ -306,6 +306,7 @@ class StageTransients:
     expert_params: Num = 0.0  # the routed experts' share of params (and of trainable)
     expert_trainable: Num = 0.0
     gathered_bytes: Num = 0.0  # memory.fsdp_gathered_bytes: unsharded weights beside the sharded ones
+    host_activation_bytes: Num = 0.0  # activations offloaded to host memory (estimate/act_offload.py)
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
@@ -326,15 +327,19 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
     return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
                            activations_bytes=acts, temporary_bytes=temp,
                            expert_params=st.stage_expert_params[stage],
-                           expert_trainable=st.stage_expert_trainable[stage], gathered_bytes=gathered)
+                           expert_trainable=st.stage_expert_trainable[stage], gathered_bytes=gathered,
+                           host_activation_bytes=st.host_activation_bytes)
 
 
 def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
                  expert_state: StateBytes | None = None) -> MemoryBreakdown:
     """memory.device_memory of one stage: its transients and its parameters' state (the routed experts' at
     ``expert_state``: state_bytes with experts)."""
-    return device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
-                         temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
-                         fragmentation=eff.fragmentation, expert_params=t.expert_params,
-                         expert_trainable=t.expert_trainable, expert_state=expert_state,
-                         gathered_bytes=t.gathered_bytes)
+    mem = device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
+                        temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
+                        fragmentation=eff.fragmentation, expert_params=t.expert_params,
+                        expert_trainable=t.expert_trainable, expert_state=expert_state,
+                        gathered_bytes=t.gathered_bytes)
+    if isinstance(t.host_activation_bytes, float) and t.host_activation_bytes > 0:  # one strategy offloads
+        return replace(mem, host_bytes=mem.host_bytes + t.host_activation_bytes)
+    return mem

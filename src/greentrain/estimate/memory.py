@@ -236,7 +236,7 @@ class MemoryBreakdown:
     optimizer_bytes: float
     activations_bytes: float
     reserved_bytes: float
-    host_bytes: float = 0.0  # optimizer states offloaded to host memory (per device)
+    host_bytes: float = 0.0  # optimizer states and activations offloaded to host memory (per device)
     temporary_bytes: float = 0.0  # buffers alive at the peak only: logits and loss in fp32
 
     @property

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from greentrain.estimate import fp8, moe
+from greentrain.estimate.act_offload import exposed_offload_s
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
@@ -81,9 +82,25 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
     lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, flash), recompute=s.recompute,
                           flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute)
     emb, head_1, head_n = end_parts(sc, sh, ops, eff)
-    return split_stages(lt, emb, pipeline_head(s.pp, head_1, head_n), layers=sc.model.total_layers, pp=s.pp,
-                        vpp=s.vpp, balance=eff.pipeline_balance, stage_layers=s.stage_layers,
-                        balance_units=balance_units(sc))
+    st = split_stages(lt, emb, pipeline_head(s.pp, head_1, head_n), layers=sc.model.total_layers, pp=s.pp,
+                      vpp=s.vpp, balance=eff.pipeline_balance, stage_layers=s.stage_layers,
+                      balance_units=balance_units(sc))
+    return _offload_activations(st, lt, s.offload_activations, sc) if s.offload_activations else st
+
+
+def _offload_activations(st: StageSplit, lt: LayerTotals, offloaded: int, sc: Scenario) -> StageSplit:
+    """``st`` (one stage: pp = 1) with the saved activations of ``offloaded`` of the model's layers in host memory
+    (estimate/act_offload.py): the device keeps the other layers' (the mean layer's each), and the micro-batch
+    waits for the copies its computation does not hide."""
+    layers = sc.model.total_layers
+    layer_bytes = float(lt.activation_bytes) / layers
+    fwd, bwd = exposed_offload_s(offloaded=offloaded, layers=layers, layer_bytes=layer_bytes,
+                                 layer_fwd_s=float(lt.fwd_s) / layers,
+                                 layer_bwd_s=float(lt.bwd_s + lt.recompute_s) / layers, cl=sc.cluster)
+    host = offloaded * layer_bytes
+    first, middle, last = (b - host for b in st.stage_activation_bytes)
+    return replace(st, fwd_s=st.fwd_s + fwd, bwd_s=st.bwd_s + bwd, activation_bytes=st.activation_bytes - host,
+                   stage_activation_bytes=(first, middle, last), host_activation_bytes=host)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +121,7 @@ class StageSplit(MicroBatchTimes):
     block_params: Num = 0.0  # one transformer layer's parameters on one device (the mean layer)
     remat_bytes: Num = 0.0  # LayerTotals.remat_bytes
     stage_end_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # the embedding / LM head share of stage_params
+    host_activation_bytes: Num = 0.0  # one micro-batch's activations offloaded to host memory (act_offload.py)
 
 
 def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
@@ -152,7 +170,8 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
                       stage_activation_bytes=(la * pl.first, la * pl.middle, la * pl.last),
                       trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t,
                       stage_expert_params=stage_ep, stage_expert_trainable=stage_et,
-                      block_params=lt.params / layers, stage_end_params=stage_ends, remat_bytes=lt.remat_bytes)
+                      block_params=lt.params / layers, stage_end_params=stage_ends, remat_bytes=lt.remat_bytes,
+                      host_activation_bytes=0.0 * lt.activation_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

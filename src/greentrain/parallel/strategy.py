@@ -47,6 +47,8 @@ class Strategy:
     recompute: str = "none"
     micro_batch_size: int = 1
     offload_optimizer: bool = False  # optimizer states (and master weights) in host memory (ZeRO-Offload)
+    # layers whose saved activations wait in host memory (estimate/act_offload.py): the first N of the model
+    offload_activations: int = 0
     # parallel/schedules.py's name; "": by vpp (interleaved when vpp > 1, else 1f1b); an explicit one must agree
     schedule: str = ""
     flash_attention: bool = True  # fused attention (FlashAttention/SDPA); False: Megatron-2022 naive attention
@@ -76,6 +78,11 @@ class Strategy:
                     "strategy.stage_layers", list(self.stage_layers),
                     f"every stage needs a layer in each of its vpp = {self.vpp} model chunks (the embedding and "
                     "the loss count as one on the first and last stage)")
+        require(isinstance(self.offload_activations, int) and self.offload_activations >= 0,
+                "strategy.offload_activations", self.offload_activations, "must be a whole number >= 0")
+        if self.offload_activations:  # Megatron Core: "no support for Pipeline parallelism with CPU offloading"
+            require(self.pp == 1, "strategy.offload_activations", self.offload_activations,
+                    "needs pp = 1 (activation offloading runs without pipeline parallelism)")
         require(self.etp >= 0, "strategy.etp", self.etp, "must be >= 0 (0: as tp)")
         ranks = self.stage_ranks
         if ranks % (self.ep * self.expert_tp):
@@ -113,6 +120,8 @@ class Strategy:
         parts += [f"zero={self.zero}", f"recompute={self.recompute}", f"mb={self.micro_batch_size}"]
         if self.offload_optimizer:
             parts.append("offload")
+        if self.offload_activations:
+            parts.append(f"offload_act={self.offload_activations}")
         if self.stage_layers:
             parts.append("layers=" + "/".join(map(str, self.stage_layers)))
         return " ".join(parts)
@@ -160,6 +169,9 @@ def check_divisibility(strategy: Strategy, model: TransformerSpec, *, num_chips:
         _fail(s, f"layers ({layers}) < pp ({pp})" if layers < pp else
               f"layers + 2 ({layers + 2}) < pp*vpp ({pp * vpp}): every model chunk needs a layer (the "
               "embedding and the loss count as one each)")
+    if s.offload_activations >= layers:  # Transformer Engine asserts num_layers <= model_layers - 1
+        raise InfeasibleError(f"strategy {s.describe()}: offload_activations ({s.offload_activations}) must be "
+                              f"below the model's {layers} layers (one layer's activations stay on the device)")
     if s.stage_layers and sum(s.stage_layers) != layers:
         _fail(s, f"stage_layers sum to {sum(s.stage_layers)}, the model has {layers} layers")
     if m.num_heads % tp:

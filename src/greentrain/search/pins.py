@@ -60,6 +60,10 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
     if pins.get("stage_layers"):
         raise ConfigError(f"{where}.stage_layers", list(pins["stage_layers"]), "cannot be searched (the "
                           "search places layers evenly): plan this strategy with `greentrain plan`, or remove it")
+    if pins.get("offload_activations"):
+        raise ConfigError(f"{where}.offload_activations", pins["offload_activations"], "cannot be searched (the "
+                          "search keeps activations on the device): plan this strategy with `greentrain plan` "
+                          "and the whole strategy (tp, pp, zero, recompute, micro-batch), or remove it")
     schedule = get_schedule(str(pins["schedule"]), f"{where}.schedule") if "schedule" in pins else None
     if schedule is not None and not schedule.searched:
         searched = " and ".join(r.name for r in PIPELINE_SCHEDULES.values() if r.searched)

@@ -21,7 +21,7 @@ def test_one_record_per_strategy_field() -> None:
 
 def test_the_lists_are_derived_from_the_records() -> None:
     assert set(STRATEGY) == {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "sp", "recompute",
-                             "flash_attention"}
+                             "flash_attention", "offload_activations"}
     assert set(INT_FIELDS) | set(BOOL_FIELDS) == {f.name for f in dataclasses.fields(StrategyTable)} - {
         "flash_attention"}
     assert "micro_batch" in STRATEGY_FLAGS and "etp" not in STRATEGY_FLAGS
