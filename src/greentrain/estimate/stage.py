@@ -100,7 +100,7 @@ def _offload_activations(st: StageSplit, lt: LayerTotals, offloaded: int, sc: Sc
     host = offloaded * layer_bytes
     first, middle, last = (b - host for b in st.stage_activation_bytes)
     return replace(st, fwd_s=st.fwd_s + fwd, bwd_s=st.bwd_s + bwd, activation_bytes=st.activation_bytes - host,
-                   stage_activation_bytes=(first, middle, last), host_activation_bytes=host)
+                   stage_activation_bytes=(first, middle, last), host_activation_bytes=host, offload_wait_s=fwd + bwd)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +122,7 @@ class StageSplit(MicroBatchTimes):
     remat_bytes: Num = 0.0  # LayerTotals.remat_bytes
     stage_end_params: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)  # the embedding / LM head share of stage_params
     host_activation_bytes: Num = 0.0  # one micro-batch's activations offloaded to host memory (act_offload.py)
+    offload_wait_s: Num = 0.0  # the part of fwd_s + bwd_s spent waiting for those copies (act_offload.py)
 
 
 def pipeline_head(pp: Num, head_1: EndCosts, head_n: EndCosts) -> EndCosts:
@@ -171,7 +172,7 @@ def split_stages(lt: LayerTotals, emb: EndCosts, head: EndCosts, *, layers: Any,
                       trainable=maximum(maximum(stage_t[0], stage_t[1]), stage_t[2]), stage_trainable=stage_t,
                       stage_expert_params=stage_ep, stage_expert_trainable=stage_et,
                       block_params=lt.params / layers, stage_end_params=stage_ends, remat_bytes=lt.remat_bytes,
-                      host_activation_bytes=0.0 * lt.activation_bytes)
+                      host_activation_bytes=0.0 * lt.activation_bytes, offload_wait_s=0.0 * lt.fwd_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

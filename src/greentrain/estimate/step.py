@@ -51,6 +51,7 @@ class StepEstimate:
     num_micro_batches: int
     grad_accum_time_s: float = 0.0  # accumulating gradients outside the GEMMs, all micro-batches
     host_wait_time_s: float = 0.0  # the device waiting for the host to issue kernels (host-bound micro-batches)
+    offload_wait_time_s: float = 0.0  # waiting for offloaded activations' copies (part of compute_time_s)
     micro_batch_forward_s: float  # one micro-batch on the slowest stage, compute only
     micro_batch_backward_s: float  # backward + recomputation
     micro_batch_comm_s: float  # exposed TP/CP/EP/PP communication of one micro-batch (both passes)
@@ -186,6 +187,7 @@ def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageSplit, t: StepT
         step_time_s=step, compute_time_s=num_micro * (st.fwd_s + st.bwd_s + st.recompute_s),
         grad_accum_time_s=num_micro * t.grad_accum_s,
         host_wait_time_s=num_micro * max(0.0, t.micro_batch_s - t.device_s),
+        offload_wait_time_s=num_micro * float(st.offload_wait_s),
         recompute_time_s=num_micro * st.recompute_s, tp_comm_time_s=num_micro * st.tp_s,
         cp_comm_time_s=num_micro * st.cp_s, ep_comm_time_s=num_micro * st.ep_s,
         pp_comm_time_s=num_micro * t.pp_send_s, dp_comm_time_s=t.dp_s, bubble_time_s=t.bubble_s,

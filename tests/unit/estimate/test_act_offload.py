@@ -48,7 +48,7 @@ def test_offloaded_layers_leave_the_device_for_the_host() -> None:
     assert kept.memory.activations_bytes - off.memory.activations_bytes == pytest.approx(20 * layer_bytes * k)
     assert off.memory.host_bytes == pytest.approx(20 * kept.memory.activations_bytes / k / 80, rel=0.02)
     # NVLink-C2C (225 GB/s each way) hides 20 layers' copies behind 80 layers' compute: no time is added
-    assert off.step_time_s == pytest.approx(kept.step_time_s)
+    assert off.step_time_s == pytest.approx(kept.step_time_s) and off.offload_wait_time_s == 0.0
     tokens_per_s = sc.workload.global_batch_size * sc.workload.seq_len / off.step_time_s / 64
     assert tokens_per_s / 5248 - 1 == pytest.approx(0.0, abs=0.10)
 
@@ -63,6 +63,8 @@ def test_a_slow_host_link_exposes_the_copies() -> None:
     times = [r.step_time_s for r in runs]
     assert mems == sorted(mems, reverse=True) and times == sorted(times) and times[-1] > times[0] * 1.05
     assert runs[0].memory.host_bytes == 0.0 < runs[1].memory.host_bytes
+    # the wait is its own term of the breakdown, and all of the step's growth
+    assert runs[-1].offload_wait_time_s == pytest.approx(times[-1] - times[0], rel=1e-9)
 
 
 def test_exposed_copies_by_hand() -> None:
