@@ -22,17 +22,16 @@ take from the kernels beside them is not counted (compute-bound GEMMs barely not
 from __future__ import annotations
 
 from greentrain.hardware.cluster import Cluster
-from greentrain.num import maximum
+from greentrain.num import Num, maximum, where
 
 
-def exposed_offload_s(*, offloaded: int, layers: int, layer_bytes: float, layer_fwd_s: float,
-                      layer_bwd_s: float, cl: Cluster) -> tuple[float, float]:
+def exposed_offload_s(*, offloaded: Num, layers: int, layer_bytes: Num, layer_fwd_s: Num, layer_bwd_s: Num,
+                      cl: Cluster) -> tuple[Num, Num]:
     """(forward, backward) time one micro-batch waits for the copies of ``offloaded`` of ``layers`` layers, each
-    saving ``layer_bytes``, over the host link (the intra-node link where the catalog names none)."""
-    if offloaded <= 0:
-        return 0.0, 0.0
+    saving ``layer_bytes``, over the host link (the intra-node link where the catalog names none); floats or
+    columns (the search: one per strategy), 0 where nothing is offloaded."""
     host = cl.host_link or cl.intra_node
     copy_s = host.latency_s + layer_bytes / host.bytes_per_s
     fwd = maximum(0.0, offloaded * copy_s - layers * layer_fwd_s)
     bwd = maximum(0.0, offloaded * copy_s - (layers - 1) * layer_bwd_s)
-    return float(fwd), float(bwd)
+    return where(offloaded > 0, fwd, 0.0), where(offloaded > 0, bwd, 0.0)

@@ -340,6 +340,4 @@ def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
                         fragmentation=eff.fragmentation, expert_params=t.expert_params,
                         expert_trainable=t.expert_trainable, expert_state=expert_state,
                         gathered_bytes=t.gathered_bytes)
-    if isinstance(t.host_activation_bytes, float) and t.host_activation_bytes > 0:  # one strategy offloads
-        return replace(mem, host_bytes=mem.host_bytes + t.host_activation_bytes)
-    return mem
+    return replace(mem, host_bytes=mem.host_bytes + t.host_activation_bytes)  # activations offloaded

@@ -123,6 +123,10 @@ class Efficiency:
     # it can keep the optimizer states in host memory and step them there (ZeRO-Offload, FSDP's CPUOffload,
     # Megatron Core's optimizer_cpu_offload); False: a strategy that offloads is refused, search never picks one
     optimizer_offload: bool = knob("framework", "bool", default=True, calibrated=False)
+    # it can keep the first layers' saved activations in host memory (Transformer Engine's CPU offload: Megatron
+    # Core cpu_offloading, NeMo; torchtune's enable_activation_offloading); False: a strategy that offloads
+    # activations is refused, search never picks one (estimate/act_offload.py)
+    activation_offload: bool = knob("framework", "bool", default=False, calibrated=False)
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
     # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)

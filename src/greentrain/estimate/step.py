@@ -105,6 +105,9 @@ def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Eff
     if s.offload_optimizer and not eff.optimizer_offload:
         raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework keeps the optimizer states "
                               "on the device (no optimizer offload)")
+    if s.offload_activations and not eff.activation_offload:
+        raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework keeps activations on the "
+                              "device (no activation offload)")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
                     s.flash_attention and eff.attention_fused, w.finetune)
     st = stage_costs(sc, s, ops, eff)

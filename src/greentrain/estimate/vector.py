@@ -45,6 +45,7 @@ from greentrain.estimate.stage import (
     balance_units,
     end_parts,
     layer_group_costs,
+    offload_activations,
     pipeline_head,
     split_stages,
     sum_layer_totals,
@@ -263,8 +264,8 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
 
 
 def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Splits:
-    """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp)."""
-    first, inverse = _groups([k.code, t.pp, t.vpp])
+    """stage.split_stages over columns, once per distinct (key, recompute, pp, vpp, activation offload)."""
+    first, inverse = _groups([k.code, t.pp, t.vpp, t.offload_activations])
     c, pp = k.at(first), t.pp[first].astype(np.float64)
     lt = LayerTotals(fwd_s=c["fwd"], bwd_s=c["bwd"], recompute_s=c["rec"], tp_s=c["tp"], cp_s=c["cp"],
                      ep_s=c["ep"], params=c["params"], activation_bytes=c["act"], trainable=c["trainable"],
@@ -277,6 +278,9 @@ def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Spli
     one = split_stages(lt, emb, pipeline_head(pp, head_1, head_n), layers=float(sc.model.total_layers), pp=pp,
                        vpp=t.vpp[first].astype(np.float64), balance=eff.pipeline_balance,
                        balance_units=balance_units(sc))
+    offloaded = t.offload_activations[first]
+    if offloaded.any():  # single-stage rows only (search/space.py)
+        one = offload_activations(one, lt, offloaded.astype(np.float64), sc)
     return Splits(one=one, row=inverse)
 
 

@@ -48,7 +48,7 @@ FIELDS: dict[str, StrategyField] = {f.name: f for f in (
     StrategyField("offload_activations", "layers whose saved activations wait in host memory between their "
                   "forward and backward, the first N of the model (Megatron Core cpu_offloading_num_layers, "
                   "Transformer Engine's CPU offload); 0: none; pp 1 only, below the model's layer count",
-                  "int", flag="offload_activations", table=False),
+                  "int", flag="offload_activations"),
     StrategyField("stage_layers", "layers of each pipeline stage, first to last (default: the framework "
                   "places them)", "layers", flag="stage_layers", csv=False, table=False),
 )}

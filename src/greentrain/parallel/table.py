@@ -39,6 +39,7 @@ class StrategyTable:
     recompute: IntArray  # index into parallel.strategy.RECOMPUTE (none, selective, full)
     micro_batch_size: IntArray
     offload_optimizer: BoolArray
+    offload_activations: IntArray  # layers whose saved activations wait in host memory (0: none)
     flash_attention: bool = True
 
     def __post_init__(self) -> None:
@@ -75,7 +76,8 @@ class StrategyTable:
                         zero=int(self.zero[i]),
                         recompute=RECOMPUTE[int(self.recompute[i])],
                         micro_batch_size=int(self.micro_batch_size[i]),
-                        offload_optimizer=bool(self.offload_optimizer[i]), flash_attention=self.flash_attention)
+                        offload_optimizer=bool(self.offload_optimizer[i]),
+                        offload_activations=int(self.offload_activations[i]), flash_attention=self.flash_attention)
 
     @classmethod
     def from_strategies(cls, strategies: Sequence[Strategy]) -> StrategyTable:

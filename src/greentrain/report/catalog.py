@@ -102,7 +102,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
     from greentrain.estimate.efficiency import efficiency_for, framework_names, offload_block, offload_framework_names
 
     table = _table("Frameworks (estimate/efficiency.yaml; kernel efficiency: fitted where the source says so; "
-                   "offload: its executor's knobs for `greentrain offload`)",
+                   "offload: activations to host memory, and its executor's knobs for `greentrain offload`)",
                    ("name", "attention", "loss", "selective saves", "ZeRO", "beside dp", "overlap", "kernel eff.",
                     "precision", "offload", "source"),
                    left=("name", "attention", "loss", "selective saves", "ZeRO", "beside dp", "overlap", "precision",
@@ -115,7 +115,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
         records.append({"name": name, "attention_kernel": e.attention_kernel, "loss_kernel": e.loss_kernel,
                         "selective_recompute": e.selective_recompute, "default_recompute": e.default_recompute,
                         "zero_stages": list(e.zero_stages), "parallelisms": list(e.parallelisms),
-                        "optimizer_offload": e.optimizer_offload,
+                        "optimizer_offload": e.optimizer_offload, "activation_offload": e.activation_offload,
                         "dp_overlap": e.dp_overlap,
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
@@ -128,7 +128,9 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                       ",".join(map(str, e.zero_stages)), ",".join(e.parallelisms) or "-",
                       "yes" if e.dp_overlap else "no",
                       f"{e.kernel_efficiency:.2f}", f"{e.precision_recipe}; fp8 {fp8.framework_recipe(name)}",
-                      f"yes (optimizer: {block['optimizer_on']})" if block else "", e.framework_source)
+                      "; ".join(x for x in ("activations" if e.activation_offload else "",
+                                            f"executor (optimizer: {block['optimizer_on']})" if block else "") if x),
+                      e.framework_source)
     return records, table
 
 

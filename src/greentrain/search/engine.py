@@ -133,6 +133,9 @@ def check_framework_space(space: SearchSpace, profile: Profile, sc: Scenario) ->
     if False not in space.offload and not eff.optimizer_offload:
         raise ConfigError("strategy.offload_optimizer", True, f"the {profile.framework} framework keeps the "
                           "optimizer states on the device (no optimizer offload)")
+    if space.offload_activations and 0 not in space.offload_activations and not eff.activation_offload:
+        raise ConfigError("strategy.offload_activations", space.offload_activations[0], f"the {profile.framework} "
+                          "framework keeps activations on the device (no activation offload)")
 
 
 def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Constraints,
@@ -152,7 +155,8 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
                               chip=sc.cluster.chip, price_usd_per_device_s=quote.usd_per_device_s if quote else None)
         values = {"run_time_s": run_s, "cost_usd": fp.cost_usd, "emissions_kg_co2e": fp.emissions_kg_co2e,
                   "energy_j": fp.energy_j, "step_time_s": st.step_time_s, "memory_bytes": st.memory_bytes,
-                  "mfu": st.mfu, "offload": t.offload_optimizer[st.index].astype(np.float64)}
+                  "mfu": st.mfu, "offload": (t.offload_optimizer[st.index]
+                                             | (t.offload_activations[st.index] > 0)).astype(np.float64)}
         keep = np.ones(len(run_s), dtype=bool)
         if cons.budget_usd:
             keep &= fp.cost_usd <= cons.budget_usd
@@ -304,10 +308,10 @@ def answer(scenarios: Sequence[Scenario], units_: Sequence[Scenario], blocks: Se
 def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.float64],
               candidates: npt.NDArray[np.int64], tolerance: float) -> tuple[npt.NDArray[np.float64], ...]:
     """Sort keys (np.lexsort order, primary last): the candidates within ``tolerance`` of the best objective
-    come first, those that keep the optimizer on the device first (offloading trades host-link time for
-    memory: not the robust pick), then the least memory per device, then the least CO2e (the same strategy in
-    a cleaner region, at a cost or time the model cannot tell apart), then the faster; the others by the
-    objective, then run time, then memory."""
+    come first, those that keep the optimizer and the activations on the device first (offloading trades
+    host-link time for memory: not the robust pick), then the least memory per device, then the least CO2e
+    (the same strategy in a cleaner region, at a cost or time the model cannot tell apart), then the faster;
+    the others by the objective, then run time, then memory."""
     if not len(candidates) or tolerance <= 0:
         return cols["memory_bytes"], cols["run_time_s"], value
     tied = value <= float(np.min(value[candidates])) * (1.0 + tolerance)

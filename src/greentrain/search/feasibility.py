@@ -30,15 +30,17 @@ def _round_up(n: int, per_node: int) -> int:
 
 
 def framework_space(space: SearchSpace, eff: Efficiency) -> SearchSpace | None:
-    """``space`` within what the framework runs: its ZeRO stages, optimizer offload only where it has it, and degree
+    """``space`` within what the framework runs: its ZeRO stages, optimizer and activation offload only where it
+    has them, and degree
     1 on every axis it has no parallelism for (None: none of the ZeRO stages asked for, or a pin it cannot run)."""
     zero = tuple(z for z in space.zero if z in eff.zero_stages)
     offload = tuple(o for o in space.offload if eff.optimizer_offload or not o)
     if not zero or not offload or eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
         return None
     one = {axis: 1 if axis not in eff.parallelisms else getattr(space, axis) for axis in PARALLEL_AXES}
-    return dataclasses.replace(space, zero=zero, offload=offload, tp=one["tp"], pp=one["pp"], cp=one["cp"],
-                               ep=one["ep"])
+    acts = space.offload_activations if eff.activation_offload else (0,)  # () on: activation_offloads' default
+    return dataclasses.replace(space, zero=zero, offload=offload, offload_activations=acts, tp=one["tp"],
+                               pp=one["pp"], cp=one["cp"], ep=one["ep"])
 
 
 def lightest(eff: Efficiency | None) -> SearchSpace:

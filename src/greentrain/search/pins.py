@@ -60,10 +60,6 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
     if pins.get("stage_layers"):
         raise ConfigError(f"{where}.stage_layers", list(pins["stage_layers"]), "cannot be searched (the "
                           "search places layers evenly): plan this strategy with `greentrain plan`, or remove it")
-    if pins.get("offload_activations"):
-        raise ConfigError(f"{where}.offload_activations", pins["offload_activations"], "cannot be searched (the "
-                          "search keeps activations on the device): plan this strategy with `greentrain plan` "
-                          "and the whole strategy (tp, pp, zero, recompute, micro-batch), or remove it")
     schedule = get_schedule(str(pins["schedule"]), f"{where}.schedule") if "schedule" in pins else None
     if schedule is not None and not schedule.searched:
         searched = " and ".join(r.name for r in PIPELINE_SCHEDULES.values() if r.searched)
@@ -72,6 +68,12 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
     degrees: dict[str, Any] = {k: int(pins[k]) for k in DEGREES if k in pins}
     if schedule is not None and not schedule.interleaved and "vpp" not in degrees:  # one model chunk
         degrees["vpp"] = 1
+    acts = (int(pins["offload_activations"]),) if "offload_activations" in pins else base.offload_activations
+    if acts and acts[0] > 0:  # activation offloading runs on one pipeline stage (Strategy)
+        if degrees.get("pp", 1) != 1:
+            raise ConfigError(f"{where}.offload_activations", acts[0], "needs pp = 1 (activation offloading runs "
+                              "without pipeline parallelism)")
+        degrees["pp"] = 1
     if {"dp", "tp", "pp"} <= set(degrees):  # the user sized the mesh: context parallelism only if asked for
         degrees.setdefault("cp", 1)
     return dataclasses.replace(
@@ -80,7 +82,7 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
         sp=bool(pins["sp"]) if "sp" in pins else base.sp,
         micro_batch=int(pins.get("micro_batch_size", base.micro_batch)),
         zero=_choice(pins, "zero", base.zero, where), recompute=_choice(pins, "recompute", base.recompute, where),
-        offload=_choice(pins, "offload_optimizer", base.offload, where),
+        offload=_choice(pins, "offload_optimizer", base.offload, where), offload_activations=acts,
         flash_attention=bool(pins.get("flash_attention", base.flash_attention)))
 
 

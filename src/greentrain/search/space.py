@@ -35,6 +35,10 @@ class SearchSpace:
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
     offload: tuple[bool, ...] = (False, True)
+    # layers whose saved activations wait in host memory, enumerated on single-stage meshes without
+    # recomputation (offloading replaces it: Megatron Core refuses both at once); (): none, a quarter, a half and
+    # three quarters of the model's layers (NeMo's GB200 / GB300 Llama 3 70B recipes offload 40 and 20 of 80)
+    offload_activations: tuple[int, ...] = ()
     max_tp: int = 0  # 0: the node size (tensor parallelism inside a node, Narayanan et al. 2021 §3.3)
     max_micro_batch: int = 0  # 0: every divisor of the per-replica batch
     interleave: bool = True  # enumerate vpp > 1
@@ -56,6 +60,8 @@ class SearchSpace:
         require(bool(self.recompute) and all(r in RECOMPUTE for r in self.recompute), "search.recompute",
                 self.recompute, f"must be a non-empty subset of {', '.join(RECOMPUTE)}")
         require(bool(self.offload), "search.offload", self.offload, "must not be empty")
+        require(all(isinstance(n, int) and n >= 0 for n in self.offload_activations), "search.offload_activations",
+                self.offload_activations, "must be whole numbers of layers >= 0")
         require(self.max_tp >= 0, "search.max_tp", self.max_tp, "must be >= 0 (0: node size)")
         require(self.max_micro_batch >= 0, "search.max_micro_batch", self.max_micro_batch,
                 "must be >= 0 (0: no limit)")
@@ -64,7 +70,16 @@ class SearchSpace:
 # The memory-lightest corner of the space: the question "does anything fit?" only needs these choices
 # (ZeRO-3 shards weights, gradients and states; full recomputation keeps one input per layer; the smallest
 # micro-batch; optimizer states in host memory).
-LIGHTEST = SearchSpace(zero=(3,), recompute=("full",), offload=(True,), max_micro_batch=1, interleave=False)
+LIGHTEST = SearchSpace(zero=(3,), recompute=("full",), offload=(True,), offload_activations=(0,), max_micro_batch=1,
+                       interleave=False)
+
+
+def activation_offloads(space: SearchSpace, layers: int) -> tuple[int, ...]:
+    """The layer counts to offload on a single-stage mesh: the space's, or 0 and a quarter, a half and three
+    quarters of ``layers`` (whole layers, at most layers - 1: Transformer Engine keeps one on the device)."""
+    if space.offload_activations:
+        return tuple(sorted({n for n in space.offload_activations if n < layers}))
+    return tuple(sorted({0, *(min(layers - 1, max(1, layers * q // 4)) for q in (1, 2, 3) if layers > 1)}))
 
 
 def divisors(n: int) -> list[int]:
@@ -142,7 +157,8 @@ def _mesh_list(model: TransformerSpec, workload: Workload, num_chips: int, max_t
 
 
 def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None = None) -> StrategyTable:
-    """The whole space as columns: every mesh times ZeRO stage x recomputation x micro-batch x offload.
+    """The whole space as columns: every mesh times ZeRO stage x recomputation x micro-batch x optimizer offload,
+    and on single-stage meshes without recomputation the activation offloads (activation_offloads).
     ZeRO > 0 is left out where the data-parallel group (dp x cp) is one device (it would repeat ZeRO-0)."""
     space = space or SearchSpace()
     gbs = sc.workload.global_batch_size
@@ -150,20 +166,23 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
                            space.max_tp or sc.cluster.node_size, space)
     if not mesh_list:
         return StrategyTable.empty(space.flash_attention)
-    blocks: dict[tuple[int, bool], int] = {}  # each distinct choice grid once, by (dp, whether ZeRO can shard)
+    blocks: dict[tuple[int, bool, bool], int] = {}  # each choice grid once: dp, ZeRO can shard, one stage
     grids: list[tuple[np.ndarray, ...]] = []
     block_of = np.empty(len(mesh_list), dtype=np.int64)
+    acts = activation_offloads(space, sc.model.total_layers)
     for i, mesh in enumerate(mesh_list):
-        key = (mesh.dp, mesh.dp * mesh.cp > 1)
+        key = (mesh.dp, mesh.dp * mesh.cp > 1, mesh.pp == 1)
         if key not in blocks:
             mbs = [b for b in divisors(gbs // mesh.dp) if (not space.max_micro_batch or b <= space.max_micro_batch)
                    and (not space.micro_batch or b == space.micro_batch)]
             zeros = space.zero if key[1] else (min(space.zero),)
             recs = [RECOMPUTE.index(r) for r in space.recompute
                     if not (space.flash_attention and r == "selective" and len(space.recompute) > 1)]
-            grid = np.meshgrid(mbs, zeros, recs, [int(o) for o in space.offload], indexing="ij")
+            grid = [g.ravel().astype(np.int64) for g in np.meshgrid(
+                mbs, zeros, recs, [int(o) for o in space.offload], acts if key[2] else [0], indexing="ij")]
+            keep = (grid[4] == 0) | (grid[2] == RECOMPUTE.index("none"))  # offloading instead of recomputing
             blocks[key] = len(grids)
-            grids.append(tuple(g.ravel().astype(np.int64) for g in grid))
+            grids.append(tuple(g[keep] for g in grid))
         block_of[i] = blocks[key]
     # every mesh's rows are its block's grid, meshes in order: one gather per column instead of a concatenation
     # of every mesh's copy (the same rows, in the same order)
@@ -173,14 +192,14 @@ def table(sc: Scenario, space: SearchSpace | None = None, num_chips: int | None 
     mesh_start = np.cumsum(mesh_rows) - mesh_rows
     block_start = np.cumsum(sizes) - sizes
     at = block_start[block_of][owner] + (np.arange(len(owner)) - mesh_start[owner])
-    mb, zero, rec, off = (np.concatenate([g[j] for g in grids])[at] for j in range(4))
+    mb, zero, rec, off, act = (np.concatenate([g[j] for g in grids])[at] for j in range(5))
 
     def col(f: str, dtype: type = np.int64) -> np.ndarray:
         return np.asarray([getattr(m, f) for m in mesh_list], dtype=dtype)[owner]
 
     return StrategyTable(dp=col("dp"), tp=col("tp"), pp=col("pp"), vpp=col("vpp"), cp=col("cp"), ep=col("ep"),
                          etp=col("etp"), sp=col("sp", bool), zero=zero, recompute=rec,
-                         micro_batch_size=mb, offload_optimizer=off.astype(bool),
+                         micro_batch_size=mb, offload_optimizer=off.astype(bool), offload_activations=act,
                          flash_attention=space.flash_attention)
 
 

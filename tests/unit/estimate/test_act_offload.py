@@ -15,13 +15,15 @@ from greentrain.calibrate.runs import read_runs
 from greentrain.cli.main import main
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.act_offload import exposed_offload_s
-from greentrain.estimate.efficiency import efficiency_for, framework_names
+from greentrain.estimate.efficiency import Profile, efficiency_for, framework_names
 from greentrain.estimate.step import estimate_step
 from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import chips
 from greentrain.model.load import load_model
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, build_cluster
+from greentrain.search.engine import best_strategy
+from greentrain.search.space import SearchSpace
 from greentrain.workload import Workload
 
 
@@ -117,7 +119,28 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*PLAN, *whole, "--offload-activations", "20", "--json"]) == 0
     mem = json.loads(capsys.readouterr().out)["memory_bytes_per_device"]
     assert mem["host_offloaded"] > 60 * 2**30
-    assert main([*PLAN, "--offload-activations", "20"]) == 2  # the search does not offload activations
-    assert "cannot be searched" in capsys.readouterr().err
+    # pinned alone, the search keeps it and chooses the rest: one pipeline stage, no recomputation
+    assert main([*PLAN, "--offload-activations", "20", "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)["strategy"]
+    assert (chosen["offload_activations"], chosen["pp"], chosen["recompute"]) == (20, 1, "none")
     assert main([*PLAN, *whole, "--pp", "2", "--offload-activations", "20"]) == 2
     assert "pp = 1" in capsys.readouterr().err
+    assert main([*PLAN, "--pp", "2", "--offload-activations", "20"]) == 2  # the search's pins say the same
+    assert "pp = 1" in capsys.readouterr().err
+    fsdp2 = [a if a != "nemo" else "fsdp2" for a in PLAN]
+    assert main([*fsdp2, *whole, "--offload-activations", "20"]) == 2
+    assert "no activation offload" in capsys.readouterr().err
+    assert main([*fsdp2, "--offload-activations", "20"]) == 2
+    assert "no activation offload" in capsys.readouterr().err
+
+
+def test_the_search_offloads_where_it_pays() -> None:
+    """On GB300 (NVLink-C2C) NVIDIA's FSDP layout fits only by offloading, and the search finds it; on H100
+    (PCIe 5) the same space picks no offload when nothing needs it, and a framework without offload never sees
+    one."""
+    sc = _scenario("gb300")
+    fsdp = SearchSpace(dp=64, tp=1, pp=1, cp=1, zero=(3,), recompute=("none",), micro_batch=2, offload=(False,))
+    assert best_strategy(sc, fsdp, profile=Profile(framework="nemo")).offload_activations in (20, 40, 60)
+    small = _scenario("h100-sxm", "llama3-8b", seq_len=2048, global_batch=64)
+    assert best_strategy(small, profile=Profile(framework="nemo")).offload_activations == 0
+    assert best_strategy(sc, profile=Profile(framework="fsdp2")).offload_activations == 0

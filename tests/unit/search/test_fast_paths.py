@@ -5,6 +5,7 @@ a column equal np.unique's inverse; the lazily gathered split equals num.take of
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from greentrain.estimate.vector import _dense_codes, _groups, _per_key, _split
 from greentrain.num import take
 from greentrain.parallel.strategy import RECOMPUTE
 from greentrain.scenario import Scenario, scenario_from_dict
-from greentrain.search.space import LIGHTEST, SearchSpace, divisors, meshes, table
+from greentrain.search.space import LIGHTEST, SearchSpace, activation_offloads, divisors, meshes, table
 
 
 def _sc(model: str, chips: int, batch: int) -> Scenario:
@@ -23,9 +24,12 @@ def _sc(model: str, chips: int, batch: int) -> Scenario:
 
 
 def _plain_table(sc: Scenario, space: SearchSpace) -> dict[str, list[int]]:
-    """Every mesh times its (micro-batch, ZeRO, recompute, offload) grid, meshes in order, row by row."""
+    """Every mesh times its (micro-batch, ZeRO, recompute, offload, activation offload) grid, meshes in order,
+    row by row; activations offloaded on one-stage meshes without recomputation only."""
     cols: dict[str, list[int]] = {f: [] for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
-                                                  "recompute", "micro_batch_size", "offload_optimizer")}
+                                                  "recompute", "micro_batch_size", "offload_optimizer",
+                                                  "offload_activations")}
+    acts = activation_offloads(space, sc.model.total_layers)
     for m in meshes(sc, space):
         mbs = [b for b in divisors(sc.workload.global_batch_size // m.dp)
                if (not space.max_micro_batch or b <= space.max_micro_batch)
@@ -36,13 +40,16 @@ def _plain_table(sc: Scenario, space: SearchSpace) -> dict[str, list[int]]:
         for mb in mbs:
             for z in zeros:
                 for r in recs:
-                    for off in space.offload:
+                    for off, act in itertools.product(space.offload, acts if m.pp == 1 else (0,)):
+                        if act and RECOMPUTE[r] != "none":
+                            continue
                         for f in ("dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp"):
                             cols[f].append(getattr(m, f))
                         cols["zero"].append(z)
                         cols["recompute"].append(r)
                         cols["micro_batch_size"].append(mb)
                         cols["offload_optimizer"].append(off)
+                        cols["offload_activations"].append(act)
     return cols
 
 
