@@ -85,6 +85,9 @@ class Efficiency:
     memory: float = knob("chip", "fraction", FRACTION)
     intra_node_link: float = knob("chip", "fraction", FRACTION)
     inter_node_link: float = knob("chip", "fraction", FRACTION)
+    # pinned host <-> device copies over the host link (catalog host_link) / its per-direction peak: offloaded
+    # activations and optimizer states (estimate), the offload executor's streams (offload/plan.py)
+    host_link: float = knob("chip", "fraction", FRACTION, default=0.85)
     # the shortest time a kernel occupies the device, and the launch gap eager PyTorch adds between two kernels
     # that CUDA graphs remove (estimate/compute.py prices each kernel at max(roofline, floor) + gap)
     kernel_floor_s: float = knob("chip", "seconds", KERNEL_TIME, default=1.3e-6)

@@ -85,10 +85,10 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
     st = split_stages(lt, emb, pipeline_head(s.pp, head_1, head_n), layers=sc.model.total_layers, pp=s.pp,
                       vpp=s.vpp, balance=eff.pipeline_balance, stage_layers=s.stage_layers,
                       balance_units=balance_units(sc))
-    return offload_activations(st, lt, s.offload_activations, sc) if s.offload_activations else st
+    return offload_activations(st, lt, s.offload_activations, sc, eff) if s.offload_activations else st
 
 
-def offload_activations(st: StageSplit, lt: LayerTotals, offloaded: Num, sc: Scenario) -> StageSplit:
+def offload_activations(st: StageSplit, lt: LayerTotals, offloaded: Num, sc: Scenario, eff: Efficiency) -> StageSplit:
     """``st`` (one stage: pp = 1) with the saved activations of ``offloaded`` of the model's layers in host memory
     (estimate/act_offload.py): the device keeps the other layers' (the mean layer's each), and the micro-batch
     waits for the copies its computation does not hide; floats or columns (estimate/vector.py)."""
@@ -96,7 +96,7 @@ def offload_activations(st: StageSplit, lt: LayerTotals, offloaded: Num, sc: Sce
     layer_bytes = lt.activation_bytes / layers
     fwd, bwd = exposed_offload_s(offloaded=offloaded, layers=layers, layer_bytes=layer_bytes,
                                  layer_fwd_s=lt.fwd_s / layers, layer_bwd_s=(lt.bwd_s + lt.recompute_s) / layers,
-                                 cl=sc.cluster)
+                                 cl=sc.cluster, eff=eff)
     host = offloaded * layer_bytes
     first, middle, last = (b - host for b in st.stage_activation_bytes)
     return replace(st, fwd_s=st.fwd_s + fwd, bwd_s=st.bwd_s + bwd, activation_bytes=st.activation_bytes - host,

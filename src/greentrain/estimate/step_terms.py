@@ -121,7 +121,8 @@ def optimizer_s(*, params: Num, zero: Num, shard: Num, offload: Num, wb: float, 
     over the node's share)."""
     local = params / where(zero >= 1, shard, 1.0)
     host = cl.host_link or cl.intra_node
-    offloaded = local * (gb + wb) / host.bytes_per_s + local * cl.node_size / eff.cpu_adam_params_per_s_per_node
+    offloaded = local * (gb + wb) / (host.bytes_per_s * eff.host_link) \
+        + local * cl.node_size / eff.cpu_adam_params_per_s_per_node
     # Megatron-LM's step, memory bound (one pass each): zero the gradient buffer (write g), gradient norm
     # (read g), clipping (read + write g), Adam (read g, states; write states) and the 16-bit weight copy
     # (read the fp32 master, write w).

@@ -228,11 +228,12 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
 
 
 def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: Splits,
-            num_micro: npt.NDArray[np.int64], eff: Efficiency) -> FloatArray:
-    """step._memory over columns: the largest total bytes per device of the first, a middle, the last stage, for
-    the table's ``rows``. A row's memory depends on its pipeline split and dp (the stages' parameters,
-    micro-batches in flight and transient tensors) and on its ZeRO stage and offloading (the state's bytes per
-    parameter): it is evaluated over the grid of the distinct values of each, broadcast, and read at each row."""
+            num_micro: npt.NDArray[np.int64], eff: Efficiency) -> tuple[FloatArray, FloatArray]:
+    """step._memory over columns: the largest total bytes per device of the first, a middle, the last stage, and
+    the largest host bytes (offloaded state and activations), for the table's ``rows``. A row's memory depends on
+    its pipeline split and dp (the stages' parameters, micro-batches in flight and transient tensors) and on its
+    ZeRO stage and offloading (the state's bytes per parameter): it is evaluated over the grid of the distinct
+    values of each, broadcast, and read at each row."""
     groups, group_of = _groups([split.row[rows], t.dp[rows]])
     pair = t.zero[rows] * 2 + t.offload_optimizer[rows]  # ZeRO stage 0-3 and offloading as one code 0-7
     used = np.flatnonzero(np.bincount(pair, minlength=8))
@@ -248,7 +249,7 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
     expert_state = state_bytes(sc, _Rows(t, at, (-1, 1), pairs=pairs), eff, experts=True) if sc.model.is_moe \
         else None
     st = split.at(at[:, None])
-    total = np.zeros((len(groups), len(used)))
+    total, host = np.zeros((len(groups), len(used))), np.zeros((len(groups), len(used)))
     for stage in MEMORY_STAGES:  # each stage on the groups whose pipeline has it (a middle stage from pp 3)
         present = np.broadcast_to(memory_stage_present(stage, g.pp), (len(groups), 1)).reshape(-1)
         sub: slice | npt.NDArray[np.intp] = slice(None)
@@ -258,9 +259,11 @@ def _memory(sc: Scenario, t: StrategyTable, rows: npt.NDArray[np.int64], split: 
             gs, sts = _Rows(t, at[sub], (-1, 1), pairs=pairs), split.at(at[sub][:, None])
             states = (take(state, sub), None if expert_state is None else take(expert_state, sub))
         parts = stage_transients(sc, gs, sts, eff, num_micro[at[sub]][:, None], stage)
-        total[sub] = np.maximum(total[sub], stage_memory(parts, states[0], eff, states[1]).total_bytes)
-    out: FloatArray = total.reshape(-1)[group_of * len(used) + pair_of]
-    return out
+        mem = stage_memory(parts, states[0], eff, states[1])
+        total[sub] = np.maximum(total[sub], mem.total_bytes)
+        host[sub] = np.maximum(host[sub], mem.host_bytes)
+    at_rows = group_of * len(used) + pair_of
+    return total.reshape(-1)[at_rows], host.reshape(-1)[at_rows]
 
 
 def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Splits:
@@ -280,7 +283,7 @@ def _split(sc: Scenario, t: StrategyTable, k: KeyCosts, eff: Efficiency) -> Spli
                        balance_units=balance_units(sc))
     offloaded = t.offload_activations[first]
     if offloaded.any():  # single-stage rows only (search/space.py)
-        one = offload_activations(one, lt, offloaded.astype(np.float64), sc)
+        one = offload_activations(one, lt, offloaded.astype(np.float64), sc, eff)
     return Splits(one=one, row=inverse)
 
 
@@ -310,9 +313,11 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     num_micro = num_micro_batches(w, table)
     fits = by_schedule(table.schedule_code, "micro_batches_fit", num_micro, table.pp)  # its rule
     rows = np.flatnonzero(np.broadcast_to(fits, num_micro.shape))
-    mem = _memory(sc, table, rows, split, num_micro, eff)
+    mem, host = _memory(sc, table, rows, split, num_micro, eff)
     if check_fit:
         fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
+        if cl.host_memory_limit_bytes:  # the node's offloads within its host memory, where known
+            fits &= host * cl.node_size <= cl.host_memory_limit_bytes
         rows, mem = rows[fits], mem[fits]
     t = _timing(sc, table, split, num_micro, rows, eff)
     r = step_rates(sc, t.step_s, t.bubble_s, k.col("model_flop", rows), k.col("extra_flop", rows))

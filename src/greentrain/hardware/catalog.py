@@ -20,7 +20,8 @@ from greentrain.hardware.chip import Chip, Link
 CHIP_KEYS = (
     "memory_gib", "memory_gb", "memory_bandwidth_gb_per_s", "fp32_tflop_per_s", "tf32_tflop_per_s",
     "bf16_tflop_per_s", "fp16_tflop_per_s", "fp8_tflop_per_s", "tdp_w", "idle_w", "max_power_w", "embodied_kg_co2e",
-    "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "chips_per_node", "vendor",
+    "price_usd_per_hour", "intra_node_link", "inter_node_link", "host_link", "host_memory_gib", "chips_per_node",
+    "vendor",
     "aliases", "source", "sources",
 )
 LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "kind", "oversubscription", "source",
@@ -66,6 +67,7 @@ def chip_from_dict(name: str, data: dict[str, Any]) -> Chip:
         intra_node_link=str(data.get("intra_node_link", "")),
         inter_node_link=str(data.get("inter_node_link", "")),
         host_link=str(data.get("host_link", "")),
+        host_memory_bytes=units.gib_to_bytes(num("host_memory_gib")),
         chips_per_node=as_int(data.get("chips_per_node", 8), f"{w}.chips_per_node", minimum=1),
         vendor=str(data.get("vendor", "")),
         aliases=tuple(str(a).lower() for a in data.get("aliases", []) or []),

@@ -82,6 +82,9 @@ class Chip:
     intra_node_link: str = ""
     inter_node_link: str = ""
     host_link: str = ""
+    # host memory per chip where the product fixes it (a Grace superchip's LPDDR5X shared by its GPUs); 0: the
+    # system's choice, unknown unless the cluster gives host_memory_gib_per_node
+    host_memory_bytes: float = 0.0
     chips_per_node: int = 8
     vendor: str = ""
     aliases: tuple[str, ...] = ()
@@ -94,8 +97,8 @@ class Chip:
                 "must be > 0")
         require(self.peak_bf16_flop_per_s > 0 or self.peak_fp16_flop_per_s > 0, f"{w}.peak_bf16_flop_per_s",
                 self.peak_bf16_flop_per_s, "a chip needs a 16-bit peak")
-        for f in ("tdp_w", "idle_w", "max_power_w", "embodied_kg_co2e", "price_usd_per_s", "peak_fp32_flop_per_s",
-                  "peak_tf32_flop_per_s", "peak_fp16_flop_per_s", "peak_fp8_flop_per_s"):
+        for f in ("tdp_w", "idle_w", "max_power_w", "embodied_kg_co2e", "price_usd_per_s", "host_memory_bytes",
+                  "peak_fp32_flop_per_s", "peak_tf32_flop_per_s", "peak_fp16_flop_per_s", "peak_fp8_flop_per_s"):
             require(getattr(self, f) >= 0, f"{w}.{f}", getattr(self, f), "must be >= 0")
         require(self.idle_w <= self.tdp_w or self.tdp_w == 0, f"{w}.idle_w", self.idle_w,
                 f"must be <= tdp_w={self.tdp_w}")

@@ -35,6 +35,12 @@ class Cluster:
                 f"must be a multiple of chips_per_node={self.chips_per_node}")
 
     @property
+    def host_memory_limit_bytes(self) -> float:
+        """Host memory one node's offloads may take: the cluster's, else its chips' where the product fixes it
+        (Chip.host_memory_bytes), else 0 (unknown: not checked)."""
+        return self.host_memory_bytes_per_node or self.chip.host_memory_bytes * self.node_size
+
+    @property
     def num_nodes(self) -> int:
         return max(1, self.num_chips // self.chips_per_node)
 

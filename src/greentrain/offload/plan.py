@@ -130,7 +130,7 @@ def make_setting(sc: Scenario, profile: OffloadFramework, policy: OffloadPolicy,
     w = sc.workload
     cc = chunk_costs(sc.model, sc.cluster.chip, eff, profile, w.seq_len, _micro_batch(sc), w.precision,
                      w.optimizer, workload_grad_dtype(w, eff))
-    beta = link.bytes_per_s * float(k["link"]["pinned_copy_efficiency"]) / policy.chips_per_host_link
+    beta = link.bytes_per_s * eff.host_link / policy.chips_per_host_link
     master = 2.0 if profile.state_dtype_bytes == 2 else 4.0  # the host AdamW's masters: bf16 state, else fp32
     host = host_costs(profile, grad_bytes_per_param=cc.grad_bytes_per_param, master_bytes=master,
                       threads=policy.host_threads or int(k["cpu"]["host_threads"]), pinned_bytes_per_s=beta)

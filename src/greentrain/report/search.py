@@ -165,6 +165,8 @@ def short_label(c: Candidate) -> str:
             parts.append(f"rc:{val}")
         elif key in ("offload", "sp"):
             parts.append(key)
+        elif key == "offload_act":
+            parts.append(f"oa{val}")
     return " / ".join([" ".join(parts), c.chip, *([c.region] if c.region else [])])
 
 

@@ -155,8 +155,8 @@ def _evaluate(sc: Scenario, space: SearchSpace, sites: Sequence[Site], cons: Con
                               chip=sc.cluster.chip, price_usd_per_device_s=quote.usd_per_device_s if quote else None)
         values = {"run_time_s": run_s, "cost_usd": fp.cost_usd, "emissions_kg_co2e": fp.emissions_kg_co2e,
                   "energy_j": fp.energy_j, "step_time_s": st.step_time_s, "memory_bytes": st.memory_bytes,
-                  "mfu": st.mfu, "offload": (t.offload_optimizer[st.index]
-                                             | (t.offload_activations[st.index] > 0)).astype(np.float64)}
+                  "mfu": st.mfu,  # how much is offloaded: the optimizer 1, activations their share of the layers
+                  "offload": t.offload_optimizer[st.index] + t.offload_activations[st.index] / sc.model.total_layers}
         keep = np.ones(len(run_s), dtype=bool)
         if cons.budget_usd:
             keep &= fp.cost_usd <= cons.budget_usd
@@ -308,14 +308,15 @@ def answer(scenarios: Sequence[Scenario], units_: Sequence[Scenario], blocks: Se
 def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.float64],
               candidates: npt.NDArray[np.int64], tolerance: float) -> tuple[npt.NDArray[np.float64], ...]:
     """Sort keys (np.lexsort order, primary last): the candidates within ``tolerance`` of the best objective
-    come first, those that keep the optimizer and the activations on the device first (offloading trades
-    host-link time for memory: not the robust pick), then the least memory per device, then the least CO2e
+    come first, those that keep the optimizer and the activations on the device first, then the less offloaded
+    (offloading trades host-link time and host memory for device memory: not the robust pick), then the least
+    memory per device, then the least CO2e
     (the same strategy in a cleaner region, at a cost or time the model cannot tell apart), then the faster;
     the others by the objective, then run time, then memory."""
     if not len(candidates) or tolerance <= 0:
         return cols["memory_bytes"], cols["run_time_s"], value
     tied = value <= float(np.min(value[candidates])) * (1.0 + tolerance)
-    primary = np.where(tied, cols["offload"] - 2.0, value)  # ties: -2 on the device, -1 offloaded
+    primary = np.where(tied, cols["offload"] - 2.0, value)  # ties: -2 on the device, the less offloaded next
     mem, run, co2 = cols["memory_bytes"], cols["run_time_s"], cols["emissions_kg_co2e"]
     return np.where(tied, run, mem), np.where(tied, co2, mem), np.where(tied, mem, run), primary
 

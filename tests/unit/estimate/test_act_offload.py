@@ -70,16 +70,17 @@ def test_a_slow_host_link_exposes_the_copies() -> None:
 
 
 def test_exposed_copies_by_hand() -> None:
-    """4 of 8 layers, 10 ms of copy each over PCIe 5 (63 GB/s; 5.7 us latency), 2 ms forward and 4 ms backward
-    a layer: the forward hides 8 x 2 ms of the 40 ms of copies, the backward 7 x 4 ms (the first layer's backward
-    comes after its reload)."""
-    cl = build_cluster(chips()["h100-sxm"], 8, 8)
-    fwd, bwd = exposed_offload_s(offloaded=4, layers=8, layer_bytes=0.63e9, layer_fwd_s=0.002, layer_bwd_s=0.004,
-                                 cl=cl)
+    """4 of 8 layers, 10 ms of copy each at the host link's pinned-copy rate (PCIe 5: 63 GB/s x 0.85, 5.7 us
+    latency), 2 ms forward and 4 ms backward a layer: the forward hides 8 x 2 ms of the 40 ms of copies, the
+    backward 7 x 4 ms (the first layer's backward comes after its reload)."""
+    cl, eff = build_cluster(chips()["h100-sxm"], 8, 8), efficiency_for("h100-sxm", "nemo")
+    layer_bytes = 0.01 * 63e9 * eff.host_link
+    fwd, bwd = exposed_offload_s(offloaded=4, layers=8, layer_bytes=layer_bytes, layer_fwd_s=0.002,
+                                 layer_bwd_s=0.004, cl=cl, eff=eff)
     copy_s = 5.7e-6 + 0.01
     assert (fwd, bwd) == pytest.approx((4 * copy_s - 0.016, 4 * copy_s - 0.028))
-    assert exposed_offload_s(offloaded=1, layers=8, layer_bytes=0.63e9, layer_fwd_s=0.002, layer_bwd_s=0.004,
-                             cl=cl) == (0.0, 0.0)
+    assert exposed_offload_s(offloaded=1, layers=8, layer_bytes=layer_bytes, layer_fwd_s=0.002, layer_bwd_s=0.004,
+                             cl=cl, eff=eff) == (0.0, 0.0)
 
 
 def test_rules() -> None:
@@ -135,12 +136,30 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_search_offloads_where_it_pays() -> None:
-    """On GB300 (NVLink-C2C) NVIDIA's FSDP layout fits only by offloading, and the search finds it; on H100
-    (PCIe 5) the same space picks no offload when nothing needs it, and a framework without offload never sees
-    one."""
-    sc = _scenario("gb300")
-    fsdp = SearchSpace(dp=64, tp=1, pp=1, cp=1, zero=(3,), recompute=("none",), micro_batch=2, offload=(False,))
-    assert best_strategy(sc, fsdp, profile=Profile(framework="nemo")).offload_activations in (20, 40, 60)
+    """Within NVIDIA's FSDP layout the search finds what its recipes run: the fewest layers offloaded that fit
+    the chip (near-ties go to the less offloaded), 20 of 80 on GB300 and 40 on GB200; on H100 (PCIe 5) a small
+    model keeps its activations; a framework without offload never offloads."""
+    fsdp = SearchSpace(dp=64, tp=1, pp=1, cp=1, zero=(3,), recompute=("none",), offload=(False,))
+    nemo = Profile(framework="nemo")
+    for chip, layers in (("gb300", 20), ("gb200", 40)):
+        s = best_strategy(_scenario(chip), fsdp, profile=nemo)
+        assert (s.micro_batch_size, s.offload_activations) == (2, layers)
     small = _scenario("h100-sxm", "llama3-8b", seq_len=2048, global_batch=64)
-    assert best_strategy(small, profile=Profile(framework="nemo")).offload_activations == 0
-    assert best_strategy(sc, profile=Profile(framework="fsdp2")).offload_activations == 0
+    assert best_strategy(small, profile=nemo).offload_activations == 0
+    assert best_strategy(_scenario("gb300"), profile=Profile(framework="fsdp2")).offload_activations == 0
+
+
+def test_host_memory_bounds_the_offload() -> None:
+    """A Grace superchip's 480 GB of LPDDR5X serve two GPUs (chips.yaml host_memory_gib 223.5 per GPU): 60 of
+    80 layers at micro-batch 4 would need 405 GiB per GPU there. Where the catalog does not fix host memory
+    (PCIe hosts) the cluster may give it (host_memory_gib_per_node)."""
+    sc = _scenario("gb300")
+    with pytest.raises(InfeasibleError, match="does not fit in host memory"):
+        estimate_step(sc, replace(FSDP, micro_batch_size=4, offload_activations=60))
+    assert estimate_step(sc, replace(FSDP, micro_batch_size=2, offload_activations=60)).memory.host_bytes < \
+        sc.cluster.chip.host_memory_bytes
+    h100 = _scenario("h100-sxm", "llama3-8b", global_batch=64)
+    assert h100.cluster.host_memory_limit_bytes == 0.0  # unknown: not checked
+    capped = replace(h100, cluster=replace(h100.cluster, host_memory_bytes_per_node=64 * 2**30))
+    with pytest.raises(InfeasibleError, match="host memory"):
+        estimate_step(capped, Strategy(dp=64, zero=1, offload_activations=16), eff=efficiency_for("h100-sxm", "nemo"))

@@ -71,7 +71,7 @@ def test_the_h200_run_is_priced_step_by_step() -> None:
                       pinned_bytes_per_s=1e12)
     link = _sc().cluster.host_link
     assert link is not None
-    beta = link.bytes_per_s * float(K["link"]["pinned_copy_efficiency"])
+    beta = link.bytes_per_s * efficiency_for("h200", "ddp").host_link
     assert plan.num_rounds == 2 and plan.tokens_per_step == 2 * 8192
     assert plan.host_copy_time_s == pytest.approx(2 * params * host.grad_copy_s_per_param, rel=1e-9)
     assert plan.optimizer_time_s == pytest.approx(params * host.optimizer_s_per_param + params * 2 / beta, rel=0.01)
