@@ -98,7 +98,7 @@ def offload_activations(st: StageSplit, lt: LayerTotals, offloaded: Num, sc: Sce
                                  layer_fwd_s=lt.fwd_s / layers, layer_bwd_s=(lt.bwd_s + lt.recompute_s) / layers,
                                  cl=sc.cluster, eff=eff)
     host = offloaded * layer_bytes
-    first, middle, last = (b - host for b in st.stage_activation_bytes)
+    first, middle, last = (maximum(0.0, b - host) for b in st.stage_activation_bytes)  # pp 1: the first counts
     return replace(st, fwd_s=st.fwd_s + fwd, bwd_s=st.bwd_s + bwd, activation_bytes=st.activation_bytes - host,
                    stage_activation_bytes=(first, middle, last), host_activation_bytes=host, offload_wait_s=fwd + bwd)
 
