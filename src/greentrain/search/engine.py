@@ -310,9 +310,8 @@ def _tie_keys(cols: dict[str, npt.NDArray[np.float64]], value: npt.NDArray[np.fl
     """Sort keys (np.lexsort order, primary last): the candidates within ``tolerance`` of the best objective
     come first, those that keep the optimizer and the activations on the device first, then the less offloaded
     (offloading trades host-link time and host memory for device memory: not the robust pick), then the least
-    memory per device, then the least CO2e
-    (the same strategy in a cleaner region, at a cost or time the model cannot tell apart), then the faster;
-    the others by the objective, then run time, then memory."""
+    memory per device, then the least CO2e (the same strategy in a cleaner region, at a cost or time the model
+    cannot tell apart), then the faster; the others by the objective, then run time, then memory."""
     if not len(candidates) or tolerance <= 0:
         return cols["memory_bytes"], cols["run_time_s"], value
     tied = value <= float(np.min(value[candidates])) * (1.0 + tolerance)

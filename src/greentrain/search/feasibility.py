@@ -31,8 +31,8 @@ def _round_up(n: int, per_node: int) -> int:
 
 def framework_space(space: SearchSpace, eff: Efficiency) -> SearchSpace | None:
     """``space`` within what the framework runs: its ZeRO stages, optimizer and activation offload only where it
-    has them, and degree
-    1 on every axis it has no parallelism for (None: none of the ZeRO stages asked for, or a pin it cannot run)."""
+    has them, and degree 1 on every axis it has no parallelism for (None: none of the ZeRO stages asked for, or
+    a pin it cannot run)."""
     zero = tuple(z for z in space.zero if z in eff.zero_stages)
     offload = tuple(o for o in space.offload if eff.optimizer_offload or not o)
     if not zero or not offload or eff.lacks(tp=space.tp, pp=space.pp, cp=space.cp, ep=space.ep):
