@@ -145,7 +145,30 @@ def bench_host_link(device: str, quick: bool) -> dict[str, float]:
         h2d = timed_s(lambda host=host: dev.copy_(host, non_blocking=True), device, warmup=2, repeats=5)
         d2h = timed_s(lambda host=host: host.copy_(dev, non_blocking=True), device, warmup=2, repeats=5)
         out[f"{name}_h2d_gb_per_s"], out[f"{name}_d2h_gb_per_s"] = nbytes / h2d / 1e9, nbytes / d2h / 1e9
+    if device == "cuda":  # both directions at once, as activation offloading runs them (estimate/act_offload.py)
+        out["pinned_duplex_gb_per_s"] = nbytes / timed_s(_duplex_copy(dev, nbytes), device, warmup=2, repeats=5) / 1e9
     return out
+
+
+def _duplex_copy(dev: Any, nbytes: int) -> Callable[[], None]:
+    """One pinned host -> device copy and one device -> host copy of ``nbytes`` on two streams at once, bracketed
+    by the current stream (timed_s's events): the time per direction when the link carries both."""
+    up, down = torch.cuda.Stream(), torch.cuda.Stream()
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dev2 = torch.empty_like(dev)
+
+    def run() -> None:
+        cur = torch.cuda.current_stream()
+        up.wait_stream(cur)
+        down.wait_stream(cur)
+        with torch.cuda.stream(up):
+            dev.copy_(src, non_blocking=True)
+        with torch.cuda.stream(down):
+            dst.copy_(dev2, non_blocking=True)
+        cur.wait_stream(up)
+        cur.wait_stream(down)
+    return run
 
 
 def fit_half_dim(points: list[dict[str, float]], top: float) -> float:
