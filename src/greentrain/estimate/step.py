@@ -113,12 +113,11 @@ def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Eff
     st = stage_costs(sc, s, ops, eff)
     timing = compose_step(sc, s, st, eff)
     mem, first_stage = _memory(sc, s, st, timing.num_micro, eff)
-    host_limit = cl.host_memory_limit_bytes
-    if check_fit and host_limit and mem.host_bytes * cl.node_size > host_limit:
+    if check_fit and not cl.host_memory_fits(mem.host_bytes):
         raise InfeasibleError(
             f"strategy {s.describe()} does not fit in host memory: its offloads need "
             f"{units.bytes_to_gib(mem.host_bytes * cl.node_size):.1f} GiB per node, a node of {cl.chip.name} has "
-            f"{units.bytes_to_gib(host_limit):.1f} GiB")
+            f"{units.bytes_to_gib(cl.host_memory_limit_bytes):.1f} GiB")
     if check_fit and mem.total_bytes > cl.chip.memory_bytes:
         short = mem.total_bytes - cl.chip.memory_bytes
         raise InfeasibleError(

@@ -316,8 +316,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     mem, host = _memory(sc, table, rows, split, num_micro, eff)
     if check_fit:
         fits = mem <= (cl.chip.memory_bytes if capacity_bytes is None else capacity_bytes)
-        if cl.host_memory_limit_bytes:  # the node's offloads within its host memory, where known
-            fits &= host * cl.node_size <= cl.host_memory_limit_bytes
+        fits &= cl.host_memory_fits(host)  # the node's offloads within its host memory, where known
         rows, mem = rows[fits], mem[fits]
     t = _timing(sc, table, split, num_micro, rows, eff)
     r = step_rates(sc, t.step_s, t.bubble_s, k.col("model_flop", rows), k.col("extra_flop", rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from greentrain import units
 from greentrain.config import BOUNDS, require
@@ -39,6 +40,12 @@ class Cluster:
         """Host memory one node's offloads may take: the cluster's, else its chips' where the product fixes it
         (Chip.host_memory_bytes), else 0 (unknown: not checked)."""
         return self.host_memory_bytes_per_node or self.chip.host_memory_bytes * self.node_size
+
+    def host_memory_fits(self, host_bytes_per_device: Any) -> Any:
+        """Whether a node's offloads (``host_bytes_per_device`` on each of its chips; a float or a column) fit its
+        host memory: True where it is unknown."""
+        limit = self.host_memory_limit_bytes
+        return host_bytes_per_device * self.node_size <= limit if limit else True
 
     @property
     def num_nodes(self) -> int:

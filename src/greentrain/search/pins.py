@@ -69,9 +69,9 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
     if schedule is not None and not schedule.interleaved and "vpp" not in degrees:  # one model chunk
         degrees["vpp"] = 1
     acts = (int(pins["offload_activations"]),) if "offload_activations" in pins else base.offload_activations
-    if acts and acts[0] < 0:
-        raise ConfigError(f"{where}.offload_activations", acts[0], "must be a whole number of layers >= 0")
-    if acts and acts[0] > 0:  # activation offloading runs on one pipeline stage (Strategy)
+    if acts and min(acts) < 0:
+        raise ConfigError(f"{where}.offload_activations", min(acts), "must be a whole number of layers >= 0")
+    if acts and min(acts) > 0:  # every choice offloads: activation offloading runs on one pipeline stage
         if degrees.get("pp", 1) != 1:
             raise ConfigError(f"{where}.offload_activations", acts[0], "needs pp = 1 (activation offloading runs "
                               "without pipeline parallelism)")
