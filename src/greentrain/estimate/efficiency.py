@@ -181,6 +181,9 @@ class Efficiency:
     # tokens-per-expert counts each pass, and one GEMM per local expert or one grouped kernel for all
     moe_overlap: str = knob("framework", "choice", one_of(MOE_OVERLAPS), default="none", calibrated=False)
     moe_dispatch_fp8: bool = knob("framework", "bool", default=False, calibrated=False)
+    # a token crosses the network once per destination node and is forwarded over NVLink there (DeepEP's normal
+    # kernels, HybridEP), instead of once per remote expert (estimate/moe.py ep_pass_s)
+    moe_node_forwarding: bool = knob("framework", "bool", default=False, calibrated=False)
     moe_host_sync: bool = knob("framework", "bool", default=True, calibrated=False)
     moe_grouped_gemm: str = knob("framework", "choice", one_of(MOE_GROUPED_GEMMS), default="per_expert",
                                  calibrated=False)

@@ -8,7 +8,9 @@ runs, the ``moe_*`` knobs of its estimate/efficiency.yaml record).
   both at once (NCCL runs an all-to-all as one group of concurrent sends and receives, nccl-tests
   src/alltoall.cu), so the time is the slower of the two; each rank drives its own NIC share. The expert
   group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (the
-  framework's ``moe_overlap``) only the part above the layer's compute is exposed.
+  framework's ``moe_overlap``) only the part above the layer's compute is exposed. With node forwarding (the
+  framework's ``moe_node_forwarding``: DeepEP's normal kernels, HybridEP) a token crosses the network once per
+  remote node holding one of its experts and is forwarded over NVLink there (``forwarded_pass_bytes``).
 - ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
   run-ahead: one GEMM per local expert and linear where the grouped GEMM is a loop of GEMMs (Transformer Engine),
   one for all where it is a single kernel (torch._grouped_mm, torchtitan), fp8 quantize kernels, and
@@ -47,6 +49,7 @@ class MoeProfile:
     overlap: str = "none"  # none | compute
     dispatch_fp8: bool = False
     host_sync: bool = True
+    node_forwarding: bool = False
     grouped_gemm: str = "per_expert"  # per_expert | one
     kernel_host_s: float = 0.0
     kernels_forward: tuple[float, float, float] = (2.0, 2.0, 10.0)  # per expert, fp8 per expert, fixed
@@ -55,13 +58,16 @@ class MoeProfile:
 
 def moe_profile(eff: Efficiency) -> MoeProfile:
     """How the framework of ``eff`` runs MoE layers (its ``moe_*`` knobs, checked where its record is read)."""
-    return _moe_profile(eff.moe_overlap, eff.moe_dispatch_fp8, eff.moe_host_sync, eff.moe_grouped_gemm)
+    return _moe_profile(eff.moe_overlap, eff.moe_dispatch_fp8, eff.moe_host_sync, eff.moe_grouped_gemm,
+                        eff.moe_node_forwarding)
 
 
 @cache
-def _moe_profile(overlap: str, dispatch_fp8: bool, host_sync: bool, grouped_gemm: str) -> MoeProfile:
+def _moe_profile(overlap: str, dispatch_fp8: bool, host_sync: bool, grouped_gemm: str,
+                 node_forwarding: bool) -> MoeProfile:
     d = _data()
     return MoeProfile(overlap=overlap, dispatch_fp8=dispatch_fp8, host_sync=host_sync, grouped_gemm=grouped_gemm,
+                      node_forwarding=node_forwarding,
                       kernel_host_s=float(d["kernel_host_s"]),
                       kernels_forward=(float(d["kernels_per_expert_forward"]),
                                        float(d["fp8_kernels_per_expert_forward"]),
@@ -75,18 +81,42 @@ def _any_above_one(x: Num) -> bool:
     return bool(np.any(np.asarray(x) > 1))
 
 
-def all_to_all_s(group: Num, per_node: Num, buffer_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
-    """One all-to-all of ``buffer_bytes`` per rank over ``group`` ranks, ``per_node`` of them on each node: the
-    NVLink share and the network share of the buffer at once, the slower sets the time."""
-    g = group
-    k = minimum(per_node, g)
-    intra_bytes = buffer_bytes * (k - 1) / g
-    inter_bytes = buffer_bytes * (g - k) / g
+def _legs_s(g: Num, k: Num, intra_bytes: Num, inter_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
+    """An exchange over a group of ``g`` ranks, ``k`` of them on each node: ``intra_bytes`` per rank over NVLink
+    and ``inter_bytes`` over the network at once, the slower sets the time."""
     intra = where(k > 1, cl.intra_node.latency_s + intra_bytes / (cl.intra_node.bytes_per_s * eff.intra_node_link),
                   0.0 * g)
     inter = where(g > k, cl.inter_node.latency_s + inter_bytes / (cl.inter_node.bytes_per_s * eff.inter_node_link),
                   0.0 * g)
     return where(g > 1, maximum(intra, inter), 0.0 * g)
+
+
+def all_to_all_s(group: Num, per_node: Num, buffer_bytes: Num, cl: Cluster, eff: Efficiency) -> Num:
+    """One all-to-all of ``buffer_bytes`` per rank over ``group`` ranks, ``per_node`` of them on each node: the
+    NVLink share and the network share of the buffer at once, the slower sets the time."""
+    g = group
+    k = minimum(per_node, g)
+    return _legs_s(g, k, buffer_bytes * (k - 1) / g, buffer_bytes * (g - k) / g, cl, eff)
+
+
+def forwarded_pass_bytes(group: Num, per_node: Num, token_bytes: Num, top_k: int) -> tuple[Num, Num]:
+    """(NVLink, network) bytes per rank of one dispatch (or combine) that forwards through nodes, for
+    ``token_bytes`` of tokens each routed to ``top_k`` experts spread evenly over ``group`` ranks, ``per_node`` of
+    them on each of its n nodes. DeepEP's normal kernels (deepseek-ai/DeepEP README: "kernels optimized for
+    asymmetric-domain bandwidth forwarding, such as forwarding data from NVLink domain to RDMA domain", after
+    DeepSeek-V3 report §3.2.2) send a token over the network once to each remote node that holds one of its
+    experts and fan it out over NVLink there; the combine sums a node's expert outputs before sending them back.
+    With experts drawn evenly (balanced routing) a token reaches (n - 1) (1 - (1 - 1/n)^top_k) remote nodes where
+    a plain all-to-all sends top_k (n - 1) / n copies (the same for top_k 1); DeepSeek-V3's node-limited routing
+    (at most 4 nodes per token) would lower it further and is not modelled. NVLink carries the copies for peers
+    on the rank's own node and fans out the copies arriving for the others: top_k ((k - 1) / g + (g - k) / g
+    (k - 1) / k)."""
+    g = group
+    k = minimum(per_node, g)
+    n = g / k
+    remote_nodes = (n - 1) * (1.0 - (1.0 - 1.0 / n) ** top_k)
+    intra = token_bytes * top_k * ((k - 1) / g + (g - k) / g * (k - 1) / k)
+    return intra, token_bytes * remote_nodes
 
 
 def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Num, ep: Num, etp: Num,
@@ -97,7 +127,12 @@ def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Nu
     combine = held * top_k * hidden * e
     dispatch = held * top_k * hidden * (1.0 + 1.0 / 128.0) if profile.dispatch_fp8 else combine
     per_node = ranks_per_node(etp, ep, cl.node_size)
-    a2a = all_to_all_s(ep, per_node, dispatch, cl, eff) + all_to_all_s(ep, per_node, combine, cl, eff)
+    if profile.node_forwarding:  # once per remote node, fanned out over NVLink there
+        k = minimum(per_node, ep)
+        a2a = _legs_s(ep, k, *forwarded_pass_bytes(ep, per_node, dispatch / top_k, top_k), cl, eff) \
+            + _legs_s(ep, k, *forwarded_pass_bytes(ep, per_node, combine / top_k, top_k), cl, eff)
+    else:
+        a2a = all_to_all_s(ep, per_node, dispatch, cl, eff) + all_to_all_s(ep, per_node, combine, cl, eff)
     if _any_above_one(etp):
         # experts split over etp ranks: the received tokens are all-gathered over the etp group before the
         # expert GEMMs and their outputs reduce-scattered after (Megatron Core MoEAlltoAllTokenDispatcher with

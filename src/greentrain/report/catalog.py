@@ -121,6 +121,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
                         "fp8_saves_inputs": e.fp8_saves_inputs,
                         "moe": {"overlap": e.moe_overlap, "dispatch_fp8": e.moe_dispatch_fp8,
+                                "node_forwarding": e.moe_node_forwarding,
                                 "host_sync": e.moe_host_sync, "grouped_gemm": e.moe_grouped_gemm},
                         "offload": block, "source": e.framework_source,
                         "attention_source": e.attention_source})

@@ -164,3 +164,33 @@ def test_a_single_grouped_kernel_does_not_grow_with_the_local_experts() -> None:
         moe.expert_kernels_s(local_experts=1, fp8=False, profile=titan)
     assert moe.expert_kernels_s(local_experts=32, fp8=False, profile=moe.moe_profile(efficiency_for("", "nemo")))[0] > \
         moe.expert_kernels_s(local_experts=32, fp8=False, profile=titan)[0]
+
+
+def test_forwarding_sends_a_token_once_per_remote_node() -> None:
+    # 32 ranks on 4 nodes of 8, top-8: a token reaches 3 (1 - (3/4)^8) = 2.70 remote nodes on average where an
+    # all-to-all sends 8 x 24/32 = 6 copies over the network (DeepEP's NVLink -> RDMA forwarding)
+    nv, net = moe.forwarded_pass_bytes(32, 8, 1.0, 8)
+    assert net == pytest.approx(3 * (1 - 0.75 ** 8))
+    assert nv == pytest.approx(8 * (7 / 32 + 24 / 32 * 7 / 8))
+    # one expert per token: nothing to merge, the plain all-to-all's network share
+    assert moe.forwarded_pass_bytes(32, 8, 1.0, 1)[1] == pytest.approx(24 / 32)
+    # inside one node: no network, NVLink as the all-to-all's
+    nv1, net1 = moe.forwarded_pass_bytes(8, 8, 1.0, 8)
+    assert net1 == 0.0 and nv1 == pytest.approx(8 * 7 / 8)
+    cols = moe.forwarded_pass_bytes(np.array([32.0, 8.0]), np.array([8.0, 8.0]), 1.0, 8)[1]
+    assert cols == pytest.approx([net, 0.0])
+
+
+def test_a_forwarding_dispatcher_spares_the_network_only_across_nodes() -> None:
+    sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 32},
+                             "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
+    fwd = efficiency_for("h100-sxm", "nemo-deepep")
+    assert fwd.moe_node_forwarding
+    plain = dataclasses.replace(fwd, moe_overlap="none", moe_node_forwarding=False)
+    forwarded = dataclasses.replace(plain, moe_node_forwarding=True)
+    across = Strategy(dp=32, ep=32, etp=1, zero=1, micro_batch_size=1)  # 128 experts over 4 nodes, top-8
+    inside = Strategy(dp=32, ep=8, etp=1, zero=1, micro_batch_size=1)
+    a, b = (estimate_step(sc, across, check_fit=False, eff=e).ep_comm_time_s for e in (plain, forwarded))
+    assert b < a
+    c, d = (estimate_step(sc, inside, check_fit=False, eff=e).ep_comm_time_s for e in (plain, forwarded))
+    assert d == pytest.approx(c)
