@@ -19,7 +19,7 @@ from greentrain.config import BOUNDS, read_text
 from greentrain.errors import ConfigError, GreentrainError, csv_errors, did_you_mean
 from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
 from greentrain.estimate.fp8 import check_chip
-from greentrain.estimate.recompute import check_selective_mode
+from greentrain.estimate.recompute import MEGATRON_MODULES, check_selective_mode
 from greentrain.hardware.catalog import get_chip
 from greentrain.model.finetune import FULL
 from greentrain.model.load import load_model
@@ -148,7 +148,8 @@ def _check_header(header: list[str], path: Path) -> None:
 
 def _recompute(r: _Row, default: str) -> tuple[str, str]:
     """(strategy recompute, selective mode) of the recompute cell: none, selective, full, or a selective mode
-    (attention, op, layer-N: estimate/recompute.py); empty: the framework's default_recompute."""
+    (attention, op, layer-N, Megatron Core modules joined by +: estimate/recompute.py); empty: the framework's
+    default_recompute."""
     raw = r.text("recompute").lower() or default
     if raw in RECOMPUTE:
         return raw, ""
@@ -156,7 +157,8 @@ def _recompute(r: _Row, default: str) -> tuple[str, str]:
         return "selective", check_selective_mode(raw)
     except ConfigError:
         raise r._fail("recompute", raw, f"must be one of {', '.join(RECOMPUTE)}, or a selective mode: attention, "
-                      "op, layer-N (N >= 1)") from None
+                      f"op, layer-N (N >= 1), or Megatron Core modules joined by + ({', '.join(MEGATRON_MODULES)})"
+                      ) from None
 
 
 def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:

@@ -121,8 +121,10 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
                    f"(fused-linear: Liger's) (default: {fws})")
     recompute = "the run's recompute cell, else its framework's" if for_runs else "the framework's"
     g.add_argument("--selective-recompute", type=name_text, metavar="MODE",
-                   help="what selective recomputation saves: attention (Megatron), op (torchtitan op-SAC), layer-N "
-                   f"(every N-th block fully checkpointed) (default: {recompute})")
+                   help="what selective recomputation saves: attention (Korthikanti et al.'s attention core), op "
+                   "(torchtitan op-SAC), layer-N (every N-th block fully checkpointed), or Megatron Core's "
+                   "recompute_modules joined by + (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "
+                   f"mla_up_proj; e.g. layernorm+moe_act) (default: {recompute})")
 
 
 def _layer_list(text: str) -> tuple[int, ...]:

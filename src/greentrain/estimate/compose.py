@@ -33,7 +33,7 @@ from greentrain.estimate.memory import (
     transient_bytes,
 )
 from greentrain.estimate.parallel_costs import ranks_per_node
-from greentrain.estimate.recompute import recomputed_flop
+from greentrain.estimate.recompute import op_module_masks, recomputed_flop
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.state_dtypes import (
     weight_bytes_per_param,
@@ -220,19 +220,20 @@ def step_flops(sc: Scenario, ops: ModelOps, flash: bool, mode: str = "attention"
     attention core's forward and backward FLOPs (72 B s L h^2 (1 + s/3h + V/12hL)), although only its
     forward runs again (the time model recomputes the forward only). Layers with no backward (below every
     trainable parameter) are not recomputed. ``mode``: what selective recomputes (estimate/recompute.py)."""
-    train, layer_fwd, core_fwd, sac_fwd = _flop_parts(ops)
+    train, layer_fwd, core_fwd, sac_fwd, module_fwd = _flop_parts(ops)
     model_flop = train / ops.micro_batch * sc.workload.global_batch_size
     return model_flop, {r: recomputed_flop(r, mode, layer_fwd=layer_fwd, core_fwd=core_fwd, op_sac_fwd=sac_fwd,
-                                           flash=flash) for r in ("none", "selective", "full")}
+                                           flash=flash, module_fwd=module_fwd) for r in ("none", "selective", "full")}
 
 
-_FLOP_PARTS: dict[int, tuple[ModelOps, tuple[float, float, float, float]]] = {}
+_Parts = tuple[float, float, float, float, tuple[tuple[int, float], ...]]
+_FLOP_PARTS: dict[int, tuple[ModelOps, _Parts]] = {}
 
 
-def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
+def _flop_parts(ops: ModelOps) -> _Parts:
     """(train FLOPs of a micro-batch, the forward of its layers with a backward, their attention cores, their op-SAC
-    recomputed share) per sequence, once per ModelOps (model_ops caches them, so the same object comes back; keyed
-    by identity with the object kept alive)."""
+    recomputed share, the forward of each set of Megatron recompute modules) per sequence, once per ModelOps
+    (model_ops caches them, so the same object comes back; keyed by identity with the object kept alive)."""
     hit = _FLOP_PARTS.get(id(ops))
     if hit is not None and hit[0] is ops:
         return hit[1]
@@ -240,7 +241,12 @@ def _flop_parts(ops: ModelOps) -> tuple[float, float, float, float]:
     layer_fwd = sum(g.count * g.flop for g in trained) / ops.micro_batch
     core_fwd = sum(g.count * sum(op.flop for op in g.ops if op.attention_core) for g in trained) / ops.micro_batch
     sac_fwd = sum(g.count * sum(op.flop * op.sac_recompute for op in g.ops) for g in trained) / ops.micro_batch
-    parts = (ops.train_flop(), layer_fwd, core_fwd, sac_fwd)
+    modules: dict[int, float] = {}
+    for g in trained:
+        for op, mask in zip(g.ops, op_module_masks(g.ops), strict=True):
+            if mask:
+                modules[mask] = modules.get(mask, 0.0) + g.count * op.flop / ops.micro_batch
+    parts = (ops.train_flop(), layer_fwd, core_fwd, sac_fwd, tuple(modules.items()))
     if len(_FLOP_PARTS) > 4096:
         _FLOP_PARTS.clear()
     _FLOP_PARTS[id(ops)] = (ops, parts)

@@ -17,6 +17,7 @@ import numpy as np
 
 from greentrain.estimate import fp8
 from greentrain.estimate.efficiency import Efficiency
+from greentrain.estimate.recompute import op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
@@ -212,11 +213,14 @@ class OpsTime:
     attention_core_s: Num  # the part selective recomputation recomputes
     backward_s: Num  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
     op_sac_s: Num = 0.0  # the part torchtitan's op-level selective checkpointing recomputes (Op.sac_recompute)
+    # the forward time of the ops each set of Megatron Core recompute modules repeats: (module mask, seconds)
+    # pairs (estimate/recompute.py op_module_masks)
+    module_s: tuple[tuple[int, Num], ...] = ()
 
 
 # per op: (bytes scale, backward / forward time, an attention op, a fused attention kernel, its causal fraction,
-# quantized by an fp8 recipe, forward floor, forward gaps, backward floor, backward gaps)
-_Fixed = tuple[float, float, bool, bool, float, bool, float, float, float, float]
+# quantized by an fp8 recipe, forward floor, forward gaps, backward floor, backward gaps, Megatron module mask)
+_Fixed = tuple[float, float, bool, bool, float, bool, float, float, float, float, int]
 _KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, ...]]] = {}
 
 
@@ -230,7 +234,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         return hit[2]
     floor, gap, out = eff.kernel_floor_s, eff.launch_gap_s, []
     prev = ops[-1] if len(ops) > 1 else None
-    for op in ops:
+    for op, mask in zip(ops, op_module_masks(ops), strict=True):
         kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
         kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
         eager = bool(op.eager_kind) and op.eager_kind in eff.eager_ops
@@ -242,7 +246,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         out.append((scale, backward, attention, fused,
                     causal_fraction(op) if fused else 0.0,
                     op.kind is OpKind.MATMUL and not op.name.endswith(".router"),
-                    kf * floor, kf * gap, kb * floor, kb * gap))
+                    kf * floor, kf * gap, kb * floor, kb * gap, mask))
         prev = op
     if len(_KERNELS) > 4096:
         _KERNELS.clear()
@@ -261,11 +265,12 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
     core: Num = 0.0
     bwd: Num = 0.0
     sac: Num = 0.0
+    modules: dict[int, Num] = {}
     columns = (isinstance(sh.tp, np.ndarray) or isinstance(sh.cp, np.ndarray) or isinstance(sh.ep, np.ndarray)
                or isinstance(sh.etp, np.ndarray) or isinstance(sh.sp, np.ndarray))
     attention_peak = attention_peak_flop_per_s or peak_flop_per_s
     cast_per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
-    for op, (scale, backward, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap) in zip(
+    for op, (scale, backward, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap, mask) in zip(
             ops, _fixed(ops, eff), strict=True):
         flop, nbytes, m, k, n = _local(op, sh)
         t = _roofline(flop, nbytes * scale, m, k, n, attention_peak if attention else peak_flop_per_s,
@@ -289,4 +294,7 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
         sac += t_fwd * op.sac_recompute
         if op.attention_core:
             core += t_fwd
-    return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd, op_sac_s=sac)
+        if mask:
+            modules[mask] = modules.get(mask, 0.0) + t_fwd
+    return OpsTime(forward_s=fwd, attention_core_s=core, backward_s=bwd, op_sac_s=sac,
+                   module_s=tuple(modules.items()))

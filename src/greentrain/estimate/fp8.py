@@ -136,3 +136,27 @@ def saved_input_savings(spec: Any, tokens: float, e: float, *, moe: bool) -> tup
         repl += d * t * h
         split += d * t * spec.ffn_hidden_size
     return repl, split
+
+
+def saved_input_module_bytes(spec: Any, tokens: float, e: float, *, moe: bool) -> dict[str, float]:
+    """What Megatron Core's recompute modules free (estimate/memory.py LayerActivation fields) when the fp8 GEMM
+    inputs are kept as fp8 copies (saved_input_savings): a whole-block checkpoint (mlp, moe, shared_experts) frees
+    the 1-byte copies its block keeps; an output-discarding one frees the 16-bit output only, which an fp8 GEMM
+    consumer no longer keeps (moe_act; MLA's input norm, whose output the fp8 down-projections quantize). The
+    router stays bf16: the norm before a MoE block still frees its output."""
+    d = e - 1.0
+    if d <= 0:
+        return {}
+    t, h = tokens, spec.hidden_size
+    out: dict[str, float] = {}
+    if spec.kv_lora_rank:
+        out["norm_out_bytes"] = -e * t * h
+    if moe:
+        shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
+        out.update(moe_split_bytes=-d * t * (spec.top_k * h + spec.top_k * spec.expert_ffn_hidden_size + shared_f),
+                   moe_act_bytes=-e * t * spec.top_k * spec.expert_ffn_hidden_size,
+                   shared_expert_bytes=-d * t * shared_f)
+    else:
+        out.update(mlp_repl_bytes=-d * t * h, mlp_split_bytes=-d * t * spec.ffn_hidden_size)
+    return out
+

@@ -31,7 +31,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from greentrain.estimate.recompute import module_kept_bytes, modules_mask
 from greentrain.model.primitives import COMPOSITE_ACTIVATIONS
+from greentrain.model.sac import op_sac_saved_bytes
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.num import maximum, where
 from greentrain.parallel.schedules import by_schedule
@@ -63,6 +65,17 @@ class LayerActivation:
     # outputs of every other matmul and of the attention kernel; replicated (h wide) and split by tp
     op_sac_replicated_bytes: float = 0.0
     op_sac_split_bytes: float = 0.0
+    # what Megatron Core's recompute modules free (estimate/recompute.py module_kept_bytes): the outputs of the
+    # norms it runs as modules (before MoE, before MLA; replicated), MLA's up-projected Q, K, V (split), a dense
+    # MLP beyond its input (its fused norm's output, replicated; the rest, split), the MoE block beyond its input,
+    # the routed experts' activation outputs, the shared experts' tensors (split)
+    norm_out_bytes: float = 0.0
+    mla_up_bytes: float = 0.0
+    mlp_repl_bytes: float = 0.0
+    mlp_split_bytes: float = 0.0
+    moe_split_bytes: float = 0.0
+    moe_act_bytes: float = 0.0
+    shared_expert_bytes: float = 0.0
 
 
 def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, *, flash: bool, cross: bool,
@@ -101,8 +114,9 @@ def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
 
 
 def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool, eager_gelu: bool,
-               moe_outputs: bool) -> float:
-    """Split bytes of the MLP: activation input(s) and second GEMM input per routed (and shared) expert; an
+               moe_outputs: bool, shared_only: bool = False) -> float:
+    """Split bytes of the MLP (``shared_only``: of its shared experts): activation input(s) and second GEMM input
+    per routed (and shared) expert; an
     unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order. ReLU's backward
     needs its output only (aten ``threshold_backward(grad, result)``), which is the second GEMM's input (plain
     MLP) or the product's (GLU): its input is not kept (transformers' T5 block under saved-tensor hooks)."""
@@ -118,6 +132,8 @@ def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_gl
     if not moe:
         return per_width * t * spec.ffn_hidden_size
     shared_f = spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size
+    if shared_only:
+        return per_width * t * spec.num_shared_experts * shared_f
     routed = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * shared_f
     # the dispatched tokens; each routed token's expert output too where the routing weights multiply it
     outputs = (2 if moe_outputs else 1) * spec.top_k * e * t * spec.hidden_size
@@ -173,35 +189,25 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     elif mixer in ("mamba", "mamba2"):
         repl += e * t * h + norm_extra  # the norm input
         split += _ssm_saved(spec, b, s, e)
+    modules: dict[str, float] = {}
+    if spec.kv_lora_rank and mixer in ("attention", "sliding"):  # MLA: its norm output, up-projected Q, K, V
+        modules.update(norm_out_bytes=e * t * h, mla_up_bytes=e * t * (2 * spec.q_width + spec.attn_out_width))
     if mlp != "none":
         repl += (2 * e + hidden_mask_bytes(spec)) * t * h + norms * norm_extra  # norm, GEMM inputs, dropout mask
-        split += _mlp_saved(spec, t, e, moe=mlp == "moe", fused_glu=fused_glu, eager_gelu=eager_gelu,
-                            moe_outputs=moe_outputs)
-    sac_repl, sac_split = _op_sac_saved(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
+        kw = dict(fused_glu=fused_glu, eager_gelu=eager_gelu, moe_outputs=moe_outputs)
+        mlp_split = _mlp_saved(spec, t, e, moe=mlp == "moe", **kw)
+        split += mlp_split
+        if mlp == "moe":
+            modules.update(norm_out_bytes=modules.get("norm_out_bytes", 0.0) + e * t * h, moe_split_bytes=mlp_split,
+                           moe_act_bytes=e * t * spec.top_k * spec.expert_ffn_hidden_size,
+                           shared_expert_bytes=_mlp_saved(spec, t, e, moe=True, shared_only=True, **kw))
+        else:
+            modules.update(mlp_repl_bytes=e * t * h, mlp_split_bytes=mlp_split)
+    sac_repl, sac_split = op_sac_saved_bytes(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
     if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps
         sac_repl, sac_split = repl, split + scores
     return LayerActivation(replicated_bytes=repl, split_bytes=split, scores_bytes=scores, input_bytes=e * t * h,
-                           op_sac_replicated_bytes=sac_repl, op_sac_split_bytes=sac_split)
-
-
-def _op_sac_saved(spec: TransformerSpec, t: float, e: float, mixer: str, mlp: str,
-                  flash_lse: float) -> tuple[float, float]:
-    """(replicated, split) bytes op-level SAC keeps (model/ops.py op_sac): the block input; of the matmuls wq,
-    wk, wv, wo, w1, w3, w2 (or up, down) the odd ones' outputs: wq, wv, w1 and w2 (GLU) or wq, wv, up; the
-    attention kernel's output and log-sum-exp. MoE: per routed (top_k) and shared expert."""
-    h = spec.hidden_size
-    repl = e * t * h
-    split = e * t * (spec.q_width + spec.kv_width + spec.attn_out_width) + flash_lse
-    if mlp == "none":
-        return repl, split
-    f = spec.ffn_hidden_size
-    if mlp == "moe":
-        f = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * (
-            spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
-    split += e * t * f
-    if spec.glu:
-        repl += e * t * h  # w2's output
-    return repl, split
+                           op_sac_replicated_bytes=sac_repl, op_sac_split_bytes=sac_split, **modules)
 
 
 def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute: str,
@@ -214,6 +220,8 @@ def layer_activation_bytes(act: LayerActivation, *, tp: int, sp: bool, recompute
     repl = act.replicated_bytes / (tp if sp else 1)
     if recompute == "selective" and mode == "op":
         return act.op_sac_replicated_bytes / (tp if sp else 1) + act.op_sac_split_bytes / tp
+    if recompute == "selective" and modules_mask(mode):
+        return module_kept_bytes(act, mode, tp=tp, sp=sp)
     if recompute == "selective" and mode.startswith("layer-"):
         n = int(mode[6:])
         return (act.input_bytes / (tp if sp else 1) + (n - 1) * (repl + (act.split_bytes + act.scores_bytes) / tp)) / n

@@ -246,9 +246,11 @@ def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, 
                           eager_gelu="gelu" in eff.eager_ops, moe_outputs=eff.moe_weights_outputs)
     if model.arch == "decoder" and (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")) \
             and eff.fp8_saves_inputs and sc.workload.precision.lower() == "fp8":  # fp8 GEMM inputs in 1 byte
-        repl, split = fp8.saved_input_savings(model, ops.micro_batch * seq_local, sc.workload.activation_bytes,
-                                              moe=moe)
-        la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split)
+        tokens, e = ops.micro_batch * seq_local, sc.workload.activation_bytes
+        repl, split = fp8.saved_input_savings(model, tokens, e, moe=moe)
+        delta = fp8.saved_input_module_bytes(model, tokens, e, moe=moe)
+        la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split,
+                     **{k: getattr(la, k) + v for k, v in delta.items()})
     return la
 
 
@@ -284,16 +286,17 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
     for g in groups:
         t, n, backward = g.time, g.count, g.backward
         recomputed = recomputed_s(recompute, mode, forward_s=t.forward_s, attention_core_s=t.attention_core_s,
-                                  op_sac_s=t.op_sac_s, flash=flash)
-        # full recomputation repeats the forward's communication (layer-N: on 1 layer in N); no backward, no
-        # backward communication
+                                  op_sac_s=t.op_sac_s, flash=flash, module_s=t.module_s)
+        # full recomputation repeats the forward's communication (layer-N: on 1 layer in N; Megatron's mlp and moe
+        # modules their block's); no backward, no backward communication
         passes = in_layer_comm_passes(recompute, mode) if backward else 1
+        ep_passes = in_layer_comm_passes(recompute, mode, expert=True) if backward else 1
         fwd += n * t.forward_s
         bwd += n * t.backward_s
         rec += n * recomputed * backward
         tps += n * g.tp_pass_s * passes
         cps += n * g.cp_fwd_s * (3 if backward else 1)
-        eps += n * g.ep_pass_s * passes
+        eps += n * g.ep_pass_s * ep_passes
         params += n * g.params
         trainable += n * g.trainable
         experts += n * g.expert_params

@@ -1,5 +1,5 @@
-"""torchtitan's op-level selective activation checkpointing, as shares of a layer's ops (estimate/recompute.py
-prices it)."""
+"""torchtitan's op-level selective activation checkpointing: the share of each op it recomputes (estimate/recompute.py
+prices it) and what it keeps (estimate/memory.py)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,23 @@ def op_sac(spec: TransformerSpec, ops: list[Op]) -> list[Op]:
              "mlp.shared.up": 0.5 if spec.glu else 0.0, "mlp.shared.down": 0.0 if spec.glu else 1.0,
              "mlp.router": 0.0}
     return [replace(op, sac_recompute=share[op.name]) if op.name in share else op for op in ops]
+
+
+def op_sac_saved_bytes(spec: TransformerSpec, t: float, e: float, mixer: str, mlp: str,
+                       flash_lse: float) -> tuple[float, float]:
+    """(replicated, split) bytes op-level SAC keeps (op_sac above): the block input; of the matmuls wq,
+    wk, wv, wo, w1, w3, w2 (or up, down) the odd ones' outputs: wq, wv, w1 and w2 (GLU) or wq, wv, up; the
+    attention kernel's output and log-sum-exp. MoE: per routed (top_k) and shared expert."""
+    h = spec.hidden_size
+    repl = e * t * h
+    split = e * t * (spec.q_width + spec.kv_width + spec.attn_out_width) + flash_lse
+    if mlp == "none":
+        return repl, split
+    f = spec.ffn_hidden_size
+    if mlp == "moe":
+        f = spec.top_k * spec.expert_ffn_hidden_size + spec.num_shared_experts * (
+            spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
+    split += e * t * f
+    if spec.glu:
+        repl += e * t * h  # w2's output
+    return repl, split
