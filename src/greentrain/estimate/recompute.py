@@ -139,6 +139,8 @@ def recomputed_flop(recompute: str, mode: str, *, layer_fwd: float, core_fwd: fl
     al. §6)."""
     flop: float = _recomputed(recompute, mode, layer=layer_fwd, op_sac=op_sac_fwd,
                               core=0.0 if flash else 3.0 * core_fwd, modules=module_fwd)
+    if recompute == "selective" and not flash and modules_mask(mode) & _BIT["core_attn"]:
+        flop += 2.0 * core_fwd  # an unfused core as Korthikanti et al. §6 count it: forward and backward
     return flop
 
 
