@@ -23,6 +23,7 @@ Time, FLOPs and memory of each follow from the op list (compute.OpsTime, memory.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from greentrain.errors import ConfigError
@@ -32,6 +33,7 @@ MEGATRON_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_e
 _BIT = {m: 1 << i for i, m in enumerate(MEGATRON_MODULES)}
 
 
+@cache
 def modules_mask(mode: str) -> int:
     """The Megatron Core modules a ``+``-joined mode recomputes, as a bit mask (0 for the other modes)."""
     if mode in ("attention", "op") or mode.startswith("layer-"):
