@@ -17,7 +17,7 @@ import numpy as np
 
 from greentrain.estimate import fp8
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.recompute import op_module_masks
+from greentrain.estimate.recompute import modules_mask, op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
@@ -214,7 +214,7 @@ class OpsTime:
     backward_s: Num  # 0: a layer below every trainable parameter (fine-tuning), which saves nothing
     op_sac_s: Num = 0.0  # the part torchtitan's op-level selective checkpointing recomputes (Op.sac_recompute)
     # the forward time of the ops each set of Megatron Core recompute modules repeats: (module mask, seconds)
-    # pairs (estimate/recompute.py op_module_masks)
+    # pairs (estimate/recompute.py op_module_masks), for the modules of the framework's selective mode
     module_s: tuple[tuple[int, Num], ...] = ()
 
 
@@ -234,6 +234,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         return hit[2]
     floor, gap, out = eff.kernel_floor_s, eff.launch_gap_s, []
     prev = ops[-1] if len(ops) > 1 else None
+    selected = modules_mask(eff.selective_recompute)  # only the framework's recompute modules are summed
     for op, mask in zip(ops, op_module_masks(ops), strict=True):
         kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
         kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
@@ -246,7 +247,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         out.append((scale, backward, attention, fused,
                     causal_fraction(op) if fused else 0.0,
                     op.kind is OpKind.MATMUL and not op.name.endswith(".router"),
-                    kf * floor, kf * gap, kb * floor, kb * gap, mask))
+                    kf * floor, kf * gap, kb * floor, kb * gap, mask & selected))
         prev = op
     if len(_KERNELS) > 4096:
         _KERNELS.clear()
