@@ -159,4 +159,3 @@ def saved_input_module_bytes(spec: Any, tokens: float, e: float, *, moe: bool) -
     else:
         out.update(mlp_repl_bytes=-d * t * h, mlp_split_bytes=-d * t * spec.ffn_hidden_size)
     return out
-

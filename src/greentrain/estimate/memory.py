@@ -116,10 +116,10 @@ def _ssm_saved(spec: TransformerSpec, b: int, s: int, e: float) -> float:
 def _mlp_saved(spec: TransformerSpec, t: float, e: float, *, moe: bool, fused_glu: bool, eager_gelu: bool,
                moe_outputs: bool, shared_only: bool = False) -> float:
     """Split bytes of the MLP (``shared_only``: of its shared experts): activation input(s) and second GEMM input
-    per routed (and shared) expert; an
-    unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their permuted order. ReLU's backward
-    needs its output only (aten ``threshold_backward(grad, result)``), which is the second GEMM's input (plain
-    MLP) or the product's (GLU): its input is not kept (transformers' T5 block under saved-tensor hooks)."""
+    per routed (and shared) expert; an unfused GLU keeps act(gate) too; MoE keeps the dispatched tokens in their
+    permuted order. ReLU's backward needs its output only (aten ``threshold_backward(grad, result)``), which is
+    the second GEMM's input (plain MLP) or the product's (GLU): its input is not kept (transformers' T5 block
+    under saved-tensor hooks)."""
     relu = spec.activation == "relu"
     # GLU: gate and up, the product; an unfused act(gate) * up keeps act(gate) too (ReLU: instead of gate).
     # Plain: the activation's input and output (the second GEMM's input); ReLU: the output only
