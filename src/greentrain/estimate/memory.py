@@ -189,20 +189,21 @@ def layer_activation(spec: TransformerSpec, b: int, s: int, e: float, *, moe: bo
     elif mixer in ("mamba", "mamba2"):
         repl += e * t * h + norm_extra  # the norm input
         split += _ssm_saved(spec, b, s, e)
-    modules: dict[str, float] = {}
+    modules: dict[str, float] = {}  # a recomputed norm runs without autograd: its output, an eager one's tensors
     if spec.kv_lora_rank and mixer in ("attention", "sliding"):  # MLA: its norm output, up-projected Q, K, V
-        modules.update(norm_out_bytes=e * t * h, mla_up_bytes=e * t * (2 * spec.q_width + spec.attn_out_width))
+        modules.update(norm_out_bytes=e * t * h + norm_extra, mla_up_bytes=e * t * (2 * spec.q_width
+                                                                                    + spec.attn_out_width))
     if mlp != "none":
         repl += (2 * e + hidden_mask_bytes(spec)) * t * h + norms * norm_extra  # norm, GEMM inputs, dropout mask
         kw = dict(fused_glu=fused_glu, eager_gelu=eager_gelu, moe_outputs=moe_outputs)
         mlp_split = _mlp_saved(spec, t, e, moe=mlp == "moe", **kw)
         split += mlp_split
         if mlp == "moe":
-            modules.update(norm_out_bytes=modules.get("norm_out_bytes", 0.0) + e * t * h, moe_split_bytes=mlp_split,
-                           moe_act_bytes=e * t * spec.top_k * spec.expert_ffn_hidden_size,
+            modules.update(norm_out_bytes=modules.get("norm_out_bytes", 0.0) + e * t * h + norm_extra,
+                           moe_split_bytes=mlp_split, moe_act_bytes=e * t * spec.top_k * spec.expert_ffn_hidden_size,
                            shared_expert_bytes=_mlp_saved(spec, t, e, moe=True, shared_only=True, **kw))
         else:
-            modules.update(mlp_repl_bytes=e * t * h, mlp_split_bytes=mlp_split)
+            modules.update(mlp_repl_bytes=e * t * h + norm_extra, mlp_split_bytes=mlp_split)
     sac_repl, sac_split = op_sac_saved_bytes(spec, t, e, mixer, mlp, flash_lse=scores if flash else 0.0)
     if mixer not in ("attention", "sliding"):  # no op-SAC account of other mixers: what no recomputation keeps
         sac_repl, sac_split = repl, split + scores
