@@ -60,6 +60,17 @@ def test_every_selective_mode_agrees(mode: str, scalar_equals_vector: Agree) -> 
     assert scalar_equals_vector(sc, rows, random.Random(7), SAMPLES, SAMPLES, eff) >= 5
 
 
+@pytest.mark.parametrize(("mode", "k"), [("core_attn", 0), ("layernorm+moe_act", 1), ("moe", 1),
+                                         ("mlp+moe+shared_experts", 2), ("mla_up_proj+layernorm", 2)])
+def test_every_megatron_recompute_module_agrees(mode: str, k: int, scalar_equals_vector: Agree) -> None:
+    """Megatron Core's recompute modules (estimate/recompute.py) on dense, MoE and MLA + MoE layers: their
+    recomputed forward, the memory they free and the all-to-alls the moe module repeats."""
+    sc = scenario_from_dict(SCENARIOS[k])
+    eff = dataclasses.replace(efficiency_for("h100-sxm", "nemo"), selective_recompute=mode)
+    rows = table(sc, SearchSpace(recompute=("selective",), max_micro_batch=2))
+    assert scalar_equals_vector(sc, rows, random.Random(11), SAMPLES, SAMPLES, eff) >= 5
+
+
 @pytest.mark.parametrize("flash", [True, False])
 def test_naive_attention_and_loss_kernels_agree(flash: bool, scalar_equals_vector: Agree) -> None:
     sc = scenario_from_dict(SCENARIOS[4])
