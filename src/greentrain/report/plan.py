@@ -162,7 +162,7 @@ def _efficiency(run: RunEstimate) -> dict[str, Any]:
     if eff is None:
         return {}
     return {"framework": eff.framework, "chip_has_data": eff.chip_has_data, "chip_source": eff.chip_source,
-            "calibrated": "calibrated by" in eff.chip_source,
+            "calibrated": "calibrated by" in eff.chip_source, "selective_recompute": eff.selective_recompute,
             "summary": f"{eff.framework} profile; " + (f"{chip} microbenchmarks" if eff.chip_has_data else
                                                       f"no microbenchmark data for {chip}: A100 figures used")}
 
@@ -222,6 +222,9 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
     rows += [("fp8 recipe", _fp8_text(run, d["fp8_recipe"]))] if d["fp8_recipe"] else []
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
+        if run.strategy.recompute == "selective":  # what the framework's selective recomputation repeats and frees
+            rows.append(("selective recompute", f"{d['efficiency']['selective_recompute']} (--selective-recompute "
+                                                "to change; `greentrain catalog frameworks`)"))
     rows.append(("expected error", d["error_band"]["summary"]))
     if run.strategy_chosen:
         from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, TIE_TOLERANCE

@@ -109,3 +109,15 @@ def test_a_runs_csv_names_the_modules_in_its_recompute_cell(tmp_path: Path) -> N
     bad.write_text(head + "r1,nemo,gpt-oss-120b,b200,16,4096,32,1,16,layernorm+moe_ac\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"r1.*recompute.*layernorm\+moe_ac.*Megatron Core modules"):
         read_runs(bad)
+
+
+def test_plan_says_what_selective_recomputation_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from greentrain.cli.main import main
+
+    assert main(["plan", "--framework", "nemo", "--recompute", "selective", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["efficiency"]["selective_recompute"] == "core_attn"
+    assert main(["plan", "--framework", "nemo", "--recompute", "selective",
+                 "--selective-recompute", "layernorm+mlp"]) == 0
+    assert "layernorm+mlp" in capsys.readouterr().out
