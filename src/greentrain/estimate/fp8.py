@@ -118,24 +118,28 @@ def cast_bytes_per_element(precision: str, e: float, name: str = DEFAULT_RECIPE)
     return recipe(name).bytes_per_element(e)
 
 
-def saved_input_savings(spec: Any, tokens: float, e: float, *, moe: bool) -> tuple[float, float]:
-    """(replicated, split) bytes one attention + MLP layer keeps less when its fp8 GEMM inputs are kept as fp8
-    (1 byte) instead of ``e``: in estimate/memory.py's accounting, the QKV projection input (replicated), the
-    output projection's input (split), and the MLP's first GEMM input (replicated; MoE: the permuted top_k copies,
-    split) and second GEMM input (split, per routed and shared expert). The router stays bf16."""
-    d = e - 1.0
-    if d <= 0:
-        return 0.0, 0.0
+def _saved_input_parts(spec: Any, tokens: float, d: float, *, moe: bool) -> dict[str, float]:
+    """Bytes each fp8 GEMM input of one layer keeps less, ``d`` = e - 1 per element, by the accounting of
+    estimate/memory.py: the QKV projection input and a dense MLP's first GEMM input (replicated), the output
+    projection's and the second GEMMs' inputs and MoE's permuted top_k copies (split). The router stays bf16."""
     t, h = tokens, spec.hidden_size
-    repl = d * t * h  # QKV input
-    split = d * t * spec.attn_out_width  # output projection input
+    parts = {"qkv_in": d * t * h, "out_in": d * t * spec.attn_out_width}
     if moe:
         shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
-        split += d * t * (spec.top_k * h + spec.top_k * spec.expert_ffn_hidden_size + shared_f)
+        parts.update(routed_in=d * t * spec.top_k * (h + spec.expert_ffn_hidden_size), shared_in=d * t * shared_f)
     else:
-        repl += d * t * h
-        split += d * t * spec.ffn_hidden_size
-    return repl, split
+        parts.update(fc1_in=d * t * h, fc2_in=d * t * spec.ffn_hidden_size)
+    return parts
+
+
+def saved_input_savings(spec: Any, tokens: float, e: float, *, moe: bool) -> tuple[float, float]:
+    """(replicated, split) bytes one attention + MLP layer keeps less when its fp8 GEMM inputs are kept as fp8
+    (1 byte) instead of ``e`` (_saved_input_parts)."""
+    if e <= 1.0:
+        return 0.0, 0.0
+    p = _saved_input_parts(spec, tokens, e - 1.0, moe=moe)
+    repl = p["qkv_in"] + p.get("fc1_in", 0.0)
+    return repl, sum(p.values()) - repl
 
 
 def saved_input_module_bytes(spec: Any, tokens: float, e: float, *, moe: bool) -> dict[str, float]:
@@ -144,18 +148,13 @@ def saved_input_module_bytes(spec: Any, tokens: float, e: float, *, moe: bool) -
     the 1-byte copies its block keeps; an output-discarding one frees the 16-bit output only, which an fp8 GEMM
     consumer no longer keeps (moe_act; MLA's input norm, whose output the fp8 down-projections quantize). The
     router stays bf16: the norm before a MoE block still frees its output."""
-    d = e - 1.0
-    if d <= 0:
+    if e <= 1.0:
         return {}
-    t, h = tokens, spec.hidden_size
-    out: dict[str, float] = {}
-    if spec.kv_lora_rank:
-        out["norm_out_bytes"] = -e * t * h
+    p, t = _saved_input_parts(spec, tokens, e - 1.0, moe=moe), tokens
+    out: dict[str, float] = {"norm_out_bytes": -e * t * spec.hidden_size} if spec.kv_lora_rank else {}
     if moe:
-        shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
-        out.update(moe_split_bytes=-d * t * (spec.top_k * h + spec.top_k * spec.expert_ffn_hidden_size + shared_f),
-                   moe_act_bytes=-e * t * spec.top_k * spec.expert_ffn_hidden_size,
-                   shared_expert_bytes=-d * t * shared_f)
+        out.update(moe_split_bytes=-(p["routed_in"] + p["shared_in"]), shared_expert_bytes=-p["shared_in"],
+                   moe_act_bytes=-e * t * spec.top_k * spec.expert_ffn_hidden_size)
     else:
-        out.update(mlp_repl_bytes=-d * t * h, mlp_split_bytes=-d * t * spec.ffn_hidden_size)
+        out.update(mlp_repl_bytes=-p["fc1_in"], mlp_split_bytes=-p["fc2_in"])
     return out
