@@ -99,3 +99,40 @@ def test_the_joint_bf16_fit_recovers_its_constants_and_reads_the_h200_file() -> 
     ratio = math.exp(sum(math.log(p["fraction"] / eff.matmul(p["m"], p["k"], p["n"])) for p in kept) / len(kept))
     assert eff.matmul_half_dim == pytest.approx(h, rel=0.03)
     assert ratio == pytest.approx(top / eff.matmul_max, rel=0.01)
+
+
+SWEEPS = ROOT / "tests" / "data" / "microbenchmarks" / "microbenchmarks-matmul.csv"
+
+
+def _sweep(accelerator: str, chip_name: str) -> list[dict[str, float]]:
+    """Azure's published cuBLASLt fp8 sweep of one accelerator (a copy of shared/reference's rows, 1,000
+    back-to-back iterations per shape) as bench_gpu_kernels points: fraction of the dense fp8 peak, and time_s
+    0 where the shape is memory bound (below the chip's ridge: catalog peak over bandwidth)."""
+    import csv
+
+    chip = get_chip(chip_name)
+    ridge = chip.peak_flop_per_s("fp8") / chip.memory_bytes_per_s
+    out = []
+    for r in csv.DictReader(SWEEPS.open(encoding="utf-8")):
+        if not r["accelerator"].startswith(accelerator):
+            continue
+        m, n, k, rate = float(r["m"]), float(r["n"]), float(r["k"]), float(r["tflops"]) * 1e12
+        flop, nbytes = 2 * m * n * k, m * k + k * n + 2 * m * n  # fp8 operands, bf16 output
+        out.append({"m": m, "k": k, "n": n, "fraction": rate / (float(r["peak_tflops_dense"]) * 1e12),
+                    "time_s": flop / rate if flop / nbytes >= ridge else 0.0})
+    return out
+
+
+def test_blackwell_size_curve_is_the_gb200_sweeps() -> None:
+    """docs/validation.md "Blackwell's GEMM size curve": the Blackwell entries' matmul_half_dim is the GB200 sweep
+    fitted as Hopper's 242 was (fit_matmul_curve) on its shapes above the chip's ridge (the 1,024-wide ones, below
+    it, run 6-7 us, mostly the kernel's fixed cost); the same fit of Azure's H100 sweep lands on Hopper's 242."""
+    fit = _bench().fit_matmul_curve
+    gb200 = _sweep("NVIDIA GB200", "gb200")
+    assert len(gb200) == 9 and sum(p["time_s"] >= 5e-6 for p in gb200) == 6
+    _, h_blackwell = fit(gb200, 5e-6)
+    _, h_hopper = fit(_sweep("NVIDIA H100", "h100-sxm"), 5e-6)
+    assert h_blackwell == pytest.approx(401, rel=0.02)  # 2026-11-27
+    assert h_hopper == pytest.approx(efficiency_for("h100-sxm").matmul_half_dim, rel=0.03)  # 247 against 242
+    for name in ("b200", "gb200", "b300", "gb300"):
+        assert efficiency_for(name).matmul_half_dim == pytest.approx(h_blackwell, rel=0.01)
