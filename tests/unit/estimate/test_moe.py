@@ -194,3 +194,29 @@ def test_a_forwarding_dispatcher_spares_the_network_only_across_nodes() -> None:
     assert b < a
     c, d = (estimate_step(sc, inside, check_fit=False, eff=e).ep_comm_time_s for e in (plain, forwarded))
     assert d == pytest.approx(c)
+
+
+def test_a_moe_layer_moves_its_tokens_to_their_experts_and_back() -> None:
+    """model/routing.py: the T x top_k routed rows gathered and sorted into expert order (2 reads + 2 writes
+    each), sorted back and summed into T rows (2 reads, 1 + 1/top_k writes), the backward the same bytes; a dense
+    layer moves none; Megatron's ``moe`` recompute module repeats them, ``moe_act`` does not."""
+    from greentrain.estimate.recompute import _BIT, op_module_masks
+    from greentrain.model.load import load_model
+    from greentrain.model.ops import model_ops
+
+    spec = load_model("mixtral-8x7b")
+    t, k, d, e = 2 * 4096, spec.top_k, spec.hidden_size, 2.0
+    layers = model_ops(spec, 2, 4096, e, 0, True).layers
+    (moe_layer,) = [g for g in layers if g.moe]
+    ops = {op.name: op for op in moe_layer.ops}
+    into, back = ops["mlp.experts.permute"], ops["mlp.experts.unpermute"]
+    assert into.bytes == pytest.approx(t * k * d * 4 * e)
+    assert back.bytes == pytest.approx(t * k * d * (3 + 1 / k) * e)
+    assert into.expert and back.expert and into.backward_factor == back.backward_factor == 1.0
+    names = [op.name for op in moe_layer.ops]
+    assert names.index("mlp.router") < names.index("mlp.experts.permute") < names.index("mlp.experts.up")
+    assert names.index("mlp.experts.down") < names.index("mlp.experts.unpermute")
+    masks = dict(zip(names, op_module_masks(moe_layer.ops), strict=True))
+    assert masks["mlp.experts.permute"] == masks["mlp.experts.unpermute"] == _BIT["moe"]
+    dense = model_ops(load_model("llama3-8b"), 1, 4096, e, 0, True).layers
+    assert not any("permute" in op.name for g in dense for op in g.ops)

@@ -1,0 +1,44 @@
+"""Moving a mixture-of-experts layer's tokens to their experts and back: the memory traffic of token-choice routing.
+
+A dropless token-choice MoE layer does not compute on the tokens where they are: each token's top_k copies are
+gathered into expert order, and the experts' outputs are scattered back and summed per token. Megatron Core's
+alltoall dispatcher (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher) does it in
+four passes around its two all-to-alls: permutation 1 (``permute``: the top_k copies of each local token, grouped
+by expert), after the dispatch permutation 2 (``sort_chunks_by_idxs``: the received chunks regrouped by local
+expert, whenever a rank holds more than one), and after the experts their inverses (the chunks sorted back, then
+``unpermute``: the top_k copies summed into one row per token). torchtitan's MoE and Hugging Face's expert loops
+gather and scatter the same rows. Each pass reads and writes every routed row once (``moe_permute_fusion`` fuses
+the index computation, not the copies); the backward runs the inverse passes over the gradients, the same bytes.
+The all-to-alls themselves are estimate/moe.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+from greentrain.model.primitives import Op, Shard, elementwise
+
+
+class RoutedShape(Protocol):
+    """The TransformerSpec fields token routing reads (model/spec.py), read-only."""
+
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+
+
+def token_permutation_ops(spec: RoutedShape, tokens: float, e: float, prefix: str) -> tuple[Op, Op]:
+    """(into expert order, back to token order) for one MoE layer of ``tokens`` tokens at ``e`` bytes per
+    element. Into: the gather of T x top_k rows (each read from its token, written once) and the sort by local
+    expert (read and written once). Back: the sort back (read and written once) and the unpermute (T x top_k rows
+    read, T rows written). Expert-side element-wise ops: split over the tensor-parallel ranks as the experts' work
+    is (estimate/compute.py _local), two kernels each way. The op list does not know the expert parallelism: a
+    rank holding a single expert (ep = num_experts), which skips the two sorts, is charged them too."""
+    routed = tokens * spec.top_k * spec.hidden_size
+    into = elementwise(f"{prefix}.experts.permute", routed, e, Shard.TOKENS, reads=2.0, writes=2.0, expert=True,
+                       kernels=(2.0, 2.0))
+    back = elementwise(f"{prefix}.experts.unpermute", routed, e, Shard.TOKENS, reads=2.0,
+                       writes=1.0 + 1.0 / spec.top_k, expert=True, kernels=(2.0, 2.0))
+    return replace(into, backward_factor=1.0), replace(back, backward_factor=1.0)
