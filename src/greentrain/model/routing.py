@@ -7,9 +7,10 @@ four passes around its two all-to-alls: permutation 1 (``permute``: the top_k co
 by expert), after the dispatch permutation 2 (``sort_chunks_by_idxs``: the received chunks regrouped by local
 expert, whenever a rank holds more than one), and after the experts their inverses (the chunks sorted back, then
 ``unpermute``: the top_k copies summed into one row per token). torchtitan's MoE and Hugging Face's expert loops
-gather and scatter the same rows. Each pass reads and writes every routed row once (``moe_permute_fusion`` fuses
-the index computation, not the copies); the backward runs the inverse passes over the gradients, the same bytes.
-The all-to-alls themselves are estimate/moe.py's.
+gather and scatter the same rows. Each pass reads and writes every routed row once (``moe_permute_fusion`` runs a
+pass as one kernel; the rows are still copied); the backward runs the inverse passes over the gradients, the same
+bytes. DeepEP's flex dispatcher permutes on the expert side only and HybridEP fuses that into its dispatch kernel:
+every framework is charged the alltoall dispatcher's four passes. The all-to-alls themselves are estimate/moe.py's.
 """
 
 from __future__ import annotations

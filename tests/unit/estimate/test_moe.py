@@ -200,7 +200,7 @@ def test_a_moe_layer_moves_its_tokens_to_their_experts_and_back() -> None:
     """model/routing.py: the T x top_k routed rows gathered and sorted into expert order (2 reads + 2 writes
     each), sorted back and summed into T rows (2 reads, 1 + 1/top_k writes), the backward the same bytes; a dense
     layer moves none; Megatron's ``moe`` recompute module repeats them, ``moe_act`` does not."""
-    from greentrain.estimate.recompute import _BIT, op_module_masks
+    from greentrain.estimate.recompute import modules_mask, op_module_masks
     from greentrain.model.load import load_model
     from greentrain.model.ops import model_ops
 
@@ -217,6 +217,6 @@ def test_a_moe_layer_moves_its_tokens_to_their_experts_and_back() -> None:
     assert names.index("mlp.router") < names.index("mlp.experts.permute") < names.index("mlp.experts.up")
     assert names.index("mlp.experts.down") < names.index("mlp.experts.unpermute")
     masks = dict(zip(names, op_module_masks(moe_layer.ops), strict=True))
-    assert masks["mlp.experts.permute"] == masks["mlp.experts.unpermute"] == _BIT["moe"]
+    assert masks["mlp.experts.permute"] == masks["mlp.experts.unpermute"] == modules_mask("moe")
     dense = model_ops(load_model("llama3-8b"), 1, 4096, e, 0, True).layers
     assert not any("permute" in op.name for g in dense for op in g.ops)
