@@ -21,6 +21,7 @@ from greentrain.estimate.recompute import modules_mask, op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
+from greentrain.model.routing import PERMUTE_OPS
 from greentrain.num import maximum, where
 
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
@@ -226,7 +227,8 @@ _KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, 
 
 def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
     """What ops_time needs of each op that depends on the op and the framework only (its kernels: op_kernels; the
-    bytes of its eager chain or of its cross-entropy implementation, loss_kernel: model/loss.py), once per op group
+    bytes of its eager chain, of its cross-entropy implementation, loss_kernel: model/loss.py, or of a MoE layer's
+    token permutations, moe_sender_permutes: model/routing.py), once per op group
     and efficiency (keyed by identity, both kept alive: every estimate asks). A layer's first op follows the
     previous layer's last."""
     hit = _KERNELS.get((id(ops), id(eff)))
@@ -242,6 +244,8 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         scale, backward = loss_traffic_scale(op, eff)  # a cross-entropy as the framework's kernel moves it
         if eager:
             scale = op.eager_bytes / op.bytes
+        if not eff.moe_sender_permutes and op.name.endswith(PERMUTE_OPS):  # only the receiver permutes
+            scale *= 0.5
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
         out.append((scale, backward, attention, fused,

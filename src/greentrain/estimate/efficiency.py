@@ -185,6 +185,10 @@ class Efficiency:
     # kernels, HybridEP), instead of once per remote expert (estimate/moe.py ep_pass_s)
     moe_node_forwarding: bool = knob("framework", "bool", default=False, calibrated=False)
     moe_host_sync: bool = knob("framework", "bool", default=True, calibrated=False)
+    # the routed rows are permuted on the sending side and regrouped by local expert after the all-to-all, and the
+    # inverse after the experts (model/routing.py's four passes); false: DeepEP sends each token in place and only
+    # the receiving rank permutes (two passes)
+    moe_sender_permutes: bool = knob("framework", "bool", default=True, calibrated=False)
     moe_grouped_gemm: str = knob("framework", "choice", one_of(MOE_GROUPED_GEMMS), default="per_expert",
                                  calibrated=False)
     # the routing weights multiply the experts' outputs, which the backward then keeps (estimate/memory.py)

@@ -9,8 +9,9 @@ expert, whenever a rank holds more than one), and after the experts their invers
 ``unpermute``: the top_k copies summed into one row per token). torchtitan's MoE and Hugging Face's expert loops
 gather and scatter the same rows. Each pass reads and writes every routed row once (``moe_permute_fusion`` runs a
 pass as one kernel; the rows are still copied); the backward runs the inverse passes over the gradients, the same
-bytes. DeepEP's flex dispatcher permutes on the expert side only and HybridEP fuses that into its dispatch kernel:
-every framework is charged the alltoall dispatcher's four passes. The all-to-alls themselves are estimate/moe.py's.
+bytes. Under DeepEP (Megatron Core's flex dispatcher) the dispatch reads each token in place and only the receiving
+rank permutes: half the bytes (the framework's ``moe_sender_permutes``, estimate/compute.py). The all-to-alls
+themselves are estimate/moe.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import replace
 from typing import Protocol
 
 from greentrain.model.primitives import Op, Shard, elementwise
+
+PERMUTE_OPS = ("experts.permute", "experts.unpermute")  # the two ops' names after the block's prefix
 
 
 class RoutedShape(Protocol):
@@ -38,8 +41,8 @@ def token_permutation_ops(spec: RoutedShape, tokens: float, e: float, prefix: st
     is (estimate/compute.py _local), two kernels each way. The op list does not know the expert parallelism: a
     rank holding a single expert (ep = num_experts), which skips the two sorts, is charged them too."""
     routed = tokens * spec.top_k * spec.hidden_size
-    into = elementwise(f"{prefix}.experts.permute", routed, e, Shard.TOKENS, reads=2.0, writes=2.0, expert=True,
+    into = elementwise(f"{prefix}.{PERMUTE_OPS[0]}", routed, e, Shard.TOKENS, reads=2.0, writes=2.0, expert=True,
                        kernels=(2.0, 2.0))
-    back = elementwise(f"{prefix}.experts.unpermute", routed, e, Shard.TOKENS, reads=2.0,
+    back = elementwise(f"{prefix}.{PERMUTE_OPS[1]}", routed, e, Shard.TOKENS, reads=2.0,
                        writes=1.0 + 1.0 / spec.top_k, expert=True, kernels=(2.0, 2.0))
     return replace(into, backward_factor=1.0), replace(back, backward_factor=1.0)

@@ -122,7 +122,8 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "fp8_saves_inputs": e.fp8_saves_inputs,
                         "moe": {"overlap": e.moe_overlap, "dispatch_fp8": e.moe_dispatch_fp8,
                                 "node_forwarding": e.moe_node_forwarding,
-                                "host_sync": e.moe_host_sync, "grouped_gemm": e.moe_grouped_gemm},
+                                "host_sync": e.moe_host_sync, "sender_permutes": e.moe_sender_permutes,
+                                "grouped_gemm": e.moe_grouped_gemm},
                         "offload": block, "source": e.framework_source,
                         "attention_source": e.attention_source})
         table.add_row(name, e.attention_kernel, e.loss_kernel, e.selective_recompute,

@@ -220,3 +220,27 @@ def test_a_moe_layer_moves_its_tokens_to_their_experts_and_back() -> None:
     assert masks["mlp.experts.permute"] == masks["mlp.experts.unpermute"] == modules_mask("moe")
     dense = model_ops(load_model("llama3-8b"), 1, 4096, e, 0, True).layers
     assert not any("permute" in op.name for g in dense for op in g.ops)
+
+
+def test_deepep_permutes_on_the_receiving_side_only() -> None:
+    """moe_sender_permutes false (nemo-deepep: DeepEP's dispatch reads each token in place): the two token
+    permutation ops move half the bytes; every other op of the layer costs the same."""
+    from greentrain.estimate.compute import Sharding, ops_time
+    from greentrain.model.load import load_model
+    from greentrain.model.ops import model_ops
+
+    chip = get_chip("h100-sxm")
+    (layer,) = [g for g in model_ops(load_model("mixtral-8x7b"), 1, 4096, 2.0, 0, True).layers if g.moe]
+    nemo, deepep = efficiency_for("h100-sxm", "nemo"), efficiency_for("h100-sxm", "nemo-deepep")
+    assert nemo.moe_sender_permutes and not deepep.moe_sender_permutes
+    sh = Sharding(tp=1, ep=8)
+    deepep_as_nemo = dataclasses.replace(deepep, moe_sender_permutes=True)
+
+    def fwd(ops: tuple, eff) -> float:  # type: ignore[no-untyped-def]
+        return float(ops_time(ops, sh, chip.peak_flop_per_s("bf16"), chip.memory_bytes_per_s, eff).forward_s)
+
+    permute = tuple(op for op in layer.ops if op.name.endswith(("permute", "unpermute")))
+    rest = tuple(op for op in layer.ops if op not in permute)
+    gaps = sum(deepep.launch_gap_s * op.kernels[0] for op in permute)  # each kernel: max(roofline, floor) + gap
+    assert fwd(permute, deepep) - gaps == pytest.approx(0.5 * (fwd(permute, deepep_as_nemo) - gaps), rel=1e-6)
+    assert fwd(rest, deepep) == fwd(rest, deepep_as_nemo)
