@@ -21,7 +21,7 @@ from greentrain.estimate.recompute import modules_mask, op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
-from greentrain.model.routing import PERMUTE_OPS
+from greentrain.model.routing import PERMUTE_OPS, RECEIVER_ONLY_SHARE
 from greentrain.num import maximum, where
 
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
@@ -245,7 +245,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         if eager:
             scale = op.eager_bytes / op.bytes
         if not eff.moe_sender_permutes and op.name.endswith(PERMUTE_OPS):  # only the receiver permutes
-            scale *= 0.5
+            scale *= RECEIVER_ONLY_SHARE
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
         out.append((scale, backward, attention, fused,
