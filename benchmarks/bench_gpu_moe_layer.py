@@ -6,9 +6,9 @@ the router over the rank's own T tokens, top-k, the permutation that gathers T x
 order (with ep ranks balanced, a rank receives as many copies as it sends), one ``torch._grouped_mm`` for the
 gate and up projections of its E / ep experts, SiLU(gate) x up, one grouped GEMM down, and the weighted
 scatter-add back to the tokens. The all-to-alls are not run (one device). greentrain's side prices the MoE
-layer's router, expert GEMMs and activation under ``Sharding(ep=ep)`` with the torchtitan profile, twice: the
-expert GEMMs' bytes as estimate/compute.py counts them today (every expert's weights), and operand by operand
-(the rank's own experts): the measured time says which is right.
+layer's router, expert GEMMs and activation under ``Sharding(ep=ep)`` with the torchtitan profile, the expert
+GEMMs' bytes operand by operand (the rank's own experts' weights: estimate/compute.py ``_local``, since session
+20; before, every expert's weights): the measured time checks it where the GEMMs are memory bound.
 
     python3 benchmarks/bench_gpu_moe_layer.py --chip h100-sxm --out DIR          # on the GPU
     python3 benchmarks/bench_gpu_moe_layer.py --device cpu --quick --out DIR     # checks the code path only
@@ -25,12 +25,11 @@ import torch
 import torch.nn.functional as F
 from bench_gpu_kernels import timed_s
 
-from greentrain.estimate import compute
 from greentrain.estimate.compute import Sharding, compute_peaks, ops_time
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.hardware.catalog import get_chip
 from greentrain.model.load import load_model
-from greentrain.model.ops import OpKind, model_ops
+from greentrain.model.ops import model_ops
 
 # (preset, tokens per micro-batch on a rank, ep): the shapes of the Megatron-Bridge rows docs/validation.md scores
 CASES = (("qwen3-30b-a3b", 4096, 8), ("qwen3-235b-a22b", 4096, 8), ("gpt-oss-120b", 4096, 8),
@@ -73,36 +72,14 @@ def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype,
 
 
 def predicted_s(model: str, tokens: int, ep: int, chip: str) -> dict[str, float]:
-    """greentrain's forward + backward of the same ops (router, expert GEMMs, activation), bytes as counted today
-    and operand by operand."""
+    """greentrain's forward + backward of the same ops (router, expert GEMMs, activation)."""
     spec, eff = load_model(model), efficiency_for(chip, "torchtitan")
     cl_chip = get_chip(chip)
     group = next(g for g in model_ops(spec, 1, tokens, 2.0).layers if g.moe)
     ops = tuple(o for o in group.ops if o.name.startswith("mlp.") and (o.expert or o.name.endswith(".router")))
     peaks = compute_peaks(cl_chip, "bf16")
-    sh = Sharding(ep=ep)
-
-    def run() -> float:
-        t = ops_time(ops, sh, peaks.matmul, cl_chip.memory_bytes_per_s, eff)
-        return float(t.forward_s + t.backward_s)
-
-    today = run()
-    original = compute._local
-
-    def operands(op: Any, s: Sharding) -> Any:  # each operand split its own way (the rank's experts only)
-        flop, nbytes, m, k, n = original(op, s)
-        if op.kind is OpKind.MATMUL and op.flop:
-            count = op.count / s.ep if op.expert else op.count
-            nbytes = op.bytes * count * (m * k + k * n + m * n) / (op.count * (op.m * op.k + op.k * op.n
-                                                                                 + op.m * op.n))
-        return flop, nbytes, m, k, n
-
-    compute._local = operands  # ops_time looks _local up at each call; restored below
-    try:
-        per_operand = run()
-    finally:
-        compute._local = original
-    return {"predicted_s": today, "predicted_operand_bytes_s": per_operand}
+    t = ops_time(ops, Sharding(ep=ep), peaks.matmul, cl_chip.memory_bytes_per_s, eff)
+    return {"predicted_s": float(t.forward_s + t.backward_s)}
 
 
 def main(argv: list[str] | None = None) -> int:

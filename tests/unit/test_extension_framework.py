@@ -6,9 +6,10 @@ Fake frameworks are added as one entry each (the file's data, replaced for one t
 digit in `plan`, `search` and `offload plan`; "toytorch-slow" (half the kernel efficiency) a slower step and
 "toytorch-fast" (a larger offload matmul scale) a faster offload plan; its fp8 recipe (rowwise, pytorch's
 tensorwise) is what an fp8 plan of it runs; "toyflow", a copy of ml_dataflow's entry,
-ml_dataflow's plan (its layout is a knob of the block, not its name); "toymoe", megatron with nemo-deepep's MoE
-dispatcher knobs, hides a Mixtral step's all-to-alls. The catalog lists them; an unknown name, a framework without
-an offload block, a bad offload key and a bad MoE knob are each refused in one line.
+ml_dataflow's plan (its layout is a knob of the block, not its name); "toymoe", megatron with
+nemo-deepep-a2a-overlap's MoE dispatcher knobs and no host sync, hides a Mixtral step's all-to-alls. The catalog
+lists them; an unknown name, a framework without an offload block, a bad offload key and a bad MoE knob are each
+refused in one line.
 """
 
 from __future__ import annotations
@@ -127,11 +128,12 @@ MOE_PLAN = ["plan", "--model", "mixtral-8x7b", "--chip", "h100-sxm", "--num-chip
 
 def test_moe_dispatch_knobs_are_the_entry_s(toytorch: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     fws = toytorch["frameworks"]
-    deepep = {k: v for k, v in fws["nemo-deepep"].items() if k.startswith("moe_")}  # overlap, fp8 dispatch, no sync
+    deepep = {k: v for k, v in fws["nemo-deepep-a2a-overlap"].items() if k.startswith("moe_")}  # overlap, forwarding
     assert deepep and set(deepep) <= set(efficiency.FRAMEWORK_KEYS)
-    fws["toymoe"] = {**copy.deepcopy(fws["megatron"]), **deepep}
+    fws["toymoe"] = {**copy.deepcopy(fws["megatron"]), **deepep, "moe_host_sync": False}
     ref, toy = (_run([*MOE_PLAN, "--framework", fw], capsys) for fw in ("megatron", "toymoe"))
-    assert ref["step_breakdown_s"]["ep_comm"] > 0 == toy["step_breakdown_s"]["ep_comm"]  # hidden behind compute
+    # the all-to-alls mostly hidden behind the compute (test_moe.py pins how much): a faster step
+    assert toy["step_time_s"] < ref["step_time_s"] - 0.5 * ref["step_breakdown_s"]["ep_comm"]
     assert toy["step_breakdown_s"]["compute"] < ref["step_breakdown_s"]["compute"]  # no host sync: kernels hidden
     assert toy["flop_per_step"] == ref["flop_per_step"]
     fws["toymoe"]["moe_host_sync"] = "sometimes"

@@ -40,8 +40,9 @@ REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
 STATUSES = ("ok", "failed")
 # Frameworks whose MoE recipes fold tensor parallelism into expert parallelism (expert tensor parallelism 1)
 # when a row gives no etp: Megatron-Bridge's MoE presets set expert_tensor_parallel_size=1
-# (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025).
-MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep")  # and its MoE variants
+# (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025): nemo and
+# its MoE variants.
+MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap")
 MAX_ROWS = 1_000_000
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 

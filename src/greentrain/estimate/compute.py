@@ -127,6 +127,13 @@ def _local(op: Op, sh: Sharding) -> tuple[Num, Num, Num, Num, Num]:
         count = count / t
     # the local share of the op's FLOPs (a fused attention op counts two products: scores and values)
     scale = (count / op.count) * (m / op.m) * (k / op.k) * (n / op.n) if op.flop else 0.0
+    if op.kind is OpKind.MATMUL:
+        # a GEMM moves its local operands (primitives.matmul: both read, the result written, at one width): the
+        # rank's rows of the input, its slice of the weights -- of its own count / ep experts only -- and its
+        # output. (A share of op.bytes in the FLOPs' proportion kept all num_experts' weights under ep, where each
+        # rank holds 1/ep of them, and divided the weights by cp, which replicates them.)
+        width = op.bytes / (op.count * (op.m * op.k + op.k * op.n + op.m * op.n))
+        return op.flop * scale, width * count * (m * k + k * n + m * n), m, k, n
     return op.flop * scale, op.bytes * scale, m, k, n
 
 

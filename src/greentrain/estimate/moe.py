@@ -8,7 +8,9 @@ runs, the ``moe_*`` knobs of its estimate/efficiency.yaml record).
   both at once (NCCL runs an all-to-all as one group of concurrent sends and receives, nccl-tests
   src/alltoall.cu), so the time is the slower of the two; each rank drives its own NIC share. The expert
   group's ranks lie ``etp`` apart (Megatron Core's expert mesh: etp innermost, then ep). With overlap (the
-  framework's ``moe_overlap``) only the part above the layer's compute is exposed. With node forwarding (the
+  framework's ``moe_overlap``) only the part above the layer's compute is exposed, and the compute beside the
+  hidden part runs slower as beside a data-parallel collective (step_terms.overlap_cost_s: the dispatcher's
+  kernels hold SMs). With node forwarding (the
   framework's ``moe_node_forwarding``: DeepEP's normal kernels, HybridEP) a token crosses the network once per
   remote node holding one of its experts and is forwarded over NVLink there (``forwarded_pass_bytes``).
 - ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
@@ -30,6 +32,7 @@ import yaml
 from greentrain.estimate.comm import Collective, collective_s
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.parallel_costs import ranks_per_node
+from greentrain.estimate.step_terms import overlap_cost_s
 from greentrain.hardware.cluster import Cluster
 from greentrain.num import Num, maximum, minimum, where
 
@@ -142,7 +145,9 @@ def ep_pass_s(*, tokens: Num, top_k: int, hidden: int, e: float, tp: Num, sp: Nu
         a2a = a2a + collective_s(Collective.ALL_GATHER, etp, etp_node, gathered, cl, eff) \
             + collective_s(Collective.REDUCE_SCATTER, etp, etp_node, gathered, cl, eff)
     if profile.overlap == "compute":
-        return maximum(0.0, a2a - compute_s)
+        # hidden behind another micro-batch's compute, which runs slower beside it: the dispatcher's kernels hold SMs
+        # as NCCL's do (DeepEP and HybridEP 16-32: moe_hybridep_num_sms), the cost the data-parallel overlap pays
+        return maximum(0.0, a2a - compute_s) + overlap_cost_s(minimum(a2a, compute_s), eff)
     return a2a
 
 

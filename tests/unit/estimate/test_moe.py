@@ -9,10 +9,12 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.estimate import fp8, moe
-from greentrain.estimate.compute import compute_peaks
+from greentrain.estimate.compute import Sharding, compute_peaks, local_op
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.estimate.step import estimate_step
 from greentrain.hardware.catalog import get_chip
+from greentrain.model.load import load_model
+from greentrain.model.ops import model_ops
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import scenario_from_dict
 
@@ -45,7 +47,10 @@ def test_sequence_parallel_ranks_dispatch_their_shard_and_overlap_hides_the_rest
     shard = moe.ep_pass_s(tp=2, sp=True, profile=none, **kw)
     assert shard < 0.6 * full
     hidden = moe.ep_pass_s(tp=2, sp=True, profile=moe.MoeProfile(overlap="compute"), **kw)
-    assert hidden == pytest.approx(max(0.0, shard - 1e-3))
+    # the part behind the compute costs what a data-parallel collective beside it costs (the compute runs slower)
+    x = eff.overlap_slowdown
+    assert x > 0
+    assert hidden == pytest.approx(max(0.0, shard - 1e-3) + min(shard, 1e-3) * x / (1 + x))
 
 
 def test_expert_kernels_cost_per_local_expert_after_the_host_sync() -> None:
@@ -55,8 +60,11 @@ def test_expert_kernels_cost_per_local_expert_after_the_host_sync() -> None:
     f8, b8 = moe.expert_kernels_s(local_experts=16, fp8=True, profile=p)
     assert f32 - f16 == pytest.approx(16 * 2 * p.kernel_host_s)
     assert b16 > f16 and f8 > f16 and b8 > b16
+    # Megatron Core's DeepEP and HybridEP dispatch size the received tokens on the host too (fused_a2a.py)
     deepep = moe.moe_profile(efficiency_for("", "nemo-deepep"))
-    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=deepep) == (0.0, 0.0)
+    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=deepep) == (f8, b8)
+    unsynced = moe.moe_profile(dataclasses.replace(efficiency_for("", "nemo-deepep"), moe_host_sync=False))
+    assert moe.expert_kernels_s(local_experts=16, fp8=True, profile=unsynced) == (0.0, 0.0)
 
 
 def test_a_moe_step_pays_its_expert_kernels() -> None:
@@ -103,14 +111,40 @@ def test_an_fp8_step_is_not_twice_as_fast_as_bf16() -> None:
     assert 0.55 * t16 < t8 < 0.9 * t16
 
 
-def test_dispatchers_that_overlap_or_skip_the_host_sync_run_faster() -> None:
+def test_dispatchers_that_overlap_or_forward_through_nodes_expose_less() -> None:
     sc = scenario_from_dict({"model": "mixtral-8x7b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
                              "workload": {"global_batch_size": 32, "seq_len": 4096, "num_steps": 1}})
     s = Strategy(dp=16, ep=8, etp=1, zero=1, micro_batch_size=1)  # an expert group per node
-    plain, overlap, deepep = (estimate_step(sc, s, check_fit=False, eff=efficiency_for("h100-sxm", fw))
-                              for fw in ("nemo", "nemo-a2a-overlap", "nemo-deepep"))
-    assert plain.ep_comm_time_s > overlap.ep_comm_time_s >= deepep.ep_comm_time_s
-    assert deepep.compute_time_s < overlap.compute_time_s == pytest.approx(plain.compute_time_s)
+    plain, overlap, deepep, both = (estimate_step(sc, s, check_fit=False, eff=efficiency_for("h100-sxm", fw))
+                                    for fw in ("nemo", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap"))
+    assert plain.ep_comm_time_s > overlap.ep_comm_time_s >= both.ep_comm_time_s
+    assert deepep.ep_comm_time_s == pytest.approx(plain.ep_comm_time_s)  # inside a node: nothing to forward
+    assert deepep.compute_time_s < plain.compute_time_s  # only the receiving rank permutes
+    assert both.compute_time_s == pytest.approx(deepep.compute_time_s)
+    wide = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
+                               "workload": {"global_batch_size": 32, "seq_len": 4096, "num_steps": 1}})
+    across = Strategy(dp=16, ep=16, etp=1, zero=1, micro_batch_size=1)  # the group spans both nodes
+    plain, deepep = (estimate_step(wide, across, check_fit=False, eff=efficiency_for("h100-sxm", fw))
+                     for fw in ("nemo", "nemo-deepep"))
+    assert deepep.ep_comm_time_s < plain.ep_comm_time_s  # a token crosses the network once per remote node
+
+
+def test_a_rank_reads_the_weights_of_its_own_experts_only() -> None:
+    """A GEMM's bytes are its local operands: under ep a rank holds count / ep experts, each with the rows of ep
+    ranks; under cp every rank reads the whole weight (primitives.matmul counts both reads and the write)."""
+    group = next(g for g in model_ops(load_model("gpt-oss-120b"), 1, 4096, 2.0).layers if g.moe)
+    up = next(o for o in group.ops if o.name.endswith("experts.up"))
+    width = up.bytes / (up.count * (up.m * up.k + up.k * up.n + up.m * up.n))
+    assert width == pytest.approx(2.0)
+    for ep in (1, 8, 64):
+        rows, experts = up.m * ep, up.count / ep
+        weights = width * experts * up.k * up.n
+        assert local_op(up, Sharding(ep=ep)).bytes == pytest.approx(
+            width * experts * (rows * up.k + rows * up.n) + weights)
+    qkv = next(o for o in group.ops if o.name.endswith("attn.qkv"))
+    halves = local_op(qkv, Sharding(cp=2))
+    assert halves.bytes == pytest.approx(width * (qkv.m / 2 * (qkv.k + qkv.n) + qkv.k * qkv.n))
+    assert halves.flop == pytest.approx(qkv.flop / 2)
 
 
 def test_transformer_engine_keeps_fp8_gemm_inputs_in_one_byte() -> None:

@@ -1,5 +1,5 @@
 """benchmarks/bench_gpu_moe_layer.py, the MoE block a lent GPU times against greentrain's prediction: the tiny CPU
-run writes its record, and the prediction's two byte counts differ where the expert GEMMs are memory bound."""
+run writes its record, and the prediction prices the same block."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ def test_quick_run_writes_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert record["quick"] and row["experts_local"] == 2 and row["copies"] == 64 * 8 and row["measured_s"] > 0
 
 
-def test_operand_bytes_only_move_memory_bound_expert_gemms(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_prediction_prices_the_same_block(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     import bench_gpu_moe_layer as bench
 
-    small = bench.predicted_s("gpt-oss-120b", 4096, 8, "h100-sxm")  # 1,024 tokens per expert
-    large = bench.predicted_s("gpt-oss-120b", 16384, 8, "h100-sxm")
-    assert small["predicted_operand_bytes_s"] < 0.85 * small["predicted_s"]
-    assert large["predicted_operand_bytes_s"] == pytest.approx(large["predicted_s"])
+    # GPT-OSS-120B at 4,096 tokens a rank: 16 local experts of 1,024 rows at ep 8, 2 of 8,192 rows at ep 64; the
+    # same GEMM work, 8x fewer weights read at ep 64 (estimate/compute.py _local), so that block is faster
+    ep8 = bench.predicted_s("gpt-oss-120b", 4096, 8, "h100-sxm")["predicted_s"]
+    ep64 = bench.predicted_s("gpt-oss-120b", 4096, 64, "h100-sxm")["predicted_s"]
+    assert 0 < ep64 < ep8
