@@ -32,3 +32,19 @@ def test_bad_optimizer_dtype_exits_2(capsys: pytest.CaptureFixture[str]) -> None
     assert main([*ARGS, "--optimizer-dtype", "fp16"]) == 2
     err = capsys.readouterr().err
     assert "fp16" in err and "bf16" in err
+
+
+def test_nemo_automodel_trains_in_bf16_unless_told_fp32(capsys: pytest.CaptureFixture[str]) -> None:
+    """NeMo AutoModel loads a model in bf16 (from_config: torch_dtype "auto" -> bfloat16) and Adam's moments follow
+    the weights' dtype: its default is the pure-bf16 recipe (bf16 gradients and moments, 2 + 4 bytes per parameter
+    beside the weights); --optimizer-dtype fp32 is its float32 load."""
+    n = load_model("llama3.2-1b").num_params()
+
+    def grads_and_moments(extra: list[str]) -> float:
+        assert main([*ARGS, "--framework", "nemo-automodel", "--zero", "3", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        mem = out["memory_bytes_per_device"]
+        return float(mem["gradients"] + mem["optimizer"]) / n
+
+    assert grads_and_moments([]) == pytest.approx(6.0)
+    assert grads_and_moments(["--optimizer-dtype", "fp32"]) >= 10.0  # fp32 moments
