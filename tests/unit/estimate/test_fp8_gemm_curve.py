@@ -136,3 +136,17 @@ def test_blackwell_size_curve_is_the_gb200_sweeps() -> None:
     assert h_hopper == pytest.approx(efficiency_for("h100-sxm").matmul_half_dim, rel=0.03)  # 247 against 242
     for name in ("b200", "gb200", "b300", "gb300"):
         assert efficiency_for(name).matmul_half_dim == pytest.approx(h_blackwell, rel=0.01)
+
+
+def test_gb200_fp8_gemms_run_at_the_sustained_sweeps_level() -> None:
+    """The same fit's level: Azure's sustained GB200 sweep tops at 0.622 of the fp8 peak, where its H100 sweep
+    reads H100's MAMF (0.724 against 0.709); gb200's fp8 GEMMs take the sweep's level (estimate/fp8.yaml)."""
+    fit = _bench().fit_matmul_curve
+    top_gb200, _ = fit(_sweep("NVIDIA GB200", "gb200"), 5e-6)
+    top_h100, _ = fit(_sweep("NVIDIA H100", "h100-sxm"), 5e-6)
+    assert top_gb200 == pytest.approx(0.622, abs=0.002)  # 2026-11-27
+    assert top_h100 == pytest.approx(0.709, rel=0.03)  # the method reads H100's MAMF
+    for name, top in (("gb200", top_gb200), ("h100-sxm", 0.709)):
+        chip = get_chip(name)  # the fp8 peak scaled by fp8 / bf16, on the bf16 curve's level
+        level = compute_peaks(chip, "fp8").matmul / chip.peak_flop_per_s("fp8") * efficiency_for(name).matmul_max
+        assert level == pytest.approx(top, rel=0.01)
