@@ -5,10 +5,15 @@ The block is what torchtitan's MoE runs on one rank once the dispatch has delive
 the router over the rank's own T tokens, top-k, the permutation that gathers T x top_k token copies in expert
 order (with ep ranks balanced, a rank receives as many copies as it sends), one ``torch._grouped_mm`` for the
 gate and up projections of its E / ep experts, SiLU(gate) x up, one grouped GEMM down, and the weighted
-scatter-add back to the tokens. The all-to-alls are not run (one device). greentrain's side prices the MoE
-layer's router, expert GEMMs and activation under ``Sharding(ep=ep)`` with the torchtitan profile, the expert
-GEMMs' bytes operand by operand (the rank's own experts' weights: estimate/compute.py ``_local``, since session
-20; before, every expert's weights): the measured time checks it where the GEMMs are memory bound.
+scatter-add back to the tokens; for GPT-OSS (``expert_bias``, family gpt_oss) also each expert's two biases, added
+by indexing (their backward an indexed accumulation, the atomic-add pattern pith-train's GPT-OSS work replaced:
+mlc-ai/pith-train #34) and its clamped SwiGLU (OpenAI's gpt-oss reference: gate clamped at 7, up at +/-7,
+gate x sigmoid(1.702 gate) x (up + 1)), the two things of a GPT-OSS block an ordinary MoE block lacks (greentrain
+predicts GPT-OSS-120B 45-80 % too fast, docs/validation.md). The all-to-alls are not run (one device).
+greentrain's side prices the MoE layer's router, expert GEMMs and activation under ``Sharding(ep=ep)`` with the
+torchtitan profile, the expert GEMMs' bytes operand by operand (the rank's own experts' weights:
+estimate/compute.py ``_local``, since session 20; before, every expert's weights): the measured time checks it
+where the GEMMs are memory bound.
 
     python3 benchmarks/bench_gpu_moe_layer.py --chip h100-sxm --out DIR          # on the GPU
     python3 benchmarks/bench_gpu_moe_layer.py --device cpu --quick --out DIR     # checks the code path only
@@ -34,7 +39,7 @@ from greentrain.model.ops import model_ops
 # (preset, tokens per micro-batch on a rank, ep): the shapes of the Megatron-Bridge rows docs/validation.md scores
 CASES = (("qwen3-30b-a3b", 4096, 8), ("qwen3-235b-a22b", 4096, 8), ("gpt-oss-120b", 4096, 8),
          ("gpt-oss-120b", 16384, 8), ("deepseek-v3", 4096, 8))
-QUICK = (("qwen3-30b-a3b", 64, 64),)  # 2 local experts of 64 tokens x 8 copies: the code path only
+QUICK = (("qwen3-30b-a3b", 64, 64), ("gpt-oss-20b", 64, 16))  # 2 local experts each: the code paths only
 
 
 def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype, scale: int = 1) -> Any:
@@ -48,6 +53,11 @@ def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype,
     w_down = torch.randn(local, f, d, device=device, dtype=dtype, requires_grad=True)
     copies = tokens * k  # balanced: the copies a rank sends equal those its experts receive
     offs = torch.arange(copies // local, copies + 1, copies // local, device=device, dtype=torch.int32)[:local]
+    gpt_oss = spec.family == "gpt_oss"
+    biased = bool(spec.expert_bias)
+    b_up = torch.zeros(local, 2 * f, device=device, dtype=dtype, requires_grad=True) if biased else None
+    b_down = torch.zeros(local, d, device=device, dtype=dtype, requires_grad=True) if biased else None
+    row_expert = torch.arange(local, device=device).repeat_interleave(copies // local)  # rows in expert blocks
     grouped = hasattr(torch, "_grouped_mm") and device == "cuda"
 
     def gmm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -63,12 +73,23 @@ def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype,
         order = torch.argsort(expert.flatten() % local, stable=True)
         rows = order // k
         h = gmm(x.index_select(0, rows), w_up)
+        if b_up is not None:
+            h = h + b_up[row_expert]
         gate, up = h.chunk(2, dim=-1)
-        out = gmm(F.silu(gate) * up, w_down) * weight.flatten()[order].unsqueeze(-1).to(dtype)
+        if gpt_oss:
+            gate, up = gate.clamp(max=7.0), up.clamp(-7.0, 7.0)
+            act = gate * torch.sigmoid(1.702 * gate) * (up + 1.0)
+        else:
+            act = F.silu(gate) * up
+        out = gmm(act, w_down)
+        if b_down is not None:
+            out = out + b_down[row_expert]
+        out = out * weight.flatten()[order].unsqueeze(-1).to(dtype)
         y = torch.zeros_like(x).index_add(0, rows, out)
         y.float().square().mean().backward()
 
-    return step, {"experts_local": local, "copies": copies, "hidden": d, "expert_ffn": f, "grouped_mm": grouped}
+    return step, {"experts_local": local, "copies": copies, "hidden": d, "expert_ffn": f, "grouped_mm": grouped,
+                  "expert_bias": biased, "gpt_oss_swiglu": gpt_oss}
 
 
 def predicted_s(model: str, tokens: int, ep: int, chip: str) -> dict[str, float]:

@@ -18,8 +18,12 @@ def test_quick_run_writes_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     assert bench.main(["--device", "cpu", "--quick", "--out", str(tmp_path)]) == 0
     record = json.loads((tmp_path / "moe-layer.json").read_text())
-    (row,) = record["rows"]
-    assert record["quick"] and row["experts_local"] == 2 and row["copies"] == 64 * 8 and row["measured_s"] > 0
+    qwen, oss = record["rows"]
+    assert record["quick"] and qwen["experts_local"] == 2 and qwen["copies"] == 64 * 8 and qwen["measured_s"] > 0
+    assert not qwen["expert_bias"] and not qwen["gpt_oss_swiglu"]
+    # GPT-OSS's block adds its experts' biases (their gradients accumulated by index) and its clamped SwiGLU
+    assert oss["experts_local"] == 2 and oss["copies"] == 64 * 4 and oss["measured_s"] > 0
+    assert oss["expert_bias"] and oss["gpt_oss_swiglu"]
 
 
 def test_the_prediction_prices_the_same_block(monkeypatch: pytest.MonkeyPatch) -> None:
