@@ -21,6 +21,7 @@ from greentrain.estimate.recompute import modules_mask, op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
+from greentrain.model.primitives import matmul_elements
 from greentrain.model.routing import PERMUTE_OPS, RECEIVER_ONLY_SHARE
 from greentrain.num import maximum, where
 
@@ -132,8 +133,8 @@ def _local(op: Op, sh: Sharding) -> tuple[Num, Num, Num, Num, Num]:
         # rank's rows of the input, its slice of the weights -- of its own count / ep experts only -- and its
         # output. (A share of op.bytes in the FLOPs' proportion kept all num_experts' weights under ep, where each
         # rank holds 1/ep of them, and divided the weights by cp, which replicates them.)
-        width = op.bytes / (op.count * (op.m * op.k + op.k * op.n + op.m * op.n))
-        return op.flop * scale, width * count * (m * k + k * n + m * n), m, k, n
+        width = op.bytes / matmul_elements(op.count, op.m, op.k, op.n)
+        return op.flop * scale, width * matmul_elements(count, m, k, n), m, k, n
     return op.flop * scale, op.bytes * scale, m, k, n
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 # A GEMM launches one kernel forward and two backward (input and weight gradients: Megatron-LM
 # layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, autograd's mm backward alike).
@@ -73,10 +74,16 @@ class Op:
     loss_bytes: tuple[tuple[float, float], ...] = ()
 
 
+def matmul_elements(count: Any, m: Any, k: Any, n: Any) -> Any:
+    """The elements ``count`` (m x k) @ (k x n) products move: both operands read, the result written (floats, or
+    columns of them: estimate/compute.py prices a rank's local share with it)."""
+    return count * (m * k + k * n + m * n)
+
+
 def matmul(name: str, m: float, k: float, n: float, bytes_per_elt: float, shard: Shard,
            count: float = 1.0, weight: bool = True, expert: bool = False) -> Op:
     """(m x k) @ (k x n), ``count`` times. Bytes: read both operands, write the result."""
-    elts = count * (m * k + k * n + m * n)
+    elts = matmul_elements(count, m, k, n)
     return Op(name=name, kind=OpKind.MATMUL if weight else OpKind.ATTENTION, shard=shard,
               flop=2.0 * count * m * k * n, bytes=elts * bytes_per_elt, count=count, m=m, k=k, n=n,
               params=int(count * k * n) if weight else 0, attention_core=not weight, expert=expert,
