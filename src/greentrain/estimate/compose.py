@@ -17,7 +17,7 @@ Memory: the first, a middle and the last pipeline stage (estimate/memory.py), th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from greentrain.estimate.comm import Collective, collective_s
@@ -341,9 +341,8 @@ def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
                  expert_state: StateBytes | None = None) -> MemoryBreakdown:
     """memory.device_memory of one stage: its transients and its parameters' state (the routed experts' at
     ``expert_state``: state_bytes with experts)."""
-    mem = device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
-                        temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
-                        fragmentation=eff.fragmentation, expert_params=t.expert_params,
-                        expert_trainable=t.expert_trainable, expert_state=expert_state,
-                        gathered_bytes=t.gathered_bytes)
-    return replace(mem, host_bytes=mem.host_bytes + t.host_activation_bytes)  # activations offloaded
+    return device_memory(params=t.params, trainable=t.trainable, state=state, activations=t.activations_bytes,
+                         temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
+                         fragmentation=eff.fragmentation, expert_params=t.expert_params,
+                         expert_trainable=t.expert_trainable, expert_state=expert_state,
+                         gathered_bytes=t.gathered_bytes, host_activation_bytes=t.host_activation_bytes)

@@ -374,7 +374,7 @@ def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gather
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
                   reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
                   expert_trainable: Any = 0.0, expert_state: StateBytes | None = None,
-                  gathered_bytes: Any = 0.0) -> MemoryBreakdown:
+                  gathered_bytes: Any = 0.0, host_activation_bytes: Any = 0.0) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
@@ -385,10 +385,11 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     their own distributed optimizer (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py,
     megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
     ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of
-    sharded weights alive at the peak (fsdp_gathered_bytes), counted with the weights."""
+    sharded weights alive at the peak (fsdp_gathered_bytes), counted with the weights. ``host_activation_bytes``:
+    activations offloaded to host memory (estimate/act_offload.py), beside the offloaded optimizer state."""
     c, k = state, 1.0 + fragmentation
     weights = params * c.weights + gathered_bytes
-    grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host
+    grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host + host_activation_bytes
     if expert_state is not None:  # without one the experts' state is the rest's: their terms are zero
         ce = expert_state
         weights = weights + expert_params * (ce.weights - c.weights)

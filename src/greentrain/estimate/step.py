@@ -70,7 +70,8 @@ class StepEstimate:
 def _memory(sc: Scenario, s: Strategy, st: StageSplit, num_micro: int,
             eff: Efficiency) -> tuple[MemoryBreakdown, MemoryBreakdown]:
     """The stage that needs the most memory, and the first stage (pipeline rank 0)."""
-    state, expert_state = state_bytes(sc, s, eff), state_bytes(sc, s, eff, experts=True)
+    state = state_bytes(sc, s, eff)
+    expert_state = state_bytes(sc, s, eff, experts=True) if sc.model.is_moe else None
     stages = [stage_memory(stage_transients(sc, s, st, eff, num_micro, stage), state, eff, expert_state)
               for stage in MEMORY_STAGES if memory_stage_present(stage, s.pp)]
     return max(stages, key=lambda m: m.total_bytes), stages[0]
