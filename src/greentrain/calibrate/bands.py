@@ -45,7 +45,7 @@ SCALES = ("1 node", "2-16 nodes", "> 16 nodes")
 # framework profiles that run the same code with the same fitted constants (the runs CSVs and the profiles
 # use both names): a band is a property of the code base, its variants share it
 SAME_FRAMEWORK = {"megatron-bridge": "nemo", "nemo-a2a-overlap": "nemo", "nemo-deepep": "nemo",
-                  "nemo-deepep-a2a-overlap": "nemo",
+                  "nemo-deepep-a2a-overlap": "nemo", "nemo-full-graph": "nemo",
                   "megatron-overlap": "megatron", "torchtitan-compile": "torchtitan", "torchtune-compile": "torchtune",
                   "fsdp": "fsdp2"}
 

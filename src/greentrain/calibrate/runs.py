@@ -42,7 +42,8 @@ STATUSES = ("ok", "failed")
 # when a row gives no etp: Megatron-Bridge's MoE presets set expert_tensor_parallel_size=1
 # (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025): nemo and
 # its MoE variants.
-MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap")
+MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap",
+                       "nemo-full-graph")
 MAX_ROWS = 1_000_000
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 

@@ -228,8 +228,11 @@ class OpsTime:
 
 
 # per op: (bytes scale, backward / forward time, an attention op, a fused attention kernel, its causal fraction,
-# quantized by an fp8 recipe, forward floor, forward gaps, backward floor, backward gaps, Megatron module mask)
-_Fixed = tuple[float, float, bool, bool, float, bool, float, float, float, float, int]
+# an fp8 recipe quantizes its input in a kernel of its own (forward), and its output gradient (backward), forward
+# floor, forward gaps, backward floor, backward gaps, Megatron module mask)
+_Fixed = tuple[float, float, bool, bool, float, bool, bool, float, float, float, float, int]
+# the experts' ops whose activation-side quantization Efficiency.moe_fused_act moves into a GEMM epilogue
+_EXPERT_ACT, _EXPERT_UP, _EXPERT_DOWN = ".experts.act", ".experts.up", ".experts.down"
 _KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, ...]]] = {}
 
 
@@ -256,9 +259,13 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
             scale *= RECEIVER_ONLY_SHARE
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
-        out.append((scale, backward, attention, fused,
-                    causal_fraction(op) if fused else 0.0,
-                    op.kind is OpKind.MATMUL and not op.name.endswith(".router"),
+        cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router")
+        if eff.moe_fused_act and op.expert:  # act and its casts in the grouped GEMMs' epilogues
+            if op.name.endswith(_EXPERT_ACT):
+                scale, kf, kb = 0.0, 0.0, 0.0
+            cast_fwd = cast_fwd and not op.name.endswith(_EXPERT_DOWN)  # its input: the act's quantized output
+            cast_bwd = cast_bwd and not op.name.endswith(_EXPERT_UP)  # its output gradient: the act's gradient
+        out.append((scale, backward, attention, fused, causal_fraction(op) if fused else 0.0, cast_fwd, cast_bwd,
                     kf * floor, kf * gap, kb * floor, kb * gap, mask & selected))
         prev = op
     if len(_KERNELS) > 4096:
@@ -283,18 +290,18 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
                or isinstance(sh.etp, np.ndarray) or isinstance(sh.sp, np.ndarray))
     attention_peak = attention_peak_flop_per_s or peak_flop_per_s
     cast_per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
-    for op, (scale, backward, attention, fused, causal, cast, f_floor, f_gap, b_floor, b_gap, mask) in zip(
-            ops, _fixed(ops, eff), strict=True):
+    for op, (scale, backward, attention, fused, causal, cast_fwd, cast_bwd, f_floor, f_gap, b_floor, b_gap,
+             mask) in zip(ops, _fixed(ops, eff), strict=True):
         flop, nbytes, m, k, n = _local(op, sh)
         t = _roofline(flop, nbytes * scale, m, k, n, attention_peak if attention else peak_flop_per_s,
                       memory_bytes_per_s, eff, fused, causal)
         share = op.backward_share
-        if cast_per_elt and cast:
-            # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
-            # backward, memory bound (estimate/fp8.py), in the recipe's kernels
+        # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
+        # backward, memory bound (estimate/fp8.py), in the recipe's kernels
+        if cast_per_elt and cast_fwd:
             fwd += kernels_s(cast_per_elt * flop / n, cast_kernels, eff)
-            if share > 0:
-                bwd += kernels_s(cast_per_elt * flop / k, cast_kernels, eff)
+        if cast_per_elt and cast_bwd and share > 0:
+            bwd += kernels_s(cast_per_elt * flop / k, cast_kernels, eff)
         t_bwd = t * backward * share
         if columns:
             t_fwd, t_bwd = maximum(t, f_floor) + f_gap, maximum(t_bwd, b_floor) + b_gap

@@ -193,6 +193,10 @@ class Efficiency:
                                  calibrated=False)
     # the routing weights multiply the experts' outputs, which the backward then keeps (estimate/memory.py)
     moe_weights_outputs: bool = knob("framework", "bool", default=False, calibrated=False)
+    # the experts' activation runs in the epilogues of their grouped GEMMs, with the quantization around it (forward:
+    # act and the second GEMM's input cast after the first GEMM; backward: the activation's gradient and its cast
+    # after the second GEMM's input-gradient GEMM): no kernel and no memory pass of its own (estimate/compute.py)
+    moe_fused_act: bool = knob("framework", "bool", default=False, calibrated=False)
 
     def __post_init__(self) -> None:
         for name, k in _RULED:

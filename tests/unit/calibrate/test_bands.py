@@ -52,7 +52,7 @@ def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
     exact = band_for("megatron-bridge", "b200", False, 8, 8, TABLE)  # the same framework under another name
     assert exact.how == "exact" and exact.band is TABLE[0] and not exact.outside
     assert "+/-10 %" in exact.describe() and "5 validated runs" in exact.describe()
-    for variant in ("nemo-deepep", "nemo-a2a-overlap", "nemo-deepep-a2a-overlap"):  # variants of the same code
+    for variant in ("nemo-deepep", "nemo-a2a-overlap", "nemo-deepep-a2a-overlap", "nemo-full-graph"):  # same code
         assert band_for(variant, "b200", False, 8, 8, TABLE).band is TABLE[0]
     # a class with runs at this scale, fewer than MIN_RUNS: the same framework, chip and kind over every scale
     pooled = band_for("torchtitan-compile", "a100-80gb", False, 16, 8, TABLE)

@@ -278,3 +278,48 @@ def test_deepep_permutes_on_the_receiving_side_only() -> None:
     gaps = sum(deepep.launch_gap_s * op.kernels[0] for op in permute)  # each kernel: max(roofline, floor) + gap
     assert fwd(permute, deepep) - gaps == pytest.approx(0.5 * (fwd(permute, deepep_as_nemo) - gaps), rel=1e-6)
     assert fwd(rest, deepep) == fwd(rest, deepep_as_nemo)
+
+
+def test_a_fused_expert_activation_runs_in_the_grouped_gemms() -> None:
+    """moe_fused_act (nemo-full-graph: Megatron Core's cutedsl_fused_grouped_mlp): the experts' activation costs
+    no kernel and no memory pass, and with an fp8 recipe the second GEMM's input cast (forward) and the first
+    GEMM's output-gradient cast (backward) are gone; every other op, and every cast of the other GEMMs, stays."""
+    from greentrain.estimate.compute import Sharding, ops_time
+
+    chip = get_chip("gb200")
+    (layer,) = [g for g in model_ops(load_model("qwen3-30b-a3b"), 4, 4096, 2.0, 0, True).layers if g.moe]
+    plain = dataclasses.replace(efficiency_for("gb200", "nemo"), moe_grouped_gemm="one")
+    fused = dataclasses.replace(plain, moe_fused_act=True)
+    sh, cast_bytes = Sharding(tp=1, ep=8), 1.5  # an fp8 recipe's quantize: reads 2 bytes, writes ~1
+
+    def times(ops: tuple, eff, cast: float = 0.0):  # type: ignore[no-untyped-def]
+        t = ops_time(ops, sh, chip.peak_flop_per_s("fp8"), chip.memory_bytes_per_s, eff, 0.0, cast, 1.0)
+        return float(t.forward_s), float(t.backward_s)
+
+    act = tuple(op for op in layer.ops if op.name.endswith(".experts.act"))
+    assert len(act) == 1 and times(act, plain)[0] > 0 and times(act, fused) == (0.0, 0.0)
+    up, down = (tuple(op for op in layer.ops if op.name.endswith(n)) for n in (".experts.up", ".experts.down"))
+    others = tuple(op for op in layer.ops if op not in act + up + down)
+    assert times(others, fused, cast_bytes) == times(others, plain, cast_bytes)
+    for gemm, saved in ((down, 0), (up, 1)):  # down: no forward input cast; up: no backward output-gradient cast
+        assert times(gemm, fused) == times(gemm, plain)  # no fp8 recipe: nothing to fuse
+        with_cast, fused_cast = times(gemm, plain, cast_bytes), times(gemm, fused, cast_bytes)
+        assert fused_cast[saved] < with_cast[saved] and fused_cast[1 - saved] == with_cast[1 - saved]
+        assert fused_cast[saved] == times(gemm, plain)[saved]
+
+
+def test_the_full_graph_profile_is_nemo_with_its_moe_features() -> None:
+    """nemo-full-graph is nemo with full-iteration CUDA graphs (no launch gap, no host sync, no per-layer host
+    time), the all-to-all overlap and the fused grouped MLP; a dense model keeps nemo's kernels and loses only
+    the gaps; a MoE step is faster than nemo's and than nemo-a2a-overlap's."""
+    nemo, full = efficiency_for("gb200", "nemo"), efficiency_for("gb200", "nemo-full-graph")
+    assert (full.cuda_graphs, full.moe_host_sync, full.moe_overlap, full.moe_grouped_gemm, full.moe_fused_act) == \
+        (True, False, "compute", "one", True)
+    assert full.launch_gap_s == 0.0 < nemo.launch_gap_s and full.host_layer_s == 0.0
+    sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "gb200", "num_chips": 8},
+                             "workload": {"global_batch_size": 32, "seq_len": 4096, "num_steps": 1,
+                                          "precision": "fp8", "fp8_recipe": "mxfp8"}})
+    s = Strategy(dp=8, ep=8, etp=1, zero=1, micro_batch_size=4)
+    steps = [estimate_step(sc, s, check_fit=False, eff=efficiency_for("gb200", fw)).step_time_s
+             for fw in ("nemo", "nemo-a2a-overlap", "nemo-full-graph")]
+    assert steps[0] > steps[1] > steps[2]

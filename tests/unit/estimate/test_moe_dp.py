@@ -82,7 +82,8 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
     assert dp_exposed_s(sc, s, st, eff, 4) == pytest.approx(whole, rel=1e-12)
 
 
-@pytest.mark.parametrize("framework", ["nemo", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap"])
+@pytest.mark.parametrize("framework", ["nemo", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap",
+                                       "nemo-full-graph"])
 def test_a_megatron_bridge_moe_row_without_etp_runs_its_experts_at_etp_1(tmp_path: Path, framework: str) -> None:
     """Megatron-Bridge's MoE recipes set expert_tensor_parallel_size 1 whatever their dispatcher (calibrate/runs.py
     MOE_ETP1_FRAMEWORKS); a row naming the dispatcher's framework variant takes it too."""
