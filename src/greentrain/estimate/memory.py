@@ -385,7 +385,7 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     their own distributed optimizer (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py,
     megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
     ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of sharded
-    weights alive at the peak (fsdp_gathered_bytes); ``host_activation_bytes``: offloaded ones (act_offload.py)."""
+    weights alive at the peak (fsdp_gathered_bytes); ``host_activation_bytes``: activations held in host memory."""
     c, k = state, 1.0 + fragmentation
     weights = params * c.weights + gathered_bytes
     grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host + host_activation_bytes
