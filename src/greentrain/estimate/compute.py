@@ -22,7 +22,7 @@ from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
 from greentrain.model.primitives import matmul_elements
-from greentrain.model.routing import PERMUTE_OPS, RECEIVER_ONLY_SHARE
+from greentrain.model.routing import EXPERT_ACT, EXPERT_DOWN, EXPERT_UP, PERMUTE_OPS, RECEIVER_ONLY_SHARE
 from greentrain.num import maximum, where
 
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
@@ -231,8 +231,6 @@ class OpsTime:
 # an fp8 recipe quantizes its input in a kernel of its own (forward), and its output gradient (backward), forward
 # floor, forward gaps, backward floor, backward gaps, Megatron module mask)
 _Fixed = tuple[float, float, bool, bool, float, bool, bool, float, float, float, float, int]
-# the experts' ops whose activation-side quantization Efficiency.moe_fused_act moves into a GEMM epilogue
-_EXPERT_ACT, _EXPERT_UP, _EXPERT_DOWN = ".experts.act", ".experts.up", ".experts.down"
 _KERNELS: dict[tuple[int, int], tuple[tuple[Op, ...], Efficiency, tuple[_Fixed, ...]]] = {}
 
 
@@ -261,10 +259,10 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         fused = attention and op.name.endswith(".flash")
         cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router")
         if eff.moe_fused_act and op.expert:  # act and its casts in the grouped GEMMs' epilogues
-            if op.name.endswith(_EXPERT_ACT):
+            if op.name.endswith(EXPERT_ACT):
                 scale, kf, kb = 0.0, 0.0, 0.0
-            cast_fwd = cast_fwd and not op.name.endswith(_EXPERT_DOWN)  # its input: the act's quantized output
-            cast_bwd = cast_bwd and not op.name.endswith(_EXPERT_UP)  # its output gradient: the act's gradient
+            cast_fwd = cast_fwd and not op.name.endswith(EXPERT_DOWN)  # its input: the act's quantized output
+            cast_bwd = cast_bwd and not op.name.endswith(EXPERT_UP)  # its output gradient: the act's gradient
         out.append((scale, backward, attention, fused, causal_fraction(op) if fused else 0.0, cast_fwd, cast_bwd,
                     kf * floor, kf * gap, kb * floor, kb * gap, mask & selected))
         prev = op

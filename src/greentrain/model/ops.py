@@ -35,7 +35,7 @@ from greentrain.model.primitives import (
     elementwise,
     matmul,
 )
-from greentrain.model.routing import token_permutation_ops
+from greentrain.model.routing import EXPERT_ACT, EXPERT_DOWN, EXPERT_UP, token_permutation_ops
 from greentrain.model.sac import op_sac
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
@@ -179,9 +179,9 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
         into, back = token_permutation_ops(spec, tokens, e, prefix)  # model/routing.py
         ops += [
             matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED), into,
-            matmul(f"{prefix}.experts.up", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
-            *_act(spec, f"{prefix}.experts.act", per_expert * n_exp * f, e, expert=True),
-            matmul(f"{prefix}.experts.down", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True), back,
+            matmul(f"{prefix}.{EXPERT_UP}", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
+            *_act(spec, f"{prefix}.{EXPERT_ACT}", per_expert * n_exp * f, e, expert=True),
+            matmul(f"{prefix}.{EXPERT_DOWN}", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True), back,
         ]
         if spec.num_shared_experts:
             sh, f = spec.num_shared_experts, spec.shared_expert_ffn_hidden_size

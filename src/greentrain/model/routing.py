@@ -22,6 +22,8 @@ from typing import Protocol
 from greentrain.model.primitives import Op, Shard, elementwise
 
 PERMUTE_OPS = ("experts.permute", "experts.unpermute")  # the two ops' names after the block's prefix
+# the experts' own ops, by the same naming (model/ops.py mlp_ops; estimate/compute.py prices their fusions)
+EXPERT_UP, EXPERT_ACT, EXPERT_DOWN = "experts.up", "experts.act", "experts.down"
 # the share of those bytes where only the receiving rank permutes (DeepEP): two of the four passes
 RECEIVER_ONLY_SHARE = 0.5
 
