@@ -6,8 +6,8 @@ playbook sweep as nanotron over efa-400, as docs/validation.md scores it) and wr
 
     .venv/bin/python benchmarks/make_bands.py [--calibration DIR] [--out PATH]
 
-DIR holds the calibration CSVs (default: ../shared/reference/calibration beside the repository); Korthikanti
-et al. 2022 Table 5 is read from tests/data/calibration.
+DIR holds the calibration CSVs (default: tests/data/calibration, where Korthikanti et al. 2022 Table 5 is read
+from too).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ CSVS = (("llmfoundry-a100-80gb.csv", "", ""), ("torchtitan-a100-2404.csv", "", "
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calibration", type=Path, default=ROOT.parent / "shared" / "reference" / "calibration")
+    ap.add_argument("--calibration", type=Path, default=ROOT / "tests" / "data" / "calibration")
     ap.add_argument("--out", type=Path, default=ROOT / "src" / "greentrain" / "calibrate" / "bands.yaml")
     args = ap.parse_args(argv)
     files = [(args.calibration / name, fw, link) for name, fw, link in CSVS]

@@ -77,6 +77,10 @@ class Workload:
                        ("num_epochs", MAX_EPOCHS), ("dataset_tokens", MAX_TOKENS)):
             require(getattr(self, f) <= top, f"workload.{f}", getattr(self, f),
                     f"must be <= {top:.0e} (docs/bad-input.md: a larger value is a slip, not a run)")
+        steps_tokens = self.num_steps * self.global_batch_size * self.seq_len  # a run counted in steps
+        require(steps_tokens <= MAX_TOKENS, "workload.num_steps", self.num_steps,
+                f"x {self.global_batch_size * self.seq_len:,} tokens per step must be <= {MAX_TOKENS:.0e} tokens "
+                "(docs/bad-input.md: a larger value is a slip, not a run)")
         lengths = [f for f in RUN_LENGTH_FIELDS if getattr(self, f)]
         if len(lengths) > 1:
             raise ConfigError(f"workload.{lengths[1]}", getattr(self, lengths[1]),

@@ -1,5 +1,6 @@
-"""The error-band table (calibrate/bands.yaml) regenerates from the shared calibration runs with
-benchmarks/make_bands.py, and the shipped table has the classes the runs give (skipped without ../shared)."""
+"""The error-band table (calibrate/bands.yaml) regenerates from the calibration runs (tests/data/calibration,
+copies of the shared reference files) with benchmarks/make_bands.py, and the shipped table has the classes the
+runs give."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import pytest
 from greentrain.calibrate.bands import shipped_bands
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "reference" / "calibration"
+CALIBRATION = ROOT / "tests" / "data" / "calibration"
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not SHARED.exists(), reason="shared/reference/calibration is not checked out here")]
+pytestmark = pytest.mark.slow
 
 
 def test_make_bands_regenerates_the_shipped_classes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,7 +23,7 @@ def test_make_bands_regenerates_the_shipped_classes(tmp_path: Path, capsys: pyte
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "bands.yaml"
-    assert mod.main(["--calibration", str(SHARED), "--out", str(out)]) == 0
+    assert mod.main(["--calibration", str(CALIBRATION), "--out", str(out)]) == 0
     fresh = shipped_bands(str(out))
     keys = {(b.framework, b.chip, b.moe, b.scale): b.runs for b in fresh}
     assert keys == {(b.framework, b.chip, b.moe, b.scale): b.runs for b in shipped_bands()}

@@ -1,10 +1,9 @@
 """FSDP frameworks on A100 80GB through `greentrain validate`, each row with its own framework profile
-(shared/reference/calibration: llm-foundry's published throughput table, 61 runs, and torchtitan's first A100
-tables, 8 runs). Measured 2026-11-26 with the compute slowed beside the overlapped FSDP collectives
-(docs/validation.md): llm-foundry mean |throughput error| 5.1 % (bias +0.2 %), no run that ran refused; torchtitan
-2.1 % (bias -0.8 %). The issue's goals are <= 10 % and no refusal; the tolerances below (about 1.5 points above
-today) catch regressions. The files live
-outside the repository: the tests skip without them.
+(tests/data/calibration, copies of the shared reference files: llm-foundry's published throughput table, 61 runs,
+and torchtitan's first A100 tables, 8 runs). Measured 2026-11-26 with the compute slowed beside the overlapped
+FSDP collectives (docs/validation.md): llm-foundry mean |throughput error| 5.1 % (bias +0.2 %), no run that ran
+refused; torchtitan 2.1 % (bias -0.8 %). The issue's goals are <= 10 % and no refusal; the tolerances below
+(about 1.5 points above today) catch regressions.
 """
 
 from __future__ import annotations
@@ -17,15 +16,12 @@ from greentrain.calibrate.runs import read_runs
 from greentrain.calibrate.validate import Summary, validate
 from greentrain.estimate.efficiency import framework_names
 
-SHARED = Path(__file__).parents[2].parent / "shared" / "reference" / "calibration"
+CALIBRATION = Path(__file__).parents[1] / "data" / "calibration"
 pytestmark = pytest.mark.slow
 
 
 def _summary(name: str) -> Summary:
-    path = SHARED / name
-    if not path.is_file():
-        pytest.skip(f"{path} not present (shared reference data)")
-    runs = read_runs(path, frameworks=framework_names())
+    runs = read_runs(CALIBRATION / name, frameworks=framework_names())
     _, s = validate(runs)
     return s
 
@@ -50,10 +46,7 @@ def test_llmfoundry_a100_collective_heavy_rows() -> None:
     without checkpointing: all-gathers and reduce-scatter ~25 % of the compute; 70B on 32 GPUs at micro-batch 2:
     ~27 %) were predicted 13 % and 10 % too fast while the collectives were free once hidden; with the compute
     slowed beside them (estimate/step_terms.py overlap_cost_s) both are within 5 %."""
-    path = SHARED / "llmfoundry-a100-80gb.csv"
-    if not path.is_file():
-        pytest.skip(f"{path} not present (shared reference data)")
-    runs = [r for r in read_runs(path, frameworks=framework_names())
+    runs = [r for r in read_runs(CALIBRATION / "llmfoundry-a100-80gb.csv", frameworks=framework_names())
             if r.run_id in ("llmf-a100-80gb-13b-s2048-n8-bf16", "llmf-a100-80gb-70b-s2048-n32-bf16")]
     preds, _ = validate(runs)
     assert len(preds) == 2

@@ -38,12 +38,6 @@ MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", 
 COLUMNS = IDENTITY + SCENARIO + WORKLOAD + STRATEGY + MEASURED
 REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
 STATUSES = ("ok", "failed")
-# Frameworks whose MoE recipes fold tensor parallelism into expert parallelism (expert tensor parallelism 1)
-# when a row gives no etp: Megatron-Bridge's MoE presets set expert_tensor_parallel_size=1
-# (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/workload_base_configs.py, 2025): nemo and
-# its MoE variants.
-MOE_ETP1_FRAMEWORKS = ("nemo", "megatron-bridge", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap",
-                       "nemo-full-graph")
 MAX_ROWS = 1_000_000
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 
@@ -163,7 +157,9 @@ def _recompute(r: _Row, default: str) -> tuple[str, str]:
                       ) from None
 
 
-def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:
+def _strategy(r: _Row, num_chips: int, recompute: str, default_etp: int) -> Strategy:
+    """The row's strategy; a MoE row with ep > 1 and no etp cell takes its framework's default_etp (Megatron-Bridge's
+    MoE presets: expert tensor parallelism 1)."""
     tp, pp, cp = r.integer("tp", 1), r.integer("pp", 1), r.integer("cp", 1)
     inner = tp * pp * cp
     dp_given = r.number("dp")
@@ -173,16 +169,13 @@ def _strategy(r: _Row, num_chips: int, recompute: str) -> Strategy:
         raise r._fail("dp" if dp_given is not None else "num_chips", dp if dp_given is not None else num_chips,
                       f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * inner} must equal num_chips = {num_chips}")
     ep = r.integer("ep", 1)
-    etp = r.integer("etp", 0, minimum=0)  # 0: as tp (Megatron Core's default)
-    if not r.text("etp") and ep > 1 and r.text("framework").lower() in MOE_ETP1_FRAMEWORKS:
-        etp = 1
+    etp = r.integer("etp", default_etp if ep > 1 else 0, minimum=0)  # 0: as tp (Megatron Core's default)
+    vpp, sp, zero = r.integer("vpp", 1), r.boolean("sp", False), r.integer("zero", 0, minimum=0)  # each names
+    mb, flash = r.integer("micro_batch", 1), r.boolean("flash_attention", True)  # its own cell when it fails
+    offload = r.integer("offload_activations", 0, minimum=0)
     try:
-        return Strategy(dp=dp, tp=tp, pp=pp, vpp=r.integer("vpp", 1), cp=cp, ep=ep, etp=etp,
-                        sp=r.boolean("sp", False), zero=r.integer("zero", 0, minimum=0),
-                        recompute=recompute,
-                        micro_batch_size=r.integer("micro_batch", 1),
-                        flash_attention=r.boolean("flash_attention", True),
-                        offload_activations=r.integer("offload_activations", 0, minimum=0))
+        return Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp, zero=zero, recompute=recompute,
+                        micro_batch_size=mb, flash_attention=flash, offload_activations=offload)
     except ConfigError as e:
         raise r._fail(e.field.removeprefix("strategy."), e.value, e.rule) from None
 
@@ -200,8 +193,10 @@ def _measured(r: _Row) -> Measured:
         raise r._fail("measured_step_time_s", step, BOUNDS["step_time_s"].rule())
     if mem is not None and not BOUNDS["device_memory_gib"].ok(mem):
         raise r._fail("measured_peak_memory_gib", mem, BOUNDS["device_memory_gib"].rule())
-    return Measured(status=status, step_time_s=step,
-                    tokens_per_s_per_chip=r.number("measured_tokens_per_s_per_chip"), mfu=mfu,
+    tokens = r.number("measured_tokens_per_s_per_chip")
+    if status is None and any(v is not None for v in (step, tokens, mfu, mem)):
+        status = "ok"  # an empty status with a measured figure: the run ran (docs/runs-csv.md)
+    return Measured(status=status, step_time_s=step, tokens_per_s_per_chip=tokens, mfu=mfu,
                     peak_memory_bytes=None if mem is None else units.gib_to_bytes(mem))
 
 
@@ -283,8 +278,12 @@ def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...
         workload.finetune.check(model)
     except ConfigError as e:
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
-    sc = Scenario(model=model, cluster=cluster, workload=workload,
-                  site=Site.from_intensity(0.0, 1.0, "", 0.0), strategy=_strategy(r, num_chips, recompute))
+    strategy = _strategy(r, num_chips, recompute, int(fw.default_etp) if fw else 0)
+    try:  # the scenario's own checks (a sequence past a model's learned positions)
+        sc = Scenario(model=model, cluster=cluster, workload=workload, site=Site.from_intensity(0.0, 1.0, "", 0.0),
+                      strategy=strategy)
+    except ConfigError as e:
+        raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
     return Run(run_id=r.run_id, source=r.text("source"), framework=r.text("framework").lower(), scenario=sc,
                measured=_measured(r), selective_recompute=mode)
 
@@ -295,9 +294,9 @@ def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: s
     names) say what the runs' cluster had where it differs from the chip's catalog links (the runs schema has
     no column for them). ``frameworks``: the names a framework cell may take (empty: any)."""
     p = Path(path)
-    text = read_text(p, field="runs")
+    text = read_text(p, field="runs").removeprefix("\ufeff")  # Excel's "CSV UTF-8" starts with a byte-order mark
     with csv_errors("runs", p):
-        reader = csv.DictReader(text.splitlines())
+        reader = csv.DictReader(text.splitlines(), strict=True)  # an unclosed quote is an error, not a cell
         header = list(reader.fieldnames or [])
         rows = list(itertools.islice(reader, MAX_ROWS + 1))
     _check_header(header, p)

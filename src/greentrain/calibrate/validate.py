@@ -23,7 +23,7 @@ import numpy as np
 
 from greentrain import units
 from greentrain.calibrate.runs import Run
-from greentrain.errors import InfeasibleError
+from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Efficiency, efficiency_for, with_calibration
 from greentrain.estimate.step import estimate_step
 
@@ -84,6 +84,8 @@ def predict(run: Run, eff: Efficiency | None = None) -> Prediction:
     sc = run.scenario
     try:
         est = estimate_step(sc, run.strategy, check_fit=False, eff=eff)
+    except ConfigError as e:  # a cell the model or chip cannot take (fp8 on a chip without it, a sequence too long)
+        raise ConfigError(f"runs[{run.run_id}].{e.field.split('.')[-1]}", e.value, e.rule) from None
     except InfeasibleError as e:
         return Prediction(run_id=run.run_id, fits=False, reason=str(e), step_time_s=None, mfu=None,
                           tokens_per_s_per_chip=None, peak_memory_bytes=None, device_memory_bytes=None,

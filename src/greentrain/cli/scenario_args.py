@@ -60,9 +60,11 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    "(32-element blocks; Blackwell only). Default: the --framework's (`greentrain catalog frameworks`)")
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
-                   help="the optimizer's moments (default: the framework's; bf16 only under pure bf16)")
+                   help="the optimizer's moments; alone it names the recipe, as a runs CSV's optimizer_dtype: bf16 "
+                   "pure bf16 (no fp32 master, bf16 gradients), fp32 mixed precision (default: the framework's)")
     g.add_argument("--master-weights", action=argparse.BooleanOptionalAction, default=None,
-                   help="an fp32 master copy of the weights (default: the framework's; none under pure bf16)")
+                   help="an fp32 master copy of the weights (default: as --optimizer-dtype says, else the "
+                   "framework's; none under pure bf16)")
     g.add_argument("--grad-dtype", choices=GRAD_DTYPES, help="gradient accumulation buffer (default: the "
                    "--framework's, `greentrain catalog frameworks`: fp32, bf16 for nemo*; bf16 under pure bf16)")
     g.add_argument("--finetune", choices=FINETUNE_MODES,
@@ -182,7 +184,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                    "--target-seq-len" if from_flags or args.target_seq_len is not None
                    else "workload.target_seq_len")
     return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
-                    strategy=apply_pins(sc, _strategy_flags(args), cl.num_chips, _flag_names(args, sc)))
+                    strategy=apply_pins(sc, _strategy_flags(args), cl.num_chips, _flag_names(args, sc),
+                                        profile_from_args(args).for_chip(cl.chip.name).default_etp))
 
 
 def batch_is_default(args: argparse.Namespace) -> bool:

@@ -77,7 +77,16 @@ def _scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Any]]:
                     for chip in others]
     extra = {"pue": args.pue} if args.pue is not None else {}
     sites = [site_from_dict({"region": r, **extra}) for r in regions] if len(regions) > 1 else []
+    _once("--chip", chips, [sc.cluster.chip.name for sc in scs])
+    _once("--region", regions, [site.region for site in sites])
     return scs, sites
+
+
+def _once(flag: str, given: list[str], names: list[str]) -> None:
+    """Each chip type or region once: a name and its alias (h100, h100-sxm) are one entry, a row each twice."""
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise ConfigError(flag, ",".join(given), f"lists {twice} twice (an alias counts as its name)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -139,6 +139,10 @@ def config_from_args(args: argparse.Namespace) -> TrafficConfig:
 def cluster_rate(args: argparse.Namespace) -> float | None:
     """--cluster_flop_rate, or the catalog chip's peak at --precision times --utilization."""
     if args.chip is None:
+        if args.utilization != DEFAULT_UTILIZATION:  # the two set a chip's rate: without --chip they would be moot
+            raise ConfigError("utilization", args.utilization, "applies with --chip only")
+        if args.precision != "bf16":
+            raise ConfigError("precision", args.precision, "applies with --chip only")
         if args.cluster_flop_rate is None:
             return None
         require(args.cluster_flop_rate > 0, "cluster_flop_rate", args.cluster_flop_rate, "must be > 0")

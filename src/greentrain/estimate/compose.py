@@ -164,9 +164,10 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
                          updated_weight_bytes=trainable * wb, layers=st.layers,
                          backward_s=(st.bwd_s + st.recompute_s) * share,
                          micro_batch_s=(st.fwd_s + st.bwd_s + st.recompute_s) * share, num_micro=num_micro, cl=cl,
-                         eff=eff)
+                         eff=eff, params=trainable, dp=s.dp)
 
-    dense_per_node = ranks_per_node(s.tp * s.cp, s.dp, cl.node_size)
+    # the gradient group is dp x cp (Megatron Core's dp_cp group, FSDP's dp_shard x cp): tp ranks apart
+    dense_per_node = ranks_per_node(s.tp, s.grad_group, cl.node_size)
     if not sc.model.is_moe:  # no routed experts: one group
         return sync(st.trainable, st.params, s.grad_group, dense_per_node, 1.0)
     e_trainable, e_params = expert_share(st)

@@ -111,8 +111,12 @@ class Efficiency:
     grad_accum_bytes_per_param: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)
     step_overhead_s: float = knob("framework", "seconds", NON_NEGATIVE, default=0.0)
     dp_bucket_bytes: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)  # 0: one bucket after the backward
+    dp_bucket_params: float = knob("framework", "count", NON_NEGATIVE, default=0.0)  # or max(this, per_rank x dp)
+    dp_bucket_params_per_rank: float = knob("framework", "count", NON_NEGATIVE, default=0.0)
     dp_bucket_per_layer: bool = knob("framework", "bool", default=False)
     dp_overlap: bool = knob("framework", "bool", default=False)
+    # ZeRO-1/2's weight all-gather overlaps the next step's first forward (Megatron Core overlap_param_gather)
+    dp_gather_overlap: bool = knob("framework", "bool", default=False)
     # how layers are placed on pipeline stages (estimate/pipeline.py)
     pipeline_balance: str = knob("framework", "choice", one_of(("even", "cost"), "must be even or cost"),
                                  default="even", calibrated=True)
@@ -193,10 +197,10 @@ class Efficiency:
                                  calibrated=False)
     # the routing weights multiply the experts' outputs, which the backward then keeps (estimate/memory.py)
     moe_weights_outputs: bool = knob("framework", "bool", default=False, calibrated=False)
-    # the experts' activation runs in the epilogues of their grouped GEMMs, with the quantization around it (forward:
-    # act and the second GEMM's input cast after the first GEMM; backward: the activation's gradient and its cast
-    # after the second GEMM's input-gradient GEMM): no kernel and no memory pass of its own (estimate/compute.py)
+    # the experts' activation in the epilogues of their grouped GEMMs with the quantization around it (forward: act
+    # and the second GEMM's input cast; backward: its gradient and cast): no kernel, no memory pass (compute.py)
     moe_fused_act: bool = knob("framework", "bool", default=False, calibrated=False)
+    default_etp: int = knob("framework", "count", NON_NEGATIVE, default=0, calibrated=False)  # MoE etp if unset
 
     def __post_init__(self) -> None:
         for name, k in _RULED:
@@ -342,7 +346,23 @@ class Profile:
     def for_chip(self, chip: str) -> Efficiency:
         eff = efficiency_for(chip, self.framework, self.attention_kernel, self.selective_recompute,
                              loss_kernel=self.loss_kernel)
-        return with_calibration(eff, self.calibration) if self.calibration else eff
+        if not self.calibration:
+            return eff
+        fitted = calibration_target(self.calibration)  # its constants are that chip's and framework's
+        for what, have, want in (("on chip", fitted[0], chip), ("for framework", fitted[1], self.framework)):
+            if have and want and have != want:
+                raise ConfigError("calibration", self.calibration, f"was fitted {what} {have}, not {want}")
+        return with_calibration(eff, self.calibration)
+
+
+@cache
+def calibration_target(path: str | Path) -> tuple[str, str]:
+    """(chip, framework) a calibration profile was fitted for ("" where it does not say; a chip by its name)."""
+    from greentrain.hardware.catalog import chips
+
+    data = load_mapping(Path(path), field="calibration")
+    chip, framework = str(data.get("chip") or "").strip(), str(data.get("framework") or "").strip()
+    return next((c.name for c in chips().values() if chip.lower() in (c.name, *c.aliases)), chip), framework
 
 
 @cache

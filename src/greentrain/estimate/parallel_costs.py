@@ -37,7 +37,7 @@ class AxisLinks:
 
     tp: int
     cp: int
-    dp: int
+    dp: int  # of the gradient group (dp x cp, Megatron Core's dp_cp group): its cp ranks share nodes with it
     ep: int
     pp_crosses_nodes: bool
 
@@ -51,7 +51,7 @@ def ranks_per_node(inner: Num, degree: Num, node: int) -> Num:
 def axis_layout(s: Strategy, cluster: Cluster) -> AxisLinks:
     node = cluster.node_size
     return AxisLinks(tp=ranks_per_node(1, s.tp, node), cp=ranks_per_node(s.tp, s.cp, node),
-                     dp=ranks_per_node(s.tp * s.cp, s.dp, node), ep=ranks_per_node(s.tp, s.ep, node),
+                     dp=ranks_per_node(s.tp, s.grad_group, node), ep=ranks_per_node(s.tp, s.ep, node),
                      pp_crosses_nodes=bool(pp_crosses_nodes(s.stage_ranks, cluster)))
 
 

@@ -50,8 +50,13 @@ def workload_optimizer_dtype(w: Workload, fw: FrameworkDefaults) -> str:
 
 
 def workload_master_weights(w: Workload, fw: FrameworkDefaults) -> bool:
-    """An fp32 master copy of the weights: the workload's when set, else none under pure bf16, else one."""
-    return w.master_weights if w.master_weights is not None else not workload_pure_bf16(w, fw)
+    """An fp32 master copy of the weights: the workload's when set; else, with the optimizer dtype set, none for bf16
+    moments and one for fp32 (an optimizer dtype alone names the recipe, pure bf16 or mixed, as a runs CSV's
+    optimizer_dtype cell does: `--optimizer-dtype bf16 --master-weights` keeps bf16 moments beside an fp32
+    master); else the framework's: none under pure bf16, else one."""
+    if w.master_weights is not None:
+        return w.master_weights
+    return w.optimizer_dtype == "fp32" if w.optimizer_dtype else not workload_pure_bf16(w, fw)
 
 
 def workload_optimizer_bytes(w: Workload, fw: FrameworkDefaults) -> float:

@@ -182,8 +182,8 @@ def estimate_micro_batch(sc: Scenario, strategy: Strategy | None = None, *,
         pp_send_s=t.pp_send_s, pp_crosses_nodes=lay.pp_crosses_nodes,
         dp_reduce_s=0.0 if zero3 else dp_exposed_s(sc, s, dataclasses.replace(st, bwd_s=0.0), eff, m),
         dp_crosses_nodes=lay.dp < s.grad_group, dp_tail_s=t.dp_s if zero3 else 0.0,
-        grad_bytes=grad_bytes, bucket_bytes=bucket_bytes(grad_bytes, st.layers, eff), optimizer_s=t.optimizer_s,
-        step_s=t.step_s)
+        grad_bytes=grad_bytes, bucket_bytes=bucket_bytes(grad_bytes, st.trainable, s.dp, st.layers, eff),
+        optimizer_s=t.optimizer_s, step_s=t.step_s)
 
 
 def _assemble(sc: Scenario, s: Strategy, ops: ModelOps, st: StageSplit, t: StepTiming,

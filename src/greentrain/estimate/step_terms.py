@@ -39,33 +39,40 @@ def grad_accum_s(params: Num, memory_bytes_per_s: float, eff: Efficiency) -> Num
     return out
 
 
-def num_buckets(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
-    """Gradient buckets of one device: one per layer (FSDP), per dp_bucket_bytes (DDP, Megatron), or one
-    (bucket_bytes gives their size)."""
-    if eff.dp_bucket_per_layer:
-        out: Num = maximum(1.0, layers)
-    elif eff.dp_bucket_bytes <= 0:
-        out = grad_bytes * 0.0 + 1.0
-    else:
-        out = maximum(1.0, ceil(grad_bytes / eff.dp_bucket_bytes))
-    return out
-
-
-def bucket_bytes(grad_bytes: Num, layers: Num, eff: Efficiency) -> Num:
-    """The size of one gradient bucket (num_buckets' rule): a layer's gradients (FSDP), dp_bucket_bytes (DDP,
-    Megatron with overlap), or 0: the whole gradients at once (Megatron Core's default)."""
+def bucket_bytes(grad_bytes: Num, params: Num, dp: Num, layers: Num, eff: Efficiency) -> Num:
+    """The size of one gradient bucket of a device's ``grad_bytes`` (its ``params`` parameters' gradients, ``dp``
+    the data-parallel degree): a layer's gradients (FSDP, dp_bucket_per_layer); max(dp_bucket_params,
+    dp_bucket_params_per_rank x dp) parameters' (Megatron Core's DDP: bucket_size = max(40000000, 1000000 x
+    dp_group.size()) parameters, "to ensure that chunks used in NCCL ring-reduce implementations are large
+    enough to remain bandwidth-bound rather than latency-bound", NVIDIA/Megatron-LM @d98e8a6
+    megatron/core/distributed/distributed_data_parallel.py; dp_group without context parallelism);
+    dp_bucket_bytes (PyTorch DDP's bucket_cap_mb, DeepSpeed's reduce_bucket_size); or 0: all at once."""
     if eff.dp_bucket_per_layer:
         return grad_bytes / maximum(1.0, layers)
-    return eff.dp_bucket_bytes
+    if eff.dp_bucket_params > 0:
+        per_param = grad_bytes / maximum(params, 1.0)
+        return maximum(eff.dp_bucket_params, eff.dp_bucket_params_per_rank * dp) * per_param
+    return grad_bytes * 0.0 + eff.dp_bucket_bytes
+
+
+def num_buckets(grad_bytes: Num, params: Num, dp: Num, layers: Num, eff: Efficiency) -> Num:
+    """Gradient buckets of one device (bucket_bytes gives their size; one when it is 0)."""
+    size = bucket_bytes(grad_bytes, params, dp, layers, eff)
+    out: Num = where(size > 0, maximum(1.0, ceil(grad_bytes / maximum(size, 1e-30))), 1.0 + 0.0 * size)
+    return out
 
 
 def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, weight_bytes: Num, layers: Num,
               backward_s: Num, micro_batch_s: Num, num_micro: Num, cl: Cluster, eff: Efficiency,
-              updated_weight_bytes: Num | None = None) -> Num:
+              params: Num, dp: Num, updated_weight_bytes: Num | None = None) -> Num:
     """Exposed data-parallel communication of a step (gradients of one device: ``grad_bytes``; its weights
     ``weight_bytes``, of which ZeRO-1/2 gather back the ``updated_weight_bytes`` the optimizer changed (default:
     all; fine-tuning: the trainable ones); ``backward_s`` the last micro-batch's backward, the window overlap
-    can use; ZeRO-3: ``micro_batch_s`` the compute each micro-batch's gathers hide behind)."""
+    can use; ZeRO-3: ``micro_batch_s`` the compute each micro-batch's gathers hide behind; ``params`` and ``dp``
+    size the buckets, bucket_bytes). With dp_gather_overlap (Megatron Core overlap_param_gather: each bucket's
+    all-gather issued by a forward pre-hook and the next one prefetched, distributed_data_parallel.py) the
+    ZeRO-1/2 weight gather hides behind the forward of the first micro-batch (``micro_batch_s`` -
+    ``backward_s``) as the gradients' reduction hides behind the last one's backward."""
     g, k = dp_group, dp_per_node
     gathered: list[Num] = []
 
@@ -87,20 +94,29 @@ def dp_sync_s(*, zero: Num, dp_group: Num, dp_per_node: Num, grad_bytes: Num, we
         return num_micro * (maximum(0.0, comm - micro_batch_s) + overlap_cost_s(minimum(comm, micro_batch_s), eff))
 
     def buckets() -> Num:
-        nb = num_buckets(grad_bytes, layers, eff)
+        nb = num_buckets(grad_bytes, params, dp, layers, eff)
         red_one = select((zero >= 1) & (not eff.zero_all_reduce),
                          lambda: collective_s(Collective.REDUCE_SCATTER, g, k, grad_bytes / nb, cl, eff),
                          lambda: collective_s(Collective.ALL_REDUCE, g, k, grad_bytes / nb, cl, eff))
         red_total = nb * red_one
         # with overlap, bucket i is ready at i/n of the backward and one stream reduces the buckets in order
-        if eff.dp_overlap:
-            exposed = maximum(red_one, red_total - backward_s * (nb - 1) / nb)
-            exposed = exposed + overlap_cost_s(red_total - exposed, eff)
-        else:
-            exposed = red_total
+        exposed = _bucketed_exposed_s(red_total, nb, backward_s, eff) if eff.dp_overlap else red_total
+        if eff.dp_gather_overlap:  # the next step's forward gathers bucket by bucket (first micro-batch's)
+            return exposed + select(zero >= 1, lambda: _bucketed_exposed_s(gather_updated(), nb,
+                                                                           micro_batch_s - backward_s, eff),
+                                    lambda: 0.0 * g)
         return exposed + select(zero >= 1, gather_updated, lambda: 0.0 * g)
 
     out: Num = select(g <= 1, lambda: 0.0 * g, lambda: select(zero >= 3, zero3, buckets))
+    return out
+
+
+def _bucketed_exposed_s(total_s: Num, nb: Num, window_s: Num, eff: Efficiency) -> Num:
+    """``total_s`` of ``nb`` equal bucket collectives issued one after another as a compute of ``window_s``
+    produces (or consumes) the buckets: bucket i is ready at i / nb of the window and one stream runs them in
+    order, so the last (first) is always exposed, and the compute beside the rest is slowed (overlap_cost_s)."""
+    exposed = maximum(total_s / nb, total_s - window_s * (nb - 1) / nb)
+    out: Num = exposed + overlap_cost_s(total_s - exposed, eff)
     return out
 
 

@@ -105,10 +105,10 @@ def _namer(names: Mapping[str, str]) -> Callable[[str], str]:
 
 
 def whole_strategy(pins: Mapping[str, Any], sc: Scenario, num_chips: int,
-                   names: Mapping[str, str] | None = None) -> Strategy:
+                   names: Mapping[str, str] | None = None, default_etp: int = 0) -> Strategy:
     """The pins as a whole strategy over the scenario's (or Strategy's default) other fields; dp is what the
-    chips leave, sp defaults to tp > 1 when tp is pinned. Errors name ``names[field]`` (the CLI passes its
-    flags), else ``strategy.<field>``."""
+    chips leave, sp defaults to tp > 1 when tp is pinned, etp to the framework's ``default_etp`` (with_default_etp).
+    Errors name ``names[field]`` (the CLI passes its flags), else ``strategy.<field>``."""
     name = _namer(names or {})
     base = sc.strategy or Strategy()
     kw = dict(pins)
@@ -125,16 +125,24 @@ def whole_strategy(pins: Mapping[str, Any], sc: Scenario, num_chips: int,
     if "vpp" in kw and "schedule" not in kw and base.schedule == implied_schedule(base.vpp).name:
         kw["schedule"] = ""  # the base's vpp implied its schedule: the pinned vpp implies it now (Strategy.schedule
         # ""); a schedule the base chose (gpipe) is kept and still conflicts with vpp > 1
-    return dataclasses.replace(base, **kw)
+    return with_default_etp(dataclasses.replace(base, **kw), default_etp)
+
+
+def with_default_etp(s: Strategy, default_etp: int) -> Strategy:
+    """``s`` with the framework's expert tensor parallelism where it uses experts (ep > 1) and gives none (etp 0),
+    as a runs CSV row without an etp cell takes it (efficiency default_etp: Megatron-Bridge's MoE presets, 1)."""
+    if default_etp and s.ep > 1 and s.etp == 0:
+        return dataclasses.replace(s, etp=int(default_etp))
+    return s
 
 
 def apply_pins(sc: Scenario, pins: Mapping[str, Any], num_chips: int,
-               names: Mapping[str, str] | None = None) -> Strategy | None:
+               names: Mapping[str, str] | None = None, default_etp: int = 0) -> Strategy | None:
     """The strategy a scenario has once ``pins`` are applied: the pins as a whole strategy, or (no pins, or
     pins that leave the rest to the search) the scenario's own strategy, possibly None."""
     if not pins or pins_only(pins, sc):
-        return sc.strategy
-    return whole_strategy(pins, sc, num_chips, names)
+        return None if sc.strategy is None else with_default_etp(sc.strategy, default_etp)
+    return whole_strategy(pins, sc, num_chips, names, default_etp)
 
 
 def resolve_strategy(sc: Scenario, pins: Mapping[str, Any], profile: Profile | None = None,

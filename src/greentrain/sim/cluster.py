@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from greentrain.estimate.step import MicroBatchTiming
 
 MAX_BUCKETS = 10_000  # per model chunk (DDP's default 25 MB: 5,600 for all of a 70B model's bf16 gradients)
+MAX_OPS = 2_000_000  # forwards and backwards of a step, every stage: each is events (64 stages x 8,192 micro-batches)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +145,9 @@ class _Pipeline:
     def __init__(self, c: StepCosts, opts: StepOptions, trace: Trace | None) -> None:
         self.c, self.eng = c, Engine(trace)
         p, v, m = c.pp, c.vpp, c.num_micro_batches
+        if 2 * p * v * m > MAX_OPS:  # keep the simulation bounded: `greentrain plan` answers at any size
+            raise ConfigError("step.num_micro_batches", m, f"x {p * v} virtual stages: at most {MAX_OPS // 2:,} "
+                              "to simulate (a smaller global batch, a larger micro-batch, or `greentrain plan`)")
         self.V, self.m = p * v, m
         self.ops = build_order(c.schedule, p, v, m)
         self.ptr, self.busy = [0] * p, [False] * p

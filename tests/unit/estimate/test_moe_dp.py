@@ -77,7 +77,7 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
     whole = dp_sync_s(zero=1, dp_group=16, dp_per_node=8, grad_bytes=grads,
                       weight_bytes=st.params * 2.0, updated_weight_bytes=st.trainable * 2.0, layers=st.layers,
                       backward_s=st.bwd_s + st.recompute_s, micro_batch_s=st.fwd_s + st.bwd_s + st.recompute_s,
-                      num_micro=4, cl=cl, eff=eff)
+                      num_micro=4, cl=cl, eff=eff, params=st.trainable, dp=16)
     assert whole > 0
     assert dp_exposed_s(sc, s, st, eff, 4) == pytest.approx(whole, rel=1e-12)
 
@@ -85,8 +85,8 @@ def test_a_dense_model_reduces_its_whole_gradient_over_the_data_parallel_group()
 @pytest.mark.parametrize("framework", ["nemo", "nemo-a2a-overlap", "nemo-deepep", "nemo-deepep-a2a-overlap",
                                        "nemo-full-graph"])
 def test_a_megatron_bridge_moe_row_without_etp_runs_its_experts_at_etp_1(tmp_path: Path, framework: str) -> None:
-    """Megatron-Bridge's MoE recipes set expert_tensor_parallel_size 1 whatever their dispatcher (calibrate/runs.py
-    MOE_ETP1_FRAMEWORKS); a row naming the dispatcher's framework variant takes it too."""
+    """Megatron-Bridge's MoE recipes set expert_tensor_parallel_size 1 whatever their dispatcher (the nemo profiles'
+    default_etp); a row naming the dispatcher's framework variant takes it too."""
     path = tmp_path / "runs.csv"
     path.write_text("run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,dp,tp,pp,ep,sp\n"
                     f"r,{framework},qwen3-30b-a3b,h100-sxm,16,4096,64,1,8,2,1,16,true\n", encoding="utf-8")

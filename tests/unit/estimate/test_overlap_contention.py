@@ -22,7 +22,7 @@ GRAD, WEIGHT, LAYERS, M = 4e9, 2e9, 16.0, 3.0
 def _dp(eff: object, *, zero: float, micro_batch_s: float, backward_s: float = 0.2) -> float:
     return float(dp_sync_s(zero=zero, dp_group=8.0, dp_per_node=8.0, grad_bytes=GRAD, weight_bytes=WEIGHT,
                            layers=LAYERS, backward_s=backward_s, micro_batch_s=micro_batch_s, num_micro=M,
-                           cl=CL, eff=eff))  # type: ignore[arg-type]
+                           cl=CL, eff=eff, params=GRAD / 4.0, dp=8.0))  # type: ignore[arg-type]
 
 
 def _zero3_comm(eff: object) -> float:
@@ -60,7 +60,7 @@ def test_zero3_hidden_collectives_cost_their_share(x: float) -> None:
 def test_bucketed_reduction_adds_the_hidden_buckets_share() -> None:
     base = dataclasses.replace(efficiency_for("h100-sxm", "ddp"), overlap_slowdown=0.0)
     slow = dataclasses.replace(base, overlap_slowdown=0.76)
-    nb = float(num_buckets(GRAD, LAYERS, base))
+    nb = float(num_buckets(GRAD, GRAD / 4.0, 8.0, LAYERS, base))
     red_one = float(collective_s(Collective.ALL_REDUCE, 8.0, 8.0, GRAD / nb, CL, base))
     exposed = _dp(base, zero=0.0, micro_batch_s=1.0, backward_s=10.0)
     assert exposed == pytest.approx(red_one, rel=1e-9)  # a long backward hides all but the last bucket

@@ -15,17 +15,17 @@ from greentrain.scenario import build_cluster
 
 CL = build_cluster(get_chip("h100-sxm"), 64)
 KW = dict(dp_per_node=8.0, grad_bytes=4e9, weight_bytes=2e9, layers=16.0, backward_s=0.2, micro_batch_s=0.3,
-          num_micro=4.0, cl=CL)
+          num_micro=4.0, cl=CL, params=1e9)
 
 
 def _dp(eff: object, zero: float = 0.0, dp: float = 64.0) -> float:
-    return float(dp_sync_s(zero=zero, dp_group=dp, eff=eff, **KW))  # type: ignore[arg-type]
+    return float(dp_sync_s(zero=zero, dp_group=dp, dp=dp, eff=eff, **KW))  # type: ignore[arg-type]
 
 
 def test_scalar_equals_column() -> None:
     eff = efficiency_for("h100-sxm", "nanotron")
     zero, dp = np.array([0.0, 1, 3, 0, 1]), np.array([64.0, 64, 64, 8, 1])
-    cols = dp_sync_s(zero=zero, dp_group=dp, eff=eff, **{k: (np.full(5, v) if isinstance(v, float) else v)
+    cols = dp_sync_s(zero=zero, dp_group=dp, dp=dp, eff=eff, **{k: (np.full(5, v) if isinstance(v, float) else v)
                                                         for k, v in KW.items()})
     for i in range(5):
         assert cols[i] == pytest.approx(_dp(eff, zero[i], dp[i]), rel=1e-12)

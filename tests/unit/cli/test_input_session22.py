@@ -1,0 +1,139 @@
+"""Bad input refused in one line, and one answer per question (the session-22 review of the command line): a run
+counted in steps has the token bound a run in tokens has; a chip or region listed twice in search; traffic's
+chip-only flags without a chip; a calibration profile of another chip or framework; a simulation too large to
+event; runs-CSV cells named once with their run; plan's whole MoE strategy and optimizer dtype as validate reads
+the same run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from greentrain.calibrate.runs import read_runs
+from greentrain.calibrate.validate import validate
+from greentrain.cli.main import main
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    return err[0]
+
+
+def test_a_run_counted_in_steps_has_the_token_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["plan", "--steps", "1e10", "--global-batch", "100000000", "--seq-len", "8192", "--json"], capsys)
+    assert "num_steps=10000000000" in line and "1e+16 tokens" in line
+
+
+@pytest.mark.parametrize("flag, value", [("--chip", "h100,h100-sxm"), ("--region", "FRA,FRA")])
+def test_search_lists_each_chip_and_region_once(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["search", "--model", "llama3.2-1b", "--num-chips", "8", "--seq-len", "2048", "--global-batch",
+                     "64", flag, value], capsys)
+    assert f"{flag}='{value}'" in line and "twice" in line
+
+
+@pytest.mark.parametrize("flag, value", [("--utilization", "2"), ("--precision", "foo")])
+def test_traffic_chip_flags_need_a_chip(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["traffic", "--dataset_size", "1e12", "--num_layers", "8", "--d_model", "1024", flag, value],
+                    capsys)
+    assert "applies with --chip only" in line
+
+
+@pytest.mark.parametrize("chip, framework, said", [("a100-80gb", "megatron", "on chip a100-80gb, not h100-sxm"),
+                                                    ("h100", "nemo", "for framework nemo, not megatron")])
+def test_a_calibration_profile_applies_to_its_own_chip_and_framework(
+        chip: str, framework: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prof = tmp_path / "p.yaml"
+    prof.write_text(f"kind: calibration\nschema_version: 2\nchip: {chip}\nframework: {framework}\n"
+                    "constants: {kernel_efficiency: 0.5}\n", encoding="utf-8")
+    assert said in _refused(["plan", "--dp", "64", "--calibration", str(prof)], capsys)
+
+
+def test_a_simulation_too_large_to_event_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["simulate", "step", "--model", "llama3.2-1b", "--num-chips", "8", "--seq-len", "16",
+                     "--global-batch", "100000000", "--dp", "4", "--pp", "2", "--tp", "1", "--zero", "1",
+                     "--recompute", "full", "--micro-batch", "1"], capsys)
+    assert "step.num_micro_batches=25000000" in line
+
+
+HEAD = "run_id,model,chip,num_chips,seq_len,global_batch"
+
+
+@pytest.mark.parametrize("extra, cell, said", [
+    ("flash_attention", "2", "runs[r1].flash_attention='2': must be true or false"),
+    ("sp", "maybe", "runs[r1].sp='maybe': must be true or false"),
+    ("precision", "fp8", "runs[r1].precision='fp8': chip a100-80gb has no fp8 peak"),
+])
+def test_a_bad_cell_is_named_once_with_its_run(extra: str, cell: str, said: str, tmp_path: Path) -> None:
+    from greentrain.errors import ConfigError
+
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{HEAD},{extra}\nr1,llama3-8b,a100-80gb,8,4096,64,{cell}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        validate(read_runs(path))
+    assert str(e.value).startswith(said)
+
+
+def test_a_sequence_past_the_learned_positions_names_its_run(tmp_path: Path) -> None:
+    from greentrain.errors import ConfigError
+
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{HEAD}\nr1,gpt3-175b,h100-sxm,8,4096,64\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^runs\[r1\]\.seq_len=4096: must be <= 2048"):
+        read_runs(path)
+
+
+def test_excel_utf8_and_open_quotes(tmp_path: Path) -> None:
+    from greentrain.errors import ConfigError
+
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + f"{HEAD}\nr1,llama3-8b,h100-sxm,8,4096,64\n".encode())
+    assert read_runs(bom)[0].run_id == "r1"
+    quote = tmp_path / "quote.csv"
+    quote.write_text(f'{HEAD}\nr1,"llama3-8b,h100-sxm,8,4096,64\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="is not a CSV greentrain can read"):
+        read_runs(quote)
+
+
+def test_a_measured_figure_without_a_status_is_a_run_that_ran(tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{HEAD},measured_step_time_s\nr1,llama3.2-1b,h100-sxm,8,4096,64,0.9\n", encoding="utf-8")
+    (run,) = read_runs(path)
+    assert run.measured.ran is True
+    _, summary = validate((run,))
+    assert summary.num_ran == 1 and summary.throughput_error_mean is not None
+
+
+def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["plan", "--json", *argv]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_plan_answers_what_validate_answers_for_the_same_run(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A nemo MoE row without etp runs its experts at etp 1 (Megatron-Bridge's presets) in plan as in validate, and
+    --optimizer-dtype bf16 alone is the runs CSV's pure bf16 (no fp32 master)."""
+    moe = ["--model", "mixtral-8x7b", "--chip", "h100-sxm", "--num-chips", "64", "--seq-len", "4096",
+           "--global-batch", "256", "--micro-batch", "1", "--framework", "nemo", "--dp", "8", "--tp", "2",
+           "--pp", "4", "--ep", "8", "--zero", "1", "--sp", "--recompute", "full"]
+    bf16 = ["--model", "llama3-8b", "--chip", "h100-sxm", "--num-chips", "16", "--seq-len", "4096",
+            "--global-batch", "64", "--micro-batch", "1", "--dp", "16", "--tp", "1", "--pp", "1", "--zero", "1",
+            "--recompute", "none", "--optimizer-dtype", "bf16"]
+    plan_moe, plan_bf16 = _plan(moe, capsys), _plan(bf16, capsys)
+    assert plan_moe["strategy"]["etp"] == 1  # type: ignore[index]
+    assert _plan([*moe, "--etp", "2"], capsys)["step_time_s"] != plan_moe["step_time_s"]
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,framework,model,chip,num_chips,seq_len,global_batch,micro_batch,dp,tp,pp,ep,zero,sp,"
+                    "recompute,optimizer_dtype\n"
+                    "moe,nemo,mixtral-8x7b,h100-sxm,64,4096,256,1,8,2,4,8,1,true,full,\n"
+                    "bf16,megatron,llama3-8b,h100-sxm,16,4096,64,1,16,1,1,1,1,false,none,bf16\n", encoding="utf-8")
+    preds, _ = validate(read_runs(path))
+    assert preds[0].step_time_s == pytest.approx(plan_moe["step_time_s"], rel=1e-12)
+    assert preds[1].step_time_s == pytest.approx(plan_bf16["step_time_s"], rel=1e-12)
+    state = plan_bf16["optimizer_state"]
+    assert isinstance(state, dict) and state["master_weights"] is False
