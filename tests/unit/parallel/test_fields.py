@@ -24,7 +24,7 @@ def test_the_lists_are_derived_from_the_records() -> None:
                              "flash_attention", "offload_activations"}
     assert set(INT_FIELDS) | set(BOOL_FIELDS) == {f.name for f in dataclasses.fields(StrategyTable)} - {
         "flash_attention"}
-    assert "micro_batch" in STRATEGY_FLAGS and "etp" not in STRATEGY_FLAGS
+    assert "micro_batch" in STRATEGY_FLAGS and "etp" in STRATEGY_FLAGS  # --etp since session 22
     assert set(LAYER_KEY_FIELDS) == {"tp", "cp", "ep", "etp", "micro_batch_size"}
 
 
