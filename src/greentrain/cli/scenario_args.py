@@ -287,8 +287,16 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:
-    """``sc`` with its strategy: the given one, or the search's fastest within the degrees the flags pin; True
+    """``sc`` with its strategy: the given one, or the search's fastest within the degrees the flags pin (or, with
+    no strategy flag, the fields a scenario file's partial `strategy:` section sets, as `search` pins them); True
     when the search chose it (the rules: search/pins.py)."""
+    from greentrain.search.pins import file_pins, pins_only
+
     headroom = getattr(args, "memory_headroom", None)
-    return resolve_strategy(sc, _strategy_flags(args), profile_from_args(args), _flag_names(args, sc),
-                            memory_headroom=headroom)
+    pins, names = _strategy_flags(args), _flag_names(args, sc)
+    if not pins and args.scenario and sc.strategy is not None:
+        section = file_pins(args.scenario, sc.strategy)
+        unset = dataclasses.replace(sc, strategy=None)
+        if pins_only(section, unset):  # the file names some fields only: the planner chooses the rest
+            sc, pins, names = unset, section, {}
+    return resolve_strategy(sc, pins, profile_from_args(args), names, memory_headroom=headroom)

@@ -137,3 +137,18 @@ def test_plan_answers_what_validate_answers_for_the_same_run(tmp_path: Path,
     assert preds[1].step_time_s == pytest.approx(plan_bf16["step_time_s"], rel=1e-12)
     state = plan_bf16["optimizer_state"]
     assert isinstance(state, dict) and state["master_weights"] is False
+
+
+def test_a_partial_strategy_in_a_file_is_pins_in_plan_as_in_search(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`strategy: {tp: 2}` pins tp and leaves the rest to the planner (it was a whole strategy with dp 1, refused),
+    the answer search gives for the same file."""
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3.2-1b\ncluster: {chip: h100-sxm, num_chips: 8}\n"
+                   "workload: {global_batch_size: 16, seq_len: 2048, train_tokens: 1.0e+9}\nstrategy: {tp: 2}\n",
+                   encoding="utf-8")
+    plan = _plan([str(job)], capsys)
+    assert plan["strategy"]["tp"] == 2 and plan["strategy"]["chosen_by_planner"]  # type: ignore[index]
+    assert main(["search", str(job), "--top", "1", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["ranked"][0]
+    assert best["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-9)
