@@ -157,9 +157,11 @@ def _recompute(r: _Row, default: str) -> tuple[str, str]:
                       ) from None
 
 
-def _strategy(r: _Row, num_chips: int, recompute: str, default_etp: int) -> Strategy:
-    """The row's strategy; a MoE row with ep > 1 and no etp cell takes its framework's default_etp (Megatron-Bridge's
-    MoE presets: expert tensor parallelism 1)."""
+def _strategy(r: _Row, num_chips: int, recompute: str, fw: Efficiency | None) -> Strategy:
+    """The row's strategy; an empty zero cell is its framework's default_zero (the nemo family's distributed
+    optimizer 1, the FSDP frameworks' full sharding 3), and a MoE row with ep > 1 and no etp cell takes its
+    framework's default_etp (Megatron-Bridge's MoE presets: expert tensor parallelism 1)."""
+    default_etp, default_zero = (int(fw.default_etp), int(fw.default_zero)) if fw else (0, 0)
     tp, pp, cp = r.integer("tp", 1), r.integer("pp", 1), r.integer("cp", 1)
     inner = tp * pp * cp
     dp_given = r.number("dp")
@@ -170,8 +172,8 @@ def _strategy(r: _Row, num_chips: int, recompute: str, default_etp: int) -> Stra
                       f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * inner} must equal num_chips = {num_chips}")
     ep = r.integer("ep", 1)
     etp = r.integer("etp", default_etp if ep > 1 else 0, minimum=0)  # 0: as tp (Megatron Core's default)
-    vpp, sp, zero = r.integer("vpp", 1), r.boolean("sp", False), r.integer("zero", 0, minimum=0)  # each names
-    mb, flash = r.integer("micro_batch", 1), r.boolean("flash_attention", True)  # its own cell when it fails
+    vpp, sp, zero = r.integer("vpp", 1), r.boolean("sp", False), r.integer("zero", default_zero, minimum=0)  # each
+    mb, flash = r.integer("micro_batch", 1), r.boolean("flash_attention", True)  # names its own cell if it fails
     offload = r.integer("offload_activations", 0, minimum=0)
     try:
         return Strategy(dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp, zero=zero, recompute=recompute,
@@ -278,7 +280,7 @@ def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...
         workload.finetune.check(model)
     except ConfigError as e:
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
-    strategy = _strategy(r, num_chips, recompute, int(fw.default_etp) if fw else 0)
+    strategy = _strategy(r, num_chips, recompute, fw)
     try:  # the scenario's own checks (a sequence past a model's learned positions)
         sc = Scenario(model=model, cluster=cluster, workload=workload, site=Site.from_intensity(0.0, 1.0, "", 0.0),
                       strategy=strategy)

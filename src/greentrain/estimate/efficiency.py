@@ -172,11 +172,11 @@ class Efficiency:
     precision_recipe: str = knob("framework", "choice", one_of(PRECISION_RECIPES), default="mixed")
     # the gradient buffer its mixed-precision recipes reduce in (workload.GRAD_DTYPES), for a run that does not say
     grad_dtype: str = knob("framework", "choice", one_of(GRAD_DTYPES), default="fp32")
-    # what it recomputes when a run does not say (none, full or a selective mode)
+    # what it recomputes (none, full or a selective mode) and its ZeRO stage when a run does not say (runs CSV)
     default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
                                   default="none")
-    # the fp8 recipe it runs when a run says precision fp8 and no fp8_recipe (workload.FP8_RECIPES, the recipes
-    # estimate/fp8.yaml prices; estimate/fp8.py recipe_for)
+    default_zero: int = knob("framework", "count", NON_NEGATIVE, at_most(3.0), default=0, calibrated=False)
+    # the fp8 recipe it runs for precision fp8 without an fp8_recipe (workload.FP8_RECIPES; fp8.py recipe_for)
     fp8_recipe: str = knob("framework", "choice", one_of(FP8_RECIPES), default=DEFAULT_FP8_RECIPE)
     # its fp8 linears keep the 1-byte copy of each GEMM input for the backward (estimate/fp8.py saved_input_savings)
     fp8_saves_inputs: bool = knob("framework", "bool", default=False, calibrated=False)

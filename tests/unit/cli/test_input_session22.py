@@ -152,3 +152,16 @@ def test_a_partial_strategy_in_a_file_is_pins_in_plan_as_in_search(tmp_path: Pat
     assert main(["search", str(job), "--top", "1", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)["ranked"][0]
     assert best["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("framework, zero", [("torchtitan", 3), ("llm-foundry", 3), ("nemo", 1), ("megatron", 0),
+                                             ("", 0)])
+def test_an_empty_zero_cell_is_the_frameworks_default(framework: str, zero: int, tmp_path: Path) -> None:
+    """A torchtitan row without a zero cell ran FSDP's full sharding (it was ZeRO 0, which torchtitan does not run,
+    so the row was predicted not to run); a nemo row the distributed optimizer."""
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{HEAD},framework\nr1,llama3-8b,h100-sxm,8,4096,64,{framework}\n", encoding="utf-8")
+    (run,) = read_runs(path)
+    assert run.strategy.zero == zero
+    preds, _ = validate((run,))
+    assert preds[0].step_time_s is not None
