@@ -225,7 +225,7 @@ def _footprint_kwargs(args: argparse.Namespace, run: RunInputs, chip: Chip | Non
 def _market(args: argparse.Namespace) -> str:
     if args.spot and args.market not in (None, "spot"):
         raise ConfigError("--market", args.market, "conflicts with --spot (which means --market spot)")
-    market = "spot" if args.spot else (args.market or "on-demand")
+    market = "spot" if args.spot else ("on-demand" if args.market is None else args.market)  # "" is not a market
     require(market in MARKETS, "--market", market, f"must be one of {', '.join(MARKETS)}")
     return str(market)
 

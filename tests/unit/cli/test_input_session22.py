@@ -165,3 +165,9 @@ def test_an_empty_zero_cell_is_the_frameworks_default(framework: str, zero: int,
     assert run.strategy.zero == zero
     preds, _ = validate((run,))
     assert preds[0].step_time_s is not None
+
+
+def test_an_empty_market_is_not_on_demand(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["footprint", "--chip", "h100", "--num-chips", "8", "--hours", "10", "--region", "FRA",
+                     "--market", ""], capsys)
+    assert "--market=''" in line and "on-demand, spot" in line
