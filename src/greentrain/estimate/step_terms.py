@@ -57,6 +57,8 @@ def bucket_bytes(grad_bytes: Num, params: Num, dp: Num, layers: Num, eff: Effici
 
 def num_buckets(grad_bytes: Num, params: Num, dp: Num, layers: Num, eff: Efficiency) -> Num:
     """Gradient buckets of one device (bucket_bytes gives their size; one when it is 0)."""
+    if eff.dp_bucket_per_layer:
+        return maximum(1.0, layers + 0.0 * grad_bytes)
     size = bucket_bytes(grad_bytes, params, dp, layers, eff)
     out: Num = where(size > 0, maximum(1.0, ceil(grad_bytes / maximum(size, 1e-30))), 1.0 + 0.0 * size)
     return out

@@ -37,6 +37,8 @@ def test_megatron_buckets_grow_with_the_data_parallel_degree() -> None:
     assert bucket_bytes(GRADS, PARAMS, 128, 32, ddp) == 25 * 2**20
     fsdp = efficiency_for("b200", "torchtitan")
     assert num_buckets(GRADS, PARAMS, 128, 32, fsdp) == 32
+    # one per layer exactly, where grad_bytes / (grad_bytes / layers) rounds above the layer count
+    assert num_buckets(85994792933.0002, PARAMS, 128, 31, fsdp) == 31
 
 
 def _sync(eff: object, forward_s: float) -> float:
