@@ -163,12 +163,13 @@ def read_cases(path: str) -> list[Case]:
         parser = _LineParser(prog=where)
         parser.line = " ".join(words)
         add_arguments(parser)
+        for word in words:  # a launch option at its default value, or --help, would pass the parser unseen
+            flag = word.split("=", 1)[0]
+            require(flag not in ("-h", "--help"), where, word, "is not a case: a line describes one case")
+            require(flag not in ("--backend", "--timeout-s", "--collectives", "--json"), where, flag,
+                    "a launch option: give it on the command line, not per case")
         args = parser.parse_args(words)
         require(args.op != "cases", where, "cases", "a cases file cannot name another one")
-        for flag, name in (("--backend", "backend"), ("--timeout-s", "timeout_s"),
-                           ("--collectives", "collectives"), ("--json", "json")):
-            require(getattr(args, name) == _DEFAULTS[name], where, flag,
-                    "a launch option: give it on the command line, not per case")
         require(not getattr(args, "count_only", False), where, "--count-only",
                 "counts one mesh in this process: give it on the command line (emulate mesh --count-only)")
         try:

@@ -108,6 +108,8 @@ def _run_options(args: argparse.Namespace, out: Path) -> RunOptions:
     from greentrain.experiment.runner import RunOptions
 
     slurm = _slurm_pairs(args.slurm, args.executor)
+    require(not args.ray_address or args.executor == "ray", "--ray-address", args.ray_address,
+            f"applies to --executor ray (not {args.executor})")
     if args.executor == "ray":  # before any work: ray.init retries an unreachable address for minutes
         reach_ray_address(check_ray_address(args.ray_address))
     return RunOptions(out_dir=out, only=tuple(split_list(args.only, "only")) if args.only is not None else (),

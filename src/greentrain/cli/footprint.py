@@ -167,6 +167,7 @@ def _site(args: argparse.Namespace, run: RunInputs) -> Site:
         require(run.pue >= 1.0, "--pue", run.pue, "must be >= 1 (facility energy / IT energy)")
     if args.grid_g_per_kwh is not None:
         require(args.grid_g_per_kwh >= 0, "--grid-g-per-kwh", args.grid_g_per_kwh, "must be >= 0")
+        require(not args.market_based, "--market-based", True, "applies to a --region's grid, not --grid-g-per-kwh")
     require(args.grid_g_per_kwh is not None or bool(run.region), "--region", None,
             "is required (or --grid-g-per-kwh)")
     site = build_site(region=None if args.grid_g_per_kwh is not None else run.region,

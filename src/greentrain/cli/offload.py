@@ -285,6 +285,11 @@ def _train(args: argparse.Namespace) -> int:
     pos = list(args.caps)
     if pos and len(pos) != 4:
         raise ConfigError("offload.train", " ".join(pos), "takes HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B (four values)")
+    given = [f for f, v in (("--host-gib", args.host_gib), ("--device-gib", args.device_gib),
+                            ("--seq-len", args.seq_len), ("--model", args.model)) if v is not None]
+    if pos and given:  # the positional values would win without a word
+        raise ConfigError(given[0], getattr(args, given[0][2:].replace("-", "_")),
+                          "conflicts with the positional HOST_GIB DEVICE_GIB SEQ_LEN MODEL_B: give one of them")
     host = pos[0] if pos else args.host_gib
     dev = pos[1] if pos else args.device_gib
     seq = pos[2] if pos else args.seq_len

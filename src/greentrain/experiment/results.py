@@ -222,13 +222,16 @@ def write_result(path: Path, result: VariantResult) -> None:
 
 
 def read_result(path: Path) -> VariantResult | None:
-    """The result in ``path``; None when there is none (never written, or unreadable: treated as not run)."""
+    """The result in ``path``; None when there is none (never written). The worker writes it atomically, so a file
+    that is not JSON was damaged outside greentrain: refused (a report would drop the variant's measured row and
+    rewrite every summary without it), not taken as "not run"."""
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError("result", str(path), f"cannot be read ({e}): restore it, or remove it to run the variant "
+                          "again") from None
     if not isinstance(data, dict) or canonical_kind(data.get("kind")) != ExperimentVariantResult.KIND:
         raise ConfigError("result", str(path), "is not a greentrain experiment result")
     return VariantResult.from_dict(data)

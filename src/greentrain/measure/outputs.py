@@ -106,13 +106,20 @@ def model_card_block(m: Measurement, training_type: str = "pre-training", hardwa
 
 
 def _emissions_text(path: Path, row: dict[str, Any]) -> str:
-    """emissions.csv as it will be: the rows already there (header once) and this run's row appended."""
+    """emissions.csv as it will be: the rows already there (header once) and this run's row appended, in place of
+    an earlier row of the same run_id (`track --summarize` of a run again: one row per run, as CodeCarbon keeps)."""
     try:
         old = path.read_text(encoding="utf-8") if path.is_file() else ""
     except OSError as exc:
         raise ConfigError("emissions.csv", str(path), f"cannot be read: {files.os_reason(exc)}") from None
     if old and not old.endswith("\n"):
         old += "\n"  # a torn last row (a killed writer before outputs were atomic) stays on its own line
+    lines = old.splitlines(keepends=True)
+    header = next(csv.reader(lines[:1]), [])
+    if row.get("run_id") and "run_id" in header:
+        k = header.index("run_id")
+        old = "".join(lines[:1] + [ln for ln in lines[1:] if next(csv.reader([ln]), [""] * (k + 1))[k:k + 1]
+                                   != [str(row["run_id"])]])
     buf = io.StringIO()
     # CodeCarbon 3.x's columns for a new file; an existing file's own (CodeCarbon 2.x or 3.x) layout, so the
     # row lands under its header; a foreign header is refused (check_header)

@@ -51,6 +51,8 @@ def read_recorded(path: str | Path) -> list[RecordedCell]:
         raise ConfigError("measured", str(path), f"lacks the columns {', '.join(missing)}")
     out = []
     for i, row in enumerate(rows, start=2):
+        if None in row.values() or None in row:  # a short or a long row: its cells are not under their columns
+            raise ConfigError(f"measured line {i}", dict(row), f"needs one cell per column ({', '.join(rows[0])})")
         try:
             mb = float(row["model_b"])
             model = MODELS.get(int(mb), row["model_b"]) if mb.is_integer() else row["model_b"]
@@ -59,6 +61,10 @@ def read_recorded(path: str | Path) -> list[RecordedCell]:
                                     host_gib=float(row["host_mem_gib"]), tokens_per_s=float(row["tokens_per_s"])))
         except ValueError:
             raise ConfigError(f"measured line {i}", dict(row), "needs numbers in the recorded columns") from None
+        for col in ("tokens_per_s", "dev_mem_gib", "host_mem_gib"):
+            if not (math.isfinite(float(row[col])) and float(row[col]) >= 0):
+                raise ConfigError(f"measured line {i}.{col}", row[col], "must be finite and >= 0 (a row of zeros: a "
+                                  "run that could not be placed)")
     return out
 
 

@@ -171,3 +171,70 @@ def test_an_empty_market_is_not_on_demand(capsys: pytest.CaptureFixture[str]) ->
     line = _refused(["footprint", "--chip", "h100", "--num-chips", "8", "--hours", "10", "--region", "FRA",
                      "--market", ""], capsys)
     assert "--market=''" in line and "on-demand, spot" in line
+
+
+MEASURED_HEAD = "chip,host_mem_gib,dev_mem_gib,seq_len,model_b,tokens_per_s\n"
+
+
+@pytest.mark.parametrize("row, said", [("h100-sxm,64,16,4096,1", "needs one cell per column"),
+                                       ("h100-sxm,64,16,4096,1,nan", "tokens_per_s='nan': must be finite and >= 0"),
+                                       ("h100-sxm,64,16,4096,1,-5", "tokens_per_s='-5': must be finite and >= 0")])
+def test_a_measured_sweep_row_is_checked(row: str, said: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A short row was a TypeError traceback; NaN and negative rates were scored (and NaN written as bare JSON)."""
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(MEASURED_HEAD + row + "\n", encoding="utf-8")
+    line = _refused(["offload", "heatmap", "--model", "1", "--seq-len", "4096", "--device-gib", "16", "--host-gib",
+                     "64", "--measured", str(csv_path), "--json"], capsys)
+    assert "measured line 2" in line and said in line
+
+
+def test_a_damaged_experiment_result_is_refused_not_taken_as_not_run(tmp_path: Path) -> None:
+    from greentrain.errors import ConfigError
+    from greentrain.experiment.results import read_result
+
+    path = tmp_path / "result.json"
+    assert read_result(path) is None  # never written: not run
+    path.write_text("{bad", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_result(path)  # a report would have dropped the variant's measured row from every summary
+
+
+def test_summarizing_a_run_again_replaces_its_emissions_row(tmp_path: Path) -> None:
+    from greentrain.measure.codecarbon import read_emissions
+    from greentrain.measure.outputs import _emissions_text
+
+    path = tmp_path / "emissions.csv"
+    row = {"run_id": "r1", "project_name": "p", "emissions": 1.0}
+    path.write_text(_emissions_text(path, row), encoding="utf-8")
+    path.write_text(_emissions_text(path, {**row, "emissions": 2.0}), encoding="utf-8")  # the same run again
+    path.write_text(_emissions_text(path, {**row, "run_id": "r2"}), encoding="utf-8")  # another run
+    rows = read_emissions(path)
+    assert [(r["run_id"], r["emissions"]) for r in rows] == [("r1", 2.0), ("r2", 1.0)]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["experiment", "run", "examples/tiny-causal-lm.yaml", "--out", "OUT", "--ray-address", "x:1"],
+     "--ray-address='x:1': applies to --executor ray (not local)"),
+    (["footprint", "--chip", "h100-sxm", "--num-chips", "1", "--hours", "1", "--grid-g-per-kwh", "56",
+      "--market-based"], "--market-based=True: applies to a --region's grid"),
+    (["offload", "train", "1", "0.01", "512", "tiny", "--host-gib", "500", "--device", "cpu", "--steps", "1"],
+     "--host-gib='500': conflicts with the positional"),
+])
+def test_a_flag_the_others_make_moot_is_refused(argv: list[str], said: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])  # the repository: examples/
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    assert said in _refused(argv, capsys)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("extra", ["--backend gloo", "--collectives native", "--timeout-s 60", "--help"])
+def test_a_cases_line_takes_no_launch_option_even_at_its_default(extra: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cases = tmp_path / "c.txt"
+    cases.write_text(f"matmul --mesh 1x2 --m 8 --k 8 --n 8 --a 1x1,1x2 --b 1x2,1x1 --c 1x1,1x1 {extra}\n",
+                     encoding="utf-8")
+    line = _refused(["emulate", "cases", str(cases)], capsys)
+    assert f"{cases}:1=" in line and extra.split()[0] in line
