@@ -100,7 +100,11 @@ def read_run_file(path: str) -> RunFile:
         if not isinstance(view, (PlanResult, TrackResult)):
             raise ConfigError("run_json", path, f"is a {view.KIND} result, not a run: give the JSON of "
                                                 f"greentrain plan --json or a measurement.json")
-        return _run_file(view.to_dict(), Path(path).name, predicted=isinstance(view, PlanResult))
+        values = view.to_dict()
+        if isinstance(view, TrackResult):  # a measurement names its ranks and its span its own way
+            values = {**values, "num_chips": values.get("num_chips") or values.get("world_size"),
+                      "run_time_s": values.get("run_time_s") or values.get("duration_s")}
+        return _run_file(values, Path(path).name, predicted=isinstance(view, PlanResult))
     return _run_file(data, Path(path).name, predicted=all(k in data for k in PLAN_KEYS) and "meters" not in data)
 
 

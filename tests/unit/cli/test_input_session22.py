@@ -238,3 +238,24 @@ def test_a_cases_line_takes_no_launch_option_even_at_its_default(extra: str, tmp
                      encoding="utf-8")
     line = _refused(["emulate", "cases", str(cases)], capsys)
     assert f"{cases}:1=" in line and extra.split()[0] in line
+
+
+def test_footprint_reads_a_track_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A measurement.json names its ranks world_size and its span duration_s: footprint takes them, and its
+    measured energy comes back (it refused the file for a missing num_chips, flags or not)."""
+    out = tmp_path / "t"
+    assert main(["track", "--grid-g-per-kwh", "56", "--out", str(out), "--", "true"]) == 0
+    measured = json.loads((out / "measurement.json").read_text())
+    capsys.readouterr()
+    got = _json_of(["footprint", str(out / "measurement.json"), "--region", "fr", "--json"], capsys)
+    assert got["energy_kwh"] == pytest.approx(measured["energy_kwh"], rel=1e-9)
+    flags = _json_of(["footprint", str(out / "measurement.json"), "--region", "fr", "--num-chips", "8",
+                      "--hours", "1", "--json"], capsys)
+    assert flags["device_hours"] == pytest.approx(8.0)
+
+
+def _json_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert isinstance(doc, dict)
+    return doc
