@@ -175,7 +175,7 @@ def build_report(out_dir: Path | Sequence[Path], regions: list[str] | None = Non
     return ExperimentReport(name=str(man["name"]), results=tuple(results),
                             findings=tuple(findings + _region_findings(rep)
                                            + where_findings(results, rep)), pareto=tuple(pareto_set(results)),
-                            quality=quality_of(results),
+                            quality=quality_of(results, str(man.get("task", "summarization"))),
                             repriced=tuple(rep), wasted_energy_j=wasted, num_failed_attempts=len(attempts),
                             repeats=tuple(repeat_summaries(results)))
 

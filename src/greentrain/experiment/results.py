@@ -204,10 +204,11 @@ QUALITY_BY_TASK = {"summarization": Quality(field="rouge1", label="ROUGE-1", hig
                                         relative=True)}
 
 
-def quality_of(results: Sequence[VariantResult]) -> Quality:
-    """The quality measure of an experiment's results (one task per experiment; summarization when none ran)."""
+def quality_of(results: Sequence[VariantResult], task: str = "summarization") -> Quality:
+    """The quality measure of an experiment's results (one task per experiment; before any ran, ``task``: the
+    experiment's, from its manifest)."""
     tasks = {r.task for r in results if r.status == "ok"}
-    return QUALITY_BY_TASK[tasks.pop() if len(tasks) == 1 else "summarization"]
+    return QUALITY_BY_TASK[tasks.pop() if len(tasks) == 1 else (task if task in QUALITY_BY_TASK else "summarization")]
 
 
 def write_text_atomic(path: Path, text: str, field: str = "out") -> None:

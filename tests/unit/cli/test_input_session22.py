@@ -259,3 +259,11 @@ def _json_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, o
     doc = json.loads(capsys.readouterr().out)
     assert isinstance(doc, dict)
     return doc
+
+
+def test_a_study_shows_its_own_tasks_quality_before_any_result() -> None:
+    """A causal-lm study showed ROUGE columns until its first variant finished (the default task's)."""
+    from greentrain.experiment.results import QUALITY_BY_TASK, quality_of
+
+    assert quality_of([], "causal-lm") == QUALITY_BY_TASK["causal-lm"] != QUALITY_BY_TASK["summarization"]
+    assert quality_of([]) == QUALITY_BY_TASK["summarization"]
