@@ -18,7 +18,7 @@ from greentrain.scenario import scenario_from_dict
 from greentrain.search.feasibility import framework_space
 from greentrain.search.space import SearchSpace, table
 
-SAMPLES = 20  # random rows, and as many of those the columns keep, per check
+SAMPLES = 15  # random rows, and as many of those the columns keep, per check (20 until session 22)
 Agree = Callable[..., int]  # conftest.scalar_equals_vector
 
 
