@@ -1,12 +1,13 @@
 """How far to trust a prediction: the error band of the closest validated class of runs.
 
-`validate` scores greentrain on published measured runs (the calibration CSVs of shared/reference and
-Korthikanti et al. 2022 Table 5). Grouped by class (framework x chip x dense/MoE x scale), the measured runs
+`validate` scores greentrain on published measured runs (the calibration CSVs in tests/data/calibration,
+Korthikanti et al. 2022 Table 5 among them). Grouped by class (framework x chip x dense/MoE x scale), the measured runs
 of each class give an expected error band on |predicted / measured tokens per second - 1|, with the mean
 |error| and the bias. The table ships as data (calibrate/bands.yaml), regenerated from those CSVs by
 ``benchmarks/make_bands.py`` (``build_bands`` below), so a user without the CSVs sees it too.
 
-How a band is built (docs/validation.md, "Error bands"):
+How a band is built (docs/validation.md, "Llama 3 405B on Meta's layouts (held out) and how far to trust a
+prediction"):
 - inside a class, split conformal prediction (Vovk et al. 2005; Lei et al. 2018, JASA 113(523) §2.2): the
   ceil(0.8 (n + 1))-th smallest |error| of the class's n runs holds a new run exchangeable with them with
   probability >= 0.8; it needs n >= 4 (MIN_RUNS), below that the class gives no band of its own;

@@ -19,6 +19,7 @@ from greentrain.estimate.traffic.config import TrafficConfig
 from greentrain.results.view import stamp
 
 DEFAULT_UTILIZATION = 0.5  # the seed README's assumption: 50% of peak (A100 bf16 312e12 -> 156e12)
+DEFAULT_PRECISION = "bf16"  # the peak --chip is read at
 
 
 def _flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "--net_precision_bytes", type=int, default=2, help="bytes per transferred element (2)")
     parser.add_argument("--model", default=None, help="model preset name, YAML file or HF config.json")
     parser.add_argument("--chip", default=None, help="catalog chip: cluster_flop_rate = peak x utilization")
-    parser.add_argument("--precision", default="bf16", help="peak used with --chip (default bf16)")
+    parser.add_argument("--precision", default=DEFAULT_PRECISION, help="peak used with --chip (default bf16)")
     parser.add_argument("--utilization", type=finite_float, default=DEFAULT_UTILIZATION,
                         help=f"fraction of the chip's peak with --chip (default {DEFAULT_UTILIZATION})")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON (units in the keys)")
@@ -141,7 +142,7 @@ def cluster_rate(args: argparse.Namespace) -> float | None:
     if args.chip is None:
         if args.utilization != DEFAULT_UTILIZATION:  # the two set a chip's rate: without --chip they would be moot
             raise ConfigError("utilization", args.utilization, "applies with --chip only")
-        if args.precision != "bf16":
+        if args.precision != DEFAULT_PRECISION:
             raise ConfigError("precision", args.precision, "applies with --chip only")
         if args.cluster_flop_rate is None:
             return None

@@ -116,10 +116,9 @@ def _emissions_text(path: Path, row: dict[str, Any]) -> str:
         old += "\n"  # a torn last row (a killed writer before outputs were atomic) stays on its own line
     lines = old.splitlines(keepends=True)
     header = next(csv.reader(lines[:1]), [])
-    if row.get("run_id") and "run_id" in header:
-        k = header.index("run_id")
-        old = "".join(lines[:1] + [ln for ln in lines[1:] if next(csv.reader([ln]), [""] * (k + 1))[k:k + 1]
-                                   != [str(row["run_id"])]])
+    if row.get("run_id") and "run_id" in header:  # the run's earlier row goes; the others stay as they are
+        k, run_id = header.index("run_id"), str(row["run_id"])
+        old = "".join(lines[:1] + [ln for ln in lines[1:] if next(csv.reader([ln]), [])[k:k + 1] != [run_id]])
     buf = io.StringIO()
     # CodeCarbon 3.x's columns for a new file; an existing file's own (CodeCarbon 2.x or 3.x) layout, so the
     # row lands under its header; a foreign header is refused (check_header)

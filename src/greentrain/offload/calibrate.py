@@ -61,8 +61,10 @@ def read_recorded(path: str | Path) -> list[RecordedCell]:
                                     host_gib=float(row["host_mem_gib"]), tokens_per_s=float(row["tokens_per_s"])))
         except ValueError:
             raise ConfigError(f"measured line {i}", dict(row), "needs numbers in the recorded columns") from None
-        for col in ("tokens_per_s", "dev_mem_gib", "host_mem_gib"):
-            if not (math.isfinite(float(row[col])) and float(row[col]) >= 0):
+        cell = out[-1]
+        for col, value in (("tokens_per_s", cell.tokens_per_s), ("dev_mem_gib", cell.device_gib),
+                           ("host_mem_gib", cell.host_gib)):
+            if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"measured line {i}.{col}", row[col], "must be finite and >= 0 (a row of zeros: a "
                                   "run that could not be placed)")
     return out
