@@ -20,11 +20,18 @@ from greentrain.estimate.act_offload import exposed_offload_s
 from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
-from greentrain.estimate.memory import LayerActivation, layer_activation, layer_activation_bytes, remat_bytes
+from greentrain.estimate.frozen import frozen_input_activation
+from greentrain.estimate.memory import (
+    FP32_NORM_FAMILIES,
+    LayerActivation,
+    layer_activation,
+    layer_activation_bytes,
+    remat_bytes,
+)
 from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
 from greentrain.estimate.recompute import in_layer_comm_passes, recomputed_s
-from greentrain.model.ops import ModelOps
+from greentrain.model.ops import LayerGroup, ModelOps
 from greentrain.model.spec import LayerKind
 from greentrain.num import Num, ceil, is_column, maximum, minimum, where
 from greentrain.parallel.strategy import Strategy
@@ -215,7 +222,7 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
         ep_pass: Num = 0.0
         if g.moe:  # estimate/moe.py: all-to-alls split over NVLink and network, expert kernels after the sync
             ep_pass, t = moe.layer_costs(sc, sh, t, n_tok, eff)
-        la = _activation(sc, ops, sh.cp, enc, g.moe, g.kind, flash, eff)
+        la = _activation(sc, ops, g, sh.cp, flash, eff)
         params = _kind_params(g.params, g.expert_params, sh) if g.params else _local_layer_params(sc, g.moe, enc, sh)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
         experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else _local_expert_params(sc, g.moe, sh)
@@ -228,29 +235,34 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
     return tuple(out)
 
 
-def _activation(sc: Scenario, ops: ModelOps, cp: Num, encoder: bool, moe: bool, kind: LayerKind | None, flash: bool,
-                eff: Efficiency) -> LayerActivation:
-    """memory.layer_activation of one layer of a group, its sequence split over ``cp`` ranks (a column: once per
-    distinct cp, gathered)."""
+def _activation(sc: Scenario, ops: ModelOps, g: LayerGroup, cp: Num, flash: bool, eff: Efficiency) -> LayerActivation:
+    """memory.layer_activation of one layer of group ``g``, its sequence split over ``cp`` ranks (a column: once
+    per distinct cp, gathered); fp8 GEMM inputs kept in 1 byte, frozen GEMMs' inputs not kept (estimate/frozen.py)."""
     if is_column(cp):
         values, inverse = np.unique(cp, return_inverse=True)
-        parts = [_activation(sc, ops, int(v), encoder, moe, kind, flash, eff) for v in values]
+        parts = [_activation(sc, ops, g, int(v), flash, eff) for v in values]
         cols: dict[str, Any] = {f.name: np.array([getattr(p, f.name) for p in parts])[inverse]
                                 for f in fields(LayerActivation)}
         return LayerActivation(**cols)
-    model = sc.model
+    model, encoder, moe, kind = sc.model, g.name == "encoder", g.moe, g.kind
     seq_local = int((ops.seq_len if encoder or model.arch == "decoder" else ops.target_seq_len) / cp)
     cross_len = int(ops.seq_len / cp) if (model.arch == "encoder-decoder" and not encoder) else 0
     la = layer_activation(model, ops.micro_batch, seq_local, sc.workload.activation_bytes, moe=moe, flash=flash,
                           cross_len=cross_len, fused_glu=eff.fused_glu, kind=kind, eager_norm="norm" in eff.eager_ops,
                           eager_gelu="gelu" in eff.eager_ops, moe_outputs=eff.moe_weights_outputs)
-    if model.arch == "decoder" and (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")) \
-            and eff.fp8_saves_inputs and sc.workload.precision.lower() == "fp8":  # fp8 GEMM inputs in 1 byte
-        tokens, e = ops.micro_batch * seq_local, sc.workload.activation_bytes
+    if model.arch != "decoder" or not (kind is None or (kind.mixer in ("attention", "sliding") and kind.mlp != "none")):
+        return la
+    tokens, e = ops.micro_batch * seq_local, sc.workload.activation_bytes
+    fp8_inputs = eff.fp8_saves_inputs and sc.workload.precision.lower() == "fp8"
+    if fp8_inputs:  # fp8 GEMM inputs in 1 byte
         repl, split = fp8.saved_input_savings(model, tokens, e, moe=moe)
         delta = fp8.saved_input_module_bytes(model, tokens, e, moe=moe)
         la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split,
                      **{k: getattr(la, k) + v for k, v in delta.items()})
+    if g.frozen_params and not model.kv_lora_rank:  # every base weight of the layer frozen (model/finetune.py)
+        eager_norm = "norm" in eff.eager_ops and model.norm == "rmsnorm" and model.family not in FP32_NORM_FAMILIES
+        la = frozen_input_activation(la, model, g.ops, tokens, e, 1.0 if fp8_inputs else e, moe=moe,
+                                     flash=flash, eager_norm=eager_norm)
     return la
 
 

@@ -1,5 +1,5 @@
 """Properties of fine-tuning in the estimator (hypothesis): whatever the strategy, freezing or LoRA never adds
-FLOPs, gradient or optimizer memory, or gradient traffic, and model FLOPs do not depend on the strategy."""
+FLOPs, gradient, optimizer or activation memory, or gradient traffic, and model FLOPs do not depend on the strategy."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def test_finetuning_never_costs_more(s: Strategy, mode: Finetune) -> None:
     assert ft.model_flop_per_step <= full.model_flop_per_step  # frozen embeddings save no FLOPs
     assert ft.memory.gradients_bytes <= full.memory.gradients_bytes * 1.01
     assert ft.memory.optimizer_bytes <= full.memory.optimizer_bytes * 1.01
+    assert ft.memory.activations_bytes <= full.memory.activations_bytes * 1.01  # frozen GEMMs keep no input
     if s.zero < 3:  # ZeRO-3's weight gathers stay while the compute that hides them shrinks
         assert ft.dp_comm_time_s <= full.dp_comm_time_s * 1.01 + 1e-9
     assert ft.step_time_s <= full.step_time_s * 1.01

@@ -3,7 +3,8 @@ has one, ReLU's output alone, Hugging Face's gelu_new chain, Gemma's and OLMo 2'
 outputs of transformers' MoE blocks. Whole transformers layers (Llama, Qwen3, Gemma, OLMo 2 and Qwen3-MoE decoder
 layers, T5 blocks with and without dropout, GPT-2 blocks) keep what ``layer_activation`` counts, measured with
 torch's saved-tensor hooks; PyTorch's dropout at p = 0 keeps nothing; the dropout fields are read from config.json
-and refused out of range. (Megatron-Core's layer: benchmarks/check_megatron_activations.py, by hand.)"""
+and refused out of range. (Megatron-Core's layer: benchmarks/check_megatron_activations.py, by hand.) Frozen
+weights, with and without LoRA adapters: a frozen GEMM keeps no input, a frozen eager norm no normalised value."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 
 from greentrain.errors import ConfigError
+from greentrain.estimate.frozen import frozen_input_activation
 from greentrain.estimate.memory import layer_activation
+from greentrain.model.finetune import Finetune
 from greentrain.model.hf import spec_from_hf_config
 from greentrain.model.load import load_model
+from greentrain.model.ops import model_ops
 from greentrain.model.spec import TransformerSpec
 
 
@@ -228,3 +232,93 @@ def test_gelu_new_is_priced_as_its_eager_chain() -> None:
                                 "num_heads": 4, "vocab_size": 100, "feed_forward_proj": "gated-gelu"}, "t")
     (act,) = [op for op in mlp_ops(flan, 10, 2.0, "mlp", moe=False) if op.name == "mlp.act"]
     assert (act.eager_kind, act.eager_bytes, act.eager_kernels) == ("glu", 10 * 128 * 21 * 2.0, (9.0, 18.0))
+
+
+# Fine-tuning keeps less: a frozen GEMM keeps no input, a frozen eager norm no normalised value (estimate/frozen.py)
+
+def test_a_frozen_linear_keeps_no_input() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(64, 128, requires_grad=True)
+    frozen = torch.nn.Linear(128, 256, bias=False).requires_grad_(False)
+    trainable = torch.nn.Linear(128, 256, bias=False)
+    assert _saved_bytes(frozen, x, exclude=tuple(frozen.parameters())) == 0
+    assert _saved_bytes(trainable, x, exclude=tuple(trainable.parameters())) == 64 * 128 * 4
+
+
+def _lora(torch: Any, base: Any, rank: int, dtype: Any) -> Any:
+    """peft's LoRA forward beside a frozen base linear: base(x) + B(A(x)) (lora_dropout 0, scaling folded)."""
+
+    class Lora(torch.nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.base = base
+            self.a = torch.nn.Linear(base.in_features, rank, bias=False).to(dtype)
+            self.b = torch.nn.Linear(rank, base.out_features, bias=False).to(dtype)
+
+        def forward(self, x: Any) -> Any:
+            return self.base(x) + self.b(self.a(x))
+
+    return Lora()
+
+
+@pytest.mark.parametrize("targets", [(), ("q", "v", "o")])
+@pytest.mark.parametrize(("dtype_name", "e"), [("bfloat16", 2.0), ("float32", 4.0)])
+def test_a_frozen_llama_layer_keeps_what_frozen_input_activation_counts(targets: tuple[str, ...],
+                                                                       dtype_name: str, e: float) -> None:
+    """Frozen weights (freeze: no adapter) keep the layer's norm inputs, Q, K, V, the attention output, the
+    GLU's gate and up and the eager norms' fp32 upcasts; adapters on q, v (A reads the norm's output, which is
+    kept again) and o (the attention output, kept by flash anyway) add their rank-wide A outputs only. Within
+    the norms' float32 rsqrt columns and the adapters' rank-wide outputs (1 %)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformers.models.llama import modeling_llama as llama
+
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=768, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=64, num_hidden_layers=1, vocab_size=1000)
+    config._attn_implementation = "sdpa"
+    dtype = getattr(torch, dtype_name)
+    layer = llama.LlamaDecoderLayer(config, 0).to(dtype).requires_grad_(False)
+    adapters = []
+    for target in targets:
+        name = {"q": "q_proj", "v": "v_proj", "o": "o_proj"}[target]
+        wrapped = _lora(torch, getattr(layer.self_attn, name), 8, dtype)
+        setattr(layer.self_attn, name, wrapped)
+        adapters += [*wrapped.a.parameters(), *wrapped.b.parameters()]
+    b, s = 2, 128
+    x = torch.randn(b, s, 256, dtype=dtype, requires_grad=True)
+    positions = torch.arange(s)[None].expand(b, s)
+    cos, sin = llama.LlamaRotaryEmbedding(config)(x, positions)
+
+    def forward(a: Any) -> Any:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return layer(a, attention_mask=None, position_ids=positions, position_embeddings=(cos, sin))
+
+    measured = _saved_bytes(forward, x, exclude=(*layer.parameters(), *adapters, cos, sin))
+    spec = spec_from_hf_config(config.to_dict(), "tiny-llama")
+    ft = Finetune(mode="lora", lora_rank=8, lora_targets=targets) if targets else \
+        Finetune(mode="freeze", freeze=("decoder",))
+    group = model_ops(spec, b, s, e, 0, True, ft).layers[-1]
+    full = layer_activation(spec, b, s, e, moe=False, flash=True, fused_glu=False, eager_norm=True)
+    act = frozen_input_activation(full, spec, group.ops, b * s, e, e, moe=False, flash=True, eager_norm=True)
+    counted = act.replicated_bytes + act.split_bytes + act.scores_bytes
+    assert counted == pytest.approx(measured, rel=0.01)
+    assert counted < 0.8 * (full.replicated_bytes + full.split_bytes + full.scores_bytes)
+
+
+def test_a_lora_run_keeps_less_than_full_training_without_recomputation() -> None:
+    """Llama 3 8B, LoRA on q and v, no recomputation: the MLP's two GEMM inputs go (0.74 of full training's
+    activations); with full recomputation both keep the layer inputs alone."""
+    import dataclasses
+
+    from greentrain.estimate.step import estimate_step
+    from greentrain.parallel.strategy import Strategy
+    from greentrain.scenario import scenario_from_dict
+
+    base = scenario_from_dict({"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                               "workload": {"global_batch_size": 8, "seq_len": 4096, "num_steps": 10}})
+    lora = dataclasses.replace(base, workload=dataclasses.replace(base.workload, finetune=Finetune(mode="lora")))
+    for recompute, low, high in [("none", 0.7, 0.78), ("full", 0.99, 1.01)]:
+        s = Strategy(dp=8, micro_batch_size=1, recompute=recompute)
+        a, b = (estimate_step(sc, s, check_fit=False).memory.activations_bytes for sc in (base, lora))
+        assert low < b / a < high, (recompute, b / a)
