@@ -60,6 +60,10 @@ class Workload:
     master_weights: bool | None = None
     finetune: Finetune = FULL  # which parameters train (model/finetune.py): full, freeze or lora
     fp8_recipe: str = ""  # with precision fp8: one of FP8_RECIPES ("": the framework's, estimate/fp8.yaml)
+    # with precision fp8: the model's compute copy of the weights kept in fp8, 1 byte per parameter, and gathered
+    # in fp8 (Transformer Engine's fp8 primary weights: NeMo fp8_params, Megatron-LM --fp8-param-gather; torchao's
+    # enable_fsdp_float8_all_gather); the fp32 master, where there is one, stays in the optimizer
+    fp8_weights: bool = False
 
     def __post_init__(self) -> None:
         require(self.global_batch_size >= 1, "workload.global_batch_size", self.global_batch_size, "must be >= 1")
@@ -99,6 +103,8 @@ class Workload:
                 f"must be one of {', '.join(FP8_RECIPES)}")
         require(not self.fp8_recipe or self.precision == "fp8", "workload.fp8_recipe", self.fp8_recipe,
                 f"applies to precision fp8 only (precision is {self.precision})")
+        require(not self.fp8_weights or self.precision == "fp8", "workload.fp8_weights", self.fp8_weights,
+                f"applies to precision fp8 only (precision is {self.precision})")
 
     @property
     def tokens_per_step(self) -> int:
@@ -123,7 +129,8 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:  # unset fields are left out: they stay the framework's when read back
         """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "finetune" and (f.name not in UNSET_OMITTED or getattr(self, f.name) not in ("", None))}
+               if f.name != "finetune" and (f.name not in UNSET_OMITTED or getattr(self, f.name) not in ("", None))
+               and (f.name != "fp8_weights" or self.fp8_weights)}
         ft = self.finetune
         if ft.mode != "full":
             out["finetune"] = ft.mode
@@ -152,7 +159,7 @@ class Workload:
                 kw[k] = as_choice(v, f, OPTIMIZER_DTYPES)
             elif k == "fp8_recipe":
                 kw[k] = as_choice(v, f, FP8_RECIPES)
-            elif k == "master_weights":
+            elif k in ("master_weights", "fp8_weights"):
                 kw[k] = as_bool(v, f)
             elif k in ("train_tokens", "num_epochs", "dataset_tokens"):
                 kw[k] = as_float(v, f, minimum=0.0)

@@ -31,7 +31,8 @@ from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
-WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype", "fp8_recipe")  # optional (docs/runs-csv.md)
+# optional (docs/runs-csv.md)
+WORKLOAD = ("finetune", "lora_rank", "lora_targets", "optimizer_dtype", "fp8_recipe", "fp8_weights")
 STRATEGY = CSV_COLUMNS  # parallel/fields.py: the Strategy fields a runs CSV may give
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
@@ -246,7 +247,8 @@ def _workload(r: _Row) -> Workload:
     return Workload(global_batch_size=r.integer("global_batch"), seq_len=r.integer("seq_len"), num_steps=1,
                     precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
                     optimizer_dtype=opt_dtype, master_weights=(opt_dtype == "fp32") if opt_dtype else None,
-                    finetune=ft, fp8_recipe=r.text("fp8_recipe").lower())
+                    finetune=ft, fp8_recipe=r.text("fp8_recipe").lower(),
+                    fp8_weights=r.boolean("fp8_weights", False))
 
 
 def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...] = ()) -> Run:

@@ -58,6 +58,9 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    help="with --precision fp8: how tensors are scaled: tensorwise (current scaling: torchao, "
                    "NeMo fp8-cs), delayed (amax history: Transformer Engine, Megatron-LM), rowwise (torchao), mxfp8 "
                    "(32-element blocks; Blackwell only). Default: the --framework's (`greentrain catalog frameworks`)")
+    g.add_argument("--fp8-weights", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --precision fp8: the weights kept and gathered in fp8, 1 byte per parameter "
+                   "(Transformer Engine's fp8 primary weights: NeMo fp8_params, Megatron-LM --fp8-param-gather)")
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
                    help="the optimizer's moments; alone it names the recipe, as a runs CSV's optimizer_dtype: bf16 "
@@ -202,19 +205,22 @@ def batch_is_default(args: argparse.Namespace) -> bool:
     return not (isinstance(workload, dict) and "global_batch_size" in workload)
 
 
-def _fp8_recipe_flag(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, str]:
-    """The workload's fp8_recipe after --fp8-recipe and --precision: a file's recipe goes with a --precision that
-    is not fp8; the flag needs fp8; MXFP8 needs a Blackwell chip (estimate/fp8.py check_chip)."""
+def _fp8_recipe_flag(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, Any]:
+    """The workload's fp8_recipe and fp8_weights after --fp8-recipe, --fp8-weights and --precision: a file's go with
+    a --precision that is not fp8; the flags need fp8; MXFP8 needs a Blackwell chip (estimate/fp8.py check_chip)."""
     from greentrain.estimate import fp8
 
     precision = getattr(args, "precision", None) or w.precision
-    flag = getattr(args, "fp8_recipe", None)
-    if flag is not None and precision != "fp8":
-        raise ConfigError("--fp8-recipe", flag, f"applies to --precision fp8 only (precision is {precision})")
+    flag, weights = getattr(args, "fp8_recipe", None), getattr(args, "fp8_weights", None)
+    for option, value in (("--fp8-recipe", flag), ("--fp8-weights", weights)):
+        if value is not None and value is not False and precision != "fp8":
+            raise ConfigError(option, value, f"applies to --precision fp8 only (precision is {precision})")
     name = flag if flag is not None else (w.fp8_recipe if precision == "fp8" else "")
     if name:
         fp8.check_chip(name, chip, "--fp8-recipe" if flag is not None else "workload.fp8_recipe")
-    return {"fp8_recipe": name} if name != w.fp8_recipe else {}
+    out: dict[str, Any] = {"fp8_recipe": name} if name != w.fp8_recipe else {}
+    in_fp8 = bool(weights if weights is not None else w.fp8_weights) and precision == "fp8"
+    return out | ({"fp8_weights": in_fp8} if in_fp8 != w.fp8_weights else {})
 
 
 def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:

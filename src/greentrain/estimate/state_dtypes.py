@@ -75,8 +75,10 @@ def master_bytes_per_param(precision: str, master: bool = True) -> float:
     return 0.0 if precision in ("fp32", "tf32") or not master else 4.0
 
 
-def weight_bytes_per_param(precision: str) -> float:
-    return 4.0 if precision in ("fp32", "tf32") else 2.0
+def weight_bytes_per_param(precision: str, fp8_weights: bool = False) -> float:
+    """The model's compute copy of the weights: fp32, 16-bit, or fp8 primary weights (Workload.fp8_weights: 1 byte,
+    Transformer Engine's Float8Tensor parameters; the transposes the backward's GEMMs read are made per use)."""
+    return 4.0 if precision in ("fp32", "tf32") else (1.0 if fp8_weights else 2.0)
 
 
 def grad_bytes_per_param(grad_dtype: str, precision: str) -> float:

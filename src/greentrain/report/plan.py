@@ -153,7 +153,9 @@ def _grad_text(run: RunEstimate, dtype: str) -> str:
 
 
 def _fp8_text(run: RunEstimate, recipe: str) -> str:
-    return recipe + ("" if run.scenario.workload.fp8_recipe else " (the framework's default; --fp8-recipe to change)")
+    w = run.scenario.workload
+    text = recipe + ("" if w.fp8_recipe else " (the framework's default; --fp8-recipe to change)")
+    return text + ("; weights kept and gathered in fp8 (--fp8-weights)" if w.fp8_weights else "")
 
 
 def _efficiency(run: RunEstimate) -> dict[str, Any]:
