@@ -140,9 +140,15 @@ def _policy(args: argparse.Namespace) -> OffloadPolicy:
 
     rounds = getattr(args, "micro_batches", None)
     threads = getattr(args, "host_threads", None)
-    return OffloadPolicy(downgrade=not args.no_downgrade,
-                         rounds_per_step=_int_one(rounds, "offload.micro_batches") if rounds is not None else None,
-                         host_threads=_int_one(threads, "offload.host_threads") if threads is not None else None)
+    try:  # the policy's bounds, named by the flag that gave the value
+        return OffloadPolicy(downgrade=not args.no_downgrade,
+                             rounds_per_step=_int_one(rounds, "--micro-batches") if rounds is not None else None,
+                             host_threads=_int_one(threads, "--host-threads") if threads is not None else None)
+    except ConfigError as e:
+        flag = {"offload.rounds_per_step": "--micro-batches", "offload.host_threads": "--host-threads"}.get(e.field)
+        if flag is None:
+            raise
+        raise ConfigError(flag, e.value, e.rule) from None
 
 
 def _scenario(model: str, chip: str, seq_len: int, host_link: str, batch: int = 1) -> Scenario:
@@ -305,6 +311,8 @@ def _train(args: argparse.Namespace) -> int:
     seq_len = _int_one(str(seq), "offload.seq_len")
     steps = _int_one(args.steps, "offload.steps")
     micro = _int_one(args.micro_batches, "offload.micro_batches")
+    if not 1 <= micro <= 100_000:  # the planner's bound (offload/config.py OffloadPolicy.rounds_per_step)
+        raise ConfigError("offload.micro_batches", micro, "must be a whole number from 1 to 100,000")
     try:
         seed = int(args.seed)
     except ValueError:

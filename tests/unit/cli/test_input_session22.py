@@ -267,3 +267,17 @@ def test_a_study_shows_its_own_tasks_quality_before_any_result() -> None:
 
     assert quality_of([], "causal-lm") == QUALITY_BY_TASK["causal-lm"] != QUALITY_BY_TASK["summarization"]
     assert quality_of([]) == QUALITY_BY_TASK["summarization"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["plan", "--micro-batches", "1e12"], "--micro-batches=1000000000000: must be a whole number from 1 to 100,000"),
+    (["plan", "--host-threads", "200000"], "--host-threads=200000: must be a whole number from 1 to 100,000"),
+    (["train", "--micro-batches", "1e12", "--steps", "1"],
+     "offload.micro_batches=1000000000000: must be a whole number from 1 to 100,000"),
+])
+def test_offload_bounds_name_the_flag(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """(Session 23.) The planner's bound on micro-batches and host threads is said by the flag that gave the value
+    (it named the policy's field, offload.rounds_per_step); `train`'s micro-batches are bounded before they become
+    a global batch."""
+    caps = ["--model", "1", "--seq-len", "128", "--device-gib", "1", "--host-gib", "2"]
+    assert said in _refused(["offload", argv[0], *caps, *argv[1:]], capsys)
