@@ -41,6 +41,7 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
         "fp8_recipe": _fp8_recipe(run),  # "" unless fp8 (estimate/fp8.py: the run's, else its framework's)
+        "fp8_weights": sc.workload.fp8_weights,  # the weights kept and gathered in fp8 (workload.py)
         "grad_dtype": _grad_dtype(run),  # the gradient buffer's (estimate/state_dtypes.py, as the estimate took it)
         "grad_dtype_is_framework_default": not sc.workload.grad_dtype,
         "optimizer_state": _optimizer_state(run),  # moments' dtype, master copy: the run's, else its framework's

@@ -5,6 +5,7 @@ unchanged; said in a scenario file, a flag or a runs-CSV cell, and refused in on
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,8 @@ def test_the_flag_needs_fp8(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err) == 1 and "--fp8-weights=True: applies to --precision fp8 only" in err[0]
     assert main(["plan", "--precision", "fp8", "--fp8-weights"]) == 0
     assert "weights kept and gathered in fp8" in capsys.readouterr().out
+    assert main(["plan", "--precision", "fp8", "--fp8-weights", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fp8_weights"] is True
 
 
 def test_a_runs_csv_cell(tmp_path: Path) -> None:
