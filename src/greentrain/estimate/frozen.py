@@ -15,7 +15,7 @@ estimate/memory.py's accounting, per layer:
   output; split), unless an adapter sits on gate/up or down, or the activation's own backward needs its output
   (ReLU, a dropout after it);
 - a MoE block's router and shared-expert input (the norm's output), the dispatched tokens (the routed experts'
-  first GEMM input) and the experts' second GEMM inputs (adapters on experts are not modelled).
+  first GEMM input) and the experts' second GEMM inputs, unless an adapter sits on them (each expert's own).
 
 An eager RMSNorm (Hugging Face's LlamaRMSNorm: ``weight * hidden``) keeps its 16-bit normalised value for the
 weight's gradient only (estimate/memory.py EAGER_RMSNORM_EXTRA_BYTES): a frozen scale drops it, ``e`` per element
@@ -62,13 +62,16 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
         if "mlp.down" in names and "mlp.down" not in adapted and not act_needs_output:
             split += kept * t * spec.ffn_hidden_size
             deltas["mlp_split_bytes"] = -kept * t * spec.ffn_hidden_size
-    else:
+    else:  # an adapter on the experts' (shared experts') first or second GEMM keeps that GEMM's input
         shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
-        routed = kept * t * spec.top_k * (h + (0 if act_needs_output else spec.expert_ffn_hidden_size))
-        shared = 0.0 if act_needs_output else kept * t * shared_f
-        repl += e * t * h
+        down_goes = not act_needs_output and "mlp.experts.down" not in adapted
+        routed = kept * t * spec.top_k * ((0 if "mlp.experts.up" in adapted else h)
+                                          + (spec.expert_ffn_hidden_size if down_goes else 0))
+        shared = kept * t * shared_f if not act_needs_output and "mlp.shared.down" not in adapted else 0.0
+        norm_out = 0.0 if "mlp.shared.up" in adapted else e * t * h  # the router's, the shared experts' input
+        repl += norm_out
         split += routed + shared
-        deltas.update(norm_out_bytes=-e * t * h, moe_split_bytes=-(routed + shared), shared_expert_bytes=-shared,
-                      moe_act_bytes=-(0.0 if act_needs_output else la.moe_act_bytes))
+        deltas.update(norm_out_bytes=-norm_out, moe_split_bytes=-(routed + shared), shared_expert_bytes=-shared,
+                      moe_act_bytes=-(la.moe_act_bytes if down_goes else 0.0))
     return replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split,
                    **{k: max(0.0, getattr(la, k) + v) for k, v in deltas.items()})

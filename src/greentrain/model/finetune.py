@@ -68,9 +68,6 @@ class Finetune:
         if self.mode == "lora":
             require(not spec.is_mla or not {"q", "k", "v"} & set(self.lora_targets), "workload.lora_targets",
                     list(self.lora_targets), f"q, k and v are not modelled on MLA attention ({spec.name})")
-            require(not spec.is_moe or not {"gate", "up", "down"} & set(self.lora_targets),
-                    "workload.lora_targets", list(self.lora_targets),
-                    f"MLP adapters are not modelled on MoE experts ({spec.name})")
             require(spec.glu or "gate" not in self.lora_targets, "workload.lora_targets", "gate",
                     f"{spec.name} has no gate projection (not a GLU)")
 
@@ -93,36 +90,39 @@ class Finetune:
 FULL = Finetune()
 
 # Base op (its name's last part, model/ops.py) -> the targets whose adapters sit beside it: a fused op (qkv, kv,
-# gate+up) holds several; each adapter's (d_in, d_out) comes from the spec (_adapter_shapes).
+# gate+up) holds several; each adapter's (d_in, d_out) comes from the spec, an MLP's (a dense one, each routed or
+# shared expert) from its base op (_adapter_shapes).
 _BASE_OPS = {"qkv": ("q", "k", "v"), "q": ("q",), "kv": ("k", "v"), "out": ("o",), "up": ("gate", "up"),
              "down": ("down",)}
 
 
-def _adapter_shapes(spec: TransformerSpec, suffix: str, targets: tuple[str, ...],
-                    glu: bool) -> list[tuple[str, int, int]]:
-    """(target, d_in, d_out) of the adapters beside the base op ``suffix``."""
-    d, q, kv, out, f = (spec.hidden_size, spec.q_width, spec.kv_width, spec.attn_out_width,
-                        spec.ffn_hidden_size)
-    dims = {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (out, d), "gate": (d, f), "up": (d, f), "down": (f, d)}
-    held = _BASE_OPS[suffix] if (suffix != "up" or glu) else ("up",)
+def _adapter_shapes(spec: TransformerSpec, op: Op, suffix: str, targets: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """(target, d_in, d_out) of the adapters beside the base op ``op`` (its name's last part ``suffix``)."""
+    d, q, kv, out = spec.hidden_size, spec.q_width, spec.kv_width, spec.attn_out_width
+    width = int(op.n) // (2 if spec.glu else 1) if suffix == "up" else int(op.n)  # gate and up fused under GLU
+    dims = {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (out, d), "gate": (int(op.k), width),
+            "up": (int(op.k), width), "down": (int(op.k), width)}
+    held = _BASE_OPS[suffix] if (suffix != "up" or spec.glu) else ("up",)
     return [(t, *dims[t]) for t in held if t in targets]
 
 
 def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list[Op]:
     """The adapters beside base op ``op`` (none if it is not a target): A (T, d_in) @ (d_in, r), then
     B (T, r) @ (r, d_out), per adapted projection. TP splits B with the base op's output (column) or A with
-    its input (row); the small other factor is replicated and counted whole."""
+    its input (row); the small other factor is replicated and counted whole. On MoE, each routed expert has its
+    own adapters, on that expert's tokens (``count`` experts, split over expert parallelism as the experts are:
+    Megatron Bridge's LoRA on TEGroupedLinear, peft's on each expert's projections), and each shared expert its."""
     suffix = op.name.rsplit(".", 1)[-1]
-    if ft.mode != "lora" or op.kind is not OpKind.MATMUL or op.expert or suffix not in _BASE_OPS \
-            or ".shared." in op.name or op.name.startswith(("mtp.", "lm_head")):
+    if ft.mode != "lora" or op.kind is not OpKind.MATMUL or suffix not in _BASE_OPS \
+            or op.name.startswith(("mtp.", "lm_head")):
         return []
-    r, tokens = ft.lora_rank, op.m
+    r, tokens, n = ft.lora_rank, op.m, op.count
     out: list[Op] = []
-    for target, d_in, d_out in _adapter_shapes(spec, suffix, ft.lora_targets, spec.glu):
+    for target, d_in, d_out in _adapter_shapes(spec, op, suffix, ft.lora_targets):
         a_shard = Shard.ROW if op.shard is Shard.ROW else Shard.REPLICATED
         b_shard = Shard.COLUMN if op.shard is Shard.COLUMN else Shard.REPLICATED
-        out += [matmul(f"{op.name}.lora_a.{target}", tokens, d_in, r, e, a_shard),
-                matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, e, b_shard)]
+        out += [matmul(f"{op.name}.lora_a.{target}", tokens, d_in, r, e, a_shard, count=n, expert=op.expert),
+                matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, e, b_shard, count=n, expert=op.expert)]
     return out
 
 

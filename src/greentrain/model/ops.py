@@ -348,7 +348,9 @@ def _finetuned(spec: TransformerSpec, mo: ModelOps, ft: Finetune, e: float) -> M
         trains = ft.trains_layers(stack == "encoder")
         flow = Flow(stream=stream[stack], encoder_out=stream["encoder"])
         ops, after, adapters = layer_ops(spec, g.ops, ft, trainable=trains, flow=flow, e=e)
-        one = replace(g, ops=ops, params=g.params + adapters, frozen_params=0 if trains else g.params)
+        expert_adapters = sum(op.params for op in ops if op.expert and ".lora_" in op.name)  # split as experts are
+        one = replace(g, ops=ops, params=g.params + adapters, expert_params=g.expert_params + expert_adapters,
+                      frozen_params=0 if trains else g.params)
         if after != flow.stream and g.count > 1:
             rest, after, _ = layer_ops(spec, g.ops, ft, trainable=trains, flow=replace(flow, stream=after), e=e)
             groups += [replace(one, count=1), replace(one, count=g.count - 1, ops=rest)]

@@ -149,10 +149,12 @@ def test_a_gpt2_block_keeps_what_layer_activation_counts(activation: str) -> Non
     assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=2e-3)
 
 
-def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs() -> None:
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs(frozen: bool) -> None:
     """transformers' Qwen3MoeDecoderLayer with its default grouped_mm experts (bf16, 4 experts, top 2): the routing
     weights multiply the experts' outputs, which the backward keeps (moe_weights_outputs, the Hugging Face
-    frameworks' knob); without them greentrain's count is 5 % under."""
+    frameworks' knob); without them greentrain's count is 5 % under. Frozen (every weight, as a frozen decoder):
+    the router's and the experts' GEMM inputs go (estimate/frozen.py: 69 % of the trained layer's)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -167,7 +169,7 @@ def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs() -> None:
                                                                dtype=torch.bfloat16)
     except (ValueError, ImportError, TypeError) as exc:  # a transformers without its grouped_mm experts
         pytest.skip(f"no grouped_mm experts here: {exc}")
-    layer = model.model.layers[0]
+    layer = model.model.layers[0].requires_grad_(not frozen)
     b, s, h = 2, 128, 256
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
     positions = torch.arange(s)[None].expand(b, s)
@@ -181,7 +183,10 @@ def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs() -> None:
     spec = spec_from_hf_config(config.to_dict(), "tiny-qwen3-moe")
     act = layer_activation(spec, b, s, 2.0, moe=True, flash=True, fused_glu=False, eager_norm=True,
                            moe_outputs=True, kind=spec.layer_kind(0))
-    # the rest (0.5 %): the router's fp32 scores, the top-k indices and weights, the grouped GEMM's offsets
+    if frozen:
+        group = model_ops(spec, b, s, 2.0, 0, True, Finetune(mode="freeze", freeze=("decoder",))).layers[-1]
+        act = frozen_input_activation(act, spec, group.ops, b * s, 2.0, 2.0, moe=True, flash=True, eager_norm=True)
+    # the rest (0.5-0.8 %): the router's fp32 scores, the top-k indices and weights, the grouped GEMM's offsets
     assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=1e-2)
 
 

@@ -25,7 +25,7 @@ from greentrain.hardware.catalog import get_chip
 from greentrain.model.finetune import Finetune
 from greentrain.model.hf import spec_from_hf_config
 from greentrain.model.load import load_model
-from greentrain.model.ops import model_ops
+from greentrain.model.ops import model_ops, trainable_params
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, build_cluster
 from greentrain.workload import Workload
@@ -199,8 +199,7 @@ def test_model_rules() -> None:
     llama, moe = load_model("llama3-8b"), load_model("mixtral-8x7b")
     with pytest.raises(ConfigError, match="encoder-decoder"):
         Finetune(mode="freeze", freeze=("encoder",)).check(llama)
-    with pytest.raises(ConfigError, match="MoE"):
-        Finetune(mode="lora", lora_targets=("up",)).check(moe)
+    Finetune(mode="lora", lora_targets=("up",)).check(moe)  # each expert's own adapters (below)
     tied = dataclasses.replace(llama, tied_embeddings=True)
     with pytest.raises(ConfigError, match="nothing"):
         Finetune(mode="freeze", freeze=("decoder",)).check(tied)
@@ -211,3 +210,24 @@ def test_workload_round_trip() -> None:
                Finetune(mode="freeze", freeze=("embeddings", "encoder"))):
         w = Workload(global_batch_size=8, seq_len=128, finetune=ft)
         assert Workload.from_dict(w.to_dict()) == w
+
+
+def test_lora_on_moe_experts_gives_each_expert_its_adapters() -> None:
+    """Mixtral 8x7B, rank 16 on every projection: each of the 8 experts of each of the 32 layers has its own
+    gate, up and down adapters, r (d + f) each (peft on each expert's Linear; Megatron Bridge's LoRA on
+    TEGroupedLinear), beside the attention's; the experts' adapters count as expert parameters (split over expert
+    parallelism as the experts are) and run on each expert's tokens."""
+    moe = load_model("mixtral-8x7b")
+    d, f, kv, r = moe.hidden_size, moe.expert_ffn_hidden_size, moe.kv_width, 16
+    ft = Finetune(mode="lora", lora_rank=r, lora_targets=("q", "k", "v", "o", "gate", "up", "down"))
+    experts = moe.num_experts * 3 * r * (d + f)
+    attention = r * ((d + moe.q_width) + 2 * (d + kv) + (moe.attn_out_width + d))
+    assert trainable_params(moe, ft) == moe.num_layers * (experts + attention)
+    mo = model_ops(moe, 1, 1024, 2.0, 0, True, ft)
+    base = model_ops(moe, 1, 1024, 2.0, 0, True)
+    expert_params = [sum(g.count * g.expert_params for g in ops.layers) for ops in (mo, base)]
+    assert expert_params[0] - expert_params[1] == moe.num_layers * experts
+    adapters = [op for op in mo.layers[-1].ops if op.expert and ".lora_" in op.name]
+    assert len(adapters) == 6 and all(op.count == moe.num_experts for op in adapters)
+    up = next(op for op in mo.layers[-1].ops if op.name.endswith("experts.up"))
+    assert all(op.m == up.m for op in adapters)  # each expert's tokens
