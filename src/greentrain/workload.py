@@ -29,7 +29,8 @@ RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one o
 REQUIRED_FIELDS = ("global_batch_size", "seq_len")
 GRAD_DTYPES = ("fp32", "bf16")
 OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state element
-UNSET_OMITTED = ("fp8_recipe", "grad_dtype", "optimizer_dtype", "master_weights")  # "" / None: the framework's
+# "" / None: the framework's
+UNSET_OMITTED = ("fp8_recipe", "grad_dtype", "optimizer_dtype", "master_weights", "fp8_weights")
 FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
 # How fp8 training scales its tensors (estimate/fp8.yaml prices each): one scale per tensor from the current amax
 # (tensorwise) or from an amax history (delayed), one per row (rowwise), one per 32-element block (mxfp8)
@@ -62,8 +63,9 @@ class Workload:
     fp8_recipe: str = ""  # with precision fp8: one of FP8_RECIPES ("": the framework's, estimate/fp8.yaml)
     # with precision fp8: the model's compute copy of the weights kept in fp8, 1 byte per parameter, and gathered
     # in fp8 (Transformer Engine's fp8 primary weights: NeMo fp8_params, Megatron-LM --fp8-param-gather; torchao's
-    # enable_fsdp_float8_all_gather); the fp32 master, where there is one, stays in the optimizer
-    fp8_weights: bool = False
+    # enable_fsdp_float8_all_gather); the fp32 master, where there is one, stays in the optimizer. None: the
+    # framework's (efficiency.yaml fp8_weights, resolved in estimate/state_dtypes.py workload_fp8_weights)
+    fp8_weights: bool | None = None
 
     def __post_init__(self) -> None:
         require(self.global_batch_size >= 1, "workload.global_batch_size", self.global_batch_size, "must be >= 1")
@@ -129,8 +131,7 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:  # unset fields are left out: they stay the framework's when read back
         """Flat keys, as a file spells them (the fine-tuning keys only when not full training)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "finetune" and (f.name not in UNSET_OMITTED or getattr(self, f.name) not in ("", None))
-               and (f.name != "fp8_weights" or self.fp8_weights)}
+               if f.name != "finetune" and (f.name not in UNSET_OMITTED or getattr(self, f.name) not in ("", None))}
         ft = self.finetune
         if ft.mode != "full":
             out["finetune"] = ft.mode

@@ -248,7 +248,7 @@ def _workload(r: _Row) -> Workload:
                     precision=r.choice("precision", ("fp32", "tf32", "bf16", "fp16", "fp8"), "bf16"),
                     optimizer_dtype=opt_dtype, master_weights=(opt_dtype == "fp32") if opt_dtype else None,
                     finetune=ft, fp8_recipe=r.text("fp8_recipe").lower(),
-                    fp8_weights=r.boolean("fp8_weights", False))
+                    fp8_weights=r.boolean("fp8_weights", False) if r.text("fp8_weights") else None)
 
 
 def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...] = ()) -> Run:

@@ -60,7 +60,8 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    "(32-element blocks; Blackwell only). Default: the --framework's (`greentrain catalog frameworks`)")
     g.add_argument("--fp8-weights", action=argparse.BooleanOptionalAction, default=None,
                    help="with --precision fp8: the weights kept and gathered in fp8, 1 byte per parameter "
-                   "(Transformer Engine's fp8 primary weights: NeMo fp8_params, Megatron-LM --fp8-param-gather)")
+                   "(Transformer Engine's fp8 primary weights: NeMo fp8_params, Megatron-LM --fp8-param-gather). "
+                   "Default: the --framework's (on for nemo and megatron-bridge, whose fp8 presets set it)")
     g.add_argument("--optimizer", choices=OPTIMIZERS)
     g.add_argument("--optimizer-dtype", choices=tuple(OPTIMIZER_DTYPES),
                    help="the optimizer's moments; alone it names the recipe, as a runs CSV's optimizer_dtype: bf16 "
@@ -219,8 +220,8 @@ def _fp8_recipe_flag(args: argparse.Namespace, w: Workload, chip: str) -> dict[s
     if name:
         fp8.check_chip(name, chip, "--fp8-recipe" if flag is not None else "workload.fp8_recipe")
     out: dict[str, Any] = {"fp8_recipe": name} if name != w.fp8_recipe else {}
-    in_fp8 = bool(weights if weights is not None else w.fp8_weights) and precision == "fp8"
-    return out | ({"fp8_weights": in_fp8} if in_fp8 != w.fp8_weights else {})
+    kept = (weights if weights is not None else w.fp8_weights) if precision == "fp8" else None  # None: framework's
+    return out | ({"fp8_weights": kept} if kept != w.fp8_weights else {})
 
 
 def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:

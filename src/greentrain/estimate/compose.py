@@ -36,10 +36,10 @@ from greentrain.estimate.parallel_costs import ranks_per_node
 from greentrain.estimate.recompute import op_module_masks, recomputed_flop
 from greentrain.estimate.stage import StageSplit
 from greentrain.estimate.state_dtypes import (
-    weight_bytes_per_param,
     workload_grad_bytes,
     workload_master_bytes,
     workload_optimizer_bytes,
+    workload_weight_bytes,
 )
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.ops import ModelOps
@@ -156,7 +156,7 @@ def dp_exposed_s(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency,
     order as the backward produces them, so each overlaps with the share of the backward its reduction's time
     is of the whole."""
     w, cl = sc.workload, sc.cluster
-    wb = weight_bytes_per_param(w.precision, w.fp8_weights)
+    wb = workload_weight_bytes(w, eff)
 
     def sync(trainable: Num, params: Num, group: Num, per_node: Num, share: Num) -> Num:
         return dp_sync_s(zero=s.zero, dp_group=group, dp_per_node=per_node,
@@ -189,7 +189,7 @@ def step_optimizer_s(sc: Scenario, s: StepStrategy, trainable: Num, eff: Efficie
     """The optimizer step of the ``trainable`` parameters (step_terms.optimizer_s) and the fixed per-step costs;
     the ``expert_trainable`` of them (routed experts) sharded over the expert data-parallel group."""
     w = sc.workload
-    wb, gb = weight_bytes_per_param(w.precision, w.fp8_weights), workload_grad_bytes(1.0, w, eff)
+    wb, gb = workload_weight_bytes(w, eff), workload_grad_bytes(1.0, w, eff)
     out: Num = eff.step_overhead_s
     parts = ((trainable - expert_trainable, s.grad_group), (expert_trainable, expert_dp_group(s)))
     for params, shard in parts if sc.model.is_moe else parts[:1]:
@@ -296,7 +296,7 @@ def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = 
     w = sc.workload
     shard, master = expert_dp_group(s) if experts else s.grad_group, workload_master_bytes(w, eff)
     return state_bytes_per_param(shard=shard, zero=_state_zero(s, eff), offload=s.offload_optimizer,
-                                 wb=weight_bytes_per_param(w.precision, w.fp8_weights),
+                                 wb=workload_weight_bytes(w, eff),
                                  gb=workload_grad_bytes(1.0, w, eff), ob=workload_optimizer_bytes(w, eff),
                                  unsharded_master_bytes=0.0 if eff.zero_shards_master else master,
                                  shards_are_master=eff.shards_are_master and master > 0)
@@ -329,7 +329,7 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
                                  loss_bytes=loss_bytes_per_logit(eff.loss_kernel, w.activation_bytes, s.tp > 1),
                                  remat_bytes=st.remat_bytes)
     gathered = fsdp_gathered_bytes(block_params=st.block_params, end_params=st.stage_end_params[stage],
-                                   wb=weight_bytes_per_param(w.precision, w.fp8_weights),
+                                   wb=workload_weight_bytes(w, eff),
                                    gathered=(_state_zero(s, eff) >= 3) & eff.dp_bucket_per_layer)
     return StageTransients(params=st.stage_params[stage], trainable=st.stage_trainable[stage],
                            activations_bytes=acts, temporary_bytes=temp,

@@ -98,8 +98,7 @@ class Efficiency:
     # --- the framework: fixed costs, overlap and allocator ---
     # what its GEMM and attention kernels reach of the chip's microbenchmark figures
     kernel_efficiency: float = knob("framework", "fraction", FRACTION, default=1.0)
-    # the framework replays CUDA graphs: no launch gap between kernels
-    cuda_graphs: bool = knob("framework", "bool", default=False)
+    cuda_graphs: bool = knob("framework", "bool", default=False)  # CUDA graphs replayed: no launch gap between kernels
     # adjacent element-wise ops fuse into one kernel (torch.compile)
     fuse_elementwise: bool = knob("framework", "bool", default=False)
     # host time to issue one layer's forward + backward for one micro-batch
@@ -117,6 +116,7 @@ class Efficiency:
     dp_overlap: bool = knob("framework", "bool", default=False)
     # ZeRO-1/2's weight all-gather overlaps the next step's first forward (Megatron Core overlap_param_gather)
     dp_gather_overlap: bool = knob("framework", "bool", default=False)
+    fp8_weights: bool = knob("framework", "bool", default=False)  # an fp8 run's weights in fp8 (state_dtypes.py)
     # how layers are placed on pipeline stages (estimate/pipeline.py)
     pipeline_balance: str = knob("framework", "choice", one_of(("even", "cost"), "must be even or cost"),
                                  default="even", calibrated=True)

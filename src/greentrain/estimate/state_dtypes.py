@@ -38,6 +38,9 @@ class FrameworkDefaults(Protocol):
     @property
     def precision_recipe(self) -> str: ...  # mixed (fp32 master and Adam moments) or pure-bf16 (torchtune's)
 
+    @property
+    def fp8_weights(self) -> bool: ...  # an fp8 run keeps fp8 primary weights (NeMo's, Megatron Bridge's presets)
+
 
 def workload_pure_bf16(w: Workload, fw: FrameworkDefaults) -> bool:
     return fw.precision_recipe == "pure-bf16" and w.precision not in ("fp32", "tf32")
@@ -73,6 +76,21 @@ def workload_master_bytes(w: Workload, fw: FrameworkDefaults) -> float:
 def master_bytes_per_param(precision: str, master: bool = True) -> float:
     """The fp32 master copy of mixed-precision training (none when training in fp32, or without a master)."""
     return 0.0 if precision in ("fp32", "tf32") or not master else 4.0
+
+
+def workload_fp8_weights(w: Workload, fw: FrameworkDefaults) -> bool:
+    """fp8 primary weights, for an fp8 run only: the workload's when set, else the framework's (efficiency.yaml
+    ``fp8_weights``: NeMo 2's and Megatron Bridge's fp8 precision presets set fp8_param_gather = True,
+    nemo/collections/llm/recipes/precision/mixed_precision.py bf16_with_fp8_mixed and its current-scaling and
+    MXFP8 siblings; Megatron-LM's --fp8-param-gather and torchao's enable_fsdp_float8_all_gather default off)."""
+    if w.precision != "fp8":
+        return False
+    return w.fp8_weights if w.fp8_weights is not None else bool(fw.fp8_weights)
+
+
+def workload_weight_bytes(w: Workload, fw: FrameworkDefaults) -> float:
+    """weight_bytes_per_param of a workload (its precision and fp8 primary weights, the framework's if unset)."""
+    return weight_bytes_per_param(w.precision, workload_fp8_weights(w, fw))
 
 
 def weight_bytes_per_param(precision: str, fp8_weights: bool = False) -> float:

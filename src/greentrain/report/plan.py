@@ -41,7 +41,7 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
         "strategy": {**s.to_dict(), "chosen_by_planner": run.strategy_chosen},
         "precision": sc.workload.precision,
         "fp8_recipe": _fp8_recipe(run),  # "" unless fp8 (estimate/fp8.py: the run's, else its framework's)
-        "fp8_weights": sc.workload.fp8_weights,  # the weights kept and gathered in fp8 (workload.py)
+        "fp8_weights": _fp8_weights(run),  # the weights kept and gathered in fp8: the run's, else its framework's
         "grad_dtype": _grad_dtype(run),  # the gradient buffer's (estimate/state_dtypes.py, as the estimate took it)
         "grad_dtype_is_framework_default": not sc.workload.grad_dtype,
         "optimizer_state": _optimizer_state(run),  # moments' dtype, master copy: the run's, else its framework's
@@ -127,6 +127,12 @@ def _eff(run: RunEstimate) -> Any:
     return run.efficiency or efficiency_for(run.scenario.cluster.chip.name)
 
 
+def _fp8_weights(run: RunEstimate) -> bool:
+    from greentrain.estimate.state_dtypes import workload_fp8_weights
+
+    return workload_fp8_weights(run.scenario.workload, _eff(run))
+
+
 def _optimizer_state(run: RunEstimate) -> dict[str, Any]:
     """The optimizer moments' dtype and the master copy the estimate used (estimate/memory.py: the run's, else
     its framework's precision recipe)."""
@@ -153,10 +159,11 @@ def _grad_text(run: RunEstimate, dtype: str) -> str:
     return f"{dtype} ({framework}'s default; --grad-dtype to change)"
 
 
-def _fp8_text(run: RunEstimate, recipe: str) -> str:
+def _fp8_text(run: RunEstimate, recipe: str, weights: bool) -> str:
     w = run.scenario.workload
     text = recipe + ("" if w.fp8_recipe else " (the framework's default; --fp8-recipe to change)")
-    return text + ("; weights kept and gathered in fp8 (--fp8-weights)" if w.fp8_weights else "")
+    said = "" if w.fp8_weights is not None else ", the framework's default"
+    return text + (f"; weights kept and gathered in fp8 (--fp8-weights{said})" if weights else "")
 
 
 def _efficiency(run: RunEstimate) -> dict[str, Any]:
@@ -222,7 +229,7 @@ def render_plan(run: RunEstimate, console: Console, *, default_batch: bool = Fal
             f" (custom intensity, not {d['region']}'s grid)" if d["region"] and run.scenario.site.source ==
             "given" else f" ({d['region']})" if d["region"] else " (custom intensity)")),
     ]
-    rows += [("fp8 recipe", _fp8_text(run, d["fp8_recipe"]))] if d["fp8_recipe"] else []
+    rows += [("fp8 recipe", _fp8_text(run, d["fp8_recipe"], d["fp8_weights"]))] if d["fp8_recipe"] else []
     if d["efficiency"]:
         rows.append(("efficiency", d["efficiency"]["summary"]))
         if run.strategy.recompute == "selective":  # what the framework's selective recomputation repeats and frees

@@ -36,7 +36,8 @@ def test_the_weights_take_one_byte_and_the_master_stays() -> None:
 def test_a_file_says_it_and_reads_it_back() -> None:
     w = Workload.from_dict({"global_batch_size": 8, "seq_len": 1024, "precision": "fp8", "fp8_weights": "true"})
     assert w.fp8_weights and w.to_dict()["fp8_weights"] is True
-    assert "fp8_weights" not in dataclasses.replace(w, fp8_weights=False).to_dict()
+    assert dataclasses.replace(w, fp8_weights=False).to_dict()["fp8_weights"] is False  # said: kept
+    assert "fp8_weights" not in dataclasses.replace(w, fp8_weights=None).to_dict()  # unset: the framework's
     with pytest.raises(ConfigError, match=r"workload.fp8_weights.*applies to precision fp8 only"):
         Workload(global_batch_size=8, seq_len=1024, precision="bf16", fp8_weights=True)
 
@@ -57,8 +58,30 @@ def test_a_runs_csv_cell(tmp_path: Path) -> None:
     p = tmp_path / "runs.csv"
     p.write_text(head + "r1,llama3-8b,h100-sxm,8,2048,8,1,fp8,true,ok,1\nr2,llama3-8b,h100-sxm,8,2048,8,1,fp8,,ok,1\n")
     r1, r2 = read_runs(p)
-    assert r1.scenario.workload.fp8_weights and not r2.scenario.workload.fp8_weights
+    assert r1.scenario.workload.fp8_weights is True and r2.scenario.workload.fp8_weights is None
     for cell, rule in (("maybe", "must be true or false"), ("true", "applies to precision fp8 only")):
         p.write_text(head + f"r1,llama3-8b,h100-sxm,8,2048,8,1,{'bf16' if cell == 'true' else 'fp8'},{cell},ok,1\n")
         with pytest.raises(ConfigError, match=rf"runs\[r1\].fp8_weights.*{rule}"):
             read_runs(p)
+
+
+def test_the_nemo_family_keeps_fp8_weights_by_default() -> None:
+    """NeMo 2's and Megatron Bridge's fp8 precision presets set fp8_param_gather (efficiency.yaml fp8_weights);
+    Megatron-LM's --fp8-param-gather and torchtitan's float8 all-gather are off unless asked; a bf16 run has none."""
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.estimate.state_dtypes import workload_fp8_weights
+
+    w = BASE.workload
+    for framework, kept in (("nemo", True), ("megatron-bridge", True), ("nemo-deepep", True), ("megatron", False),
+                            ("torchtitan", False)):
+        assert workload_fp8_weights(w, efficiency_for("h100-sxm", framework)) is kept, framework
+    nemo = efficiency_for("h100-sxm", "nemo")
+    assert not workload_fp8_weights(dataclasses.replace(w, fp8_weights=False), nemo)
+    assert not workload_fp8_weights(dataclasses.replace(w, precision="bf16"), nemo)
+
+
+def test_plan_says_whose_choice_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--framework", "nemo", "--precision", "fp8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fp8_weights"] is True
+    assert main(["plan", "--framework", "nemo", "--precision", "fp8", "--no-fp8-weights", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fp8_weights"] is False
