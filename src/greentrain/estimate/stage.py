@@ -89,19 +89,19 @@ def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> St
     columns, once per distinct key; here each part once per distinct value of what it depends on: _cached)."""
     flash = s.flash_attention and eff.attention_fused
     alive = (sc.model, sc.workload, sc.cluster, ops, eff)
-    key = (s.tp, s.cp, s.ep, s.expert_tp, s.sequence_parallel, flash, s.recompute)
-    lt, emb, head_1, head_n = _cached(alive, key, lambda: _key_costs(sc, s, ops, eff, flash))
-    split = (*key, s.pp, s.vpp, s.stage_layers, s.offload_activations)
+    key = (s.tp, s.cp, s.ep, s.expert_tp, s.sequence_parallel, flash)
+    groups, emb, head_1, head_n = _cached(alive, ("key", *key), lambda: _key_costs(sc, s, ops, eff, flash))
+    lt = _cached(alive, ("totals", *key, s.recompute), lambda: sum_layer_totals(
+        groups, recompute=s.recompute, flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute))
+    split = ("split", *key, s.recompute, s.pp, s.vpp, s.stage_layers, s.offload_activations)
     return _cached(alive, split, lambda: _split(sc, s, eff, lt, emb, pipeline_head(s.pp, head_1, head_n)))
 
 
 def _key_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency,
-               flash: bool) -> tuple[LayerTotals, EndCosts, EndCosts, EndCosts]:
-    """Every layer's costs under the recomputation of ``s``, and the ends: what its key sets."""
+               flash: bool) -> tuple[tuple[GroupCost, ...], EndCosts, EndCosts, EndCosts]:
+    """Each layer group's costs whatever the recomputation, and the ends: what the key of ``s`` sets."""
     sh = sharding(s)
-    lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, flash), recompute=s.recompute,
-                          flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute)
-    return (lt, *end_parts(sc, sh, ops, eff))
+    return (layer_group_costs(sc, sh, ops, eff, flash), *end_parts(sc, sh, ops, eff))
 
 
 def _split(sc: Scenario, s: Strategy, eff: Efficiency, lt: LayerTotals, emb: EndCosts, head: EndCosts) -> StageSplit:
@@ -122,7 +122,7 @@ def _cached(alive: tuple[object, ...], key: tuple[Any, ...], make: Callable[[], 
     if hit is not None and all(map(operator.is_, hit[0], alive)):
         return cast(T, hit[1])
     value = make()
-    if len(_CACHE) > 4096:
+    if len(_CACHE) > 8192:
         _CACHE.clear()
     _CACHE[full] = (alive, value)
     return value
