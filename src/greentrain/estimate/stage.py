@@ -10,8 +10,10 @@ flight) the activations.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from greentrain.estimate.comm import Collective
 from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, expert_tp, ops_time
 from greentrain.estimate.efficiency import Efficiency
 from greentrain.estimate.frozen import frozen_input_activation
+from greentrain.estimate.local_params import kind_params, local_end_params, local_expert_params, local_layer_params
 from greentrain.estimate.memory import (
     FP32_NORM_FAMILIES,
     LayerActivation,
@@ -83,16 +86,51 @@ def sharding(s: Strategy) -> Sharding:
 
 def stage_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency) -> StageSplit:
     """One micro-batch of strategy ``s`` on its pipeline stages (vector.py evaluates the same functions over
-    columns, once per distinct key)."""
-    sh = sharding(s)
+    columns, once per distinct key; here each part once per distinct value of what it depends on: _cached)."""
     flash = s.flash_attention and eff.attention_fused
-    lt = sum_layer_totals(layer_group_costs(sc, sh, ops, eff, flash), recompute=s.recompute,
-                          flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute)
-    emb, head_1, head_n = end_parts(sc, sh, ops, eff)
-    st = split_stages(lt, emb, pipeline_head(s.pp, head_1, head_n), layers=sc.model.total_layers, pp=s.pp,
-                      vpp=s.vpp, balance=eff.pipeline_balance, stage_layers=s.stage_layers,
-                      balance_units=balance_units(sc))
+    alive = (sc.model, sc.workload, sc.cluster, ops, eff)
+    key = (s.tp, s.cp, s.ep, s.expert_tp, s.sequence_parallel, flash)
+    groups, emb, head_1, head_n = _cached(alive, ("key", *key), lambda: _key_costs(sc, s, ops, eff, flash))
+    lt = _cached(alive, ("totals", *key, s.recompute), lambda: sum_layer_totals(
+        groups, recompute=s.recompute, flash=flash, tp=s.tp, sp=s.sequence_parallel, mode=eff.selective_recompute))
+    split = ("split", *key, s.recompute, s.pp, s.vpp, s.stage_layers, s.offload_activations)
+    return _cached(alive, split, lambda: _split(sc, s, eff, lt, emb, pipeline_head(s.pp, head_1, head_n)))
+
+
+def _key_costs(sc: Scenario, s: Strategy, ops: ModelOps, eff: Efficiency,
+               flash: bool) -> tuple[tuple[GroupCost, ...], EndCosts, EndCosts, EndCosts]:
+    """Each layer group's costs whatever the recomputation, and the ends: what the key of ``s`` sets."""
+    sh = sharding(s)
+    return (layer_group_costs(sc, sh, ops, eff, flash), *end_parts(sc, sh, ops, eff))
+
+
+def _split(sc: Scenario, s: Strategy, eff: Efficiency, lt: LayerTotals, emb: EndCosts, head: EndCosts) -> StageSplit:
+    st = split_stages(lt, emb, head, layers=sc.model.total_layers, pp=s.pp, vpp=s.vpp, balance=eff.pipeline_balance,
+                      stage_layers=s.stage_layers, balance_units=balance_units(sc))
     return offload_activations(st, lt, s.offload_activations, sc, eff) if s.offload_activations else st
+
+
+_CACHE: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
+T = TypeVar("T")
+
+
+def _cached(alive: tuple[object, ...], key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    """make(), once per ``key`` and the frozen inputs ``alive`` (keyed by identity, kept alive: a planner or a sample
+    of strategies revisits few keys); bounded."""
+    full = (*map(id, alive), *key)
+    hit = _CACHE.get(full)
+    if hit is not None and all(map(operator.is_, hit[0], alive)):
+        return cast(T, hit[1])
+    value = make()
+    if len(_CACHE) > 8192:
+        _CACHE.clear()
+    _CACHE[full] = (alive, value)
+    return value
+
+
+def clear_cache() -> None:
+    """Forget _cached's values (a test that edits a module's YAML data in place: the inputs' identities stay)."""
+    _CACHE.clear()
 
 
 def offload_activations(st: StageSplit, lt: LayerTotals, offloaded: Num, sc: Scenario, eff: Efficiency) -> StageSplit:
@@ -223,9 +261,9 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
         if g.moe:  # estimate/moe.py: all-to-alls split over NVLink and network, expert kernels after the sync
             ep_pass, t = moe.layer_costs(sc, sh, t, n_tok, eff)
         la = _activation(sc, ops, g, sh.cp, flash, eff)
-        params = _kind_params(g.params, g.expert_params, sh) if g.params else _local_layer_params(sc, g.moe, enc, sh)
+        params = kind_params(g.params, g.expert_params, sh) if g.params else local_layer_params(sc, g.moe, enc, sh)
         trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
-        experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else _local_expert_params(sc, g.moe, sh)
+        experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else local_expert_params(sc, g.moe, sh)
         backward = t.backward_s > 0
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
                                                                           per_pass),
@@ -339,7 +377,7 @@ def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tup
     peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
     head_t = ops_time(ops.head, sh, peak, bw, eff)
     emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
-    emb_p, head_1, head_n = _local_end_params(sc, sh.tp)
+    emb_p, head_1, head_n = local_end_params(sc, sh.tp)
     # multi-token prediction modules (DeepSeek-V3 §2.2) follow the main head on the last stage
     mtp_fwd = mtp_bwd = mtp_p = mtp_t = 0.0
     for g in ops.layers:
@@ -347,7 +385,7 @@ def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tup
             recipe = fp8.recipe_for(w.precision, w.fp8_recipe, eff.framework, cl.chip.name)
             t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision, recipe).matmul, bw, eff, peak)
             mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
-            p = g.count * _kind_params(g.params, g.expert_params, sh)
+            p = g.count * kind_params(g.params, g.expert_params, sh)
             mtp_p, mtp_t = mtp_p + p, mtp_t + p * (1.0 - g.frozen_params / g.params)
     emb = EndCosts(fwd_s=emb_t.forward_s, bwd_s=emb_t.backward_s, params=emb_p,
                    trainable=emb_p if ops.embedding_trains else 0.0)
@@ -356,40 +394,3 @@ def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tup
     head_t1, head_tn = (head_1, head_n) if ops.head_trains else (0.0, 0.0)
     return (emb, EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_1 + mtp_p, trainable=head_t1 + mtp_t),
             EndCosts(fwd_s=fwd, bwd_s=bwd, params=head_n + mtp_p, trainable=head_tn + mtp_t))
-
-
-def _kind_params(params: int, expert_params: int, sh: Sharding) -> Num:
-    """One layer's parameters on one device from its exact count (model/ops.LayerGroup.params, any mixer):
-    tensor parallelism splits the matrices (norms and routers are a rounding error), expert parallelism
-    and expert tensor parallelism spread the routed experts."""
-    return (params - expert_params) / sh.tp + expert_params / (sh.ep * expert_tp(sh))
-
-
-def _local_layer_params(sc: Scenario, moe: bool, encoder: bool, sh: Sharding) -> Num:
-    """Parameters of one layer held by one device (TP splits matrices, EP splits experts)."""
-    m = sc.model
-    cross = m.arch == "encoder-decoder" and not encoder
-    attn = m.attention_params() * (2 if cross else 1) / sh.tp
-    norms = m.norm_params() * (3 if cross else 2)
-    if moe:
-        experts = m.num_experts / sh.ep * m.mlp_params(m.expert_ffn_hidden_size) / expert_tp(sh)
-        shared = m.num_shared_experts * m.mlp_params(m.expert_ffn_hidden_size) / sh.tp
-        mlp = experts + shared + m.hidden_size * m.num_experts
-    else:
-        mlp = m.mlp_params() / sh.tp
-    return attn + mlp + norms
-
-
-def _local_expert_params(sc: Scenario, moe: bool, sh: Sharding) -> Num:
-    """The routed experts' share of _local_layer_params."""
-    m = sc.model
-    return m.num_experts / sh.ep * m.mlp_params(m.expert_ffn_hidden_size) / expert_tp(sh) if moe else 0.0
-
-
-def _local_end_params(sc: Scenario, tp: Num) -> tuple[Num, Num, Num]:
-    """Parameters of the embedding, and of the LM head with pp = 1 and pp > 1, vocabulary-parallel over tp."""
-    m = sc.model
-    table = m.vocab_size * m.hidden_size / tp
-    emb = table + m.embedding_params() - m.vocab_size * m.hidden_size
-    head_1 = (0.0 if m.tied_embeddings else table) + m.norm_params()
-    return emb, head_1, table + m.norm_params()
