@@ -24,6 +24,7 @@ same whatever the executor. A task checks the measured budget of the folder befo
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -341,8 +342,11 @@ def _arrays(variants: list[Variant]) -> dict[tuple[int, int | None, int], list[V
     return out
 
 
-def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
-           after_variant: Callable[[Path], None] | None) -> dict[str, VariantResult]:
+def slurm_executor(chosen: list[Variant], opts: Any, folder: Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """submitit's executor in ``folder`` and its parameters, every array's checked; no folder: checks alone."""
+    if folder is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return slurm_executor(chosen, opts, Path(tmp))
     submitit = import_submitit()
     cluster, params = slurm_parameters(opts.slurm)
     most = max((v.job.nodes for v in chosen), default=1)
@@ -352,11 +356,17 @@ def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
         raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (slurm cluster={cluster} runs the jobs "
                           "on this one machine)")
     try:
-        executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
+        executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
         for key in _arrays(chosen):  # every array's parameters checked before any is submitted
             executor.update_parameters(**slurm_resources(params, *key))
     except (ValueError, TypeError, RuntimeError, NameError, AssertionError) as e:  # submitit's parameter checks
         raise ConfigError("slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
+    return executor, params
+
+
+def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
+           after_variant: Callable[[Path], None] | None) -> dict[str, VariantResult]:
+    executor, params = slurm_executor(chosen, opts, opts.out_dir / "slurm")
     done: dict[str, VariantResult] = {}
     todo = list(chosen)
     for attempt in range(opts.max_retries + 1):

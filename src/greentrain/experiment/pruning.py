@@ -81,7 +81,7 @@ def _check_driver(url: str, field: str) -> None:
     except ImportError:  # no optuna either: the search refuses that in one line
         return
     try:
-        dialect = make_url(url).get_dialect()
+        dialect: Any = make_url(url).get_dialect()
         (getattr(dialect, "import_dbapi", None) or dialect.dbapi)()  # SQLAlchemy 2's name; 1.4's
     except Exception as e:  # what open_storage would raise from RDBStorage, in the same words
         raise ConfigError(field, url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
