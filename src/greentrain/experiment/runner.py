@@ -272,7 +272,7 @@ def start(exp: Experiment, opts: RunOptions, chosen: list[Variant], warm: WarmWo
         require_modules(("ray",) if opts.executor == "ray" else ("submitit",), opts.executor, "--executor",
                         opts.executor)
     if opts.executor == "slurm":  # submitit's parameters, before a worker loads torch (nothing written)
-        from greentrain.experiment.cluster import slurm_executor
+        from greentrain.experiment.slurm import slurm_executor
         slurm_executor(chosen, opts)
     precheck(chosen, opts.isolation, warm)
 
