@@ -36,9 +36,9 @@ from greentrain.experiment.executors import THREADS_ENV
 from greentrain.experiment.extras import import_submitit
 from greentrain.experiment.launch import Rendezvous
 from greentrain.experiment.results import VariantResult, read_result
+from greentrain.experiment.slurm import arrays, slurm_executor, slurm_resources
 from greentrain.experiment.spec import Experiment, Variant
 
-SLURM_PREFIXED = ("partition", "account", "qos", "constraint", "exclude", "array_parallelism")
 RAY_REACH_S = 5.0  # ray: --ray-address must accept a TCP connection within this
 PLACEMENT_WAIT_S = 600.0  # ray: a multi-node variant's placement group not placed by then fails the variant
 
@@ -307,61 +307,14 @@ def ray_resources(devices: int, num_threads: int | None, gpus: bool) -> dict[str
     return {"num_cpus": (num_threads or 1) * devices, "num_gpus": devices if gpus else 0}
 
 
-def slurm_resources(params: dict[str, Any], devices: int, num_threads: int | None,
-                    nodes: int = 1) -> dict[str, Any]:
-    """submitit parameters of the array of variants of ``devices`` devices on ``nodes`` nodes: one task per node
-    (torchrun starts the processes), ``gpus_per_node`` raised to the devices on a GPU cluster (one the user named
-    gpus_per_node for), else ``cpus_per_task`` raised to a CPU per thread of each process."""
-    out = {**params, "tasks_per_node": 1, **({"nodes": nodes} if nodes > 1 else {})}
-    if "gpus_per_node" in params:
-        out["gpus_per_node"] = max(int(params["gpus_per_node"]), devices)
-    elif devices > 1:
-        out["cpus_per_task"] = max(int(params.get("cpus_per_task", 1)), devices * (num_threads or 1))
-    return out
-
-
-def slurm_parameters(pairs: tuple[tuple[str, str], ...]) -> tuple[str | None, dict[str, Any]]:
-    """``--slurm KEY=VALUE`` pairs as submitit's cluster and AutoExecutor parameters (numbers as ints)."""
-    cluster = None
-    params: dict[str, Any] = {}
-    for key, value in pairs:
-        if key == "cluster":
-            cluster = value
-            continue
-        name = f"slurm_{key}" if key in SLURM_PREFIXED else key
-        params[name] = int(value) if value.isdigit() else float(value) if key == "mem_gb" else value
-    return cluster, params
-
-
-def _arrays(variants: list[Variant]) -> dict[tuple[int, int | None, int], list[Variant]]:
-    """The variants by the resources their Slurm jobs ask (devices, threads, nodes), in order."""
-    out: dict[tuple[int, int | None, int], list[Variant]] = {}
-    for v in variants:
-        out.setdefault((v.job.devices, v.job.num_threads, v.job.nodes), []).append(v)
-    return out
-
-
 def _slurm(exp: Experiment, chosen: list[Variant], opts: Any,
            after_variant: Callable[[Path], None] | None) -> dict[str, VariantResult]:
-    submitit = import_submitit()
-    cluster, params = slurm_parameters(opts.slurm)
-    most = max((v.job.nodes for v in chosen), default=1)
-    # no cluster= given: submitit's own choice (local without sbatch), which refused several nodes only at submit
-    if most > 1 and (cluster or submitit.AutoExecutor.which()) in ("local", "debug"):
-        cluster = cluster or submitit.AutoExecutor.which()
-        raise ConfigError("runtime.nodes", most, f"needs a Slurm cluster (slurm cluster={cluster} runs the jobs "
-                          "on this one machine)")
-    try:
-        executor = submitit.AutoExecutor(folder=str(opts.out_dir / "slurm"), cluster=cluster)
-        for key in _arrays(chosen):  # every array's parameters checked before any is submitted
-            executor.update_parameters(**slurm_resources(params, *key))
-    except (ValueError, TypeError, RuntimeError, NameError, AssertionError) as e:  # submitit's parameter checks
-        raise ConfigError("slurm", " ".join(f"{k}={v}" for k, v in opts.slurm), str(e).splitlines()[0]) from None
+    executor, params = slurm_executor(chosen, opts, opts.out_dir / "slurm")
     done: dict[str, VariantResult] = {}
     todo = list(chosen)
     for attempt in range(opts.max_retries + 1):
         jobs: list[tuple[Variant, Any]] = []
-        for key, group in _arrays(todo).items():
+        for key, group in arrays(todo).items():
             executor.update_parameters(**slurm_resources(params, *key))
             n = len(group)
             args: list[list[Any]] = [[str(opts.out_dir)] * n, [exp] * n, [v.variant_id for v in group],

@@ -69,7 +69,23 @@ def check_storage(url: str, field: str = "--storage") -> str:
             raise ConfigError(field, url, f"names a file in {str(p.parent)!r}, which is not an existing folder")
         return url
     require("://" in url and url.split("://", 1)[0].strip() != "", field, url, rule)
+    _check_driver(url, field)
     return url
+
+
+def _check_driver(url: str, field: str) -> None:
+    """A database URL's SQLAlchemy dialect and driver loaded, nothing connected or written: an unknown dialect or a
+    missing driver is refused here, not after the variants' check has loaded torch in a worker (4-20 s)."""
+    try:
+        from sqlalchemy.engine import make_url
+    except ImportError:  # no optuna either: the search refuses that in one line
+        return
+    try:
+        dialect: Any = make_url(url).get_dialect()
+        (getattr(dialect, "import_dbapi", None) or dialect.dbapi)()  # SQLAlchemy 2's name; 1.4's
+    except Exception as e:  # what open_storage would raise from RDBStorage, in the same words
+        raise ConfigError(field, url, f"cannot be opened as an Optuna storage: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
 
 
 def absolute_storage(url: str) -> str:

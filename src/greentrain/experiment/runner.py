@@ -158,8 +158,7 @@ class NoProgress:
     def end(self) -> None:
         pass
 
-    def close(self) -> None:
-        pass
+    close = end
 
 
 def precheck(variants: list[Variant], isolation: str, warm: WarmWorker | None = None) -> None:
@@ -272,6 +271,9 @@ def start(exp: Experiment, opts: RunOptions, chosen: list[Variant], warm: WarmWo
     if opts.executor in ("ray", "slurm"):
         require_modules(("ray",) if opts.executor == "ray" else ("submitit",), opts.executor, "--executor",
                         opts.executor)
+    if opts.executor == "slurm":  # submitit's parameters, before a worker loads torch (nothing written)
+        from greentrain.experiment.slurm import slurm_executor
+        slurm_executor(chosen, opts)
     precheck(chosen, opts.isolation, warm)
 
 

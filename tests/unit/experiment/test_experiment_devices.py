@@ -13,10 +13,11 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.experiment import ranks
-from greentrain.experiment.cluster import ray_resources, slurm_resources
+from greentrain.experiment.cluster import ray_resources
 from greentrain.experiment.executors import THREADS_ENV, Slot, check_device_groups, local_slots
 from greentrain.experiment.job import parse_job
 from greentrain.experiment.runner import RunOptions, check_devices
+from greentrain.experiment.slurm import slurm_resources
 from greentrain.experiment.spec import config_hash, experiment_from_dict
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "x", "LOCAL_RANK": "1", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}

@@ -27,7 +27,9 @@ from greentrain.experiment.runner import variant_dir
 pytestmark = pytest.mark.slow
 
 SAME = ("status", "num_steps", "flop", "params", "eval_loss", "rouge1", "rouge2", "rougeL", "config_hash")
-LONG = "train.max_steps=150"
+# long enough to be killed mid-run: the kill comes within ~0.5 s (a flush) of its 2nd step, ~20 steps
+LONG_STEPS = 80
+LONG = f"train.max_steps={LONG_STEPS}"
 LR = "train.learning_rate=0.001"
 SHORT = f"base,{LR}"  # the executors' study; the pool's: base and LONG
 
@@ -58,10 +60,10 @@ def run_cli(exp: Path, out: Path, *flags: str) -> subprocess.Popen[str]:
 @pytest.fixture(scope="module")
 def sequential(tmp_path_factory: pytest.TempPathFactory, make_experiment: Any) -> tuple[Path, Path]:
     """The study run by ``--jobs 1``, inline (the baseline every executor must reproduce, whether its variants
-    run in worker processes or not): (experiment file, folder). Its third variant is long enough (150 steps) to be
+    run in worker processes or not): (experiment file, folder). Its third variant is long enough (LONG_STEPS) to be
     killed mid-run; the other executors run the first two (--only)."""
     base = tmp_path_factory.mktemp("sequential")
-    exp = tiny(make_experiment, base / "e.yaml", **{"train.learning_rate": [1e-3], "train.max_steps": [150]})
+    exp = tiny(make_experiment, base / "e.yaml", **{"train.learning_rate": [1e-3], "train.max_steps": [LONG_STEPS]})
     assert main(["experiment", "run", str(exp), "--out", str(base / "one"), "--no-plot", "--isolation",
                  "inline"]) == 0
     return exp, base / "one"
@@ -92,7 +94,7 @@ def test_two_jobs_give_the_results_of_one_and_a_killed_worker_is_retried(tmp_pat
     got = results(out)
     assert {k: (r["status"], r["attempts"]) for k, r in got.items()} == {"base": ("ok", 1), LONG: ("ok", 2)}
     same_results(results(one), got, f"base,{LONG}", retried=LONG)  # the retry trains from the start: the same result
-    assert got[LONG]["num_steps"] == 150 and got[LONG]["wasted_energy_j"] > 0
+    assert got[LONG]["num_steps"] == LONG_STEPS and got[LONG]["wasted_energy_j"] > 0
     with (out / "attempts.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["variant_id"], r["status"]) for r in rows] == [(LONG, "killed")]

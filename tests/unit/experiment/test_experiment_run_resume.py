@@ -25,7 +25,9 @@ from greentrain.experiment.runner import locked, variant_dir
 
 pytestmark = pytest.mark.slow
 
-V2 = "train.max_steps=150"
+# long enough to be killed mid-run: the kill comes within ~0.5 s (a flush) of its 2nd step, ~20 steps
+V2_STEPS = 80
+V2 = f"train.max_steps={V2_STEPS}"
 
 
 def experiment(make: Any, path: Path, lr3: float) -> Path:
@@ -34,7 +36,7 @@ def experiment(make: Any, path: Path, lr3: float) -> Path:
                 data={"train_size": 128, "eval_size": 8, "test_size": 8, "max_source_tokens": 32,
                       "max_target_tokens": 8},
                 train={"max_steps": 10, "per_device_train_batch_size": 8},
-                axes={"train.max_steps": [150], "train.learning_rate": [lr3]})
+                axes={"train.max_steps": [V2_STEPS], "train.learning_rate": [lr3]})
 
 
 def steps_in(path: Path) -> int:
@@ -68,7 +70,7 @@ def test_kill_then_resume_reruns_only_the_killed_variant(tmp_path: Path, make_ex
     assert main(["experiment", "run", str(exp), "--out", str(out), "--no-plot", "--isolation", "inline"]) == 0
     assert base_result.stat().st_mtime_ns == mtime  # finished: not run again
     r2 = json.loads((variant_dir(out, V2) / "result.json").read_text())
-    assert r2["status"] == "ok" and r2["attempts"] == 2 and r2["wasted_energy_j"] > 0 and r2["num_steps"] == 150
+    assert r2["status"] == "ok" and r2["attempts"] == 2 and r2["wasted_energy_j"] > 0 and r2["num_steps"] == V2_STEPS
     with (out / "attempts.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["variant_id"], r["status"]) for r in rows] == [(V2, "killed")]

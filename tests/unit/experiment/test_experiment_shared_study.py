@@ -36,6 +36,15 @@ def test_an_unusable_storage_is_one_line(tmp_path: Path, make_experiment: Any,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--storage='nosuchdb://x/y': cannot be opened as an Optuna storage" in err
     assert not (tmp_path / "o" / "variants").exists()
+    # refused by the flag's check, before any worker; a storage given by the API is refused as it is opened
+    import optuna
+
+    from greentrain.errors import ConfigError
+    from greentrain.experiment.pruning import open_storage
+
+    with pytest.raises(ConfigError, match="cannot be opened as an Optuna storage: NoSuchModuleError") as e:
+        open_storage(optuna, "nosuchdb://x/y")
+    assert e.value.field == "storage"
 
 
 @pytest.mark.slow

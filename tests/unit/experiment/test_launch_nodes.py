@@ -14,11 +14,12 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.experiment import launch, ranks
-from greentrain.experiment.cluster import node_task, slurm_parameters, slurm_resources
+from greentrain.experiment.cluster import node_task
 from greentrain.experiment.executors import THREADS_ENV
 from greentrain.experiment.job import parse_job
 from greentrain.experiment.launch import Rendezvous
 from greentrain.experiment.runner import RunOptions, check_devices
+from greentrain.experiment.slurm import slurm_parameters, slurm_resources
 from greentrain.experiment.spec import experiment_from_dict
 
 SLURM = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "1",
