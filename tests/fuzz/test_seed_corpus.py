@@ -142,7 +142,7 @@ CASES = [  # (argv, what the one-line refusal names)
     (["offload", "heatmap", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "1e300",
       "--json"], "host_gib"),
     (["offload", "plan", "--model", "1", "--seq-len", "1024", "--device-gib", "80", "--host-gib", "100",
-      "--micro-batches="], "micro_batches"),
+      "--micro-batches="], "--micro-batches"),  # named by its flag since session 23
     (["search", "--plot", ""], "--plot"),
     (["track", "--out", "", "--", "true"], "--out"),  # wrote into the working directory
     (["track", "--summarize", "{d}/trk"], "--summarize"),  # UnicodeDecodeError traceback

@@ -17,9 +17,11 @@ estimate/memory.py's accounting, per layer:
 - a MoE block's router and shared-expert input (the norm's output), the dispatched tokens (the routed experts'
   first GEMM input) and the experts' second GEMM inputs, unless an adapter sits on them (each expert's own).
 
-An eager RMSNorm (Hugging Face's LlamaRMSNorm: ``weight * hidden``) keeps its 16-bit normalised value for the
-weight's gradient only (estimate/memory.py EAGER_RMSNORM_EXTRA_BYTES): a frozen scale drops it, ``e`` per element
-of each norm of the layer (a QK-norm's too).
+An eager RMSNorm keeps its normalised value for the scale's gradient only (estimate/memory.py
+EAGER_RMSNORM_EXTRA_BYTES): Hugging Face's LlamaRMSNorm (``weight * hidden``) a 16-bit one, Gemma's and OLMo 2's
+an fp32 one (FP32_NORM_FAMILIES); a frozen scale drops it, per element of each norm of the layer (a QK-norm's
+too). A Megatron Core MoE checkpoint (``--selective-recompute moe``) keeps its input, the norm's output, whether
+or not the layer trains (LayerActivation.moe_input_bytes).
 
 ``kept`` is the bytes per element such an input holds where an fp8 recipe keeps its GEMM inputs as fp8 copies
 (estimate/fp8.py saved_input_savings: 1) or ``e``; the router stays bf16, so the MoE norm's output is ``e``.
@@ -37,41 +39,64 @@ _QKV = ("attn.qkv", "attn.q", "attn.kv")
 
 
 def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tuple[Op, ...], tokens: float, e: float,
-                            kept: float, *, moe: bool, flash: bool, eager_norm: bool) -> LayerActivation:
+                            kept: float, *, moe: bool, flash: bool, norm_value_bytes: float) -> LayerActivation:
     """``la`` (one decoder layer of attention and a dense or MoE MLP whose base weights are all frozen) less the
     inputs its frozen GEMMs do not keep; ``ops``: the layer's ops with their LoRA adapters (model/finetune.py);
-    ``eager_norm``: its RMSNorms run as Llama's eager kernels, whose frozen scales keep no normalised value."""
+    ``norm_value_bytes``: per element, the normalised value an eager RMSNorm keeps for its scale's gradient only
+    (Llama's 16-bit one, Gemma's and OLMo 2's fp32 one; 0 for a fused norm). An adapter keeps its base op's input
+    in 16 bits (``e``) where an fp8 GEMM kept a ``kept``-byte copy (a bf16 module beside the fp8 one)."""
     adapted = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_" in op.name}
     names = {op.name for op in ops if op.kind is OpKind.MATMUL and op.params}
-    t, h = tokens, spec.hidden_size
+    t, h, back = tokens, spec.hidden_size, e - kept  # back: per element, what an adapter keeps beyond fp8's copy
     repl = split = 0.0
-    deltas: dict[str, float] = {}
-    if not adapted & set(_QKV) and names & set(_QKV):
-        repl += kept * t * h
-    if not flash and "attn.out" in names and "attn.out" not in adapted:
+    if names & set(_QKV):
+        repl += -back * t * h if adapted & set(_QKV) else kept * t * h
+    if "attn.out" in names and "attn.out" in adapted:
+        split -= back * t * spec.attn_out_width
+    elif "attn.out" in names and not flash:  # flash keeps its output, the projection's input, anyway
         split += kept * t * spec.attn_out_width
-    if eager_norm:
-        norms = 2 * (2 if spec.post_norms else 1)
-        repl += e * t * h * norms
-        split += e * t * (spec.q_width + spec.kv_width) if spec.qk_norm != "none" else 0.0
-    act_needs_output = (spec.activation == "relu" and not spec.glu) or spec.activation_dropout > 0
-    if not moe:
-        if "mlp.up" in names and "mlp.up" not in adapted:
-            repl += kept * t * h
-            deltas["mlp_repl_bytes"] = -kept * t * h
-        if "mlp.down" in names and "mlp.down" not in adapted and not act_needs_output:
-            split += kept * t * spec.ffn_hidden_size
-            deltas["mlp_split_bytes"] = -kept * t * spec.ffn_hidden_size
-    else:  # an adapter on the experts' (shared experts') first or second GEMM keeps that GEMM's input
-        shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or spec.expert_ffn_hidden_size)
-        down_goes = not act_needs_output and "mlp.experts.down" not in adapted
-        routed = kept * t * spec.top_k * ((0 if "mlp.experts.up" in adapted else h)
-                                          + (spec.expert_ffn_hidden_size if down_goes else 0))
-        shared = kept * t * shared_f if not act_needs_output and "mlp.shared.down" not in adapted else 0.0
-        norm_out = 0.0 if "mlp.shared.up" in adapted else e * t * h  # the router's, the shared experts' input
-        repl += norm_out
-        split += routed + shared
-        deltas.update(norm_out_bytes=-norm_out, moe_split_bytes=-(routed + shared), shared_expert_bytes=-shared,
-                      moe_act_bytes=-(la.moe_act_bytes if down_goes else 0.0))
-    return replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split,
+    per_block = 2 if spec.post_norms else 1  # each block's norms' normalised values (and a QK-norm's)
+    repl += norm_value_bytes * t * h * per_block * 2
+    split += norm_value_bytes * t * (spec.q_width + spec.kv_width) if spec.qk_norm != "none" else 0.0
+    mlp_norm = norm_value_bytes * t * h * per_block
+    r, sp, deltas = (_moe if moe else _dense)(la, spec, adapted, names, t, e, kept, mlp_norm)
+    return replace(la, replicated_bytes=la.replicated_bytes - repl - r, split_bytes=la.split_bytes - split - sp,
                    **{k: max(0.0, getattr(la, k) + v) for k, v in deltas.items()})
+
+
+def _act_needs_output(spec: TransformerSpec) -> bool:
+    """ReLU's backward reads its output, the second GEMM's input; a dropout after the activation keeps it too."""
+    return (spec.activation == "relu" and not spec.glu) or spec.activation_dropout > 0
+
+
+def _dense(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names: set[str], t: float, e: float,
+           kept: float, mlp_norm: float) -> tuple[float, float, dict[str, float]]:
+    """(replicated, split) bytes a frozen dense MLP keeps less, and what Megatron Core's ``mlp`` module frees less."""
+    h, f, back = spec.hidden_size, spec.ffn_hidden_size, e - kept
+    repl = split = 0.0
+    if "mlp.up" in names:
+        repl = -back * t * h if "mlp.up" in adapted else kept * t * h
+    if "mlp.down" in names and "mlp.down" in adapted:
+        split = -back * t * f
+    elif "mlp.down" in names and not _act_needs_output(spec):
+        split = kept * t * f
+    return repl, split, {"mlp_repl_bytes": -(repl + mlp_norm), "mlp_split_bytes": -split}
+
+
+def _moe(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names: set[str], t: float, e: float,
+         kept: float, mlp_norm: float) -> tuple[float, float, dict[str, float]]:
+    """(replicated, split) bytes a frozen MoE block keeps less: the router's and shared experts' input (the norm's
+    output, bf16: the router stays bf16), the dispatched tokens and the experts' second GEMM inputs, less what
+    adapters on the routed or shared experts keep; the module fields it changes (a MoE checkpoint keeps its input,
+    the norm's output, whatever the layer trains: moe_input_bytes)."""
+    h, f, k, back = spec.hidden_size, spec.expert_ffn_hidden_size, spec.top_k, e - kept
+    shared_f = spec.num_shared_experts * (spec.shared_expert_ffn_hidden_size or f)
+    needs = _act_needs_output(spec)
+    up = -back * t * k * h if "mlp.experts.up" in adapted else kept * t * k * h
+    down = -back * t * k * f if "mlp.experts.down" in adapted else (0.0 if needs else kept * t * k * f)
+    shared = -back * t * shared_f if "mlp.shared.down" in adapted else (0.0 if needs else kept * t * shared_f)
+    norm_out = 0.0 if "mlp.shared.up" in adapted else e * t * h
+    act = la.moe_act_bytes if down > 0 else 0.0
+    return norm_out, up + down + shared, {"norm_out_bytes": -(norm_out + mlp_norm), "moe_input_bytes": norm_out,
+                                          "moe_split_bytes": -(up + down + shared), "shared_expert_bytes": -shared,
+                                          "moe_act_bytes": -act}

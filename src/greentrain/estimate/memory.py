@@ -56,7 +56,6 @@ def hidden_mask_bytes(spec: TransformerSpec) -> float:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerActivation:
     """Saved activations of one layer, one micro-batch, on one device, in bytes."""
-
     replicated_bytes: float  # not split by tp unless sequence parallel
     split_bytes: float  # split by tp (Q, K, V, MLP hidden, ...) excluding the attention scores
     scores_bytes: float  # b*heads*s*s_kv terms (split by tp), dropped by selective recomputation
@@ -76,6 +75,7 @@ class LayerActivation:
     moe_split_bytes: float = 0.0
     moe_act_bytes: float = 0.0
     shared_expert_bytes: float = 0.0
+    moe_input_bytes: float = 0.0  # the MoE norm's output a frozen layer keeps only as a MoE checkpoint's input
 
 
 def _attention_saved(spec: TransformerSpec, b: int, s: int, s_kv: int, e: float, *, flash: bool, cross: bool,

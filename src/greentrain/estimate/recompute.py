@@ -153,6 +153,8 @@ def module_kept_bytes(act: Any, mode: str, *, tp: Any, sp: Any) -> Any:
     mask = modules_mask(mode)
     repl = act.replicated_bytes - (act.norm_out_bytes if mask & _BIT["layernorm"] else 0.0) \
         - (act.mlp_repl_bytes if mask & _BIT["mlp"] else 0.0)
+    if mask & (_BIT["moe"] | _BIT["shared_experts"]) and not mask & _BIT["layernorm"]:  # the checkpoint's input
+        repl = repl + act.moe_input_bytes
     split = act.split_bytes - (act.mla_up_bytes if mask & _BIT["mla_up_proj"] else 0.0) \
         - (act.mlp_split_bytes if mask & _BIT["mlp"] else 0.0)
     if mask & _BIT["moe"]:

@@ -2,11 +2,9 @@
 parameters and saved activations, and the embedding / LM-head ends, split over pp pipeline stages.
 
 Volumes and overlaps: estimate/parallel_costs.py; compute: estimate/compute.py; activations: Korthikanti et al.
-2022 Table 2 (estimate/memory.py). estimate/pipeline.py places the layers on the stages (evenly, or balanced
-by cost with the embedding on the first stage and the LM head on the last); the stage that sets the pace
-gives the time, the stage holding the most parameters the weights, the first stage (most micro-batches in
-flight) the activations.
-"""
+2022 Table 2 (estimate/memory.py). estimate/pipeline.py places the layers on the stages (evenly, or by cost with
+the embedding first and the LM head last); the slowest stage gives the time, the stage holding the most
+parameters the weights, the first stage (most micro-batches in flight) the activations."""
 
 from __future__ import annotations
 
@@ -235,6 +233,7 @@ class GroupCost:
     activation: LayerActivation
     backward: bool  # the layer runs a backward (it is above a trainable parameter)
     expert_params: Num = 0.0  # the routed experts' share of ``params``
+    expert_trainable: Num = 0.0  # ... and of ``trainable``
 
 
 def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency,
@@ -262,14 +261,18 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
             ep_pass, t = moe.layer_costs(sc, sh, t, n_tok, eff)
         la = _activation(sc, ops, g, sh.cp, flash, eff)
         params = kind_params(g.params, g.expert_params, sh) if g.params else local_layer_params(sc, g.moe, enc, sh)
-        trainable = params * (1.0 - g.frozen_params / g.params) if g.params else params
         experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else local_expert_params(sc, g.moe, sh)
+        trainable, expert_trainable = params, experts
+        if g.params and g.frozen_params:  # fine-tuning: the adapters train, the dense over tp, the experts' over ep
+            adapters = sum(op.params for op in g.ops if op.expert and ".lora_" in op.name)
+            trainable = kind_params(g.params - g.frozen_params, adapters, sh)
+            expert_trainable = adapters / (sh.ep * expert_tp(sh))
         backward = t.backward_s > 0
         out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
                                                                           per_pass),
                              cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la,
                              backward=bool(backward.all()) if is_column(backward) else backward,
-                             expert_params=experts))
+                             expert_params=experts, expert_trainable=expert_trainable))
     return tuple(out)
 
 
@@ -298,9 +301,10 @@ def _activation(sc: Scenario, ops: ModelOps, g: LayerGroup, cp: Num, flash: bool
         la = replace(la, replicated_bytes=la.replicated_bytes - repl, split_bytes=la.split_bytes - split,
                      **{k: getattr(la, k) + v for k, v in delta.items()})
     if g.frozen_params and not model.kv_lora_rank:  # every base weight of the layer frozen (model/finetune.py)
-        eager_norm = "norm" in eff.eager_ops and model.norm == "rmsnorm" and model.family not in FP32_NORM_FAMILIES
+        eager = "norm" in eff.eager_ops and model.norm == "rmsnorm"  # its frozen scale's normalised value goes
+        value = (4.0 if model.family in FP32_NORM_FAMILIES else e) if eager else 0.0
         la = frozen_input_activation(la, model, g.ops, tokens, e, 1.0 if fp8_inputs else e, moe=moe,
-                                     flash=flash, eager_norm=eager_norm)
+                                     flash=flash, norm_value_bytes=value)
     return la
 
 
@@ -350,7 +354,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         params += n * g.params
         trainable += n * g.trainable
         experts += n * g.expert_params
-        expert_trainable += n * g.expert_params * g.trainable / maximum(g.params, 1.0)
+        expert_trainable += n * g.expert_trainable
         if backward:
             kept = _activation_bytes(g.activation, tp=tp, sp=sp, recompute=recompute, mode=mode)
             act += n * kept

@@ -95,7 +95,9 @@ def workload_weight_bytes(w: Workload, fw: FrameworkDefaults) -> float:
 
 def weight_bytes_per_param(precision: str, fp8_weights: bool = False) -> float:
     """The model's compute copy of the weights: fp32, 16-bit, or fp8 primary weights (Workload.fp8_weights: 1 byte,
-    Transformer Engine's Float8Tensor parameters; the transposes the backward's GEMMs read are made per use)."""
+    Transformer Engine's Float8Tensor data). Not counted, as the fp8 copy of 16-bit weights is not: the transpose
+    Transformer Engine caches across micro-batches on Hopper unless ``disable_parameter_transpose_cache`` (set by
+    Megatron Bridge's Blackwell Llama recipes and MLPerf's configs), MXFP8's column-wise copy."""
     return 4.0 if precision in ("fp32", "tf32") else (1.0 if fp8_weights else 2.0)
 
 

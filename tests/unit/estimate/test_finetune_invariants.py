@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,3 +58,55 @@ def test_model_flops_do_not_depend_on_the_strategy(a: Strategy, b: Strategy) -> 
     ea, eb = _est(sc, a), _est(sc, b)
     if ea is not None and eb is not None:
         assert abs(ea.model_flop_per_step - eb.model_flop_per_step) <= 1e-9 * ea.model_flop_per_step
+
+
+def test_a_recomputed_moe_block_keeps_its_input_frozen_or_not() -> None:
+    """(Session 23 review.) Megatron Core's ``moe`` recompute module checkpoints the MoE block, whose input (the
+    norm's output) it keeps whether or not the experts train: LoRA on every projection of Qwen3-30B-A3B keeps what
+    full training keeps there, and with ``layernorm`` too both drop it; with nothing recomputed LoRA keeps less."""
+    sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
+    lora = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, finetune=Finetune(
+        mode="lora", lora_targets=("q", "k", "v", "o", "gate", "up", "down"))))
+    from greentrain.estimate.efficiency import efficiency_for
+
+    for mode, same in (("moe", True), ("moe+layernorm", True), ("attention", False)):
+        eff = dataclasses.replace(efficiency_for("h100-sxm", "nemo"), selective_recompute=mode)
+        s = Strategy(dp=8, ep=8, micro_batch_size=1, recompute="selective" if mode != "attention" else "none")
+        full, ft = (estimate_step(x, s, eff=eff, check_fit=False).memory.activations_bytes for x in (sc, lora))
+        assert (abs(ft / full - 1) < 1e-9) is same and ft <= full * (1 + 1e-9), mode
+
+
+def test_an_adapter_keeps_a_16_bit_copy_beside_an_fp8_gemm() -> None:
+    """(Session 23 review.) Under an fp8 recipe that keeps GEMM inputs as 1-byte copies, a frozen fp8 GEMM keeps
+    none and its LoRA adapter (a bf16 module) a 16-bit one: with adapters beside the QKV and first MLP GEMMs, the
+    layer keeps (e - 1) bytes per element more of each of their inputs than the fp8 accounting; without, 1 less
+    (o alone: the QKV and first MLP inputs both go)."""
+    from greentrain.estimate.frozen import frozen_input_activation
+    from greentrain.estimate.memory import layer_activation
+    from greentrain.model.load import load_model
+    from greentrain.model.ops import model_ops
+
+    spec, b, s, e = load_model("llama3-8b"), 1, 1024, 2.0
+    la = layer_activation(spec, b, s, e, moe=False, flash=True)
+    for targets, repl_change in ((("q", "up"), 2 * (e - 1)), (("v",), 0.0), (("o",), -2.0)):
+        ops = model_ops(spec, b, s, e, 0, True, Finetune(mode="lora", lora_targets=targets)).layers[-1].ops
+        act = frozen_input_activation(la, spec, ops, b * s, e, 1.0, moe=False, flash=True, norm_value_bytes=0.0)
+        assert act.replicated_bytes - la.replicated_bytes == repl_change * b * s * spec.hidden_size, targets
+
+
+def test_adapters_state_shards_as_their_base_weights_do() -> None:
+    """(Session 23 review.) Attention adapters of a MoE model keep their gradients whatever the expert
+    parallelism; the experts' own adapters split over it (8 ranks: 1/8), as the experts do. (The state was split in
+    proportion to the local parameters, which are mostly experts: the attention adapters' gradients 6x too few.)"""
+    sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
+    grads = {}
+    for targets in (("q", "v"), ("gate", "up", "down")):
+        lora = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, finetune=Finetune(
+            mode="lora", lora_targets=targets)))
+        for ep in (1, 8):
+            s = Strategy(dp=8, ep=ep, micro_batch_size=1, recompute="full")
+            grads[targets, ep] = estimate_step(lora, s, check_fit=False).memory.gradients_bytes
+    assert grads[("q", "v"), 8] == grads[("q", "v"), 1]
+    assert grads[("gate", "up", "down"), 8] == pytest.approx(grads[("gate", "up", "down"), 1] / 8, rel=0.01)

@@ -48,7 +48,7 @@ def test_dropout_at_zero_keeps_no_mask() -> None:
     assert _saved_bytes(lambda a: residual + torch.nn.functional.dropout(a, p=0.1, training=True), x) > 0
 
 
-def _hf_layer_bytes(family: str, dtype_name: str) -> tuple[float, TransformerSpec]:
+def _hf_layer_bytes(family: str, dtype_name: str, frozen: bool = False) -> tuple[float, TransformerSpec]:
     """(bytes a transformers decoder layer saves for backward, its TransformerSpec): GQA 4/2 heads of 64, SwiGLU
     as act(gate) x up, eager RMSNorms, SDPA's flash kernel, 2 x 128 tokens."""
     torch = pytest.importorskip("torch")
@@ -62,7 +62,7 @@ def _hf_layer_bytes(family: str, dtype_name: str) -> tuple[float, TransformerSpe
                                                       vocab_size=1000)
     config._attn_implementation = "sdpa"
     dtype = getattr(torch, dtype_name)
-    layer = getattr(module, f"{prefix}DecoderLayer")(config, 0).to(dtype)
+    layer = getattr(module, f"{prefix}DecoderLayer")(config, 0).to(dtype).requires_grad_(not frozen)
     b, s = 2, 128
     x = torch.randn(b, s, 256, dtype=dtype, requires_grad=True)
     positions = torch.arange(s)[None].expand(b, s)
@@ -185,7 +185,8 @@ def test_a_transformers_moe_layer_keeps_the_routed_expert_outputs(frozen: bool) 
                            moe_outputs=True, kind=spec.layer_kind(0))
     if frozen:
         group = model_ops(spec, b, s, 2.0, 0, True, Finetune(mode="freeze", freeze=("decoder",))).layers[-1]
-        act = frozen_input_activation(act, spec, group.ops, b * s, 2.0, 2.0, moe=True, flash=True, eager_norm=True)
+        act = frozen_input_activation(act, spec, group.ops, b * s, 2.0, 2.0, moe=True, flash=True,
+                                      norm_value_bytes=2.0)
     # the rest (0.5-0.8 %): the router's fp32 scores, the top-k indices and weights, the grouped GEMM's offsets
     assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=1e-2)
 
@@ -305,7 +306,7 @@ def test_a_frozen_llama_layer_keeps_what_frozen_input_activation_counts(targets:
         Finetune(mode="freeze", freeze=("decoder",))
     group = model_ops(spec, b, s, e, 0, True, ft).layers[-1]
     full = layer_activation(spec, b, s, e, moe=False, flash=True, fused_glu=False, eager_norm=True)
-    act = frozen_input_activation(full, spec, group.ops, b * s, e, e, moe=False, flash=True, eager_norm=True)
+    act = frozen_input_activation(full, spec, group.ops, b * s, e, e, moe=False, flash=True, norm_value_bytes=e)
     counted = act.replicated_bytes + act.split_bytes + act.scores_bytes
     assert counted == pytest.approx(measured, rel=0.01)
     assert counted < 0.8 * (full.replicated_bytes + full.split_bytes + full.scores_bytes)
@@ -327,3 +328,18 @@ def test_a_lora_run_keeps_less_than_full_training_without_recomputation() -> Non
         s = Strategy(dp=8, micro_batch_size=1, recompute=recompute)
         a, b = (estimate_step(sc, s, check_fit=False).memory.activations_bytes for sc in (base, lora))
         assert low < b / a < high, (recompute, b / a)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma", "olmo2"])
+def test_a_frozen_decoder_layer_keeps_what_frozen_input_activation_counts(family: str) -> None:
+    """The four families' layers with every weight frozen (bf16): the GEMM inputs go, and the normalised values
+    their eager norms keep for the scales' gradients: Llama's and Qwen3's 16-bit ones (its QK-norm's too), Gemma's
+    and OLMo 2's fp32 ones. Within their norms' rsqrt columns (1 %)."""
+    measured, spec = _hf_layer_bytes(family, "bfloat16", frozen=True)
+    b, s, e = 2, 128, 2.0
+    full = layer_activation(spec, b, s, e, moe=False, flash=True, fused_glu=False, eager_norm=True)
+    untied = replace(spec, tied_embeddings=False)  # Gemma's: a frozen decoder with a tied head trains nothing
+    group = model_ops(untied, b, s, e, 0, True, Finetune(mode="freeze", freeze=("decoder",))).layers[-1]
+    value = 4.0 if family in ("gemma", "olmo2") else e
+    act = frozen_input_activation(full, spec, group.ops, b * s, e, e, moe=False, flash=True, norm_value_bytes=value)
+    assert act.replicated_bytes + act.split_bytes + act.scores_bytes == pytest.approx(measured, rel=0.01)
