@@ -60,8 +60,8 @@ def _numbers(text: str, field: str) -> list[float]:
 def _ints(text: str, field: str) -> list[int]:
     vals = _numbers(text, field)
     for v in vals:
-        if not v.is_integer() or v < 1:
-            raise ConfigError(field, v, "must be a whole number >= 1")
+        if not v.is_integer() or v < 1:  # a whole number said as one (0, not 0.0)
+            raise ConfigError(field, int(v) if v.is_integer() else v, "must be a whole number >= 1")
     return [int(v) for v in vals]
 
 

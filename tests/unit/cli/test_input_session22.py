@@ -272,6 +272,7 @@ def test_a_study_shows_its_own_tasks_quality_before_any_result() -> None:
 @pytest.mark.parametrize(("argv", "said"), [
     (["plan", "--micro-batches", "1e12"], "--micro-batches=1000000000000: must be a whole number from 1 to 100,000"),
     (["plan", "--host-threads", "200000"], "--host-threads=200000: must be a whole number from 1 to 100,000"),
+    (["plan", "--host-threads", "0"], "--host-threads=0: must be a whole number >= 1"),  # said as given, not 0.0
     (["train", "--micro-batches", "1e12", "--steps", "1"],
      "offload.micro_batches=1000000000000: must be a whole number from 1 to 100,000"),
 ])
