@@ -181,7 +181,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     ft = _finetune_flags(args, w)
     if ft is not None:
         changes["finetune"] = ft
-    changes.update(_fp8_recipe_flag(args, w, cl.chip.name))
+    changes.update(_fp8_flags(args, w, cl.chip.name))
     w = dataclasses.replace(w, **changes) if changes else w
     from_flags = not args.scenario  # the defaults are fixed with flags; a file's values in the file
     check_sequence(model, w, "--seq-len" if from_flags or args.seq_len is not None else "workload.seq_len",
@@ -206,7 +206,7 @@ def batch_is_default(args: argparse.Namespace) -> bool:
     return not (isinstance(workload, dict) and "global_batch_size" in workload)
 
 
-def _fp8_recipe_flag(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, Any]:
+def _fp8_flags(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, Any]:
     """The workload's fp8_recipe and fp8_weights after --fp8-recipe, --fp8-weights and --precision: a file's go with
     a --precision that is not fp8; the flags need fp8; MXFP8 needs a Blackwell chip (estimate/fp8.py check_chip)."""
     from greentrain.estimate import fp8

@@ -59,7 +59,10 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
     repl += norm_value_bytes * t * h * per_block * 2
     split += norm_value_bytes * t * (spec.q_width + spec.kv_width) if spec.qk_norm != "none" else 0.0
     mlp_norm = norm_value_bytes * t * h * per_block
-    r, sp, deltas = (_moe if moe else _dense)(la, spec, adapted, names, t, e, kept, mlp_norm)
+    if moe:
+        r, sp, deltas = _moe(la.moe_act_bytes, spec, adapted, t, e, kept, mlp_norm)
+    else:
+        r, sp, deltas = _dense(spec, adapted, names, t, e, kept, mlp_norm)
     return replace(la, replicated_bytes=la.replicated_bytes - repl - r, split_bytes=la.split_bytes - split - sp,
                    **{k: max(0.0, getattr(la, k) + v) for k, v in deltas.items()})
 
@@ -69,8 +72,8 @@ def _act_needs_output(spec: TransformerSpec) -> bool:
     return (spec.activation == "relu" and not spec.glu) or spec.activation_dropout > 0
 
 
-def _dense(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names: set[str], t: float, e: float,
-           kept: float, mlp_norm: float) -> tuple[float, float, dict[str, float]]:
+def _dense(spec: TransformerSpec, adapted: set[str], names: set[str], t: float, e: float, kept: float,
+           mlp_norm: float) -> tuple[float, float, dict[str, float]]:
     """(replicated, split) bytes a frozen dense MLP keeps less, and what Megatron Core's ``mlp`` module frees less."""
     h, f, back = spec.hidden_size, spec.ffn_hidden_size, e - kept
     repl = split = 0.0
@@ -83,8 +86,8 @@ def _dense(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names:
     return repl, split, {"mlp_repl_bytes": -(repl + mlp_norm), "mlp_split_bytes": -split}
 
 
-def _moe(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names: set[str], t: float, e: float,
-         kept: float, mlp_norm: float) -> tuple[float, float, dict[str, float]]:
+def _moe(act_bytes: float, spec: TransformerSpec, adapted: set[str], t: float, e: float, kept: float,
+         mlp_norm: float) -> tuple[float, float, dict[str, float]]:
     """(replicated, split) bytes a frozen MoE block keeps less: the router's and shared experts' input (the norm's
     output, bf16: the router stays bf16), the dispatched tokens and the experts' second GEMM inputs, less what
     adapters on the routed or shared experts keep; the module fields it changes (a MoE checkpoint keeps its input,
@@ -96,7 +99,7 @@ def _moe(la: LayerActivation, spec: TransformerSpec, adapted: set[str], names: s
     down = -back * t * k * f if "mlp.experts.down" in adapted else (0.0 if needs else kept * t * k * f)
     shared = -back * t * shared_f if "mlp.shared.down" in adapted else (0.0 if needs else kept * t * shared_f)
     norm_out = 0.0 if "mlp.shared.up" in adapted else e * t * h
-    act = la.moe_act_bytes if down > 0 else 0.0
+    act = act_bytes if down > 0 else 0.0  # the experts' activation output (LayerActivation.moe_act_bytes)
     return norm_out, up + down + shared, {"norm_out_bytes": -(norm_out + mlp_norm), "moe_input_bytes": norm_out,
                                           "moe_split_bytes": -(up + down + shared), "shared_expert_bytes": -shared,
                                           "moe_act_bytes": -act}

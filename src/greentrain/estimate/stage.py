@@ -32,6 +32,7 @@ from greentrain.estimate.memory import (
 from greentrain.estimate.parallel_costs import collective_s, ranks_per_node, tp_layer_s
 from greentrain.estimate.pipeline import block_cost_units, end_share, given_placement, placement
 from greentrain.estimate.recompute import in_layer_comm_passes, recomputed_s
+from greentrain.model.finetune import expert_adapter_params
 from greentrain.model.ops import LayerGroup, ModelOps
 from greentrain.model.spec import LayerKind
 from greentrain.num import Num, ceil, is_column, maximum, minimum, where
@@ -264,14 +265,13 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
         experts = g.expert_params / (sh.ep * expert_tp(sh)) if g.params else local_expert_params(sc, g.moe, sh)
         trainable, expert_trainable = params, experts
         if g.params and g.frozen_params:  # fine-tuning: the adapters train, the dense over tp, the experts' over ep
-            adapters = sum(op.params for op in g.ops if op.expert and ".lora_" in op.name)
+            adapters = expert_adapter_params(g.ops)
             trainable = kind_params(g.params - g.frozen_params, adapters, sh)
             expert_trainable = adapters / (sh.ep * expert_tp(sh))
-        backward = t.backward_s > 0
-        out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node,
-                                                                          per_pass),
-                             cp_fwd_s=cp_fwd, ep_pass_s=ep_pass, params=params, trainable=trainable, activation=la,
-                             backward=bool(backward.all()) if is_column(backward) else backward,
+        backward = bool((t.backward_s > 0).all()) if is_column(t.backward_s) else t.backward_s > 0
+        tp_pass = tp_layer_s(sh.tp, sh.sp, cl, eff, payload, tp_node, per_pass)
+        out.append(GroupCost(count=g.count, time=t, tp_pass_s=tp_pass, cp_fwd_s=cp_fwd, ep_pass_s=ep_pass,
+                             params=params, trainable=trainable, activation=la, backward=backward,
                              expert_params=experts, expert_trainable=expert_trainable))
     return tuple(out)
 

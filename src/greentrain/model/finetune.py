@@ -126,6 +126,11 @@ def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list
     return out
 
 
+def expert_adapter_params(ops: tuple[Op, ...]) -> int:
+    """Parameters of the routed experts' own LoRA adapters among ``ops`` (split over expert parallelism)."""
+    return sum(op.params for op in ops if op.expert and ".lora_" in op.name)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Flow:
     """Whether the decoder's (or the encoder's) hidden stream requires a gradient at a point of the forward."""

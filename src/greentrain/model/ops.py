@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cache
 
-from greentrain.model.finetune import FULL, Finetune, Flow, layer_ops
+from greentrain.model.finetune import FULL, Finetune, Flow, expert_adapter_params, layer_ops
 from greentrain.model.loss import loss_traffic_bytes
 from greentrain.model.mla import mla_projection_ops
 from greentrain.model.primitives import (
@@ -348,7 +348,7 @@ def _finetuned(spec: TransformerSpec, mo: ModelOps, ft: Finetune, e: float) -> M
         trains = ft.trains_layers(stack == "encoder")
         flow = Flow(stream=stream[stack], encoder_out=stream["encoder"])
         ops, after, adapters = layer_ops(spec, g.ops, ft, trainable=trains, flow=flow, e=e)
-        expert_adapters = sum(op.params for op in ops if op.expert and ".lora_" in op.name)  # split as experts are
+        expert_adapters = expert_adapter_params(ops)  # split over expert parallelism as the experts are
         one = replace(g, ops=ops, params=g.params + adapters, expert_params=g.expert_params + expert_adapters,
                       frozen_params=0 if trains else g.params)
         if after != flow.stream and g.count > 1:
