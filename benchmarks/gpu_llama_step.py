@@ -10,6 +10,16 @@ depend on the tracker's hooks; the first ``--warmup`` steps (allocator, autotuni
     greentrain plan --model llama3.2-1b --chip h200 --num-chips 1 --seq-len 2048 --global-batch 8 \\
         --micro-batch 8 --no-master-weights --optimizer-dtype bf16 --framework fsdp2
 
+``--model llama3-8b`` builds Llama 3 8B's config instead; ``--lora-targets q,v`` freezes every base weight and
+trains peft LoRA adapters (rank ``--lora-rank``) on those projections, the optimizer over the adapters only (peft's
+default keeps the adapters in fp32 beside a bf16 base, ``--adapter-dtype bf16`` keeps them in bf16);
+``--grad-ckpt`` recomputes each decoder layer (transformers' gradient checkpointing, non-reentrant). Each step also
+records the memory the forward left allocated (saved activations, logits and the loss's buffers), the figure
+greentrain's activation estimate describes.
+
+    greentrain plan --model llama3-8b --chip h200 --num-chips 1 --seq-len 4096 --global-batch 2 --micro-batch 2 \
+        --finetune lora --lora-targets q,v --framework pytorch
+
 On CPU, ``--tiny`` runs a 2-layer, 64-wide model for a few steps: it checks the code path only.
 """
 
@@ -27,17 +37,31 @@ import torch
 LLAMA_32_1B = {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
                "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
                "rope_theta": 500000.0, "tie_word_embeddings": True, "rms_norm_eps": 1e-5}
+# Llama 3 8B (meta-llama/Meta-Llama-3-8B config.json)
+LLAMA_3_8B = {**LLAMA_32_1B, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+              "num_key_value_heads": 8, "max_position_embeddings": 8192, "tie_word_embeddings": False}
+MODELS = {"llama3.2-1b": LLAMA_32_1B, "llama3-8b": LLAMA_3_8B}
 TINY = {**LLAMA_32_1B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512}
 
 
-def build(tiny: bool, device: str) -> torch.nn.Module:
+def build(config: dict, device: str) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(**(TINY if tiny else LLAMA_32_1B), attn_implementation="sdpa")
+    cfg = LlamaConfig(**config, attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device(device):  # random initialisation where it trains: seconds on a GPU
         return LlamaForCausalLM(cfg).to(dtype=torch.bfloat16)
+
+
+def add_lora(model: torch.nn.Module, targets: str, rank: int, adapter_dtype: str) -> torch.nn.Module:
+    """peft LoRA adapters on the named projections (greentrain's names: q, k, v, o, gate, up, down); every base
+    weight frozen. peft's ``autocast_adapter_dtype`` (default) keeps bf16 adapters in fp32."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM",
+                     target_modules=[f"{t.strip()}_proj" for t in targets.split(",")])
+    return get_peft_model(model, cfg, autocast_adapter_dtype=adapter_dtype == "fp32")
 
 
 def sync(device: str) -> None:
@@ -53,19 +77,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--tiny", action="store_true", help="a 2-layer 64-wide model: the code path only")
+    p.add_argument("--model", choices=sorted(MODELS), default="llama3.2-1b", help="the published config to build")
+    p.add_argument("--lora-targets", help="q,v,...: peft LoRA adapters there, every base weight frozen")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--adapter-dtype", choices=("fp32", "bf16"), default="fp32", help="peft's default: fp32")
+    p.add_argument("--grad-ckpt", action="store_true", help="recompute each decoder layer in the backward")
     p.add_argument("--out", required=True, help="folder for step_times.json")
     a = p.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = build(a.tiny, device)
+    model = build(TINY if a.tiny else MODELS[a.model], device)
+    if a.grad_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if a.lora_targets:
+        model = add_lora(model, a.lora_targets, a.lora_rank, a.adapter_dtype)
     fwd = torch.compile(model) if a.compile else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=1e-4, fused=device == "cuda")
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (a.batch, a.seq_len), device=device)
     times_s: list[float] = []
+    forward_bytes: list[int] = []
     for _ in range(a.steps):
         sync(device)
         t0 = time.perf_counter()
+        before = torch.cuda.memory_allocated() if device == "cuda" else 0
         loss = fwd(input_ids=ids, labels=ids).loss
+        forward_bytes.append(torch.cuda.memory_allocated() - before if device == "cuda" else 0)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -73,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         times_s.append(time.perf_counter() - t0)
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
-    out = {"model": "tiny" if a.tiny else "llama3.2-1b", "device": torch.cuda.get_device_name() if device == "cuda"
+    out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
+           "adapter_dtype": a.adapter_dtype if a.lora_targets else None, "grad_ckpt": a.grad_ckpt,
+           "trainable_params": sum(p.numel() for p in trainable),
+           "forward_bytes_median": statistics.median(forward_bytes[a.warmup:] or forward_bytes),
+           "device": torch.cuda.get_device_name() if device == "cuda"
            else "cpu", "torch": torch.__version__, "compile": a.compile, "batch": a.batch, "seq_len": a.seq_len,
            "params": sum(p.numel() for p in model.parameters()), "step_times_s": times_s,
            "step_time_s_median": median_s, "tokens_per_s": a.batch * a.seq_len / median_s,

@@ -58,6 +58,16 @@ step llama-eager 75 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 
   python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --out "$W/eager"
 step llama-compiled 120 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/compiled" -- \
   python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --compile --out "$W/compiled"
+# ... and Llama 3 8B, 2 x 4,096 tokens: full training (pure bf16) against peft LoRA (issue 23's fine-tuning memory:
+# frozen GEMMs keep no input, estimate/frozen.py), each one's forward-left memory and step against plan
+L8="python3 benchmarks/gpu_llama_step.py --model llama3-8b --batch 2 --seq-len 4096 --steps 12 --warmup 4"
+step l8-full 90 $L8 --out "$W/l8-full"
+step l8-lora-qv 75 $L8 --lora-targets q,v --out "$W/l8-lora-qv"
+step l8-lora-qv-bf16 75 $L8 --lora-targets q,v --adapter-dtype bf16 --out "$W/l8-lora-qv-bf16"
+step l8-lora-all 75 $L8 --lora-targets q,k,v,o,gate,up,down --out "$W/l8-lora-all"
+step l8-lora-qv-ckpt 75 $L8 --lora-targets q,v --grad-ckpt --out "$W/l8-lora-qv-ckpt"
+step l8-lora-track 90 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/l8-track" -- \
+  $L8 --lora-targets q,v --out "$W/l8-track"
 # 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
