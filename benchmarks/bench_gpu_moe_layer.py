@@ -42,8 +42,10 @@ CASES = (("qwen3-30b-a3b", 4096, 8), ("qwen3-235b-a22b", 4096, 8), ("gpt-oss-120
 QUICK = (("qwen3-30b-a3b", 64, 64), ("gpt-oss-20b", 64, 16))  # 2 local experts each: the code paths only
 
 
-def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype, scale: int = 1) -> Any:
-    """A closure running one forward + backward of the rank's MoE block (weights and inputs random)."""
+def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype, scale: int = 1,
+              bias: bool | None = None, clamped: bool | None = None) -> Any:
+    """A closure running one forward + backward of the rank's MoE block (weights and inputs random); ``bias`` and
+    ``clamped`` (None: as the model has them) turn GPT-OSS's expert biases and clamped SwiGLU on or off."""
     spec = load_model(model)
     d, f, k = spec.hidden_size // scale, spec.expert_ffn_hidden_size // scale, spec.top_k
     local = max(1, spec.num_experts // ep)
@@ -53,8 +55,8 @@ def moe_block(model: str, tokens: int, ep: int, device: str, dtype: torch.dtype,
     w_down = torch.randn(local, f, d, device=device, dtype=dtype, requires_grad=True)
     copies = tokens * k  # balanced: the copies a rank sends equal those its experts receive
     offs = torch.arange(copies // local, copies + 1, copies // local, device=device, dtype=torch.int32)[:local]
-    gpt_oss = spec.family == "gpt_oss"
-    biased = bool(spec.expert_bias)
+    gpt_oss = spec.family == "gpt_oss" if clamped is None else clamped
+    biased = bool(spec.expert_bias) if bias is None else bias
     b_up = torch.zeros(local, 2 * f, device=device, dtype=dtype, requires_grad=True) if biased else None
     b_down = torch.zeros(local, d, device=device, dtype=dtype, requires_grad=True) if biased else None
     row_expert = torch.arange(local, device=device).repeat_interleave(copies // local)  # rows in expert blocks
@@ -108,12 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chip", default="h100-sxm", help="catalog chip greentrain predicts for")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=("cuda", "cpu"))
     p.add_argument("--quick", action="store_true", help="tiny shapes on any device: checks the code path only")
+    p.add_argument("--ablate", action="store_true",
+                   help="GPT-OSS cases also without their biases, their clamped SwiGLU, or both")
     p.add_argument("--out", required=True, help="folder for moe-layer.json")
     a = p.parse_args(argv)
     dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
     rows = []
-    for model, tokens, ep in QUICK if a.quick else CASES:
-        step, shape = moe_block(model, tokens, ep, a.device, dtype, scale=16 if a.quick else 1)
+    cases = [(m, t, ep, None, None) for m, t, ep in (QUICK if a.quick else CASES)]
+    if a.ablate:
+        cases += [(m, t, ep, b, c) for m, t, ep in (QUICK if a.quick else CASES) if m.startswith("gpt-oss")
+                  for b, c in ((False, False), (True, False), (False, True))]
+    for model, tokens, ep, bias, clamped in cases:
+        step, shape = moe_block(model, tokens, ep, a.device, dtype, scale=16 if a.quick else 1, bias=bias,
+                                clamped=clamped)
         measured = timed_s(step, a.device, 1 if a.quick else 3, 2 if a.quick else 10)
         row = {"model": model, "tokens": tokens, "ep": ep, **shape, "measured_s": measured}
         if not a.quick:

@@ -50,6 +50,8 @@ step kernels 100 python3 benchmarks/bench_gpu_kernels.py --chip "$CHIP" --out "$
 # ... and one expert-parallel rank's MoE block (router, permutation, grouped GEMMs) against greentrain's two byte
 # counts of its expert GEMMs (docs/validation.md "MoE step time held out": which one the device agrees with)
 step moe-layer 90 python3 benchmarks/bench_gpu_moe_layer.py --chip "$CHIP" --out "$W/moe"
+# ... GPT-OSS's block without its expert biases, its clamped SwiGLU, or both: which one costs the time
+step moe-ablate 90 python3 benchmarks/bench_gpu_moe_layer.py --chip "$CHIP" --ablate --out "$W/moe-ablate"
 # 2. issues 25/24: the GPU tests (real NVML meter beside the fake one's shape, the Tracker's CUDA paths)
 step gpu-tests 60 python3 -m pytest -q -p no:cacheprovider tests/gpu -o addopts=""
 # 3. issue 23: a Llama 3.2 1B step eager and compiled under track (NVML live), against plan (run off the GPU)
@@ -68,6 +70,13 @@ step l8-lora-all 75 $L8 --lora-targets q,k,v,o,gate,up,down --out "$W/l8-lora-al
 step l8-lora-qv-ckpt 75 $L8 --lora-targets q,v --grad-ckpt --out "$W/l8-lora-qv-ckpt"
 step l8-lora-track 90 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/l8-track" -- \
   $L8 --lora-targets q,v --out "$W/l8-track"
+# ... the same at other ranks, lengths and sizes (held out from the rank-16 runs above)
+L8S="python3 benchmarks/gpu_llama_step.py --model llama3-8b --batch 1 --seq-len 8192 --steps 12 --warmup 4"
+step l8-r64-all-bf16 75 $L8S --lora-targets q,k,v,o,gate,up,down --lora-rank 64 --adapter-dtype bf16 \
+  --out "$W/l8-r64-all-bf16"
+step l8-r64-all-fp32 75 $L8S --lora-targets q,k,v,o,gate,up,down --lora-rank 64 --out "$W/l8-r64-all-fp32"
+step l8-r256-qkvo-fp32 75 $L8 --lora-targets q,k,v,o --lora-rank 256 --out "$W/l8-r256-qkvo-fp32"
+step l1-lora-qv 60 python3 benchmarks/gpu_llama_step.py --steps 15 --warmup 5 --lora-targets q,v --out "$W/l1-lora-qv"
 # 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
