@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lora-targets", help="q,v,...: peft LoRA adapters there, every base weight frozen")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--adapter-dtype", choices=("fp32", "bf16"), default="fp32", help="peft's default: fp32")
+    p.add_argument("--autocast", action="store_true",
+                   help="the forward under torch.autocast(bf16), as HF Trainer's bf16=True runs it")
     p.add_argument("--grad-ckpt", action="store_true", help="recompute each decoder layer in the backward")
     p.add_argument("--out", required=True, help="folder for step_times.json")
     a = p.parse_args(argv)
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         sync(device)
         t0 = time.perf_counter()
         before = torch.cuda.memory_allocated() if device == "cuda" else 0
-        loss = fwd(input_ids=ids, labels=ids).loss
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=a.autocast):
+            loss = fwd(input_ids=ids, labels=ids).loss
         forward_bytes.append(torch.cuda.memory_allocated() - before if device == "cuda" else 0)
         loss.backward()
         opt.step()
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     median_s = statistics.median(timed)
     out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
            "adapter_dtype": a.adapter_dtype if a.lora_targets else None, "grad_ckpt": a.grad_ckpt,
+           "autocast": a.autocast,
            "trainable_params": sum(p.numel() for p in trainable),
            "forward_bytes_median": statistics.median(forward_bytes[a.warmup:] or forward_bytes),
            "device": torch.cuda.get_device_name() if device == "cuda"

@@ -77,6 +77,9 @@ step l8-r64-all-bf16 75 $L8S --lora-targets q,k,v,o,gate,up,down --lora-rank 64 
 step l8-r64-all-fp32 75 $L8S --lora-targets q,k,v,o,gate,up,down --lora-rank 64 --out "$W/l8-r64-all-fp32"
 step l8-r256-qkvo-fp32 75 $L8 --lora-targets q,k,v,o --lora-rank 256 --out "$W/l8-r256-qkvo-fp32"
 step l1-lora-qv 60 python3 benchmarks/gpu_llama_step.py --steps 15 --warmup 5 --lora-targets q,v --out "$W/l1-lora-qv"
+# ... peft's fp32 adapters under autocast (HF Trainer's bf16=True with a bf16 model)
+step l8-lora-qv-autocast 75 $L8 --lora-targets q,v --autocast --out "$W/l8-lora-qv-autocast"
+step l8-lora-all-autocast 75 $L8 --lora-targets q,k,v,o,gate,up,down --autocast --out "$W/l8-lora-all-autocast"
 # 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
