@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adapter-dtype", choices=("fp32", "bf16"), default="fp32", help="peft's default: fp32")
     p.add_argument("--autocast", action="store_true",
                    help="the forward under torch.autocast(bf16), as HF Trainer's bf16=True runs it")
+    p.add_argument("--profile", action="store_true", help="profile the last step: kernels.txt beside the times")
     p.add_argument("--grad-ckpt", action="store_true", help="recompute each decoder layer in the backward")
     p.add_argument("--out", required=True, help="folder for step_times.json")
     a = p.parse_args(argv)
@@ -99,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     ids = torch.randint(0, vocab, (a.batch, a.seq_len), device=device)
     times_s: list[float] = []
     forward_bytes: list[int] = []
-    for _ in range(a.steps):
+    prof = None
+    for i in range(a.steps):
+        if a.profile and i == a.steps - 1:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
+                                          + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else []))
+            prof.__enter__()
         sync(device)
         t0 = time.perf_counter()
         before = torch.cuda.memory_allocated() if device == "cuda" else 0
@@ -111,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         opt.zero_grad(set_to_none=True)
         sync(device)
         times_s.append(time.perf_counter() - t0)
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+        (Path(a.out) / "kernels.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=60))
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
     out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,

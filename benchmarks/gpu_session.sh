@@ -80,6 +80,10 @@ step l1-lora-qv 60 python3 benchmarks/gpu_llama_step.py --steps 15 --warmup 5 --
 # ... peft's fp32 adapters under autocast (HF Trainer's bf16=True with a bf16 model)
 step l8-lora-qv-autocast 75 $L8 --lora-targets q,v --autocast --out "$W/l8-lora-qv-autocast"
 step l8-lora-all-autocast 75 $L8 --lora-targets q,k,v,o,gate,up,down --autocast --out "$W/l8-lora-all-autocast"
+# ... one profiled step of each adapter precision (which kernels the fp32 adapters add)
+step l8-prof-all-fp32 75 $L8 --steps 6 --warmup 3 --lora-targets q,k,v,o,gate,up,down --profile --out "$W/l8-prof-all-fp32"
+step l8-prof-all-bf16 75 $L8 --steps 6 --warmup 3 --lora-targets q,k,v,o,gate,up,down --adapter-dtype bf16 --profile \
+  --out "$W/l8-prof-all-bf16"
 # 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"
