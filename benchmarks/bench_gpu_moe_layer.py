@@ -101,7 +101,7 @@ def predicted_s(model: str, tokens: int, ep: int, chip: str) -> dict[str, float]
     group = next(g for g in model_ops(spec, 1, tokens, 2.0).layers if g.moe)
     ops = tuple(o for o in group.ops if o.name.startswith("mlp.") and (o.expert or o.name.endswith(".router")))
     peaks = compute_peaks(cl_chip, "bf16")
-    t = ops_time(ops, Sharding(ep=ep), peaks.matmul, cl_chip.memory_bytes_per_s, eff)
+    t = ops_time(ops, Sharding(ep=ep), peaks, cl_chip.memory_bytes_per_s, eff)
     return {"predicted_s": float(t.forward_s + t.backward_s)}
 
 

@@ -22,7 +22,7 @@ from greentrain.config import (
 )
 from greentrain.errors import ConfigError
 from greentrain.hardware.chip import PRECISIONS
-from greentrain.model.finetune import FINETUNE_MODES, FREEZABLE, FULL, LORA_TARGETS, Finetune
+from greentrain.model.finetune import FINETUNE_MODES, FREEZABLE, FULL, LORA_DTYPES, LORA_TARGETS, Finetune
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "adafactor")
 RUN_LENGTH_FIELDS = ("train_tokens", "num_steps", "num_epochs")  # at most one of them says how long a run is
@@ -31,7 +31,8 @@ GRAD_DTYPES = ("fp32", "bf16")
 OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state element
 # "" / None: the framework's
 UNSET_OMITTED = ("fp8_recipe", "grad_dtype", "optimizer_dtype", "master_weights", "fp8_weights")
-FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets")  # flat keys of a file, one Finetune inside
+# flat keys of a file, one Finetune inside
+FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets", "lora_dtype")
 # How fp8 training scales its tensors (estimate/fp8.yaml prices each): one scale per tensor from the current amax
 # (tensorwise) or from an amax history (delayed), one per row (rowwise), one per 32-element block (mxfp8)
 FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "mxfp8")
@@ -137,6 +138,7 @@ class Workload:
             out["finetune"] = ft.mode
             out.update({"freeze": list(ft.freeze)} if ft.mode == "freeze" else
                        {"lora_rank": ft.lora_rank, "lora_targets": list(ft.lora_targets)})
+            out.update({"lora_dtype": ft.lora_dtype} if ft.mode == "lora" and ft.lora_dtype else {})
         return out
 
     @classmethod
@@ -177,7 +179,7 @@ def _names(value: Any, field: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def finetune_from_dict(data: dict[str, Any], where: str = "workload") -> Finetune:
-    """The fine-tuning keys of a workload mapping (finetune, freeze, lora_rank, lora_targets)."""
+    """The fine-tuning keys of a workload mapping (finetune, freeze, lora_rank, lora_targets, lora_dtype)."""
     mode = as_choice(data.get("finetune", "full"), f"{where}.finetune", FINETUNE_MODES)
     kw: dict[str, Any] = {"mode": mode}
     if "freeze" in data:
@@ -186,7 +188,9 @@ def finetune_from_dict(data: dict[str, Any], where: str = "workload") -> Finetun
         kw["lora_rank"] = as_int(data["lora_rank"], f"{where}.lora_rank", minimum=1)
     if "lora_targets" in data:
         kw["lora_targets"] = _names(data["lora_targets"], f"{where}.lora_targets", LORA_TARGETS)
-    for key in ("lora_rank", "lora_targets"):
+    if "lora_dtype" in data:
+        kw["lora_dtype"] = as_choice(data["lora_dtype"], f"{where}.lora_dtype", LORA_DTYPES)
+    for key in ("lora_rank", "lora_targets", "lora_dtype"):
         require(mode == "lora" or key not in data, f"{where}.{key}", data.get(key),
                 f"applies to finetune: lora only (finetune is {mode})")
     return Finetune(**kw)

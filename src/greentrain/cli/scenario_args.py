@@ -11,7 +11,7 @@ from greentrain.cli.argtypes import positive_int as _positive
 from greentrain.cli.argtypes import whole as _whole
 from greentrain.errors import ConfigError
 from greentrain.footprint.site import Site
-from greentrain.model.finetune import FINETUNE_MODES
+from greentrain.model.finetune import FINETUNE_MODES, LORA_DTYPES
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.parallel.fields import STRATEGY_FLAGS, MeshAxis, flag_help
 from greentrain.parallel.strategy import RECOMPUTE, SCHEDULES
@@ -78,6 +78,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
     g.add_argument("--lora-rank", type=_positive, help="with --finetune lora (default 16)")
     g.add_argument("--lora-targets", metavar="NAME,...",
                    help="with --finetune lora: q, k, v, o, gate, up, down (default q,v as peft)")
+    g.add_argument("--lora-dtype", choices=LORA_DTYPES,
+                   help="with --finetune lora, the adapters' precision: model (the model's dtype), fp32 (peft's "
+                   "default on a bf16 model) or fp32-autocast (the same under autocast, Hugging Face Trainer's "
+                   "bf16=True); default: the --framework's")
     g = p.add_argument_group("site")
     g.add_argument("--region", type=name_text,
                    help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
@@ -227,7 +231,7 @@ def _fp8_flags(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, An
 def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:
     """The Finetune the fine-tuning flags describe (on top of the file's unless --finetune is given), or None."""
     flags = {"finetune": args.finetune, "freeze": args.freeze, "lora_rank": args.lora_rank,
-             "lora_targets": args.lora_targets}
+             "lora_targets": args.lora_targets, "lora_dtype": args.lora_dtype}
     given = {k: v for k, v in flags.items() if v is not None}
     if not given:
         return None

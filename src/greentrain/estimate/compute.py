@@ -39,6 +39,11 @@ class Peaks:
     # gradient (backward): estimate/fp8.py; 0 unless fp8
     cast_bytes_per_elt: float = 0.0
     cast_kernels: float = 0.0  # the kernels that quantization launches per quantized operand (fp8.yaml)
+    fp32: float = 0.0  # an fp32 GEMM's (Op.fp32); 0: the matmul peak
+
+    def at_ends(self) -> Peaks:
+        """The embedding's and LM head's peak for every op (they stay 16-bit under fp8), no quantization."""
+        return Peaks(matmul=self.ends, attention=self.ends, ends=self.ends, fp32=self.fp32)
 
 
 _PEAKS: dict[tuple[int, str, str], tuple[Chip, Peaks]] = {}
@@ -66,15 +71,16 @@ def _compute_peaks(chip: Chip, precision: str, fp8_recipe: str) -> Peaks:
     is the sustained one: x the chip's compute_clock_ratio under a power limit below the die's full one."""
     clock = chip.compute_clock_ratio  # a board run below its die's full power limit (hardware/chip.py)
     peak = chip.peak_flop_per_s(precision) * clock
+    fp32 = chip.peak_fp32_flop_per_s * clock  # 0 (a TPU's catalog entry): the matmul peak
     if precision.lower() != "fp8":
-        return Peaks(matmul=peak, attention=peak, ends=peak)
+        return Peaks(matmul=peak, attention=peak, ends=peak, fp32=fp32)
     half = chip.peak_flop_per_s("bf16") * clock
     recipe = fp8.recipe(fp8.check_chip(fp8_recipe, chip.name))
     # fp8 GEMMs reach a different fraction of their peak than bf16 ones (fp8.gemm_ratio: MAMF fp8 / bf16), and
     # the recipe's scales may slow them (fp8.yaml gemm_factor: rowwise)
     return Peaks(matmul=peak * fp8.gemm_ratio(chip.name) * recipe.gemm_factor, attention=half, ends=half,
                  cast_bytes_per_elt=fp8.cast_bytes_per_element(precision, 2.0, recipe.name),
-                 cast_kernels=recipe.kernels)
+                 cast_kernels=recipe.kernels, fp32=fp32)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,11 +168,15 @@ def causal_fraction(op: Op) -> float:
 
 
 def _roofline(flop: Num, nbytes: Num, m: Num, k: Num, n: Num, peak_flop_per_s: float,
-              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float) -> Num:
+              memory_bytes_per_s: float, eff: Efficiency, fused_attention: bool, causal: float,
+              cuda_cores: bool = False) -> Num:
     """``causal``: the fraction of the counted FLOPs a causal kernel executes (0: not causal). Over columns
     (``flop`` an ndarray) every op has FLOPs; an attention kernel's k and n are the same for all. The framework's
     kernel_efficiency scales the GEMM and attention kernels; memory-bound time is bytes over the chip's streaming
-    bandwidth (its fixed per-kernel costs are kernel_s's)."""
+    bandwidth (its fixed per-kernel costs are kernel_s's). ``cuda_cores``: an fp32 GEMM on the CUDA cores
+    (Op.fp32), at matmul_max of its peak: the shape factor is the tensor cores' tile quantisation (matmul_half_dim,
+    fitted on tensor-core MAMF); measured on an H200, peft's rank-16 fp32 adapters' GEMMs ran 136 ms a step where
+    the tensor-core curve priced 0.6 s (BENCHMARKS.md, session 24)."""
     ke = eff.kernel_efficiency
     mem_s = nbytes / (memory_bytes_per_s * eff.memory)
     if not isinstance(flop, np.ndarray) and flop <= 0:
@@ -174,7 +184,8 @@ def _roofline(flop: Num, nbytes: Num, m: Num, k: Num, n: Num, peak_flop_per_s: f
     if fused_attention:  # local op: m = queries, k = head dim, n = keys
         executed = flop * (causal or 1.0)
         return maximum(executed / (peak_flop_per_s * eff.attention(k, n, causal > 0) * ke), mem_s)
-    return maximum(flop / (peak_flop_per_s * eff.matmul(m, k, n) * ke), mem_s)
+    shape = eff.matmul_max if cuda_cores else eff.matmul(m, k, n)
+    return maximum(flop / (peak_flop_per_s * shape * ke), mem_s)
 
 
 def kernels_s(roofline_s: Num, kernels: float, eff: Efficiency) -> Num:
@@ -257,7 +268,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
             scale *= RECEIVER_ONLY_SHARE
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
-        cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router")
+        cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router") and not op.fp32
         if eff.moe_fused_act and op.expert:  # act and its casts in the grouped GEMMs' epilogues
             if op.name.endswith(EXPERT_ACT):
                 scale, kf, kb = 0.0, 0.0, 0.0
@@ -272,13 +283,12 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
     return tuple(out)
 
 
-def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_bytes_per_s: float,
-             eff: Efficiency, attention_peak_flop_per_s: float = 0.0, cast_bytes_per_elt: float = 0.0,
-             cast_kernels: float = 0.0) -> OpsTime:
-    """``attention_peak_flop_per_s`` (0: the same peak) for the ATTENTION ops (see compute_peaks). An element-wise
-    op the framework runs as eager kernels (efficiency.eager_ops) moves its eager bytes (model/ops.py). Every
-    kernel costs max(roofline, floor) + gap (kernels_s, op_kernels); an fp8 recipe's ``cast_kernels`` quantize
-    kernels per fp8 GEMM operand too. ``sh`` may hold columns (estimate/vector.py): the times are then columns."""
+def ops_time(ops: tuple[Op, ...], sh: Sharding, peaks: Peaks, memory_bytes_per_s: float, eff: Efficiency) -> OpsTime:
+    """Each op at its peak of ``peaks`` (compute_peaks: the ATTENTION ops at ``attention``, an fp32 GEMM at
+    ``fp32``, the rest at ``matmul``). An element-wise op the framework runs as eager kernels (efficiency.eager_ops)
+    moves its eager bytes (model/ops.py). Every kernel costs max(roofline, floor) + gap (kernels_s, op_kernels); an
+    fp8 recipe's ``cast_kernels`` quantize kernels per fp8 GEMM operand too. ``sh`` may hold columns
+    (estimate/vector.py): the times are then columns."""
     fwd: Num = 0.0
     core: Num = 0.0
     bwd: Num = 0.0
@@ -286,13 +296,13 @@ def ops_time(ops: tuple[Op, ...], sh: Sharding, peak_flop_per_s: float, memory_b
     modules: dict[int, Num] = {}
     columns = (isinstance(sh.tp, np.ndarray) or isinstance(sh.cp, np.ndarray) or isinstance(sh.ep, np.ndarray)
                or isinstance(sh.etp, np.ndarray) or isinstance(sh.sp, np.ndarray))
-    attention_peak = attention_peak_flop_per_s or peak_flop_per_s
-    cast_per_elt = cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
+    peak_flop_per_s, attention_peak, cast_kernels = peaks.matmul, peaks.attention or peaks.matmul, peaks.cast_kernels
+    cast_per_elt = peaks.cast_bytes_per_elt / (2.0 * memory_bytes_per_s * eff.memory)
     for op, (scale, backward, attention, fused, causal, cast_fwd, cast_bwd, f_floor, f_gap, b_floor, b_gap,
              mask) in zip(ops, _fixed(ops, eff), strict=True):
         flop, nbytes, m, k, n = _local(op, sh)
-        t = _roofline(flop, nbytes * scale, m, k, n, attention_peak if attention else peak_flop_per_s,
-                      memory_bytes_per_s, eff, fused, causal)
+        peak = attention_peak if attention else (peaks.fp32 or peak_flop_per_s) if op.fp32 else peak_flop_per_s
+        t = _roofline(flop, nbytes * scale, m, k, n, peak, memory_bytes_per_s, eff, fused, causal, op.fp32)
         share = op.backward_share
         # fp8 recipe: quantize the input (flop / 2n elements) forward and the output gradient (flop / 2k)
         # backward, memory bound (estimate/fp8.py), in the recipe's kernels

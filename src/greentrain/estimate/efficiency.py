@@ -37,7 +37,8 @@ from greentrain.estimate.knobs import (
     knob,
     one_of,
 )
-from greentrain.estimate.recompute import check_selective_mode
+from greentrain.estimate.recompute import check_selective_mode, is_selective_mode
+from greentrain.model.finetune import LORA_DTYPES
 from greentrain.model.loss import LOSS_KERNELS  # memory.loss_bytes_per_logit, model/loss.py traffic
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
@@ -53,11 +54,6 @@ MOE_GROUPED_GEMMS = ("per_expert", "one")  # estimate/moe.py expert_kernels_s: a
 # the model-parallel axes a framework may run beside data parallelism (Strategy's tp, pp, cp, ep degrees)
 PARALLEL_AXES = ("tp", "pp", "cp", "ep")
 AXIS_NAMES = {"tp": "tensor", "pp": "pipeline", "cp": "context", "ep": "expert"}
-
-
-def _selective(v: Any) -> bool:
-    check_selective_mode(v)  # raises its own line naming the known modes
-    return True
 
 
 def knobs() -> dict[str, Knob]:
@@ -117,6 +113,7 @@ class Efficiency:
     # ZeRO-1/2's weight all-gather overlaps the next step's first forward (Megatron Core overlap_param_gather)
     dp_gather_overlap: bool = knob("framework", "bool", default=False)
     fp8_weights: bool = knob("framework", "bool", default=False)  # an fp8 run's weights in fp8 (state_dtypes.py)
+    lora_dtype: str = knob("framework", "choice", one_of(LORA_DTYPES), default="model")  # LoRA adapters' (finetune.py)
     # how layers are placed on pipeline stages (estimate/pipeline.py)
     pipeline_balance: str = knob("framework", "choice", one_of(("even", "cost"), "must be even or cost"),
                                  default="even", calibrated=True)
@@ -167,13 +164,13 @@ class Efficiency:
     # LOSS_KERNELS: what the cross-entropy keeps (memory.loss_bytes_per_logit) and moves (model/loss.py) per logit
     loss_kernel: str = knob("framework", "choice", one_of(LOSS_KERNELS), default="fp32")
     # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
-    selective_recompute: str = knob("framework", "choice", (_selective, ""), default="attention")
+    selective_recompute: str = knob("framework", "choice", (is_selective_mode, ""), default="attention")
     # the framework's default precision recipe (PRECISION_RECIPES)
     precision_recipe: str = knob("framework", "choice", one_of(PRECISION_RECIPES), default="mixed")
     # the gradient buffer its mixed-precision recipes reduce in (workload.GRAD_DTYPES), for a run that does not say
     grad_dtype: str = knob("framework", "choice", one_of(GRAD_DTYPES), default="fp32")
     # what it recomputes (none, full or a selective mode) and its ZeRO stage when a run does not say (runs CSV)
-    default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or _selective(v), ""),
+    default_recompute: str = knob("framework", "choice", (lambda v: v in ("none", "full") or is_selective_mode(v), ""),
                                   default="none")
     default_zero: int = knob("framework", "count", NON_NEGATIVE, at_most(3.0), default=0, calibrated=False)
     # the fp8 recipe it runs for precision fp8 without an fp8_recipe (workload.FP8_RECIPES; fp8.py recipe_for)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from greentrain.estimate.memory import LayerActivation
-from greentrain.model.primitives import Op, OpKind
+from greentrain.model.primitives import Op, OpKind, matmul_elements
 from greentrain.model.spec import TransformerSpec
 
 _QKV = ("attn.qkv", "attn.q", "attn.kv")
@@ -45,7 +45,8 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
     ``norm_value_bytes``: per element, the normalised value an eager RMSNorm keeps for its scale's gradient only
     (Llama's 16-bit one, Gemma's and OLMo 2's fp32 one; 0 for a fused norm). An adapter keeps its base op's input
     in 16 bits (``e``) where an fp8 GEMM kept a ``kept``-byte copy (a bf16 module beside the fp8 one)."""
-    adapted = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_" in op.name}
+    cast = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_cast." in op.name}  # adapters with own copies
+    adapted = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_" in op.name} - cast
     names = {op.name for op in ops if op.kind is OpKind.MATMUL and op.params}
     t, h, back = tokens, spec.hidden_size, e - kept  # back: per element, what an adapter keeps beyond fp8's copy
     repl = split = 0.0
@@ -63,8 +64,31 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
         r, sp, deltas = _moe(la.moe_act_bytes, spec, adapted, t, e, kept, mlp_norm)
     else:
         r, sp, deltas = _dense(spec, adapted, names, t, e, kept, mlp_norm)
+    own_repl, own_split = adapter_own_bytes(ops, t, cast)
+    repl, split = repl - own_repl, split - own_split
     return replace(la, replicated_bytes=la.replicated_bytes - repl - r, split_bytes=la.split_bytes - split - sp,
                    **{k: max(0.0, getattr(la, k) + v) for k, v in deltas.items()})
+
+
+def adapter_own_bytes(ops: tuple[Op, ...], tokens: float, cast: set[str]) -> tuple[float, float]:
+    """(replicated, split) bytes ``tokens`` tokens' LoRA adapters keep of their own: every B keeps A's output (r
+    wide), and an adapter that casts its input (peft's fp32 adapters, model/finetune.py lora_dtype; its base op in
+    ``cast``) its own copy of that input, at its GEMM's width (fp32: 4 bytes; under autocast the 16-bit copy).
+    A row-parallel base op's input (o, down) is split under TP, the rest replicated."""
+    layer_tokens = next((op.m for op in ops if op.kind is OpKind.MATMUL and not op.expert), 0.0)
+    repl = split = 0.0
+    for op in ops:
+        if ".lora_a." not in op.name or not layer_tokens:
+            continue
+        width = op.bytes / matmul_elements(op.count, op.m, op.k, op.n)
+        base = op.name.split(".lora_", 1)[0]
+        per_token = width * op.m * op.count / layer_tokens  # an expert's op: its share of the tokens, each expert
+        own = per_token * (op.n + (op.k if base in cast else 0.0)) * tokens
+        if base.endswith(("out", "down")):
+            split += own
+        else:
+            repl += own
+    return repl, split
 
 
 def _act_needs_output(spec: TransformerSpec) -> bool:

@@ -91,6 +91,11 @@ def in_layer_comm_passes(recompute: str, mode: str, *, expert: bool = False) -> 
     return 2.5 if mask & _BIT["mlp"] else 2
 
 
+def is_selective_mode(mode: Any) -> bool:
+    """True for a selective-recomputation mode, else check_selective_mode's error (an efficiency.yaml rule)."""
+    return bool(check_selective_mode(mode))
+
+
 def check_selective_mode(mode: str) -> str:
     """``mode`` if it is a selective-recomputation mode, else a ConfigError naming the known ones."""
     if mode in ("attention", "op"):

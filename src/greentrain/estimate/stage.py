@@ -251,7 +251,7 @@ def layer_group_costs(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency
     for g in ops.layers:
         if g.name == MTP_GROUP:  # on the last stage with the head (end_parts)
             continue
-        t = ops_time(g.ops, sh, peaks.matmul, bw, eff, peaks.attention, peaks.cast_bytes_per_elt, peaks.cast_kernels)
+        t = ops_time(g.ops, sh, peaks, bw, eff)
         enc = g.name == "encoder"
         n_tok = b * ops.seq_len / sh.cp if enc else tokens_dec
         payload = n_tok * model.hidden_size * e
@@ -378,16 +378,16 @@ def end_parts(sc: Scenario, sh: Sharding, ops: ModelOps, eff: Efficiency) -> tup
     """The embedding (first stage), and the LM head with its loss (last stage) with pp = 1 and with pp > 1
     (a tied head holds its own copy of the table when it is not on the embedding's stage)."""
     cl, w = sc.cluster, sc.workload
-    peak, bw = compute_peaks(cl.chip, w.precision).ends, cl.chip.memory_bytes_per_s
-    head_t = ops_time(ops.head, sh, peak, bw, eff)
-    emb_t = ops_time(ops.embedding, sh, peak, bw, eff)
+    peaks, bw = compute_peaks(cl.chip, w.precision).at_ends(), cl.chip.memory_bytes_per_s
+    head_t, emb_t = ops_time(ops.head, sh, peaks, bw, eff), ops_time(ops.embedding, sh, peaks, bw, eff)
     emb_p, head_1, head_n = local_end_params(sc, sh.tp)
     # multi-token prediction modules (DeepSeek-V3 §2.2) follow the main head on the last stage
     mtp_fwd = mtp_bwd = mtp_p = mtp_t = 0.0
     for g in ops.layers:
         if g.name == MTP_GROUP:
             recipe = fp8.recipe_for(w.precision, w.fp8_recipe, eff.framework, cl.chip.name)
-            t = ops_time(g.ops, sh, compute_peaks(cl.chip, w.precision, recipe).matmul, bw, eff, peak)
+            mtp = compute_peaks(cl.chip, w.precision, recipe)  # fp8 GEMMs, the ends' attention, no quantization
+            t = ops_time(g.ops, sh, replace(peaks, matmul=mtp.matmul), bw, eff)
             mtp_fwd, mtp_bwd = mtp_fwd + g.count * t.forward_s, mtp_bwd + g.count * t.backward_s
             p = g.count * kind_params(g.params, g.expert_params, sh)
             mtp_p, mtp_t = mtp_p + p, mtp_t + p * (1.0 - g.frozen_params / g.params)

@@ -10,8 +10,10 @@ parameter of Korthikanti et al. 2022 Fig. 1; pure bf16 training (torchtune) keep
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
+from greentrain.model.finetune import Finetune
 from greentrain.workload import GRAD_DTYPES, OPTIMIZER_DTYPES, Workload
 
 
@@ -40,6 +42,9 @@ class FrameworkDefaults(Protocol):
 
     @property
     def fp8_weights(self) -> bool: ...  # an fp8 run keeps fp8 primary weights (NeMo's, Megatron Bridge's presets)
+
+    @property
+    def lora_dtype(self) -> str: ...  # its LoRA adapters' precision (model/finetune.py LORA_DTYPES)
 
 
 def workload_pure_bf16(w: Workload, fw: FrameworkDefaults) -> bool:
@@ -86,6 +91,16 @@ def workload_fp8_weights(w: Workload, fw: FrameworkDefaults) -> bool:
     if w.precision != "fp8":
         return False
     return w.fp8_weights if w.fp8_weights is not None else bool(fw.fp8_weights)
+
+
+def workload_finetune(w: Workload, fw: FrameworkDefaults) -> Finetune:
+    """The workload's fine-tuning with its LoRA adapters' precision resolved: the workload's ``lora_dtype`` when
+    set, else the framework's (efficiency.yaml ``lora_dtype``: fp32-autocast for Hugging Face Trainer with peft,
+    ``model`` for frameworks whose adapters run in the model's dtype)."""
+    ft = w.finetune
+    if ft.mode != "lora" or ft.lora_dtype is not None:
+        return ft
+    return replace(ft, lora_dtype=fw.lora_dtype)
 
 
 def workload_weight_bytes(w: Workload, fw: FrameworkDefaults) -> float:

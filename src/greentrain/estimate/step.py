@@ -29,7 +29,7 @@ from greentrain.estimate.memory import MemoryBreakdown
 from greentrain.estimate.parallel_costs import axis_layout
 from greentrain.estimate.recompute import in_layer_comm_passes
 from greentrain.estimate.stage import StageSplit, stage_costs
-from greentrain.estimate.state_dtypes import workload_grad_bytes
+from greentrain.estimate.state_dtypes import workload_finetune, workload_grad_bytes
 from greentrain.estimate.step_terms import bucket_bytes
 from greentrain.model.ops import ModelOps, model_ops
 from greentrain.parallel.strategy import Strategy, check_divisibility
@@ -110,7 +110,7 @@ def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Eff
         raise InfeasibleError(f"strategy {s.describe()}: the {eff.framework} framework keeps activations on the "
                               "device (no activation offload)")
     ops = model_ops(sc.model, s.micro_batch_size, w.seq_len, w.activation_bytes, w.target_seq_len,
-                    s.flash_attention and eff.attention_fused, w.finetune)
+                    s.flash_attention and eff.attention_fused, workload_finetune(w, eff))
     st = stage_costs(sc, s, ops, eff)
     timing = compose_step(sc, s, st, eff)
     mem, first_stage = _memory(sc, s, st, timing.num_micro, eff)

@@ -50,6 +50,7 @@ from greentrain.estimate.stage import (
     split_stages,
     sum_layer_totals,
 )
+from greentrain.estimate.state_dtypes import workload_finetune
 from greentrain.model.ops import model_ops
 from greentrain.num import FloatArray, take
 from greentrain.parallel.fields import LAYER_KEY_FIELDS
@@ -210,7 +211,8 @@ def _per_key(sc: Scenario, t: StrategyTable, eff: Efficiency) -> KeyCosts:
     for mbs in np.unique(key["micro_batch_size"]):
         j = np.flatnonzero(key["micro_batch_size"] == mbs)
         sh = Sharding(tp=key["tp"][j], cp=key["cp"][j], ep=key["ep"][j], etp=key["etp"][j], sp=sp[j])
-        ops = model_ops(sc.model, int(mbs), w.seq_len, w.activation_bytes, w.target_seq_len, flash, w.finetune)
+        ops = model_ops(sc.model, int(mbs), w.seq_len, w.activation_bytes, w.target_seq_len, flash,
+                        workload_finetune(w, eff))
         groups = layer_group_costs(sc, sh, ops, eff, flash)
         model_flop, extras = step_flops(sc, ops, flash, eff.selective_recompute)
         for r, rec in enumerate(RECOMPUTE):

@@ -11,6 +11,17 @@ Three modes (``Finetune.mode``):
   B is d_out x r) train on the named projections of every attention and MLP block (``lora_targets``, peft's
   names without ``_proj``; peft's default for Llama, T5 and BART is q and v).
 
+The adapters' precision (``lora_dtype``; None: the framework's, estimate/efficiency.yaml ``lora_dtype``):
+- ``model``: in the model's compute dtype (torchtune's LoRALinear, NeMo / Megatron Bridge, and peft's under FSDP2's,
+  FSDP's or DeepSpeed's bf16 parameters): A reads the base op's 16-bit input, which every adapter on it shares;
+- ``fp32``: peft's default on a bf16 model (``get_peft_model(autocast_adapter_dtype=True)`` upcasts the adapters;
+  ``LoraLayer._cast_input_dtype`` casts x to their dtype): each adapter casts its input to fp32 and keeps that
+  copy, its two GEMMs run in fp32 and its output is cast back;
+- ``fp32-autocast``: the same adapters under ``torch.autocast(bf16)`` (Hugging Face Trainer's ``bf16=True``): the
+  fp32 copy is cast back to 16 bits for the GEMM, which keeps that 16-bit copy, one per adapter.
+Measured on an H200 (benchmarks/gpu_llama_step.py, BENCHMARKS.md): Llama 3 8B LoRA on every projection keeps
+29.0 GB more in fp32 than in the model's dtype and runs 35 % longer.
+
 What autograd then does (PyTorch computes a gradient only for inputs that require one: ``should_compute_output``
 in the generated backward functions): a frozen matmul whose input requires a gradient computes the input
 gradient only (half of the 4*m*k*n backward FLOPs); a trainable one whose input does not (the first trainable
@@ -24,12 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from greentrain.config import require
-from greentrain.model.primitives import Op, OpKind, Shard, matmul
+from greentrain.model.primitives import Op, OpKind, Shard, elementwise, matmul
 from greentrain.model.spec import TransformerSpec
 
 FINETUNE_MODES = ("full", "freeze", "lora")
 FREEZABLE = ("embeddings", "encoder", "decoder")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+LORA_DTYPES = ("model", "fp32", "fp32-autocast")
 MAX_LORA_RANK = 65536
 
 
@@ -41,6 +53,7 @@ class Finetune:
     freeze: tuple[str, ...] = ()
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("q", "v")
+    lora_dtype: str | None = None  # the adapters' precision (LORA_DTYPES); None: the framework's
 
     def __post_init__(self) -> None:
         require(self.mode in FINETUNE_MODES, "workload.finetune", self.mode,
@@ -56,6 +69,8 @@ class Finetune:
         require(len(self.lora_targets) > 0, "workload.lora_targets", [], "must name at least one projection")
         for t in self.lora_targets:
             require(t in LORA_TARGETS, "workload.lora_targets", t, f"must be one of {', '.join(LORA_TARGETS)}")
+        require(self.lora_dtype is None or self.lora_dtype in LORA_DTYPES, "workload.lora_dtype", self.lora_dtype,
+                f"must be one of {', '.join(LORA_DTYPES)}")
 
     def check(self, spec: TransformerSpec) -> None:
         """Refuse what this model cannot do (field-named errors)."""
@@ -108,22 +123,62 @@ def _adapter_shapes(spec: TransformerSpec, op: Op, suffix: str, targets: tuple[s
 
 def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list[Op]:
     """The adapters beside base op ``op`` (none if it is not a target): A (T, d_in) @ (d_in, r), then
-    B (T, r) @ (r, d_out), per adapted projection. TP splits B with the base op's output (column) or A with
-    its input (row); the small other factor is replicated and counted whole. On MoE, each routed expert has its
-    own adapters, on that expert's tokens (``count`` experts, split over expert parallelism as the experts are:
-    Megatron Bridge's LoRA on TEGroupedLinear, peft's on each expert's projections), and each shared expert its."""
+    B (T, r) @ (r, d_out), per adapted projection, and their element-wise ops (adapter_elementwise). TP splits B
+    with the base op's output (column) or A with its input (row); the small other factor is replicated and counted
+    whole. On MoE, each routed expert has its own adapters, on that expert's tokens (``count`` experts, split over
+    expert parallelism as the experts are: Megatron Bridge's LoRA on TEGroupedLinear, peft's on each expert's
+    projections), and each shared expert its."""
     suffix = op.name.rsplit(".", 1)[-1]
     if ft.mode != "lora" or op.kind is not OpKind.MATMUL or suffix not in _BASE_OPS \
             or op.name.startswith(("mtp.", "lm_head")):
         return []
     r, tokens, n = ft.lora_rank, op.m, op.count
+    dtype = ft.lora_dtype if ft.lora_dtype and e < 4 else "model"  # fp32 training: peft's cast is a no-op
+    g = 4.0 if dtype == "fp32" else e  # the adapters' GEMM operands
     out: list[Op] = []
     for target, d_in, d_out in _adapter_shapes(spec, op, suffix, ft.lora_targets):
         a_shard = Shard.ROW if op.shard is Shard.ROW else Shard.REPLICATED
         b_shard = Shard.COLUMN if op.shard is Shard.COLUMN else Shard.REPLICATED
-        out += [matmul(f"{op.name}.lora_a.{target}", tokens, d_in, r, e, a_shard, count=n, expert=op.expert),
-                matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, e, b_shard, count=n, expert=op.expert)]
+        out += [replace(matmul(f"{op.name}.lora_a.{target}", tokens, d_in, r, g, a_shard, count=n, expert=op.expert),
+                        fp32=dtype == "fp32"),
+                replace(matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, g, b_shard, count=n, expert=op.expert),
+                        fp32=dtype == "fp32")]
+        out += adapter_elementwise(f"{op.name}.%s.{target}", tokens * n, d_in, d_out, e, dtype, op.shard, op.expert)
     return out
+
+
+def adapter_elementwise(name: str, tokens: float, d_in: float, d_out: float, e: float, dtype: str, shard: Shard,
+                        expert: bool) -> list[Op]:
+    """One adapter's eager element-wise kernels around its GEMMs, per token (peft's LoraLayer.forward: ``result +
+    lora_B(lora_A(x)) * scaling``), bytes read + written at ``e`` bytes per 16-bit element:
+    - ``lora_add`` over d_out: the scaling (2e forward, 2e backward) and the sum (3e forward; backward passes the
+      gradient on); in fp32 the scaling moves 8, the sum reads the 16-bit result and the fp32 branch (e + 8) and the
+      cast back e + 4 (forward 20 + 2e), and backward the cast's gradient (e + 4), the 16-bit result's (4 + e) and
+      the scaling's (8): 16 + 2e. With no cast, the adapter's input gradient joins x's (3e over d_in, backward);
+    - ``lora_cast`` over d_in (fp32, fp32-autocast): x to fp32 (e + 4) forward and the gradient back (4 + e) plus
+      its sum into x's gradient (3e); under autocast also the fp32 copy back to 16 bits (4 + e) forward and its
+      gradient (e + 4) backward. Kernels: two forward and two backward per op, the sum into x's gradient one more.
+    Each follows its side's split under TP (a column-parallel base op's output, a row-parallel one's input; the
+    input gradient's sum without a cast goes with the output's). The names' %s is the op's."""
+    cast = dtype != "model"
+    out_shard = Shard.HIDDEN if shard is Shard.COLUMN else Shard.REPLICATED
+    in_shard = Shard.HIDDEN if shard is Shard.ROW else Shard.REPLICATED
+    add_f, add_b = (20.0 + 2 * e, 16.0 + 2 * e) if dtype == "fp32" else (5.0 * e, 2.0 * e)
+    in_b = 0.0 if cast else 3.0 * e * d_in / d_out  # the input gradient's sum, over d_in, priced on this op
+    ops = [_elementwise_op(name % "lora_add", tokens * d_out, add_f, add_b + in_b, out_shard, expert,
+                           (3.0 if dtype == "fp32" else 2.0, 3.0 if dtype == "fp32" else 2.0 + (not cast)))]
+    if cast:
+        casts = 2.0 if dtype == "fp32-autocast" else 1.0
+        ops.append(_elementwise_op(name % "lora_cast", tokens * d_in, (e + 4.0) * casts, (4.0 + e) * casts + 3.0 * e,
+                                   in_shard, expert, (casts, casts + 1.0)))
+    return ops
+
+
+def _elementwise_op(name: str, elements: float, fwd_bytes: float, bwd_bytes: float, shard: Shard, expert: bool,
+                    kernels: tuple[float, float]) -> Op:
+    """An element-wise op moving ``fwd_bytes`` per element forward and ``bwd_bytes`` backward."""
+    return replace(elementwise(name, elements, 1.0, shard, reads=0.0, writes=0.0, extra_bytes_per_elt=fwd_bytes,
+                               expert=expert, kernels=kernels), backward_factor=bwd_bytes / fwd_bytes)
 
 
 def expert_adapter_params(ops: tuple[Op, ...]) -> int:

@@ -72,6 +72,9 @@ class Op:
     # a cross-entropy's (forward, backward) bytes under each implementation a framework may run, in the order of
     # model/loss.py LOSS_KERNELS (estimate/compute.py picks the framework's loss_kernel); () for other ops
     loss_bytes: tuple[tuple[float, float], ...] = ()
+    # a GEMM in fp32 whatever the training precision (peft's fp32 LoRA adapters: model/finetune.py), at the chip's
+    # fp32 peak (PyTorch leaves TF32 off for matmuls: torch.backends.cuda.matmul.allow_tf32 = False)
+    fp32: bool = False
 
 
 def matmul_elements(count: Any, m: Any, k: Any, n: Any) -> Any:

@@ -120,6 +120,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "kernel_efficiency": e.kernel_efficiency, "host_layer_s": e.host_layer_s,
                         "precision_recipe": e.precision_recipe, "fp8_recipe": fp8.framework_recipe(name),
                         "fp8_saves_inputs": e.fp8_saves_inputs, "fp8_weights": e.fp8_weights,
+                        "lora_dtype": e.lora_dtype,
                         "moe": {"overlap": e.moe_overlap, "dispatch_fp8": e.moe_dispatch_fp8,
                                 "node_forwarding": e.moe_node_forwarding,
                                 "host_sync": e.moe_host_sync, "sender_permutes": e.moe_sender_permutes,
@@ -130,7 +131,8 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                       ",".join(map(str, e.zero_stages)), ",".join(e.parallelisms) or "-",
                       "yes" if e.dp_overlap else "no",
                       f"{e.kernel_efficiency:.2f}", f"{e.precision_recipe}; fp8 {fp8.framework_recipe(name)}"
-                      + (", fp8 weights" if e.fp8_weights else ""),
+                      + (", fp8 weights" if e.fp8_weights else "")
+                      + (f"; LoRA {e.lora_dtype}" if e.lora_dtype != "model" else ""),
                       "; ".join(x for x in ("activations" if e.activation_offload else "",
                                             f"executor (optimizer: {block['optimizer_on']})" if block else "") if x),
                       e.framework_source)

@@ -14,16 +14,20 @@ from greentrain.report.formats import dur, gib, mass, num
 
 def _training(run: RunEstimate) -> dict[str, Any]:
     """Which parameters train (workload.finetune) and how many."""
-    spec, ft = run.scenario.model, run.scenario.workload.finetune
+    from greentrain.estimate.state_dtypes import workload_finetune
+
+    spec, ft = run.scenario.model, workload_finetune(run.scenario.workload, _eff(run))
     trainable = trainable_params(spec, ft)
     if ft.mode == "lora":
-        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}"
+        said = "" if run.scenario.workload.finetune.lora_dtype else ", the framework's"
+        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}, adapters {ft.lora_dtype}{said}"
     elif ft.mode == "freeze":
         summary = f"frozen: {', '.join(ft.freeze)}"
     else:
         summary = "full (every parameter trains)"
     return {"mode": ft.mode, "freeze": list(ft.freeze), "lora_rank": ft.lora_rank if ft.mode == "lora" else 0,
-            "lora_targets": list(ft.lora_targets) if ft.mode == "lora" else [], "trainable_params": trainable,
+            "lora_targets": list(ft.lora_targets) if ft.mode == "lora" else [],
+            "lora_dtype": ft.lora_dtype if ft.mode == "lora" else None, "trainable_params": trainable,
             "summary": f"{summary}; {trainable / 1e6:,.1f} M trainable parameters"}
 
 

@@ -48,7 +48,10 @@ def test_finetuning_never_costs_more(s: Strategy, mode: Finetune) -> None:
     assert ft.memory.activations_bytes <= full.memory.activations_bytes * 1.01  # frozen GEMMs keep no input
     if s.zero < 3:  # ZeRO-3's weight gathers stay while the compute that hides them shrinks
         assert ft.dp_comm_time_s <= full.dp_comm_time_s * 1.01 + 1e-9
-    assert ft.step_time_s <= full.step_time_s * 1.01
+    # the adapters add GEMMs (A replicated under TP) and element-wise kernels (model/finetune.py
+    # adapter_elementwise) where the frozen weights save their gradients: at tp 8 with rank 64 on q, k, v, o and
+    # every layer recomputed, the step is 1.6 % longer than full training's
+    assert ft.step_time_s <= full.step_time_s * 1.05
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -63,7 +66,9 @@ def test_model_flops_do_not_depend_on_the_strategy(a: Strategy, b: Strategy) -> 
 def test_a_recomputed_moe_block_keeps_its_input_frozen_or_not() -> None:
     """(Session 23 review.) Megatron Core's ``moe`` recompute module checkpoints the MoE block, whose input (the
     norm's output) it keeps whether or not the experts train: LoRA on every projection of Qwen3-30B-A3B keeps what
-    full training keeps there, and with ``layernorm`` too both drop it; with nothing recomputed LoRA keeps less."""
+    full training keeps there, and with ``layernorm`` too both drop it; with nothing recomputed LoRA keeps less.
+    Beside it, each adapter's B keeps A's output (rank 16, 2 bytes): q, k, v, o and each of a token's 8 expert copies'
+    gate, up and down, 4,096 tokens x 48 layers."""
     sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
                              "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
     lora = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, finetune=Finetune(
@@ -74,6 +79,7 @@ def test_a_recomputed_moe_block_keeps_its_input_frozen_or_not() -> None:
         eff = dataclasses.replace(efficiency_for("h100-sxm", "nemo"), selective_recompute=mode)
         s = Strategy(dp=8, ep=8, micro_batch_size=1, recompute="selective" if mode != "attention" else "none")
         full, ft = (estimate_step(x, s, eff=eff, check_fit=False).memory.activations_bytes for x in (sc, lora))
+        ft -= 4096 * 48 * 16 * 2 * (4 + 8 * 3)  # the adapters' A outputs
         assert (abs(ft / full - 1) < 1e-9) is same and ft <= full * (1 + 1e-9), mode
 
 
@@ -81,7 +87,7 @@ def test_an_adapter_keeps_a_16_bit_copy_beside_an_fp8_gemm() -> None:
     """(Session 23 review.) Under an fp8 recipe that keeps GEMM inputs as 1-byte copies, a frozen fp8 GEMM keeps
     none and its LoRA adapter (a bf16 module) a 16-bit one: with adapters beside the QKV and first MLP GEMMs, the
     layer keeps (e - 1) bytes per element more of each of their inputs than the fp8 accounting; without, 1 less
-    (o alone: the QKV and first MLP inputs both go)."""
+    (o alone: the QKV and first MLP inputs both go); each adapter's B keeps A's output beside."""
     from greentrain.estimate.frozen import frozen_input_activation
     from greentrain.estimate.memory import layer_activation
     from greentrain.model.load import load_model
@@ -92,7 +98,8 @@ def test_an_adapter_keeps_a_16_bit_copy_beside_an_fp8_gemm() -> None:
     for targets, repl_change in ((("q", "up"), 2 * (e - 1)), (("v",), 0.0), (("o",), -2.0)):
         ops = model_ops(spec, b, s, e, 0, True, Finetune(mode="lora", lora_targets=targets)).layers[-1].ops
         act = frozen_input_activation(la, spec, ops, b * s, e, 1.0, moe=False, flash=True, norm_value_bytes=0.0)
-        assert act.replicated_bytes - la.replicated_bytes == repl_change * b * s * spec.hidden_size, targets
+        a_out = len(set(targets) - {"o"}) * 16 * e * b * s  # each column-parallel adapter's A output (rank 16)
+        assert act.replicated_bytes - la.replicated_bytes - a_out == repl_change * b * s * spec.hidden_size, targets
 
 
 def test_adapters_state_shards_as_their_base_weights_do() -> None:

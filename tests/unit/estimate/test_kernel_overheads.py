@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from greentrain.estimate.compute import Sharding, kernels_s, op_kernels, ops_time
+from greentrain.estimate.compute import Peaks, Sharding, kernels_s, op_kernels, ops_time
 from greentrain.estimate.efficiency import Efficiency, efficiency_for
 from greentrain.estimate.step import estimate_step
 from greentrain.footprint.site import Site
@@ -18,6 +18,8 @@ from greentrain.model.ops import Op, Shard, elementwise, matmul, model_ops
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, build_cluster
 from greentrain.workload import Workload
+
+PEAKS = Peaks(matmul=1e15, attention=1e15, ends=1e15)
 
 
 def _layer(name: str = "llama3.2-1b") -> tuple[Op, ...]:
@@ -62,18 +64,19 @@ def test_elementwise_time_is_bytes_over_bandwidth() -> None:
     op = elementwise("x", 1e9, 2.0, Shard.TOKENS)
     bw = 3.35e12
     for ke in (0.5, 1.0):
-        t = ops_time((op,), Sharding(), 1e15, bw, dataclasses.replace(eff, kernel_efficiency=ke))
+        t = ops_time((op,), Sharding(), PEAKS, bw, dataclasses.replace(eff, kernel_efficiency=ke))
         assert t.forward_s == pytest.approx(op.bytes / (bw * eff.memory) + eff.kernel_gap_s)
     mm = matmul("mm", 4096, 4096, 4096, 2.0, Shard.COLUMN)
-    slow = ops_time((mm,), Sharding(), 1e15, bw, dataclasses.replace(eff, kernel_efficiency=0.5)).forward_s
-    assert slow > 1.9 * ops_time((mm,), Sharding(), 1e15, bw, eff).forward_s - 1e-5
+    slow = ops_time((mm,), Sharding(), PEAKS, bw, dataclasses.replace(eff, kernel_efficiency=0.5)).forward_s
+    assert slow > 1.9 * ops_time((mm,), Sharding(), PEAKS, bw, eff).forward_s - 1e-5
 
 
 def test_fp8_quantize_kernels_are_kernels() -> None:
     eff = efficiency_for("h100-sxm", "nemo")
     mm = matmul("attn.qkv", 8, 64, 64, 2.0, Shard.COLUMN)  # tiny: every kernel at its floor
-    args: tuple[Sharding, float, float, Efficiency, float, float] = (Sharding(), 1e15, 3.35e12, eff, 1e15, 6.0)
-    none, three = ops_time((mm,), *args, cast_kernels=0.0), ops_time((mm,), *args, cast_kernels=3.0)
+    fp8 = dataclasses.replace(PEAKS, cast_bytes_per_elt=6.0)
+    none = ops_time((mm,), Sharding(), fp8, 3.35e12, eff)
+    three = ops_time((mm,), Sharding(), dataclasses.replace(fp8, cast_kernels=3.0), 3.35e12, eff)
     per_kernel = eff.kernel_floor_s + eff.kernel_gap_s
     assert three.forward_s - none.forward_s == pytest.approx(3 * per_kernel, rel=0.01)
     assert three.backward_s - none.backward_s == pytest.approx(3 * per_kernel, rel=0.01)

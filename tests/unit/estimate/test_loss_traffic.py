@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from greentrain.estimate.compute import Sharding, ops_time
+from greentrain.estimate.compute import Peaks, Sharding, ops_time
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.model.load import load_model
 from greentrain.model.loss import LOSS_KERNELS, loss_traffic_bytes_per_logit
@@ -23,6 +23,8 @@ from greentrain.model.ops import model_ops
 ])
 def test_bytes_per_bf16_logit_are_the_counted_ops(kernel: str, fwd: float, bwd: float) -> None:
     assert loss_traffic_bytes_per_logit(kernel, 2.0) == (fwd, bwd)
+
+H100_PEAKS = Peaks(matmul=989.5e12, attention=989.5e12, ends=989.5e12)
 
 
 def test_chunked_losses_keep_no_logits_eager_or_compiled() -> None:
@@ -50,7 +52,7 @@ def test_the_heads_time_moves_by_the_kernels_bytes_over_the_bandwidth() -> None:
     bw = 3.35e12
 
     def times(kernel: str) -> tuple[float, float]:
-        t = ops_time(head, Sharding(), 989.5e12, bw, dataclasses.replace(base, loss_kernel=kernel))
+        t = ops_time(head, Sharding(), H100_PEAKS, bw, dataclasses.replace(base, loss_kernel=kernel))
         return t.forward_s, t.backward_s
 
     (f32, b32), (ffu, bfu) = times("fp32"), times("fused")

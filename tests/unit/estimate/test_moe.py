@@ -273,7 +273,7 @@ def test_deepep_permutes_on_the_receiving_side_only() -> None:
     deepep_as_nemo = dataclasses.replace(deepep, moe_sender_permutes=True)
 
     def fwd(ops: tuple, eff) -> float:  # type: ignore[no-untyped-def]
-        return float(ops_time(ops, sh, chip.peak_flop_per_s("bf16"), chip.memory_bytes_per_s, eff).forward_s)
+        return float(ops_time(ops, sh, compute_peaks(chip, "bf16"), chip.memory_bytes_per_s, eff).forward_s)
 
     permute = tuple(op for op in layer.ops if op.name.endswith(("permute", "unpermute")))
     rest = tuple(op for op in layer.ops if op not in permute)
@@ -286,7 +286,7 @@ def test_a_fused_expert_activation_runs_in_the_grouped_gemms() -> None:
     """moe_fused_act (nemo-full-graph: Megatron Core's cutedsl_fused_grouped_mlp): the experts' activation costs
     no kernel and no memory pass, and with an fp8 recipe the second GEMM's input cast (forward) and the first
     GEMM's output-gradient cast (backward) are gone; every other op, and every cast of the other GEMMs, stays."""
-    from greentrain.estimate.compute import Sharding, ops_time
+    from greentrain.estimate.compute import Peaks, Sharding, ops_time
 
     chip = get_chip("gb200")
     (layer,) = [g for g in model_ops(load_model("qwen3-30b-a3b"), 4, 4096, 2.0, 0, True).layers if g.moe]
@@ -295,7 +295,9 @@ def test_a_fused_expert_activation_runs_in_the_grouped_gemms() -> None:
     sh, cast_bytes = Sharding(tp=1, ep=8), 1.5  # an fp8 recipe's quantize: reads 2 bytes, writes ~1
 
     def times(ops: tuple, eff, cast: float = 0.0):  # type: ignore[no-untyped-def]
-        t = ops_time(ops, sh, chip.peak_flop_per_s("fp8"), chip.memory_bytes_per_s, eff, 0.0, cast, 1.0)
+        p = chip.peak_flop_per_s("fp8")
+        peaks = Peaks(matmul=p, attention=p, ends=p, cast_bytes_per_elt=cast, cast_kernels=1.0)
+        t = ops_time(ops, sh, peaks, chip.memory_bytes_per_s, eff)
         return float(t.forward_s), float(t.backward_s)
 
     act = tuple(op for op in layer.ops if op.name.endswith(".experts.act"))

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from greentrain.estimate import fp8
-from greentrain.estimate.compute import OpsTime, Sharding, compute_peaks, ops_time
+from greentrain.estimate.compute import OpsTime, Peaks, Sharding, compute_peaks, ops_time
 from greentrain.estimate.efficiency import default_efficiency
 from greentrain.estimate.step import estimate_step
 from greentrain.footprint.site import Site
@@ -34,13 +34,13 @@ def test_attention_ops_take_the_attention_peak() -> None:
     eff, bw = default_efficiency(), 3.35e12
 
     def t(peak: float, att: float) -> OpsTime:
-        return ops_time(ops, Sharding(), peak, bw, eff, att)
+        return ops_time(ops, Sharding(), Peaks(matmul=peak, attention=att or peak, ends=peak), bw, eff)
 
     att_only = tuple(o for o in ops if o.kind is OpKind.ATTENTION)
     assert att_only
     same, split = t(2e15, 0.0), t(2e15, 1e15)
-    slower = ops_time(att_only, Sharding(), 1e15, bw, eff).forward_s - ops_time(att_only, Sharding(), 2e15, bw,
-                                                                                eff).forward_s
+    slower = (ops_time(att_only, Sharding(), Peaks(matmul=1e15, attention=1e15, ends=1e15), bw, eff).forward_s
+              - ops_time(att_only, Sharding(), Peaks(matmul=2e15, attention=2e15, ends=2e15), bw, eff).forward_s)
     assert split.forward_s == pytest.approx(same.forward_s + slower, rel=1e-12)
 
 

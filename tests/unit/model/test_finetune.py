@@ -25,7 +25,7 @@ from greentrain.hardware.catalog import get_chip
 from greentrain.model.finetune import Finetune
 from greentrain.model.hf import spec_from_hf_config
 from greentrain.model.load import load_model
-from greentrain.model.ops import model_ops, trainable_params
+from greentrain.model.ops import OpKind, model_ops, trainable_params
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, build_cluster
 from greentrain.workload import Workload
@@ -227,7 +227,7 @@ def test_lora_on_moe_experts_gives_each_expert_its_adapters() -> None:
     base = model_ops(moe, 1, 1024, 2.0, 0, True)
     expert_params = [sum(g.count * g.expert_params for g in ops.layers) for ops in (mo, base)]
     assert expert_params[0] - expert_params[1] == moe.num_layers * experts
-    adapters = [op for op in mo.layers[-1].ops if op.expert and ".lora_" in op.name]
+    adapters = [op for op in mo.layers[-1].ops if op.expert and op.kind is OpKind.MATMUL and ".lora_" in op.name]
     assert len(adapters) == 6 and all(op.count == moe.num_experts for op in adapters)
     up = next(op for op in mo.layers[-1].ops if op.name.endswith("experts.up"))
     assert all(op.m == up.m for op in adapters)  # each expert's tokens
