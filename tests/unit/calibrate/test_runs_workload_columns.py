@@ -63,6 +63,23 @@ def test_bad_cells(tmp_path: Path, row: str, needle: str) -> None:
     assert needle in str(e.value)
 
 
+def test_lora_dtype_cell(tmp_path: Path) -> None:
+    """The optional lora_dtype column: the adapters' precision of a LoRA row; a bad name or one on a full-training
+    row names the run, the column, the value and the rule."""
+    header = "run_id,framework,model,chip,num_chips,seq_len,global_batch,finetune,lora_dtype,status," \
+             "measured_step_time_s"
+    p = tmp_path / "runs.csv"
+    p.write_text(f"{header}\nr1,ddp,llama3-8b,h200,1,4096,2,lora,fp32,ok,1\nr2,ddp,llama3-8b,h200,1,4096,2,lora,,ok,1\n")
+    r1, r2 = read_runs(p, frameworks=framework_names())
+    assert r1.scenario.workload.finetune.lora_dtype == "fp32" and r2.scenario.workload.finetune.lora_dtype is None
+    for cells, needle in (("lora,fp16", "runs[r1].lora_dtype='fp16': must be one of model, fp32, fp32-autocast"),
+                          ("full,fp32", "runs[r1].lora_dtype='fp32': applies to finetune: lora only")):
+        p.write_text(f"{header}\nr1,ddp,llama3-8b,h200,1,4096,2,{cells},ok,1\n")
+        with pytest.raises(ConfigError) as e:
+            read_runs(p, frameworks=framework_names())
+        assert needle in str(e.value)
+
+
 def test_cli_exit_2_on_bad_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _csv(tmp_path, "r1,fsdp2,llama3-8b,h100-sxm,8,2048,64,1,3,,fp16,,,,ok,2")
     assert main(["validate", str(path)]) == 2

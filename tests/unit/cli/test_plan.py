@@ -202,6 +202,29 @@ def test_finetune_flags_and_the_default_batch(capsys: pytest.CaptureFixture[str]
     assert "the default" in _plan(capsys, "--model", "llama3-8b", "--finetune", "lora")[1]
 
 
+def test_lora_dtype_flag_and_the_frameworks_default(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--lora-dtype (model/finetune.py LORA_DTYPES) or a file's workload.lora_dtype sets the adapters' precision;
+    unset, the framework's (ddp: Hugging Face Trainer with peft, fp32-autocast); the plan says which, and fp32
+    adapters keep more and run longer than the model's dtype; a bad name or one without LoRA exits 2 in one line."""
+    base = ("--model", "llama3-8b", "--chip", "h200", "--num-chips", "1", "--global-batch", "2", "--seq-len", "4096",
+            "--micro-batch", "2", "--finetune", "lora", "--json")
+    plans = {d: json.loads(_plan(capsys, *base, "--framework", "ddp", *(("--lora-dtype", d) if d else ()))[1])
+             for d in ("", "model", "fp32")}
+    default = plans[""]["training"]
+    assert default["lora_dtype"] == "fp32-autocast" and "the framework's" in default["summary"]
+    assert plans["fp32"]["training"]["lora_dtype"] == "fp32"
+    act = {d: p["memory_bytes_per_device"]["activations"] for d, p in plans.items()}
+    assert act["model"] < act[""] < act["fp32"] and plans["model"]["step_time_s"] < plans["fp32"]["step_time_s"]
+    f = tmp_path / "lora.yaml"
+    f.write_text("model: llama3-8b\nworkload: {global_batch_size: 2, seq_len: 4096, num_steps: 1, finetune: lora, "
+                 "lora_dtype: fp32}\ncluster: {chip: h200, num_chips: 1}\n")
+    assert json.loads(_plan(capsys, str(f), "--json")[1])["training"]["lora_dtype"] == "fp32"
+    f.write_text("model: llama3-8b\nworkload: {global_batch_size: 2, seq_len: 4096, num_steps: 1, lora_dtype: fp32}"
+                 "\ncluster: {chip: h200, num_chips: 1}\n")
+    code, _out, err = _plan(capsys, str(f))
+    assert code == 2 and "workload.lora_dtype" in err and "lora only" in err and len(err.splitlines()) == 1
+
+
 def test_vpp_flag_alone_runs_the_interleaved_schedule(capsys: pytest.CaptureFixture[str]) -> None:
     """--vpp 2 without --schedule: the default schedule follows vpp (it used to conflict with a derived 1f1b)."""
     code, out, err = _plan(capsys, "--tp", "8", "--pp", "4", "--vpp", "2", "--zero", "1", "--recompute", "full",

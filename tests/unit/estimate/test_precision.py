@@ -54,3 +54,18 @@ def test_fp8_speedup_is_below_the_peak_ratio() -> None:
     fp8 = estimate_step(dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, precision="fp8")), s)
     speedup = bf16.step_time_s / fp8.step_time_s
     assert 1.2 < speedup < 1.8
+
+
+def test_an_fp32_gemm_runs_at_the_fp32_peak_on_cuda_cores() -> None:
+    """peft's fp32 adapters (Op.fp32): the chip's fp32 peak (67 of H200's 989.5 dense bf16 TFLOP/s) at matmul_max,
+    without the tensor cores' shape factor; not quantized under an fp8 recipe."""
+    from greentrain.model.ops import Shard, matmul
+
+    chip, eff = get_chip("h200"), default_efficiency()
+    peaks = compute_peaks(chip, "bf16")
+    assert peaks.fp32 == chip.peak_fp32_flop_per_s * chip.compute_clock_ratio
+    mm = dataclasses.replace(matmul("a", 8192, 4096, 4096, 4.0, Shard.REPLICATED), fp32=True, kernels=(0.0, 0.0))
+    t = ops_time((mm,), Sharding(), peaks, chip.memory_bytes_per_s, eff).forward_s
+    assert t == pytest.approx(mm.flop / (peaks.fp32 * eff.matmul_max * eff.kernel_efficiency), rel=1e-9)
+    fp8 = dataclasses.replace(compute_peaks(chip, "fp8"), cast_bytes_per_elt=6.0, cast_kernels=1.0)
+    assert ops_time((mm,), Sharding(), fp8, chip.memory_bytes_per_s, eff).forward_s == pytest.approx(t, rel=1e-9)
