@@ -1,4 +1,4 @@
-"""LoRA fine-tuning against fourteen steps measured on an NVIDIA H200 (benchmarks/measured/h200-2026-11-27: Hugging
+"""LoRA fine-tuning against twelve steps measured on an NVIDIA H200 (benchmarks/measured/h200-2026-11-27: Hugging
 Face Llama 3 8B / Llama 3.2 1B from their configs, SDPA, bf16 base weights, peft LoRA adapters; each run's
 step_times.json, written by benchmarks/gpu_llama_step.py; BENCHMARKS.md "Session 24").
 

@@ -268,7 +268,8 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
             scale *= RECEIVER_ONLY_SHARE
         attention = op.kind is OpKind.ATTENTION
         fused = attention and op.name.endswith(".flash")
-        cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router") and not op.fp32
+        # the router and LoRA adapters stay 16-bit modules beside fp8 GEMMs (peft's, Megatron's ParallelLinearAdapter)
+        cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router") and ".lora_" not in op.name
         if eff.moe_fused_act and op.expert:  # act and its casts in the grouped GEMMs' epilogues
             if op.name.endswith(EXPERT_ACT):
                 scale, kf, kb = 0.0, 0.0, 0.0

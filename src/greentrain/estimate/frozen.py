@@ -74,7 +74,9 @@ def adapter_own_bytes(ops: tuple[Op, ...], tokens: float, cast: set[str]) -> tup
     """(replicated, split) bytes ``tokens`` tokens' LoRA adapters keep of their own: every B keeps A's output (r
     wide), and an adapter that casts its input (peft's fp32 adapters, model/finetune.py lora_dtype; its base op in
     ``cast``) its own copy of that input, at its GEMM's width (fp32: 4 bytes; under autocast the 16-bit copy).
-    A row-parallel base op's input (o, down) is split under TP, the rest replicated."""
+    A row-parallel base op's input (o, down) and an expert's tokens are split under TP, the rest replicated.
+    Counted for decoder layers of attention and a dense or MoE MLP (estimate/stage.py: not for encoder-decoder,
+    MLA or Mamba layers, whose frozen inputs are not modelled either)."""
     layer_tokens = next((op.m for op in ops if op.kind is OpKind.MATMUL and not op.expert), 0.0)
     repl = split = 0.0
     for op in ops:
@@ -83,11 +85,9 @@ def adapter_own_bytes(ops: tuple[Op, ...], tokens: float, cast: set[str]) -> tup
         width = op.bytes / matmul_elements(op.count, op.m, op.k, op.n)
         base = op.name.split(".lora_", 1)[0]
         per_token = width * op.m * op.count / layer_tokens  # an expert's op: its share of the tokens, each expert
-        own = per_token * (op.n + (op.k if base in cast else 0.0)) * tokens
-        if base.endswith(("out", "down")):
-            split += own
-        else:
-            repl += own
+        repl += per_token * op.n * tokens  # A's output, all-reduced where A is row-parallel
+        copy = per_token * op.k * tokens if base in cast else 0.0
+        split, repl = (split + copy, repl) if op.expert or base.endswith(("out", "down")) else (split, repl + copy)
     return repl, split
 
 

@@ -51,9 +51,21 @@ def workload_pure_bf16(w: Workload, fw: FrameworkDefaults) -> bool:
     return fw.precision_recipe == "pure-bf16" and w.precision not in ("fp32", "tf32")
 
 
+def fp32_adapters(w: Workload, fw: FrameworkDefaults) -> bool:
+    """LoRA with fp32 adapters on a 16-bit model (lora_dtype fp32 or fp32-autocast: peft's cast_adapter_dtype):
+    the adapters, every trainable parameter, are fp32 tensors, so their gradients and AdamW moments are fp32 and
+    they are their own master, whatever the workload's dtypes say of a 16-bit model's training. (Their weights are
+    counted at the model's 2 bytes: 2 bytes per adapter parameter short, 0.4 GB at rank 256 on Llama 3 8B's q, k,
+    v, o.)"""
+    return w.finetune.mode == "lora" and w.precision not in ("fp32", "tf32") \
+        and workload_finetune(w, fw).lora_dtype in ("fp32", "fp32-autocast")
+
+
 def workload_optimizer_dtype(w: Workload, fw: FrameworkDefaults) -> str:
-    """The optimizer moments' dtype: the workload's when set, else bf16 under the framework's pure-bf16 recipe
-    (torchtune's AdamW on bf16 parameters), else fp32."""
+    """The optimizer moments' dtype: fp32 for fp32 adapters (fp32_adapters); else the workload's when set, else bf16
+    under the framework's pure-bf16 recipe (torchtune's AdamW on bf16 parameters), else fp32."""
+    if fp32_adapters(w, fw):
+        return "fp32"
     return w.optimizer_dtype or ("bf16" if workload_pure_bf16(w, fw) else "fp32")
 
 
@@ -61,7 +73,9 @@ def workload_master_weights(w: Workload, fw: FrameworkDefaults) -> bool:
     """An fp32 master copy of the weights: the workload's when set; else, with the optimizer dtype set, none for bf16
     moments and one for fp32 (an optimizer dtype alone names the recipe, pure bf16 or mixed, as a runs CSV's
     optimizer_dtype cell does: `--optimizer-dtype bf16 --master-weights` keeps bf16 moments beside an fp32
-    master); else the framework's: none under pure bf16, else one."""
+    master); else the framework's: none under pure bf16, else one. None for fp32 adapters (fp32_adapters)."""
+    if fp32_adapters(w, fw):
+        return False
     if w.master_weights is not None:
         return w.master_weights
     return w.optimizer_dtype == "fp32" if w.optimizer_dtype else not workload_pure_bf16(w, fw)
@@ -128,7 +142,10 @@ def workload_grad_dtype(w: Workload, fw: FrameworkDefaults) -> str:
     gradients, seed 002's 8 bytes per parameter), else the framework's (efficiency.yaml ``grad_dtype``: fp32 as
     Megatron-LM accumulates, bf16 for NeMo/Megatron-Bridge's performance recipes, ddp.grad_reduce_in_fp32 false).
     The one place the unset state dtypes are resolved (with workload_optimizer_dtype and
-    workload_master_weights): plan, search (estimate/vector.py), simulate and validate."""
+    workload_master_weights): plan, search (estimate/vector.py), simulate and validate. fp32 for fp32 adapters
+    (fp32_adapters: the gradients of fp32 parameters)."""
+    if fp32_adapters(w, fw):
+        return "fp32"
     if w.grad_dtype:
         return w.grad_dtype
     if w.precision in ("fp32", "tf32"):

@@ -157,7 +157,9 @@ def adapter_elementwise(name: str, tokens: float, d_in: float, d_out: float, e: 
       the scaling's (8): 16 + 2e. With no cast, the adapter's input gradient joins x's (3e over d_in, backward);
     - ``lora_cast`` over d_in (fp32, fp32-autocast): x to fp32 (e + 4) forward and the gradient back (4 + e) plus
       its sum into x's gradient (3e); under autocast also the fp32 copy back to 16 bits (4 + e) forward and its
-      gradient (e + 4) backward. Kernels: two forward and two backward per op, the sum into x's gradient one more.
+      gradient (e + 4) backward. Kernels, forward and backward: lora_add's scaling and sum (2, and the scaling's
+      gradient 1; with no cast the input gradient's sum 1 more; in fp32 the cast back and its gradient 1 more each),
+      lora_cast's casts (1 or 2, and as many back plus the sum into x's gradient).
     Each follows its side's split under TP (a column-parallel base op's output, a row-parallel one's input; the
     input gradient's sum without a cast goes with the output's). The names' %s is the op's."""
     cast = dtype != "model"
@@ -166,7 +168,7 @@ def adapter_elementwise(name: str, tokens: float, d_in: float, d_out: float, e: 
     add_f, add_b = (20.0 + 2 * e, 16.0 + 2 * e) if dtype == "fp32" else (5.0 * e, 2.0 * e)
     in_b = 0.0 if cast else 3.0 * e * d_in / d_out  # the input gradient's sum, over d_in, priced on this op
     ops = [_elementwise_op(name % "lora_add", tokens * d_out, add_f, add_b + in_b, out_shard, expert,
-                           (3.0 if dtype == "fp32" else 2.0, 3.0 if dtype == "fp32" else 2.0 + (not cast)))]
+                           (3.0 if dtype == "fp32" else 2.0, 3.0 if dtype == "fp32" else (1.0 if cast else 2.0)))]
     if cast:
         casts = 2.0 if dtype == "fp32-autocast" else 1.0
         ops.append(_elementwise_op(name % "lora_cast", tokens * d_in, (e + 4.0) * casts, (4.0 + e) * casts + 3.0 * e,

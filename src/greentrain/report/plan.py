@@ -19,8 +19,9 @@ def _training(run: RunEstimate) -> dict[str, Any]:
     spec, ft = run.scenario.model, workload_finetune(run.scenario.workload, _eff(run))
     trainable = trainable_params(spec, ft)
     if ft.mode == "lora":
-        said = "" if run.scenario.workload.finetune.lora_dtype else ", the framework's"
-        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}, adapters {ft.lora_dtype}{said}"
+        said = "" if run.scenario.workload.finetune.lora_dtype else " (the framework's)"
+        dtype = {"model": "the model's dtype", "fp32-autocast": "fp32 under autocast"}.get(str(ft.lora_dtype), "fp32")
+        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}, adapters in {dtype}{said}"
     elif ft.mode == "freeze":
         summary = f"frozen: {', '.join(ft.freeze)}"
     else:

@@ -51,7 +51,7 @@ def test_finetuning_never_costs_more(s: Strategy, mode: Finetune) -> None:
     # the adapters add GEMMs (A replicated under TP) and element-wise kernels (model/finetune.py
     # adapter_elementwise) where the frozen weights save their gradients: at tp 8 with rank 64 on q, k, v, o and
     # every layer recomputed, the step is 1.6 % longer than full training's
-    assert ft.step_time_s <= full.step_time_s * 1.05
+    assert ft.step_time_s <= full.step_time_s * 1.02
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,7 +98,7 @@ def test_an_adapter_keeps_a_16_bit_copy_beside_an_fp8_gemm() -> None:
     for targets, repl_change in ((("q", "up"), 2 * (e - 1)), (("v",), 0.0), (("o",), -2.0)):
         ops = model_ops(spec, b, s, e, 0, True, Finetune(mode="lora", lora_targets=targets)).layers[-1].ops
         act = frozen_input_activation(la, spec, ops, b * s, e, 1.0, moe=False, flash=True, norm_value_bytes=0.0)
-        a_out = len(set(targets) - {"o"}) * 16 * e * b * s  # each column-parallel adapter's A output (rank 16)
+        a_out = len(targets) * 16 * e * b * s  # each adapter's A output (rank 16), all-reduced under a row-parallel A
         assert act.replicated_bytes - la.replicated_bytes - a_out == repl_change * b * s * spec.hidden_size, targets
 
 

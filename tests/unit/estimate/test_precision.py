@@ -64,7 +64,8 @@ def test_an_fp32_gemm_runs_at_the_fp32_peak_on_cuda_cores() -> None:
     chip, eff = get_chip("h200"), default_efficiency()
     peaks = compute_peaks(chip, "bf16")
     assert peaks.fp32 == chip.peak_fp32_flop_per_s * chip.compute_clock_ratio
-    mm = dataclasses.replace(matmul("a", 8192, 4096, 4096, 4.0, Shard.REPLICATED), fp32=True, kernels=(0.0, 0.0))
+    mm = dataclasses.replace(matmul("attn.qkv.lora_a.q", 8192, 4096, 4096, 4.0, Shard.REPLICATED), fp32=True,
+                             kernels=(0.0, 0.0))
     t = ops_time((mm,), Sharding(), peaks, chip.memory_bytes_per_s, eff).forward_s
     assert t == pytest.approx(mm.flop / (peaks.fp32 * eff.matmul_max * eff.kernel_efficiency), rel=1e-9)
     fp8 = dataclasses.replace(compute_peaks(chip, "fp8"), cast_bytes_per_elt=6.0, cast_kernels=1.0)

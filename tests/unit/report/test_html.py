@@ -145,4 +145,5 @@ def test_plan_section_says_what_trains_and_whose_batch(tmp_path: Path, capsys: p
                  "--finetune", "lora", "--json"]) == 0
     plan.write_text(capsys.readouterr().out)
     page = build_page([(str(plan), load_result(plan))])
-    assert "(the default batch); training: LoRA rank 16 on q,v; 6.8 M trainable parameters" in page
+    assert "(the default batch); training: LoRA rank 16 on q,v, adapters in the model&#x27;s dtype (the " \
+           "framework&#x27;s); 6.8 M trainable parameters" in page
