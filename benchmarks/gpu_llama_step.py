@@ -54,12 +54,13 @@ def build(config: dict, device: str) -> torch.nn.Module:
         return LlamaForCausalLM(cfg).to(dtype=torch.bfloat16)
 
 
-def add_lora(model: torch.nn.Module, targets: str, rank: int, adapter_dtype: str) -> torch.nn.Module:
+def add_lora(model: torch.nn.Module, targets: str, rank: int, adapter_dtype: str,
+             dropout: float = 0.0) -> torch.nn.Module:
     """peft LoRA adapters on the named projections (greentrain's names: q, k, v, o, gate, up, down); every base
     weight frozen. peft's ``autocast_adapter_dtype`` (default) keeps bf16 adapters in fp32."""
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM",
+    cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, task_type="CAUSAL_LM",
                      target_modules=[f"{t.strip()}_proj" for t in targets.split(",")])
     return get_peft_model(model, cfg, autocast_adapter_dtype=adapter_dtype == "fp32")
 
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", choices=sorted(MODELS), default="llama3.2-1b", help="the published config to build")
     p.add_argument("--lora-targets", help="q,v,...: peft LoRA adapters there, every base weight frozen")
     p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-dropout", type=float, default=0.0, help="peft's lora_dropout")
     p.add_argument("--adapter-dtype", choices=("fp32", "bf16"), default="fp32", help="peft's default: fp32")
     p.add_argument("--autocast", action="store_true",
                    help="the forward under torch.autocast(bf16), as HF Trainer's bf16=True runs it")
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if a.lora_targets:
-        model = add_lora(model, a.lora_targets, a.lora_rank, a.adapter_dtype)
+        model = add_lora(model, a.lora_targets, a.lora_rank, a.adapter_dtype, a.lora_dropout)
     fwd = torch.compile(model) if a.compile else model
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=1e-4, fused=device == "cuda")
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         (Path(a.out) / "kernels.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=60))
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
-    out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
+    out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank, "lora_dropout": a.lora_dropout,
            "adapter_dtype": a.adapter_dtype if a.lora_targets else None, "grad_ckpt": a.grad_ckpt,
            "autocast": a.autocast,
            "trainable_params": sum(p.numel() for p in trainable),

@@ -84,6 +84,11 @@ step l8-lora-all-autocast 75 $L8 --lora-targets q,k,v,o,gate,up,down --autocast 
 step l8-prof-all-fp32 75 $L8 --steps 6 --warmup 3 --lora-targets q,k,v,o,gate,up,down --profile --out "$W/l8-prof-all-fp32"
 step l8-prof-all-bf16 75 $L8 --steps 6 --warmup 3 --lora-targets q,k,v,o,gate,up,down --adapter-dtype bf16 --profile \
   --out "$W/l8-prof-all-bf16"
+# ... peft's lora_dropout (each adapter its own dropped copy and a 1-byte mask)
+step l8-lora-qv-drop 75 $L8 --lora-targets q,v --lora-dropout 0.1 --out "$W/l8-lora-qv-drop"
+step l8-lora-qv-bf16-drop 75 $L8 --lora-targets q,v --adapter-dtype bf16 --lora-dropout 0.1 --out "$W/l8-lora-qv-bf16-drop"
+step l8-lora-all-autocast-drop 75 $L8 --lora-targets q,k,v,o,gate,up,down --autocast --lora-dropout 0.05 \
+  --out "$W/l8-lora-all-autocast-drop"
 # 4. issue 24: SIGINT to track on the CUDA run after 25 s (expect 130 and an incomplete measurement)
 step track-sigint 45 timeout --preserve-status -s INT 25 greentrain track --grid-g-per-kwh 56 --out "$W/sigint" -- \
   python3 benchmarks/gpu_llama_step.py --steps 100000 --out "$W/sigint-steps"

@@ -32,7 +32,7 @@ OPTIMIZER_DTYPES = {"fp32": 4.0, "bf16": 2.0}  # bytes of one optimizer-state el
 # "" / None: the framework's
 UNSET_OMITTED = ("fp8_recipe", "grad_dtype", "optimizer_dtype", "master_weights", "fp8_weights")
 # flat keys of a file, one Finetune inside
-FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets", "lora_dtype")
+FINETUNE_FIELDS = ("finetune", "freeze", "lora_rank", "lora_targets", "lora_dtype", "lora_dropout")
 # How fp8 training scales its tensors (estimate/fp8.yaml prices each): one scale per tensor from the current amax
 # (tensorwise) or from an amax history (delayed), one per row (rowwise), one per 32-element block (mxfp8)
 FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "mxfp8")
@@ -139,6 +139,7 @@ class Workload:
             out.update({"freeze": list(ft.freeze)} if ft.mode == "freeze" else
                        {"lora_rank": ft.lora_rank, "lora_targets": list(ft.lora_targets)})
             out.update({"lora_dtype": ft.lora_dtype} if ft.mode == "lora" and ft.lora_dtype else {})
+            out.update({"lora_dropout": ft.lora_dropout} if ft.mode == "lora" and ft.lora_dropout else {})
         return out
 
     @classmethod
@@ -179,7 +180,7 @@ def _names(value: Any, field: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def finetune_from_dict(data: dict[str, Any], where: str = "workload") -> Finetune:
-    """The fine-tuning keys of a workload mapping (finetune, freeze, lora_rank, lora_targets, lora_dtype)."""
+    """The fine-tuning keys of a workload mapping (FINETUNE_FIELDS)."""
     mode = as_choice(data.get("finetune", "full"), f"{where}.finetune", FINETUNE_MODES)
     kw: dict[str, Any] = {"mode": mode}
     if "freeze" in data:
@@ -190,7 +191,9 @@ def finetune_from_dict(data: dict[str, Any], where: str = "workload") -> Finetun
         kw["lora_targets"] = _names(data["lora_targets"], f"{where}.lora_targets", LORA_TARGETS)
     if "lora_dtype" in data:
         kw["lora_dtype"] = as_choice(data["lora_dtype"], f"{where}.lora_dtype", LORA_DTYPES)
-    for key in ("lora_rank", "lora_targets", "lora_dtype"):
+    if "lora_dropout" in data:
+        kw["lora_dropout"] = as_float(data["lora_dropout"], f"{where}.lora_dropout", minimum=0.0)
+    for key in ("lora_rank", "lora_targets", "lora_dtype", "lora_dropout"):
         require(mode == "lora" or key not in data, f"{where}.{key}", data.get(key),
                 f"applies to finetune: lora only (finetune is {mode})")
     return Finetune(**kw)

@@ -32,7 +32,8 @@ from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 IDENTITY = ("run_id", "source", "framework")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
 # optional (docs/runs-csv.md)
-WORKLOAD = ("finetune", "lora_rank", "lora_targets", "lora_dtype", "optimizer_dtype", "fp8_recipe", "fp8_weights")
+WORKLOAD = ("finetune", "lora_rank", "lora_targets", "lora_dtype", "lora_dropout", "optimizer_dtype", "fp8_recipe",
+            "fp8_weights")
 STRATEGY = CSV_COLUMNS  # parallel/fields.py: the Strategy fields a runs CSV may give
 MEASURED = ("status", "measured_step_time_s", "measured_tokens_per_s_per_chip", "measured_mfu",
             "measured_peak_memory_gib")
@@ -237,7 +238,8 @@ def _workload(r: _Row) -> Workload:
     empty: the optimizer dtype, master copy and grad dtype are left unset, so the estimate takes the framework's
     precision_recipe and grad_dtype as plan and search do (estimate/memory.py workload_grad_dtype)."""
     opt_dtype = r.choice("optimizer_dtype", tuple(OPTIMIZER_DTYPES), "") if r.text("optimizer_dtype") else ""
-    cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets", "lora_dtype") if r.text(k)}
+    cells = {k: r.text(k) for k in ("finetune", "lora_rank", "lora_targets", "lora_dtype", "lora_dropout")
+             if r.text(k)}
     if "lora_targets" in cells:  # "q,v" quoted, or "q;v" / "q v" (no comma to quote)
         cells["lora_targets"] = ",".join(cells["lora_targets"].replace(";", " ").replace(",", " ").split())
     try:

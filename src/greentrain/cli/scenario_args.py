@@ -82,6 +82,8 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
                    help="with --finetune lora, the adapters' precision: model (the model's dtype), fp32 (peft's "
                    "default on a bf16 model) or fp32-autocast (the same under autocast, Hugging Face Trainer's "
                    "bf16=True); default: the --framework's")
+    g.add_argument("--lora-dropout", type=float, metavar="P",
+                   help="with --finetune lora: dropout on each adapter's input, 0 <= P < 1 (default 0: none)")
     g = p.add_argument_group("site")
     g.add_argument("--region", type=name_text,
                    help="grid region: country (FRA), US state (US-CA) or cloud region (us-east-1)")
@@ -231,7 +233,7 @@ def _fp8_flags(args: argparse.Namespace, w: Workload, chip: str) -> dict[str, An
 def _finetune_flags(args: argparse.Namespace, w: Workload) -> Any:
     """The Finetune the fine-tuning flags describe (on top of the file's unless --finetune is given), or None."""
     flags = {"finetune": args.finetune, "freeze": args.freeze, "lora_rank": args.lora_rank,
-             "lora_targets": args.lora_targets, "lora_dtype": args.lora_dtype}
+             "lora_targets": args.lora_targets, "lora_dtype": args.lora_dtype, "lora_dropout": args.lora_dropout}
     given = {k: v for k, v in flags.items() if v is not None}
     if not given:
         return None

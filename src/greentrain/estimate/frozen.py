@@ -45,7 +45,7 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
     ``norm_value_bytes``: per element, the normalised value an eager RMSNorm keeps for its scale's gradient only
     (Llama's 16-bit one, Gemma's and OLMo 2's fp32 one; 0 for a fused norm). An adapter keeps its base op's input
     in 16 bits (``e``) where an fp8 GEMM kept a ``kept``-byte copy (a bf16 module beside the fp8 one)."""
-    cast = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_cast." in op.name}  # adapters with own copies
+    cast = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_cast." in op.name or ".lora_drop." in op.name}
     adapted = {op.name.split(".lora_", 1)[0] for op in ops if ".lora_" in op.name} - cast
     names = {op.name for op in ops if op.kind is OpKind.MATMUL and op.params}
     t, h, back = tokens, spec.hidden_size, e - kept  # back: per element, what an adapter keeps beyond fp8's copy
@@ -72,21 +72,24 @@ def frozen_input_activation(la: LayerActivation, spec: TransformerSpec, ops: tup
 
 def adapter_own_bytes(ops: tuple[Op, ...], tokens: float, cast: set[str]) -> tuple[float, float]:
     """(replicated, split) bytes ``tokens`` tokens' LoRA adapters keep of their own: every B keeps A's output (r
-    wide), and an adapter that casts its input (peft's fp32 adapters, model/finetune.py lora_dtype; its base op in
-    ``cast``) its own copy of that input, at its GEMM's width (fp32: 4 bytes; under autocast the 16-bit copy).
+    wide), and an adapter that casts or drops out its input (peft's fp32 adapters, model/finetune.py lora_dtype,
+    lora_dropout; its base op in ``cast``) its own copy of that input, at its GEMM's width (fp32: 4 bytes; under
+    autocast the 16-bit copy), and a dropout's 1-byte mask.
     A row-parallel base op's input (o, down) and an expert's tokens are split under TP, the rest replicated.
     Counted for decoder layers of attention and a dense or MoE MLP (estimate/stage.py: not for encoder-decoder,
     MLA or Mamba layers, whose frozen inputs are not modelled either)."""
     layer_tokens = next((op.m for op in ops if op.kind is OpKind.MATMUL and not op.expert), 0.0)
+    names = {op.name for op in ops}
     repl = split = 0.0
     for op in ops:
         if ".lora_a." not in op.name or not layer_tokens:
             continue
         width = op.bytes / matmul_elements(op.count, op.m, op.k, op.n)
-        base = op.name.split(".lora_", 1)[0]
+        base, target = op.name.split(".lora_", 1)[0], op.name.rsplit(".", 1)[-1]
         per_token = width * op.m * op.count / layer_tokens  # an expert's op: its share of the tokens, each expert
         repl += per_token * op.n * tokens  # A's output, all-reduced where A is row-parallel
-        copy = per_token * op.k * tokens if base in cast else 0.0
+        mask = op.m * op.count / layer_tokens * op.k * tokens if f"{base}.lora_drop.{target}" in names else 0.0
+        copy = per_token * op.k * tokens + mask if base in cast else 0.0
         split, repl = (split + copy, repl) if op.expert or base.endswith(("out", "down")) else (split, repl + copy)
     return repl, split
 

@@ -11,6 +11,11 @@ Three modes (``Finetune.mode``):
   B is d_out x r) train on the named projections of every attention and MLP block (``lora_targets``, peft's
   names without ``_proj``; peft's default for Llama, T5 and BART is q and v).
 
+With ``lora_dropout`` > 0 (peft's LoraLayer and torchtune's LoRALinear: ``lora_B(lora_A(dropout(x)))``), each
+adapter keeps its own dropped copy of its input and the dropout's 1-byte mask, and runs the dropout kernel
+(``lora_drop``: reads and writes the values and writes the mask forward, reads the gradient and the mask and
+writes the gradient backward).
+
 The adapters' precision (``lora_dtype``; None: the framework's, estimate/efficiency.yaml ``lora_dtype``):
 - ``model``: in the model's compute dtype (torchtune's LoRALinear, NeMo / Megatron Bridge, and peft's under FSDP2's,
   FSDP's or DeepSpeed's bf16 parameters): A reads the base op's 16-bit input, which every adapter on it shares;
@@ -54,6 +59,7 @@ class Finetune:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("q", "v")
     lora_dtype: str | None = None  # the adapters' precision (LORA_DTYPES); None: the framework's
+    lora_dropout: float = 0.0  # dropout on each adapter's input (peft's and torchtune's lora_dropout)
 
     def __post_init__(self) -> None:
         require(self.mode in FINETUNE_MODES, "workload.finetune", self.mode,
@@ -71,6 +77,7 @@ class Finetune:
             require(t in LORA_TARGETS, "workload.lora_targets", t, f"must be one of {', '.join(LORA_TARGETS)}")
         require(self.lora_dtype is None or self.lora_dtype in LORA_DTYPES, "workload.lora_dtype", self.lora_dtype,
                 f"must be one of {', '.join(LORA_DTYPES)}")
+        require(0.0 <= self.lora_dropout < 1.0, "workload.lora_dropout", self.lora_dropout, "must be >= 0 and < 1")
 
     def check(self, spec: TransformerSpec) -> None:
         """Refuse what this model cannot do (field-named errors)."""
@@ -144,6 +151,11 @@ def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list
                 replace(matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, g, b_shard, count=n, expert=op.expert),
                         fp32=dtype == "fp32")]
         out += adapter_elementwise(f"{op.name}.%s.{target}", tokens * n, d_in, d_out, e, dtype, op.shard, op.expert)
+        if ft.lora_dropout > 0:  # after the cast: on fp32 values in the fp32 precisions
+            c = e if dtype == "model" else 4.0
+            out.append(_elementwise_op(f"{op.name}.lora_drop.{target}", tokens * n * d_in, 2 * c + 1, 2 * c + 1,
+                                       Shard.HIDDEN if op.shard is Shard.ROW else Shard.REPLICATED, op.expert,
+                                       (1.0, 1.0)))
     return out
 
 

@@ -21,14 +21,16 @@ def _training(run: RunEstimate) -> dict[str, Any]:
     if ft.mode == "lora":
         said = "" if run.scenario.workload.finetune.lora_dtype else " (the framework's)"
         dtype = {"model": "the model's dtype", "fp32-autocast": "fp32 under autocast"}.get(str(ft.lora_dtype), "fp32")
-        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}, adapters in {dtype}{said}"
+        summary = f"LoRA rank {ft.lora_rank} on {','.join(ft.lora_targets)}, adapters in {dtype}{said}" \
+            + (f", dropout {ft.lora_dropout:g}" if ft.lora_dropout else "")
     elif ft.mode == "freeze":
         summary = f"frozen: {', '.join(ft.freeze)}"
     else:
         summary = "full (every parameter trains)"
     return {"mode": ft.mode, "freeze": list(ft.freeze), "lora_rank": ft.lora_rank if ft.mode == "lora" else 0,
             "lora_targets": list(ft.lora_targets) if ft.mode == "lora" else [],
-            "lora_dtype": ft.lora_dtype if ft.mode == "lora" else None, "trainable_params": trainable,
+            "lora_dtype": ft.lora_dtype if ft.mode == "lora" else None,
+            "lora_dropout": ft.lora_dropout if ft.mode == "lora" else 0.0, "trainable_params": trainable,
             "summary": f"{summary}; {trainable / 1e6:,.1f} M trainable parameters"}
 
 

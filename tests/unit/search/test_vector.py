@@ -42,7 +42,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                                      "site": {"grid_g_co2e_per_kwh": 300, "electricity_usd_per_kwh": 0.2}},
     "llama3-8b lora on 16 h100": {"model": "llama3-8b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
                                   "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 100,
-                                               "finetune": "lora", "lora_rank": 64,
+                                               "finetune": "lora", "lora_rank": 64, "lora_dtype": "fp32",
                                                "lora_targets": ["q", "k", "v", "o"]}},
     "t5 frozen encoder on 8 a100": {"model": "t5-large", "cluster": {"chip": "a100-80gb", "num_chips": 8},
                                     "workload": {"global_batch_size": 64, "seq_len": 512, "target_seq_len": 128,
