@@ -126,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         (Path(a.out) / "kernels.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=60))
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
-    out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank, "lora_dropout": a.lora_dropout,
-           "adapter_dtype": a.adapter_dtype if a.lora_targets else None, "grad_ckpt": a.grad_ckpt,
-           "autocast": a.autocast,
+    out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
+           "lora_dropout": a.lora_dropout, "adapter_dtype": a.adapter_dtype if a.lora_targets else None,
+           "grad_ckpt": a.grad_ckpt, "autocast": a.autocast,
            "trainable_params": sum(p.numel() for p in trainable),
            "forward_bytes_median": statistics.median(forward_bytes[a.warmup:] or forward_bytes),
            "device": torch.cuda.get_device_name() if device == "cuda"
