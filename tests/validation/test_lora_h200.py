@@ -1,11 +1,12 @@
-"""LoRA fine-tuning against twelve steps measured on an NVIDIA H200 (benchmarks/measured/h200-2026-11-27: Hugging
+"""LoRA fine-tuning against fifteen steps measured on an NVIDIA H200 (benchmarks/measured/h200-2026-11-27: Hugging
 Face Llama 3 8B / Llama 3.2 1B from their configs, SDPA, bf16 base weights, peft LoRA adapters; each run's
 step_times.json, written by benchmarks/gpu_llama_step.py; BENCHMARKS.md "Session 24").
 
 What the forward leaves allocated (``forward_bytes_median``: saved activations, and the cross-entropy's fp32
 log-softmax output, 4 bytes per logit, which the plan counts among the loss's buffers) is the plan's activations
 within 1 %, in every adapter precision (model/finetune.py lora_dtype): peft's default fp32 adapters each keep an
-fp32 copy of their input, under autocast a 16-bit copy each, in the model's dtype one shared copy. The step time
+fp32 copy of their input, under autocast a 16-bit copy each, in the model's dtype one shared copy; with
+lora_dropout each its dropped copy and a 1-byte mask. The step time
 (median of the steps after the warm-up) within 15 %, Hugging Face's eager modeling code under the ddp profile.
 """
 
@@ -41,13 +42,17 @@ RUNS: dict[str, tuple[tuple[str, ...], int, str, str]] = {
     "l8-r256-qkvo-fp32": (("q", "k", "v", "o"), 256, "fp32", "none"),
     "l1-lora-qv": (("q", "v"), 16, "fp32", "none"),
 }
+# peft's lora_dropout (predicted before these ran: benchmarks/measured/predicted-dropout-2026-11-27.txt)
+DROPOUT = {"l8-lora-qv-drop": 0.1, "l8-lora-qv-bf16-drop": 0.1, "l8-lora-all-autocast-drop": 0.05}
+RUNS |= {"l8-lora-qv-drop": (("q", "v"), 16, "fp32", "none"), "l8-lora-qv-bf16-drop": (("q", "v"), 16, "model", "none"),
+         "l8-lora-all-autocast-drop": (ALL, 16, "fp32-autocast", "none")}
 
 
 def _predict(name: str) -> tuple[dict[str, Any], Any]:
     run = json.loads((MEASURED / name / "step_times.json").read_text("utf-8"))
     targets, rank, dtype, recompute = RUNS[name]
-    ft = {"finetune": "lora", "lora_rank": rank, "lora_targets": list(targets), "lora_dtype": dtype} if targets \
-        else {}
+    ft = {"finetune": "lora", "lora_rank": rank, "lora_targets": list(targets), "lora_dtype": dtype,
+          "lora_dropout": DROPOUT.get(name, 0.0)} if targets else {}
     sc = scenario_from_dict({"model": run["model"], "cluster": {"chip": "h200", "num_chips": 1},
                              "workload": {"global_batch_size": run["batch"], "seq_len": run["seq_len"], "num_steps": 1,
                                           "optimizer_dtype": "bf16", "master_weights": False, "grad_dtype": "bf16",

@@ -78,6 +78,12 @@ def test_lora_dtype_cell(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as e:
             read_runs(p, frameworks=framework_names())
         assert needle in str(e.value)
+    header = header.replace("lora_dtype", "lora_dropout")  # the optional lora_dropout column: 0 <= p < 1
+    p.write_text(f"{header}\nr1,ddp,llama3-8b,h200,1,4096,2,lora,0.05,ok,1\n")
+    assert read_runs(p, frameworks=framework_names())[0].scenario.workload.finetune.lora_dropout == 0.05
+    p.write_text(f"{header}\nr1,ddp,llama3-8b,h200,1,4096,2,lora,1,ok,1\n")
+    with pytest.raises(ConfigError, match=r"runs\[r1\].lora_dropout=1.0: must be >= 0 and < 1"):
+        read_runs(p, frameworks=framework_names())
 
 
 def test_cli_exit_2_on_bad_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
