@@ -130,11 +130,12 @@ def _adapter_shapes(spec: TransformerSpec, op: Op, suffix: str, targets: tuple[s
 
 def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list[Op]:
     """The adapters beside base op ``op`` (none if it is not a target): A (T, d_in) @ (d_in, r), then
-    B (T, r) @ (r, d_out), per adapted projection, and their element-wise ops (adapter_elementwise). TP splits B
-    with the base op's output (column) or A with its input (row); the small other factor is replicated and counted
-    whole. On MoE, each routed expert has its own adapters, on that expert's tokens (``count`` experts, split over
-    expert parallelism as the experts are: Megatron Bridge's LoRA on TEGroupedLinear, peft's on each expert's
-    projections), and each shared expert its."""
+    B (T, r) @ (r, d_out), per adapted projection, and their element-wise ops (adapter_elementwise). TP splits them
+    as Megatron Bridge's ParallelLinearAdapter does (peft/utils.py): beside a column-parallel base op, A over its
+    rank (ColumnParallelLinear, gather_output) and B over its output; beside a row-parallel one, A over its input
+    (RowParallelLinear) and B over its output, gathered. On MoE, each routed expert has its own adapters, on that
+    expert's tokens (``count`` experts, split over expert parallelism as the experts are: Megatron Bridge's LoRA on
+    TEGroupedLinear, peft's on each expert's projections), and each shared expert its."""
     suffix = op.name.rsplit(".", 1)[-1]
     if ft.mode != "lora" or op.kind is not OpKind.MATMUL or suffix not in _BASE_OPS \
             or op.name.startswith(("mtp.", "lm_head")):
@@ -144,8 +145,9 @@ def lora_adapters(spec: TransformerSpec, op: Op, ft: Finetune, e: float) -> list
     g = 4.0 if dtype == "fp32" else e  # the adapters' GEMM operands
     out: list[Op] = []
     for target, d_in, d_out in _adapter_shapes(spec, op, suffix, ft.lora_targets):
-        a_shard = Shard.ROW if op.shard is Shard.ROW else Shard.REPLICATED
-        b_shard = Shard.COLUMN if op.shard is Shard.COLUMN else Shard.REPLICATED
+        split = op.shard in (Shard.COLUMN, Shard.ROW)
+        a_shard = op.shard if split else Shard.REPLICATED
+        b_shard = Shard.COLUMN if split else Shard.REPLICATED
         out += [replace(matmul(f"{op.name}.lora_a.{target}", tokens, d_in, r, g, a_shard, count=n, expert=op.expert),
                         fp32=dtype == "fp32"),
                 replace(matmul(f"{op.name}.lora_b.{target}", tokens, r, d_out, g, b_shard, count=n, expert=op.expert),
