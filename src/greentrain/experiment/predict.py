@@ -112,12 +112,15 @@ def _scenario(job: Job, cfg: dict[str, Any], chip_name: str) -> Any:
 
 
 def _finetune(job: Job) -> Any:
-    """The planner's Finetune of the job: model.freeze, model.lora, or full fine-tuning."""
+    """The planner's Finetune of the job: model.freeze, model.lora, or full fine-tuning. The runner's adapters
+    (build.LoraLinear) are fp32 modules of an fp32 model that Trainer's bf16/fp16 runs under autocast: each casts
+    its input to 16 bits and keeps that copy (model/finetune.py lora_dtype fp32-autocast)."""
     from greentrain.model.finetune import FULL, Finetune
 
     m = job.model
     if m.lora_rank:
-        return Finetune(mode="lora", lora_rank=m.lora_rank, lora_targets=m.lora_targets)
+        dtype = "fp32-autocast" if job.train.precision in ("bf16", "fp16") else "model"
+        return Finetune(mode="lora", lora_rank=m.lora_rank, lora_targets=m.lora_targets, lora_dtype=dtype)
     return Finetune(mode="freeze", freeze=m.freeze) if m.freeze else FULL
 
 
