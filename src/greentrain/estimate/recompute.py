@@ -48,7 +48,7 @@ def op_module_masks(ops: Any) -> tuple[int, ...]:
     mla = any(n.endswith(".kv_down") for n in names)
     out = []
     for op, n in zip(ops, names, strict=True):
-        leaf = n.rsplit(".", 1)[-1]
+        leaf = n.split(".lora_", 1)[0].rsplit(".", 1)[-1]  # a LoRA adapter's op: its base op's (model/finetune.py)
         mask = _BIT["core_attn"] if op.attention_core else 0
         if ".experts." in n or n.endswith(".router"):
             mask |= _BIT["moe"] | (_BIT["moe_act"] if leaf.startswith("act") else 0)

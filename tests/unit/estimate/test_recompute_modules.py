@@ -121,3 +121,20 @@ def test_plan_says_what_selective_recomputation_runs(capsys: pytest.CaptureFixtu
     assert main(["plan", "--framework", "nemo", "--recompute", "selective",
                  "--selective-recompute", "layernorm+mlp"]) == 0
     assert "layernorm+mlp" in capsys.readouterr().out
+
+
+def test_lora_adapters_are_recomputed_with_their_base_ops_module() -> None:
+    """Megatron Core's ``mlp`` module repeats the MLP's LoRA adapters (their GEMMs and element-wise kernels) with
+    their base GEMMs: each adapter op takes its base op's module, whatever its target's name (``gate`` beside the
+    fused gate/up GEMM included); the attention projections' adapters belong to no module."""
+    from greentrain.model.finetune import Finetune
+    from greentrain.model.load import load_model
+    from greentrain.model.ops import model_ops
+
+    ft = Finetune(mode="lora", lora_targets=("q", "gate", "up", "down"), lora_dtype="fp32")
+    ops = model_ops(load_model("llama3-8b"), 1, 1024, 2.0, 0, True, ft).layers[-1].ops
+    masks = {op.name: m for op, m in zip(ops, op_module_masks(ops), strict=True) if ".lora_" in op.name}
+    mlp = modules_mask("mlp")
+    assert {n for n, m in masks.items() if m == mlp} == {n for n in masks if n.startswith("mlp.")}
+    assert len([n for n in masks if n.startswith("mlp.")]) == 12  # A, B, add and cast of gate, up and down
+    assert all(m == 0 for n, m in masks.items() if n.startswith("attn."))
