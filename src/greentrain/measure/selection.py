@@ -20,15 +20,31 @@ def is_compiled(mod: nn.Module) -> bool:
     return type(mod).__name__ == "OptimizedModule" or getattr(mod, "_compiled_call_impl", None) is not None
 
 
+def _wrapped(mod: nn.Module) -> tuple[str, nn.Module] | None:
+    """The one child a pure wrapper holds (no parameters of its own, one child that is not a leaf: peft's
+    PeftModel and LoraModel, DistributedDataParallel's ``module``), else None."""
+    children = list(mod.named_children())
+    if isinstance(mod, _CONTAINERS) or len(children) != 1 or isinstance(children[0][1], _CONTAINERS) \
+            or is_compiled(children[0][1]):
+        return None
+    if any(True for _ in mod.parameters(recurse=False)) or not any(True for _ in children[0][1].children()):
+        return None
+    return children[0]
+
+
 def select_modules(model: nn.Module, depth: int | None) -> list[tuple[str, nn.Module]]:
     """Modules to hook, root excluded: those ``depth`` call-levels down (ModuleList/ModuleDict do not
-    count as a level: they are never called), plus shallower leaves; ``depth=None``: every leaf. Nothing
-    inside a compiled module: its wrapper (OptimizedModule) is hooked, its contents are not."""
+    count as a level: they are never called, nor does a pure wrapper's one child: a peft or DDP model shows its
+    model's modules), plus shallower leaves; ``depth=None``: every leaf. Nothing inside a compiled module: its
+    wrapper (OptimizedModule) is hooked, its contents are not."""
     require(depth is None or depth >= 1, "depth", depth, "must be >= 1 (or None for every leaf)")
     out: list[tuple[str, nn.Module]] = []
 
     def walk(prefix: str, mod: nn.Module, level: int) -> None:
         if is_compiled(mod):
+            return
+        if (inner := _wrapped(mod)) is not None:
+            walk(f"{prefix}.{inner[0]}" if prefix else inner[0], inner[1], level)
             return
         for name, child in mod.named_children():
             qual = f"{prefix}.{name}" if prefix else name

@@ -68,6 +68,25 @@ def test_depth_selection() -> None:
         select_modules(model, 0)
 
 
+def test_a_wrappers_one_child_is_not_a_level() -> None:
+    """A peft- or DDP-wrapped model (a module with no parameters of its own around one model) shows the model's
+    modules at depth 1, under the wrapper's names, not the wrapper's one child; a model whose one child is a leaf
+    keeps it."""
+
+    class Wrapper(torch.nn.Module):  # as peft's PeftModel -> LoraModel -> the model, or DDP's .module
+        def __init__(self, inner: torch.nn.Module, name: str) -> None:
+            super().__init__()
+            self.add_module(name, inner)
+
+    model = GPT(d=32, layers=2, heads=2, seq=8)
+    wrapped = Wrapper(Wrapper(model, "model"), "base_model")
+    top = [n for n, _ in select_modules(wrapped, 1)]
+    assert top == [f"base_model.model.{n}" for n in ("tok", "pos", "blocks.0", "blocks.1", "ln_f", "head")]
+    assert [n for n, _ in select_modules(Wrapper(torch.nn.Linear(4, 4), "only"), 1)] == ["only"]
+    one_block = [n for n, _ in select_modules(GPT(d=32, layers=1, heads=2, seq=8), 1)]
+    assert "blocks.0" in one_block  # a one-entry ModuleList is a container, not a wrapper
+
+
 def test_graph_hooks_do_not_collect_on_a_reused_input() -> None:
     """An input tensor that needs a gradient and is fed every step (a fixed batch) gets one hook per step,
     removed when the cycle closes: the backward timings stay one span per call and no hook piles up."""
