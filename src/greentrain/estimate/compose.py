@@ -28,7 +28,6 @@ from greentrain.estimate.memory import (
     device_memory,
     fsdp_gathered_bytes,
     held_micro_batches,
-    loss_bytes_per_logit,
     state_bytes_per_param,
     transient_bytes,
 )
@@ -42,6 +41,7 @@ from greentrain.estimate.state_dtypes import (
     workload_weight_bytes,
 )
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
+from greentrain.model.loss import loss_bytes_per_logit
 from greentrain.model.ops import ModelOps
 from greentrain.num import Num, maximum, minimum, where
 from greentrain.parallel.derived import Fields
@@ -314,6 +314,16 @@ class StageTransients:
     expert_trainable: Num = 0.0
     gathered_bytes: Num = 0.0  # memory.fsdp_gathered_bytes: unsharded weights beside the sharded ones
     host_activation_bytes: Num = 0.0  # activations offloaded to host memory (estimate/act_offload.py)
+    grads_freed: Num = False  # no gradient before the forward (memory.freed_gradient_bytes): grads_freed below
+
+
+def grads_freed(s: StepStrategy, eff: Efficiency, num_micro: Num) -> Num:
+    """Whether the step's forward runs with no gradient allocated: the framework frees them between steps
+    (grads_set_to_none), one micro-batch a step (a second one's forward runs beside the first's gradients) and no
+    DDP bucket holds them (torch DistributedDataParallel's buckets, allocated once with the reducer, exist
+    when it wraps the model: more than one rank reducing gradients, without FSDP's per-block reduce-scatter)."""
+    no_buckets = (s.grad_group <= 1) | ((_state_zero(s, eff) > 0) & eff.dp_bucket_per_layer)
+    return eff.grads_set_to_none & (num_micro == 1) & no_buckets
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
@@ -335,7 +345,7 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
                            activations_bytes=acts, temporary_bytes=temp,
                            expert_params=st.stage_expert_params[stage],
                            expert_trainable=st.stage_expert_trainable[stage], gathered_bytes=gathered,
-                           host_activation_bytes=st.host_activation_bytes)
+                           host_activation_bytes=st.host_activation_bytes, grads_freed=grads_freed(s, eff, num_micro))
 
 
 def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
@@ -346,4 +356,5 @@ def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
                          temporary=t.temporary_bytes, reserved_bytes=eff.reserved_bytes,
                          fragmentation=eff.fragmentation, expert_params=t.expert_params,
                          expert_trainable=t.expert_trainable, expert_state=expert_state,
-                         gathered_bytes=t.gathered_bytes, host_activation_bytes=t.host_activation_bytes)
+                         gathered_bytes=t.gathered_bytes, host_activation_bytes=t.host_activation_bytes,
+                         grads_freed=t.grads_freed)

@@ -39,7 +39,7 @@ from greentrain.estimate.knobs import (
 )
 from greentrain.estimate.recompute import check_selective_mode, is_selective_mode
 from greentrain.model.finetune import LORA_DTYPES
-from greentrain.model.loss import LOSS_KERNELS  # memory.loss_bytes_per_logit, model/loss.py traffic
+from greentrain.model.loss import LOSS_KERNELS  # what each keeps and moves: model/loss.py
 from greentrain.results.calibration import CalibrationProfile
 from greentrain.results.codec import canonical_kind
 from greentrain.workload import FP8_RECIPES, GRAD_DTYPES
@@ -109,6 +109,7 @@ class Efficiency:
     dp_bucket_params: float = knob("framework", "count", NON_NEGATIVE, default=0.0)  # or max(this, per_rank x dp)
     dp_bucket_params_per_rank: float = knob("framework", "count", NON_NEGATIVE, default=0.0)
     dp_bucket_per_layer: bool = knob("framework", "bool", default=False)
+    grads_set_to_none: bool = knob("framework", "bool", default=False)  # gradients freed between steps (memory.py)
     dp_overlap: bool = knob("framework", "bool", default=False)
     # ZeRO-1/2's weight all-gather overlaps the next step's first forward (Megatron Core overlap_param_gather)
     dp_gather_overlap: bool = knob("framework", "bool", default=False)
@@ -161,7 +162,7 @@ class Efficiency:
     # False: the kernel materialises the scores (SDPA math)
     attention_fused: bool = knob("kernel", "bool", default=True, calibrated=False)
     attention_source: str = knob("kernel", "text", default="")
-    # LOSS_KERNELS: what the cross-entropy keeps (memory.loss_bytes_per_logit) and moves (model/loss.py) per logit
+    # LOSS_KERNELS: what the cross-entropy keeps and moves (model/loss.py) per logit
     loss_kernel: str = knob("framework", "choice", one_of(LOSS_KERNELS), default="fp32")
     # what `recompute: selective` saves (recompute.SELECTIVE_MODES)
     selective_recompute: str = knob("framework", "choice", (is_selective_mode, ""), default="attention")

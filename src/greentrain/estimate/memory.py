@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greentrain.estimate.recompute import module_kept_bytes, modules_mask
+from greentrain.model.loss import LOSS_FP32_BYTES_PER_LOGIT
 from greentrain.model.primitives import COMPOSITE_ACTIVATIONS
 from greentrain.model.sac import op_sac_saved_bytes
 from greentrain.model.spec import LayerKind, TransformerSpec
@@ -241,7 +242,7 @@ def held_micro_batches(stage: int, *, pp: Any, vpp: Any, num_micro: Any, schedul
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryBreakdown:
     weights_bytes: float
-    gradients_bytes: float
+    gradients_bytes: float  # those the peak holds (freed_gradient_bytes: none where the loop frees them)
     optimizer_bytes: float
     activations_bytes: float
     reserved_bytes: float
@@ -261,47 +262,6 @@ class MemoryBreakdown:
         `greentrain track` records as peak_cuda_reserved_bytes (its peak_cuda_bytes is the allocated peak)."""
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
                 + self.temporary_bytes)
-
-
-# The loss's buffers at the peak, per logit (the last stage): the 16-bit logits, their fp32 copy and the fp32
-# softmax kept for the backward (Megatron-LM / nanotron vocab-parallel cross entropy upcast the logits;
-# PyTorch's F.cross_entropy on bf16 logits under autocast does the same). Checked on the playbook sweep:
-# nanotron 1B at micro-batch 1 and 2 measures 5.4 and 11.6 GiB above the model's tensors (docs/validation.md).
-LOSS_FP32_BYTES_PER_LOGIT = 8.0
-# fp32 buffers per logit alive at once in the backward of PyTorch's unfused cross-entropy (loss_bytes_per_logit),
-# and of its vocabulary-parallel form under torch.distributed.tensor.parallel.loss_parallel
-EAGER_LOSS_FP32_BUFFERS = 3
-LOSS_PARALLEL_FP32_BUFFERS = 4
-
-
-def loss_bytes_per_logit(loss_kernel: str, e: float = 2.0, vocab_parallel: Any = False) -> Any:
-    """Bytes the loss keeps per logit at its peak, the 16-bit logits included, by loss kernel
-    (model/loss.py LOSS_KERNELS, which also says what each moves):
-    - fp32: the logits (e), their fp32 copy and the fp32 softmax (LOSS_FP32_BYTES_PER_LOGIT);
-    - fp32-eager: PyTorch's F.cross_entropy on logits upcast with ``.float()`` (torchtitan
-      build_cross_entropy_loss, pytorch/torchtitan @9dec370 train.py loss_fn and @b5bcd76 components/loss.py):
-      log_softmax and nll_loss are separate autograd nodes, so the backward holds three fp32 buffers per logit
-      at once in ``_log_softmax_backward_data``: the saved log-softmax output, nll_loss's dense gradient and the
-      input gradient (EAGER_LOSS_FP32_BUFFERS; the forward's 16-bit logits, fp32 copy and log-softmax, e + 8,
-      are fewer); with tensor parallelism torchtitan runs it under loss_parallel (vocabulary-sharded logits,
-      torch/distributed/tensor/parallel/loss.py): _nll_loss_and_log_softmax_backward computes
-      (zeros_like(x) + exp(x)) * grad beside the saved log-softmax x, four fp32 buffers
-      (LOSS_PARALLEL_FP32_BUFFERS; ``vocab_parallel``); tests/unit/estimate counts both with the profiler;
-    - compiled: the cross-entropy under torch.compile (torchtitan compiles its loss with the model; Hugging Face
-      models compiled whole): Inductor fuses the fp32 upcast, log-softmax and their backward, keeping the 16-bit
-      logits and a per-token fp32 log-sum-exp; the backward writes the 16-bit logit gradient beside the logits
-      (2 e). Checked on an H200 (BENCHMARKS.md "Session 8": compiled Llama 3.2 1B, 8 x 2,048 tokens, 42.34 GB
-      peak allocated; the plan's 10 bytes per logit gave 57.94 GB, 2 e gives 43.7 GB, tests/unit/estimate);
-    - fused: a fused cross-entropy kernel (flash-attn's ``CrossEntropyLoss`` in ops/triton/cross_entropy.py,
-      Liger's, Megatron's ``cross_entropy_loss_fusion``) reads the 16-bit logits and writes their gradient in
-      place: the logits alone (e);
-    - chunked, chunked-compiled, fused-linear: the head and loss run per chunk of tokens (torchtune
-      ``CEWithChunkedOutputLoss``, eager or compiled; Liger's fused linear cross-entropy), a chunk's logits at a
-      time: none at the scale of the step."""
-    if loss_kernel == "fp32-eager":
-        return where(vocab_parallel, LOSS_PARALLEL_FP32_BUFFERS * 4.0, max(EAGER_LOSS_FP32_BUFFERS * 4.0, e + 8.0))
-    return {"fp32": e + LOSS_FP32_BYTES_PER_LOGIT, "fused": e, "compiled": 2 * e, "chunked": 0.0,
-            "chunked-compiled": 0.0, "fused-linear": 0.0}[loss_kernel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -340,7 +300,7 @@ def transient_bytes(*, spec: TransformerSpec, held: Any, stage_activation_bytes:
     """(activations, temporary buffers) of one stage: ``held`` micro-batches of its layers' activations, the
     ends it holds (Korthikanti et al. §4.3, Megatron: input ids 8*s*b and the embedding output s*b*h per
     in-flight micro-batch on the first stage; output norm and projection input on the last) and, on the last,
-    the loss's logits buffers (``loss_bytes`` per logit: loss_bytes_per_logit; None: the fp32 loss's).
+    the loss's logits buffers (``loss_bytes`` per logit: model/loss.py loss_bytes_per_logit; None: the fp32 loss's).
     ``remat_bytes``: what a recomputed layer rematerialises during its backward (remat_bytes); the loss's
     buffers are gone by then (the head's backward consumed their gradient), so the larger of the two."""
     h, v = spec.hidden_size, spec.vocab_size
@@ -371,10 +331,22 @@ def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gather
     return where(gathered, wb * (block_params + end_params), 0.0 * block_params)
 
 
+def freed_gradient_bytes(gradients: Any, transients: Any, freed: Any) -> Any:
+    """Gradient bytes the peak holds beside ``transients`` (the activations and the loss's buffers). A training loop
+    that frees the gradients between steps (torch.optim.Optimizer.zero_grad's set_to_none=True, its default since
+    PyTorch 2.0) runs the forward with none (``freed``); the backward then writes each layer's gradients as it frees
+    that layer's activations, so the peak is the larger of the transients as the backward starts and the gradients
+    as it ends: the gradients add only their excess. Measured on an H200 (BENCHMARKS.md "Session 24", Llama 3 8B
+    pure bf16, one micro-batch of 2 x 4,096 tokens, no DDP): 113.78 GB allocated at the peak; the sum of the terms
+    127.6 GB, this 113.7 GB."""
+    return where(freed, maximum(gradients - transients, 0.0), gradients)
+
+
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
                   reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
                   expert_trainable: Any = 0.0, expert_state: StateBytes | None = None,
-                  gathered_bytes: Any = 0.0, host_activation_bytes: Any = 0.0) -> MemoryBreakdown:
+                  gathered_bytes: Any = 0.0, host_activation_bytes: Any = 0.0,
+                  grads_freed: Any = False) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
@@ -385,7 +357,8 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     their own distributed optimizer (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py,
     megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
     ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of sharded
-    weights alive at the peak (fsdp_gathered_bytes); ``host_activation_bytes``: activations held in host memory."""
+    weights alive at the peak (fsdp_gathered_bytes); ``host_activation_bytes``: activations held in host memory;
+    ``grads_freed``: the step's forward runs with no gradient allocated (freed_gradient_bytes)."""
     c, k = state, 1.0 + fragmentation
     weights = params * c.weights + gathered_bytes
     grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host + host_activation_bytes
@@ -395,6 +368,7 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
         grads = grads + expert_trainable * (ce.gradients - c.gradients)
         opt = opt + expert_trainable * (ce.optimizer - c.optimizer)
         host = host + expert_trainable * (ce.host - c.host)
+    grads = freed_gradient_bytes(grads, activations + temporary, grads_freed)
     return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
                            activations_bytes=activations * k, reserved_bytes=reserved_bytes, host_bytes=host,
                            temporary_bytes=temporary * k)

