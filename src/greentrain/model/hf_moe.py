@@ -117,12 +117,13 @@ def _deepseek_v2(r: ConfigReader) -> dict[str, Any]:
 def _gpt_oss(r: ConfigReader) -> dict[str, Any]:
     """GptOssConfig (OpenAI 2025, gpt-oss model card, §2): every layer MoE (``num_local_experts`` experts of
     ``intermediate_size``, top ``num_experts_per_tok``) with biases in the experts and the router; q/k/v/o
-    biases; one learned sink logit per head; a 128-token window on every other layer (layer_types)."""
+    biases; one learned sink logit per head; a 128-token window on every other layer (layer_types); the GLU's
+    inputs clamped (``swiglu_limit``, 7.0 by default: transformers GptOssExperts)."""
     spec = llama_fields(r, bias_keys=())
     spec.update(head_dim=r.get_int("head_dim", default=64), attention_bias=r.get_bool("attention_bias",
                 default=True), attention_sinks=True,
                 num_experts=r.get_int("num_local_experts", default=128),
-                top_k=r.get_int("num_experts_per_tok", default=4), expert_bias=True, router_bias=True,
+                top_k=r.get_int("num_experts_per_tok", default=4), expert_bias=True, router_bias=True, glu_clamp=True,
                 sliding_window=r.get_window(default=128),
                 full_attention_interval=full_attention_interval(r, spec["num_layers"], 2))
     return spec

@@ -35,7 +35,7 @@ from greentrain.model.primitives import (
     elementwise,
     matmul,
 )
-from greentrain.model.routing import EXPERT_ACT, EXPERT_DOWN, EXPERT_UP, token_permutation_ops
+from greentrain.model.routing import EXPERT_ACT, EXPERT_DOWN, EXPERT_UP, expert_extra_ops, token_permutation_ops
 from greentrain.model.sac import op_sac
 from greentrain.model.spec import LayerKind, TransformerSpec
 from greentrain.model.ssm import ssm_ops
@@ -159,10 +159,9 @@ def _act(spec: TransformerSpec, name: str, elements: float, e: float, expert: bo
 def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool) -> list[Op]:
     """Dense MLP, or MoE: the router (T, d) @ (d, E), then dropless routing (every token reaches its top_k
     experts, T * top_k expert-token pairs, spread evenly over the experts; with a capacity factor c each
-    expert computes c times its share, padded), moved to their experts and back (model/routing.py), and shared
-    experts that every token passes through (DeepSeekMoE, Dai et al. 2024 §3.2). Auxiliary-loss-free balancing
-    (DeepSeek-V3 §2.1.2: a bias on the routing scores) and the top-k selection are element-wise and cost nothing
-    here."""
+    expert computes c times its share, padded), moved to their experts and back (model/routing.py, with GPT-OSS's
+    extra element-wise ops), and shared experts that every token passes through (DeepSeekMoE, Dai et al. 2024
+    §3.2). Auxiliary-loss-free balancing (DeepSeek-V3 §2.1.2) and the top-k selection cost nothing here."""
     d = spec.hidden_size
     up = 2 if spec.glu else 1  # gate and up projections are fused into one matmul
     ops = [_norm(spec, f"{prefix}.norm", tokens * d, e, Shard.TOKENS)]
@@ -176,12 +175,13 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
     else:
         f, n_exp = spec.expert_ffn_hidden_size, spec.num_experts
         per_expert = tokens * spec.top_k / n_exp * (spec.capacity_factor or 1.0)  # balanced (or capacity) load
-        into, back = token_permutation_ops(spec, tokens, e, prefix)  # model/routing.py
+        (into, back), (clamp, bias) = token_permutation_ops(spec, tokens, e, prefix), expert_extra_ops(
+            spec, per_expert * n_exp, f, e, prefix)  # model/routing.py
         ops += [
             matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED), into,
-            matmul(f"{prefix}.{EXPERT_UP}", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True),
+            matmul(f"{prefix}.{EXPERT_UP}", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True), *clamp,
             *_act(spec, f"{prefix}.{EXPERT_ACT}", per_expert * n_exp * f, e, expert=True),
-            matmul(f"{prefix}.{EXPERT_DOWN}", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True), back,
+            matmul(f"{prefix}.{EXPERT_DOWN}", per_expert, f, d, e, Shard.ROW, count=n_exp, expert=True), *bias, back,
         ]
         if spec.num_shared_experts:
             sh, f = spec.num_shared_experts, spec.shared_expert_ffn_hidden_size

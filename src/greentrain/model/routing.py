@@ -35,6 +35,10 @@ class RoutedShape(Protocol):
     def hidden_size(self) -> int: ...
     @property
     def top_k(self) -> int: ...
+    @property
+    def expert_bias(self) -> bool: ...
+    @property
+    def glu_clamp(self) -> bool: ...
 
 
 def token_permutation_ops(spec: RoutedShape, tokens: float, e: float, prefix: str) -> tuple[Op, Op]:
@@ -50,3 +54,30 @@ def token_permutation_ops(spec: RoutedShape, tokens: float, e: float, prefix: st
     back = elementwise(f"{prefix}.{PERMUTE_OPS[1]}", routed, e, Shard.TOKENS, reads=2.0,
                        writes=1.0 + 1.0 / spec.top_k, expert=True, kernels=(2.0, 2.0))
     return replace(into, backward_factor=1.0), replace(back, backward_factor=1.0)
+
+
+def expert_extra_ops(spec: RoutedShape, rows: float, f: int, e: float, prefix: str) -> tuple[list[Op], list[Op]]:
+    """(before the experts' activation, after their down projection): the element-wise ops GPT-OSS's experts add
+    around their fused kernels, over ``rows`` routed rows (T x top_k) of an ``f``-wide expert, as Megatron Core runs
+    them (NVIDIA/Megatron-LM since 2025-09, gpt-oss PRs 3857-3858; Megatron-Bridge's GPT-OSS sets
+    activation_func_clamp_value 7 and add_bias_linear):
+    - ``experts.clamp`` (``glu_clamp``): fused_bias_geglu.py weighted_bias_quick_geglu_impl clamps the gate and
+      linear halves of the up projection's output in eager PyTorch before its fused quick-GEGLU: two clamps and a
+      cat, each reading and writing its part (4 e per element of the 2f-wide output, 3 kernels); backward the two
+      clamp backwards (the gradient and the saved input read, the gradient written) and the chunk's cat (5 e, 3);
+    - ``experts.bias`` (``expert_bias``): the down projection's bias scaled by each row's routing probability,
+      ``t + b * p`` (moe/experts.py TEGroupedMLP._apply_bias; one split per local expert until PR 6000, 2026-08, a
+      repeated bias row per token since): p is fp32, so b * p (4), the sum (e + 4 read, 4 written), the cat (4 + 4)
+      and the cast back (4 + e) move 24 + 2e bytes per element of the d-wide output; backward the cast (e + 4),
+      the sum's cast to the output's dtype (4 + e) and the gradients of b and p, each a product and a reduction
+      (12 + 12): 32 + 2e. The up projection's bias is added in Transformer Engine's GEMM epilogue (free)."""
+    before, after = [], []
+    if spec.glu_clamp:
+        before.append(replace(elementwise(f"{prefix}.experts.clamp", rows * 2 * f, e, Shard.HIDDEN, reads=2.0,
+                                          writes=2.0, expert=True, kernels=(3.0, 3.0)), backward_factor=5.0 / 4.0))
+    if spec.expert_bias:
+        d = spec.hidden_size
+        after.append(replace(elementwise(f"{prefix}.experts.bias", rows * d, e, Shard.TOKENS, reads=0.0, writes=0.0,
+                                         extra_bytes_per_elt=24.0 + 2 * e, expert=True, kernels=(4.0, 6.0)),
+                             backward_factor=(32.0 + 2 * e) / (24.0 + 2 * e)))
+    return before, after

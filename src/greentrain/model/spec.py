@@ -106,6 +106,7 @@ class TransformerSpec:
     moe_layer_interval: int = 1  # every k-th layer is MoE (1: all of them)
     num_dense_layers: int = 0  # the first k layers keep the dense MLP (DeepSeek first_k_dense_replace)
     expert_bias: bool = False  # biases inside each expert (GPT-OSS)
+    glu_clamp: bool = False  # the experts' GLU inputs clamped before the activation (GPT-OSS swiglu_limit)
     router_bias: bool = False
     # > 0: each expert computes capacity_factor x its balanced share of tokens, padded or dropped (GShard,
     # Lepikhin et al. 2020 §2.2; Switch Transformer, Fedus et al. 2021 §2.2); 0: dropless (every routed token)
