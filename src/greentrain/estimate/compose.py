@@ -17,7 +17,7 @@ Memory: the first, a middle and the last pipeline stage (estimate/memory.py), th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from greentrain.estimate.comm import Collective, collective_s
@@ -43,6 +43,7 @@ from greentrain.estimate.state_dtypes import (
 from greentrain.estimate.step_terms import dp_sync_s, grad_accum_s, micro_batch_s, optimizer_s, pp_send_s
 from greentrain.model.loss import loss_bytes_per_logit
 from greentrain.model.ops import ModelOps
+from greentrain.model.spec import TransformerSpec
 from greentrain.num import Num, maximum, minimum, where
 from greentrain.parallel.derived import Fields
 from greentrain.parallel.schedules import by_schedule
@@ -288,6 +289,16 @@ def memory_stage_present(stage: int, pp: Num) -> Num:
 def _state_zero(s: StepStrategy, eff: Efficiency) -> Num:
     """The ZeRO stage the state's memory follows: ZeRO-1's with a pipeline where Efficiency.pp_gathers_state."""
     return where((s.pp > 1) & eff.pp_gathers_state, minimum(s.zero, 1), s.zero)
+
+
+def model_efficiency(eff: Efficiency, model: TransformerSpec) -> Efficiency:
+    """The profile as it runs ``model``: a framework whose own MoE model implementations fuse element-wise ops its
+    Hugging Face models run as eager chains (``moe_fused_ops``; NeMo AutoModel) runs them fused on a MoE model,
+    a fused GLU kernel among them (fused_glu: it keeps the GLU's input only)."""
+    if not (model.is_moe and eff.moe_fused_ops):
+        return eff
+    eager = tuple(k for k in eff.eager_ops if k not in eff.moe_fused_ops)
+    return replace(eff, eager_ops=eager, fused_glu=eff.fused_glu or "glu" in eff.moe_fused_ops)
 
 
 def state_bytes(sc: Scenario, s: StepStrategy, eff: Efficiency, experts: bool = False) -> StateBytes:

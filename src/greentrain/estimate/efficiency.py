@@ -46,6 +46,7 @@ from greentrain.workload import FP8_RECIPES, GRAD_DTYPES
 
 DEFAULT_FRAMEWORK = "megatron"
 EAGER_OPS = ("norm", "rope", "glu", "gelu")  # element-wise ops a framework may run as eager chains (model/ops.py)
+_SOME_EAGER_OPS = (lambda v: all(k in EAGER_OPS for k in v), f"must be a subset of {', '.join(EAGER_OPS)}")
 PRECISION_RECIPES = ("mixed", "pure-bf16")  # fp32 master and optimizer states, or bf16 throughout
 OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload/config.py
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
@@ -135,8 +136,9 @@ class Efficiency:
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
     # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
-    eager_ops: tuple[str, ...] = knob("framework", "ops", (lambda v: all(k in EAGER_OPS for k in v),
-                                                           f"must be a subset of {', '.join(EAGER_OPS)}"), default=())
+    eager_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
+    # of those, the ones its own MoE model implementations fuse (compose.model_efficiency)
+    moe_fused_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
     # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_shards_master: bool = knob("framework", "bool", default=True)
     # with a pipeline, the sharded weights stay gathered and the gradients accumulate unsharded (in the reduce

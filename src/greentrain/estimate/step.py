@@ -18,6 +18,7 @@ from greentrain.estimate.compose import (
     compose_step,
     dp_exposed_s,
     memory_stage_present,
+    model_efficiency,
     stage_memory,
     stage_transients,
     state_bytes,
@@ -95,7 +96,7 @@ def _evaluate(sc: Scenario, strategy: Strategy | None, check_fit: bool, eff: Eff
     if s is None:
         raise InfeasibleError("no strategy given: pass one or let `greentrain plan` choose")
     w, cl = sc.workload, sc.cluster
-    eff = eff or efficiency_for(cl.chip.name)
+    eff = model_efficiency(eff or efficiency_for(cl.chip.name), sc.model)
     check_divisibility(s, sc.model, num_chips=cl.num_chips, global_batch_size=w.global_batch_size,
                        seq_len=w.seq_len)
     if s.zero not in eff.zero_stages:

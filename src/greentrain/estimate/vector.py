@@ -26,6 +26,7 @@ from greentrain.estimate.compose import (
     StepTiming,
     expert_share,
     memory_stage_present,
+    model_efficiency,
     num_micro_batches,
     pipeline_timing,
     stage_memory,
@@ -307,7 +308,7 @@ def estimate_steps(sc: Scenario, table: StrategyTable, *, check_fit: bool = True
     tables). Rows that break their schedule's micro-batch rule (parallel/schedules.py), or (``check_fit``) need
     more than ``capacity_bytes`` (default: the chip's memory) per device, are left out of the result."""
     w, cl = sc.workload, sc.cluster
-    eff = eff or efficiency_for(cl.chip.name)
+    eff = model_efficiency(eff or efficiency_for(cl.chip.name), sc.model)
     if len(table) == 0:
         return _empty()
     k = _per_key(sc, table, eff)

@@ -1,0 +1,38 @@
+"""A profile as it runs one model (compose.model_efficiency): NeMo AutoModel trains Hugging Face dense models with
+their eager norms and GLU, and its own MoE models with Transformer Engine's RMSNorm and a fused SwiGLU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from greentrain.estimate.compose import model_efficiency
+from greentrain.estimate.efficiency import efficiency_for
+from greentrain.estimate.step import estimate_step
+from greentrain.estimate.vector import estimate_steps
+from greentrain.model.load import load_model
+from greentrain.parallel.strategy import Strategy
+from greentrain.parallel.table import StrategyTable
+from greentrain.scenario import scenario_from_dict
+
+
+def test_automodel_fuses_its_moe_models_norms_and_glu_only() -> None:
+    am = efficiency_for("h100-sxm", "nemo-automodel")
+    moe = model_efficiency(am, load_model("qwen3-30b-a3b"))
+    assert am.eager_ops == ("norm", "rope", "glu", "gelu") and not am.fused_glu
+    assert moe.eager_ops == ("rope",) and moe.fused_glu
+    assert model_efficiency(am, load_model("llama3-8b")) is am  # a Hugging Face dense model: as the profile says
+    ddp = efficiency_for("h100-sxm", "ddp")  # transformers' own MoE blocks: eager as its dense models
+    assert model_efficiency(ddp, load_model("qwen3-30b-a3b")) is ddp
+
+
+def test_the_plan_and_the_search_run_the_moe_model_fused() -> None:
+    sc = scenario_from_dict({"model": "qwen3-30b-a3b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 64, "seq_len": 4096, "num_steps": 1}})
+    am = efficiency_for("h100-sxm", "nemo-automodel")
+    s = Strategy(dp=8, ep=8, zero=3, recompute="full", micro_batch_size=4)
+    fused = estimate_step(sc, s, check_fit=False, eff=am)
+    eager = estimate_step(sc, s, check_fit=False, eff=dataclasses.replace(am, moe_fused_ops=()))
+    assert fused.step_time_s < 0.9 * eager.step_time_s  # the eager norm and GLU chains were a tenth of it and more
+    vec = estimate_steps(sc, StrategyTable.from_strategies([s]), check_fit=False, eff=am)
+    assert vec.step_time_s[0] == fused.step_time_s
+
