@@ -333,6 +333,8 @@ def grads_freed(s: StepStrategy, eff: Efficiency, num_micro: Num) -> Num:
     (grads_set_to_none), one micro-batch a step (a second one's forward runs beside the first's gradients) and no
     DDP bucket holds them (torch DistributedDataParallel's buckets, allocated once with the reducer, exist
     when it wraps the model: more than one rank reducing gradients, without FSDP's per-block reduce-scatter)."""
+    if not eff.grads_set_to_none:
+        return False
     no_buckets = (s.grad_group <= 1) | ((_state_zero(s, eff) > 0) & eff.dp_bucket_per_layer)
     return eff.grads_set_to_none & (num_micro == 1) & no_buckets
 

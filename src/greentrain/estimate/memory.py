@@ -36,7 +36,7 @@ from greentrain.model.loss import LOSS_FP32_BYTES_PER_LOGIT
 from greentrain.model.primitives import COMPOSITE_ACTIVATIONS
 from greentrain.model.sac import op_sac_saved_bytes
 from greentrain.model.spec import LayerKind, TransformerSpec
-from greentrain.num import maximum, where
+from greentrain.num import maximum, select, where
 from greentrain.parallel.schedules import by_schedule
 
 MASK_BYTES = 1.0  # a dropout mask element (Korthikanti et al. §4.1)
@@ -339,7 +339,7 @@ def freed_gradient_bytes(gradients: Any, transients: Any, freed: Any) -> Any:
     as it ends: the gradients add only their excess. Measured on an H200 (BENCHMARKS.md "Session 24", Llama 3 8B
     pure bf16, one micro-batch of 2 x 4,096 tokens, no DDP): 113.78 GB allocated at the peak; the sum of the terms
     127.6 GB, this 113.7 GB."""
-    return where(freed, maximum(gradients - transients, 0.0), gradients)
+    return select(freed, lambda: maximum(gradients - transients, 0.0), lambda: gradients)
 
 
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
