@@ -18,6 +18,7 @@ Memory: the first, a middle and the last pipeline stage (estimate/memory.py), th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Protocol
 
 from greentrain.estimate.comm import Collective, collective_s
@@ -293,11 +294,15 @@ def _state_zero(s: StepStrategy, eff: Efficiency) -> Num:
 
 def model_efficiency(eff: Efficiency, model: TransformerSpec) -> Efficiency:
     """The profile as it runs ``model``: a framework whose own MoE model implementations fuse element-wise ops its
-    Hugging Face models run as eager chains (``moe_fused_ops``; NeMo AutoModel) runs them fused on a MoE model,
-    a fused GLU kernel among them (fused_glu: it keeps the GLU's input only)."""
-    if not (model.is_moe and eff.moe_fused_ops):
-        return eff
-    eager = tuple(k for k in eff.eager_ops if k not in eff.moe_fused_ops)
+    Hugging Face models run as eager chains (``moe_fused_ops``; NeMo AutoModel) runs every norm of a MoE model
+    fused, and its routed experts' GLU (compute.is_eager) as a fused kernel that keeps its input only (fused_glu;
+    the memory of a dense or shared-expert MLP beside them, eager there, is counted as fused too)."""
+    return _moe_efficiency(eff) if model.is_moe and eff.moe_fused_ops else eff
+
+
+@lru_cache(maxsize=64)
+def _moe_efficiency(eff: Efficiency) -> Efficiency:  # one object per profile: the estimator's caches key on it
+    eager = tuple(k for k in eff.eager_ops if k != "norm" or k not in eff.moe_fused_ops)
     return replace(eff, eager_ops=eager, fused_glu=eff.fused_glu or "glu" in eff.moe_fused_ops)
 
 
@@ -326,6 +331,7 @@ class StageTransients:
     gathered_bytes: Num = 0.0  # memory.fsdp_gathered_bytes: unsharded weights beside the sharded ones
     host_activation_bytes: Num = 0.0  # activations offloaded to host memory (estimate/act_offload.py)
     grads_freed: Num = False  # no gradient before the forward (memory.freed_gradient_bytes): grads_freed below
+    remat_bytes: Num = 0.0  # a recomputed layer's rematerialised activations, alive beside the last gradients
 
 
 def grads_freed(s: StepStrategy, eff: Efficiency, num_micro: Num) -> Num:
@@ -336,7 +342,7 @@ def grads_freed(s: StepStrategy, eff: Efficiency, num_micro: Num) -> Num:
     if not eff.grads_set_to_none:
         return False
     no_buckets = (s.grad_group <= 1) | ((_state_zero(s, eff) > 0) & eff.dp_bucket_per_layer)
-    return eff.grads_set_to_none & (num_micro == 1) & no_buckets
+    return (num_micro == 1) & no_buckets
 
 
 def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficiency, num_micro: Num,
@@ -358,7 +364,8 @@ def stage_transients(sc: Scenario, s: StepStrategy, st: StageSplit, eff: Efficie
                            activations_bytes=acts, temporary_bytes=temp,
                            expert_params=st.stage_expert_params[stage],
                            expert_trainable=st.stage_expert_trainable[stage], gathered_bytes=gathered,
-                           host_activation_bytes=st.host_activation_bytes, grads_freed=grads_freed(s, eff, num_micro))
+                           host_activation_bytes=st.host_activation_bytes, grads_freed=grads_freed(s, eff, num_micro),
+                           remat_bytes=st.remat_bytes)
 
 
 def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
@@ -370,4 +377,4 @@ def stage_memory(t: StageTransients, state: StateBytes, eff: Efficiency,
                          fragmentation=eff.fragmentation, expert_params=t.expert_params,
                          expert_trainable=t.expert_trainable, expert_state=expert_state,
                          gathered_bytes=t.gathered_bytes, host_activation_bytes=t.host_activation_bytes,
-                         grads_freed=t.grads_freed)
+                         grads_freed=t.grads_freed, end_bytes=t.remat_bytes)

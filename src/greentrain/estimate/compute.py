@@ -22,7 +22,16 @@ from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
 from greentrain.model.primitives import matmul_elements
-from greentrain.model.routing import EXPERT_ACT, EXPERT_DOWN, EXPERT_UP, PERMUTE_OPS, RECEIVER_ONLY_SHARE
+from greentrain.model.routing import (
+    EXPERT_ACT,
+    EXPERT_BIAS,
+    EXPERT_CLAMP,
+    EXPERT_DOWN,
+    EXPERT_UP,
+    FP32_PROBS_BYTES,
+    PERMUTE_OPS,
+    RECEIVER_ONLY_SHARE,
+)
 from greentrain.num import maximum, where
 
 Num = Any  # a float, or a column of floats (ndarray) when estimate/vector.py costs many strategies at once
@@ -196,11 +205,18 @@ def kernels_s(roofline_s: Num, kernels: float, eff: Efficiency) -> Num:
     return maximum(roofline_s, kernels * eff.kernel_floor_s) + kernels * eff.launch_gap_s
 
 
+def is_eager(op: Op, eff: Efficiency) -> bool:
+    """Whether the framework runs ``op`` as its eager chain (efficiency eager_ops), but a routed expert's op of a
+    kind its own MoE models fuse (moe_fused_ops: NeMo AutoModel's fused SwiGLU; its dense MLPs stay eager)."""
+    return bool(op.eager_kind) and op.eager_kind in eff.eager_ops and not (op.expert and
+                                                                           op.eager_kind in eff.moe_fused_ops)
+
+
 def op_kernels(op: Op, eff: Efficiency, after_elementwise: bool) -> tuple[float, float]:
     """(forward, backward) kernels ``op`` launches under the framework: its eager chain (efficiency eager_ops),
     none when torch.compile fuses it into the element-wise op before it (fuse_elementwise), else one kernel per
     op (model/primitives.py). A grouped expert GEMM counts once: its per-expert launches are estimate/moe.py's."""
-    if op.eager_kind and op.eager_kind in eff.eager_ops:
+    if is_eager(op, eff):
         return op.eager_kernels
     if eff.fuse_elementwise and after_elementwise and op.kind is OpKind.ELEMENTWISE:
         return 0.0, 0.0
@@ -260,8 +276,10 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
     for op, mask in zip(ops, op_module_masks(ops), strict=True):
         kf, kb = op_kernels(op, eff, prev is not None and prev.kind is OpKind.ELEMENTWISE)
         kb *= op.backward_share  # a frozen weight's GEMM runs its input gradient only
-        eager = bool(op.eager_kind) and op.eager_kind in eff.eager_ops
+        eager = is_eager(op, eff)
         scale, backward = loss_traffic_scale(op, eff)  # a cross-entropy as the framework's kernel moves it
+        if eff.moe_node_forwarding and op.name.endswith(EXPERT_BIAS):  # DeepEP, HybridEP: fp32 probabilities
+            scale, backward = FP32_PROBS_BYTES[0], backward * FP32_PROBS_BYTES[1] / FP32_PROBS_BYTES[0]
         if eager:
             scale = op.eager_bytes / op.bytes
         if not eff.moe_sender_permutes and op.name.endswith(PERMUTE_OPS):  # only the receiver permutes
@@ -271,7 +289,7 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         # the router and LoRA adapters stay 16-bit modules beside fp8 GEMMs (peft's, Megatron's ParallelLinearAdapter)
         cast_fwd = cast_bwd = op.kind is OpKind.MATMUL and not op.name.endswith(".router") and ".lora_" not in op.name
         if eff.moe_fused_act and op.expert:  # act and its casts in the grouped GEMMs' epilogues
-            if op.name.endswith(EXPERT_ACT):
+            if op.name.endswith((EXPERT_ACT, EXPERT_CLAMP, EXPERT_BIAS)):  # GPT-OSS's clamp and bias with it
                 scale, kf, kb = 0.0, 0.0, 0.0
             cast_fwd = cast_fwd and not op.name.endswith(EXPERT_DOWN)  # its input: the act's quantized output
             cast_bwd = cast_bwd and not op.name.endswith(EXPERT_UP)  # its output gradient: the act's gradient

@@ -137,7 +137,7 @@ class Efficiency:
     fused_glu: bool = knob("framework", "bool", default=True)
     # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
     eager_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
-    # of those, the ones its own MoE model implementations fuse (compose.model_efficiency)
+    # of those, the ones its own MoE models fuse: norm everywhere, glu in the experts (compose.model_efficiency)
     moe_fused_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
     # ZeRO-1+ shards the fp32 master copy with the optimizer states
     zero_shards_master: bool = knob("framework", "bool", default=True)

@@ -331,22 +331,23 @@ def fsdp_gathered_bytes(*, block_params: Any, end_params: Any, wb: float, gather
     return where(gathered, wb * (block_params + end_params), 0.0 * block_params)
 
 
-def freed_gradient_bytes(gradients: Any, transients: Any, freed: Any) -> Any:
+def freed_gradient_bytes(gradients: Any, transients: Any, freed: Any, end_bytes: Any = 0.0) -> Any:
     """Gradient bytes the peak holds beside ``transients`` (the activations and the loss's buffers). A training loop
     that frees the gradients between steps (torch.optim.Optimizer.zero_grad's set_to_none=True, its default since
     PyTorch 2.0) runs the forward with none (``freed``); the backward then writes each layer's gradients as it frees
     that layer's activations, so the peak is the larger of the transients as the backward starts and the gradients
-    as it ends: the gradients add only their excess. Measured on an H200 (BENCHMARKS.md "Session 24", Llama 3 8B
+    as it ends, beside what is still alive then (``end_bytes``: the last recomputed layer's rematerialised
+    activations): the gradients add only their excess. Measured on an H200 (BENCHMARKS.md "Session 24", Llama 3 8B
     pure bf16, one micro-batch of 2 x 4,096 tokens, no DDP): 113.78 GB allocated at the peak; the sum of the terms
     127.6 GB, this 113.7 GB."""
-    return select(freed, lambda: maximum(gradients - transients, 0.0), lambda: gradients)
+    return select(freed, lambda: maximum(gradients + end_bytes - transients, 0.0), lambda: gradients)
 
 
 def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations: Any, temporary: Any,
                   reserved_bytes: float, fragmentation: float, expert_params: Any = 0.0,
                   expert_trainable: Any = 0.0, expert_state: StateBytes | None = None,
                   gathered_bytes: Any = 0.0, host_activation_bytes: Any = 0.0,
-                  grads_freed: Any = False) -> MemoryBreakdown:
+                  grads_freed: Any = False, end_bytes: Any = 0.0) -> MemoryBreakdown:
     """Memory of one device of one pipeline stage at its peak, over float | ndarray: ``params`` on the stage,
     their ``state`` (state_bytes_per_param: gradients and optimizer states only for the ``trainable`` ones, a
     frozen parameter keeps its weights alone) and the transient tensors (transient_bytes: ``activations`` and
@@ -358,7 +359,8 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
     megatron/core/optimizer/__init__.py), torchtitan shards them with FSDP over efsdp = dp_shard x cp x tp / ep
     ranks (pytorch/torchtitan @b5bcd76 torchtitan/config/configs.py). ``gathered_bytes``: unsharded copies of sharded
     weights alive at the peak (fsdp_gathered_bytes); ``host_activation_bytes``: activations held in host memory;
-    ``grads_freed``: the step's forward runs with no gradient allocated (freed_gradient_bytes)."""
+    ``grads_freed``: the step's forward runs with no gradient allocated, ``end_bytes`` alive beside them as the
+    backward ends (freed_gradient_bytes)."""
     c, k = state, 1.0 + fragmentation
     weights = params * c.weights + gathered_bytes
     grads, opt, host = trainable * c.gradients, trainable * c.optimizer, trainable * c.host + host_activation_bytes
@@ -368,7 +370,7 @@ def device_memory(*, params: Any, trainable: Any, state: StateBytes, activations
         grads = grads + expert_trainable * (ce.gradients - c.gradients)
         opt = opt + expert_trainable * (ce.optimizer - c.optimizer)
         host = host + expert_trainable * (ce.host - c.host)
-    grads = freed_gradient_bytes(grads, activations + temporary, grads_freed)
+    grads = freed_gradient_bytes(grads, activations + temporary, grads_freed, end_bytes)
     return MemoryBreakdown(weights_bytes=weights * k, gradients_bytes=grads * k, optimizer_bytes=opt * k,
                            activations_bytes=activations * k, reserved_bytes=reserved_bytes, host_bytes=host,
                            temporary_bytes=temporary * k)

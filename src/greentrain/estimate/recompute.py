@@ -51,7 +51,7 @@ def op_module_masks(ops: Any) -> tuple[int, ...]:
         leaf = n.split(".lora_", 1)[0].rsplit(".", 1)[-1]  # a LoRA adapter's op: its base op's (model/finetune.py)
         mask = _BIT["core_attn"] if op.attention_core else 0
         if ".experts." in n or n.endswith(".router"):
-            mask |= _BIT["moe"] | (_BIT["moe_act"] if leaf.startswith("act") else 0)
+            mask |= _BIT["moe"] | (_BIT["moe_act"] if leaf.startswith(("act", "clamp")) else 0)
         elif ".shared." in n:
             mask |= _BIT["moe"] | _BIT["shared_experts"]
         elif n.startswith("mlp.") or ".mlp." in n:

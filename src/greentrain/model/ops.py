@@ -175,8 +175,8 @@ def mlp_ops(spec: TransformerSpec, tokens: int, e: float, prefix: str, moe: bool
     else:
         f, n_exp = spec.expert_ffn_hidden_size, spec.num_experts
         per_expert = tokens * spec.top_k / n_exp * (spec.capacity_factor or 1.0)  # balanced (or capacity) load
-        (into, back), (clamp, bias) = token_permutation_ops(spec, tokens, e, prefix), expert_extra_ops(
-            spec, per_expert * n_exp, f, e, prefix)  # model/routing.py
+        into, back = token_permutation_ops(spec, tokens, e, prefix)  # model/routing.py
+        clamp, bias = expert_extra_ops(spec, per_expert * n_exp, f, e, prefix)  # GPT-OSS's (model/routing.py)
         ops += [
             matmul(f"{prefix}.router", tokens, d, n_exp, e, Shard.REPLICATED), into,
             matmul(f"{prefix}.{EXPERT_UP}", per_expert, d, up * f, e, Shard.COLUMN, count=n_exp, expert=True), *clamp,

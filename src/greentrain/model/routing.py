@@ -56,6 +56,12 @@ def token_permutation_ops(spec: RoutedShape, tokens: float, e: float, prefix: st
     return replace(into, backward_factor=1.0), replace(back, backward_factor=1.0)
 
 
+# the down projection's biased sum with fp32 routing probabilities against 16-bit ones (expert_extra_ops), per
+# element at 16 bits: forward 24 + 2e against 6e bytes, backward 32 + 4e against 8e (estimate/compute.py applies it)
+EXPERT_BIAS, EXPERT_CLAMP = "experts.bias", "experts.clamp"
+FP32_PROBS_BYTES = ((24.0 + 4.0) / 12.0, (32.0 + 8.0) / 16.0)
+
+
 def expert_extra_ops(spec: RoutedShape, rows: float, f: int, e: float, prefix: str) -> tuple[list[Op], list[Op]]:
     """(before the experts' activation, after their down projection): the element-wise ops GPT-OSS's experts add
     around their fused kernels, over ``rows`` routed rows (T x top_k) of an ``f``-wide expert, as Megatron Core runs
@@ -63,21 +69,26 @@ def expert_extra_ops(spec: RoutedShape, rows: float, f: int, e: float, prefix: s
     activation_func_clamp_value 7 and add_bias_linear):
     - ``experts.clamp`` (``glu_clamp``): fused_bias_geglu.py weighted_bias_quick_geglu_impl clamps the gate and
       linear halves of the up projection's output in eager PyTorch before its fused quick-GEGLU: two clamps and a
-      cat, each reading and writing its part (4 e per element of the 2f-wide output, 3 kernels); backward the two
-      clamp backwards (the gradient and the saved input read, the gradient written) and the chunk's cat (5 e, 3);
+      cat, each reading and writing its part (4e per element of the 2f-wide output, 3 kernels); backward each
+      clamp's mask (le; ge, le and logical_and for the two-sided one: 1-byte masks) and where, then the chunk's cat:
+      5.5e + 4 bytes, 7 kernels (counted under torch 2.13's dispatch);
     - ``experts.bias`` (``expert_bias``): the down projection's bias scaled by each row's routing probability,
       ``t + b * p`` (moe/experts.py TEGroupedMLP._apply_bias; one split per local expert until PR 6000, 2026-08, a
-      repeated bias row per token since): p is fp32, so b * p (4), the sum (e + 4 read, 4 written), the cat (4 + 4)
-      and the cast back (4 + e) move 24 + 2e bytes per element of the d-wide output; backward the cast (e + 4),
-      the sum's cast to the output's dtype (4 + e) and the gradients of b and p, each a product and a reduction
-      (12 + 12): 32 + 2e. The up projection's bias is added in Transformer Engine's GEMM epilogue (free)."""
+      repeated bias row per token since): with 16-bit probabilities (Megatron's router casts them to the logits'
+      dtype, moe_utils.py) b * p (e), the sum (2e read, e written) and the cat (2e): 6e per element of the d-wide
+      output; backward the gradients of b and p (a product and a reduction each, 3e + 3e) and the split's cat
+      (2e): 8e. DeepEP and HybridEP take fp32 probabilities (token_dispatcher.py), so the product, the sum and the
+      cat run in fp32 and the result is cast back: 24 + 2e and 32 + 4e (FP32_PROBS_BYTES, estimate/compute.py).
+      4 kernels forward and 6 backward (PR 6000's packed form; the per-expert loop launches two per local expert).
+    The up projection's bias is added by Transformer Engine's GEMM or inside the fused activation (no pass of its
+    own). AutoModel's GPT-OSS (a torch.compile'd quick-GEGLU, its biases added per expert) moves the same bytes."""
     before, after = [], []
     if spec.glu_clamp:
-        before.append(replace(elementwise(f"{prefix}.experts.clamp", rows * 2 * f, e, Shard.HIDDEN, reads=2.0,
-                                          writes=2.0, expert=True, kernels=(3.0, 3.0)), backward_factor=5.0 / 4.0))
+        before.append(replace(elementwise(f"{prefix}.{EXPERT_CLAMP}", rows * 2 * f, e, Shard.HIDDEN, reads=2.0,
+                                          writes=2.0, expert=True, kernels=(3.0, 7.0)),
+                              backward_factor=(5.5 * e + 4.0) / (4.0 * e)))
     if spec.expert_bias:
-        d = spec.hidden_size
-        after.append(replace(elementwise(f"{prefix}.experts.bias", rows * d, e, Shard.TOKENS, reads=0.0, writes=0.0,
-                                         extra_bytes_per_elt=24.0 + 2 * e, expert=True, kernels=(4.0, 6.0)),
-                             backward_factor=(32.0 + 2 * e) / (24.0 + 2 * e)))
+        after.append(replace(elementwise(f"{prefix}.{EXPERT_BIAS}", rows * spec.hidden_size, e, Shard.TOKENS,
+                                         reads=3.0, writes=3.0, expert=True, kernels=(4.0, 6.0)),
+                             backward_factor=8.0 / 6.0))
     return before, after

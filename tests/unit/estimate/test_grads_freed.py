@@ -77,3 +77,19 @@ def test_the_search_frees_them_as_the_plan_does() -> None:
     for i, s in enumerate(strategies):
         one = estimate_step(sc, s, check_fit=False, eff=eff).memory
         assert vec.memory_bytes[i] == pytest.approx(one.total_bytes, rel=1e-9)
+
+
+def test_a_recomputed_layer_rematerialises_beside_the_last_gradients() -> None:
+    """With full recomputation the last layer's backward reruns its forward while nearly every gradient exists:
+    the backward's end holds the gradients and that layer's rematerialised activations."""
+    sc = _sc("llama3-8b", 1, 1, 512)
+    eff = efficiency_for("h200", "ddp")
+    s = Strategy(dp=1, micro_batch_size=1, recompute="full")
+    freed = estimate_step(sc, s, check_fit=False, eff=eff).memory
+    kept = estimate_step(sc, s, check_fit=False, eff=dataclasses.replace(eff, grads_set_to_none=False)).memory
+    from greentrain.estimate.step import _evaluate
+
+    remat = _evaluate(sc, s, False, eff).split.remat_bytes  # one layer's activations less its kept input
+    assert remat > 0.0
+    end = kept.gradients_bytes + remat  # the gradients outweigh the start: the end is the peak
+    assert freed.gradients_bytes == pytest.approx(end - freed.activations_bytes - freed.temporary_bytes, rel=1e-6)

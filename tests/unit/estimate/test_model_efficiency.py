@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from greentrain.estimate.compose import model_efficiency
+from greentrain.estimate.compute import is_eager
 from greentrain.estimate.efficiency import efficiency_for
 from greentrain.estimate.step import estimate_step
 from greentrain.estimate.vector import estimate_steps
 from greentrain.model.load import load_model
+from greentrain.model.ops import model_ops
 from greentrain.parallel.strategy import Strategy
 from greentrain.parallel.table import StrategyTable
 from greentrain.scenario import scenario_from_dict
@@ -19,7 +21,13 @@ def test_automodel_fuses_its_moe_models_norms_and_glu_only() -> None:
     am = efficiency_for("h100-sxm", "nemo-automodel")
     moe = model_efficiency(am, load_model("qwen3-30b-a3b"))
     assert am.eager_ops == ("norm", "rope", "glu", "gelu") and not am.fused_glu
-    assert moe.eager_ops == ("rope",) and moe.fused_glu
+    assert moe.eager_ops == ("rope", "glu", "gelu") and moe.fused_glu  # every norm fused (TE RMSNorm)
+    assert model_efficiency(am, load_model("deepseek-v3")) is moe  # one object per profile (the caches key on it)
+    ops = {op.name: op for g in model_ops(load_model("deepseek-v3"), 1, 4096, 2.0, 0, True).layers for op in g.ops}
+    # the routed experts' GLU is Megatron's fused kernel; the dense layers' and the shared expert's stay eager
+    assert not is_eager(ops["mlp.experts.act"], moe)
+    assert is_eager(ops["mlp.act"], moe) and is_eager(ops["mlp.shared.act"], moe)
+    assert is_eager(ops["attn.rope"], moe)  # its RoPE: torch ops
     assert model_efficiency(am, load_model("llama3-8b")) is am  # a Hugging Face dense model: as the profile says
     ddp = efficiency_for("h100-sxm", "ddp")  # transformers' own MoE blocks: eager as its dense models
     assert model_efficiency(ddp, load_model("qwen3-30b-a3b")) is ddp
@@ -35,4 +43,3 @@ def test_the_plan_and_the_search_run_the_moe_model_fused() -> None:
     assert fused.step_time_s < 0.9 * eager.step_time_s  # the eager norm and GLU chains were a tenth of it and more
     vec = estimate_steps(sc, StrategyTable.from_strategies([s]), check_fit=False, eff=am)
     assert vec.step_time_s[0] == fused.step_time_s
-
