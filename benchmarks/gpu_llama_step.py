@@ -13,7 +13,11 @@ depend on the tracker's hooks; the first ``--warmup`` steps (allocator, autotuni
 ``--model llama3-8b`` builds Llama 3 8B's config instead; ``--lora-targets q,v`` freezes every base weight and
 trains peft LoRA adapters (rank ``--lora-rank``) on those projections, the optimizer over the adapters only (peft's
 default keeps the adapters in fp32 beside a bf16 base, ``--adapter-dtype bf16`` keeps them in bf16);
-``--grad-ckpt`` recomputes each decoder layer (transformers' gradient checkpointing, non-reentrant). Each step also
+``--grad-ckpt`` recomputes each decoder layer (transformers' gradient checkpointing, non-reentrant); ``--sac op``
+wraps each decoder layer in torchtitan's op-level selective checkpointing instead (its policy as of @9dec370,
+parallelize_llama.py: save the outputs of the matmuls, flash attention and max, except every second matmul;
+recompute the rest) with SDPA's flash backend, as torchtitan's Dec-2024 tables ran; ``--layers N`` keeps only the
+first N decoder layers of the config (a wide model's layers on one device). Each step also
 records the memory the forward left allocated (saved activations, logits and the loss's buffers), the figure
 greentrain's activation estimate describes.
 
@@ -30,6 +34,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -65,6 +70,45 @@ def add_lora(model: torch.nn.Module, targets: str, rank: int, adapter_dtype: str
     return get_peft_model(model, cfg, autocast_adapter_dtype=adapter_dtype == "fp32")
 
 
+def op_sac(model: torch.nn.Module) -> None:
+    """torchtitan's op-level SAC (@9dec370 torchtitan/parallelisms/parallelize_llama.py _apply_ac_to_transformer_block)
+    around each decoder layer: MUST_SAVE the outputs of mm (all but every second one), the SDPA flash and
+    efficient kernels and max; PREFER_RECOMPUTE everything else."""
+    from collections import defaultdict
+    from functools import partial
+
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    aten = torch.ops.aten
+    save = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_flash_attention.default, aten.max.default}
+
+    def context() -> tuple:
+        meta: dict[str, int] = defaultdict(int)
+
+        def policy(ctx, func, *args, **kwargs):
+            key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+            if func == aten.mm.default:
+                meta[key] += 1
+            keep = func in save and not (func == aten.mm.default and meta[key] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy)
+
+    for layer in model.model.layers:
+        layer.forward = partial(checkpoint, layer.forward, use_reentrant=False, context_fn=context,
+                                preserve_rng_state=False)
+
+
+def sdpa_backend(sac: str | None, device: str) -> Any:
+    """SDPA's flash backend under op-SAC on CUDA (the kernel torchtitan's save list names); else SDPA's choice."""
+    from contextlib import nullcontext
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.FLASH_ATTENTION) if sac and device == "cuda" else nullcontext()
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -87,14 +131,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="the forward under torch.autocast(bf16), as HF Trainer's bf16=True runs it")
     p.add_argument("--profile", action="store_true", help="profile the last step: kernels.txt beside the times")
     p.add_argument("--grad-ckpt", action="store_true", help="recompute each decoder layer in the backward")
+    p.add_argument("--sac", choices=("op",), help="torchtitan's op-level selective checkpointing of each layer")
+    p.add_argument("--layers", type=int, help="keep the first N decoder layers of the config")
     p.add_argument("--out", required=True, help="folder for step_times.json")
     a = p.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = build(TINY if a.tiny else MODELS[a.model], device)
+    config = TINY if a.tiny else MODELS[a.model]
+    model = build({**config, "num_hidden_layers": a.layers} if a.layers else config, device)
     if a.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if a.lora_targets:
         model = add_lora(model, a.lora_targets, a.lora_rank, a.adapter_dtype, a.lora_dropout)
+    if a.sac == "op":
+        op_sac(model)
     fwd = torch.compile(model) if a.compile else model
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=1e-4, fused=device == "cuda")
@@ -111,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         sync(device)
         t0 = time.perf_counter()
         before = torch.cuda.memory_allocated() if device == "cuda" else 0
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=a.autocast):
-            loss = fwd(input_ids=ids, labels=ids).loss
-        forward_bytes.append(torch.cuda.memory_allocated() - before if device == "cuda" else 0)
-        loss.backward()
+        with sdpa_backend(a.sac, device):  # the recomputation in the backward runs the same kernel
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=a.autocast):
+                loss = fwd(input_ids=ids, labels=ids, use_cache=False).loss
+            forward_bytes.append(torch.cuda.memory_allocated() - before if device == "cuda" else 0)
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         sync(device)
@@ -128,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     median_s = statistics.median(timed)
     out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
            "lora_dropout": a.lora_dropout, "adapter_dtype": a.adapter_dtype if a.lora_targets else None,
-           "grad_ckpt": a.grad_ckpt, "autocast": a.autocast,
+           "grad_ckpt": a.grad_ckpt, "sac": a.sac, "layers": a.layers, "autocast": a.autocast,
            "trainable_params": sum(p.numel() for p in trainable),
            "forward_bytes_median": statistics.median(forward_bytes[a.warmup:] or forward_bytes),
            "device": torch.cuda.get_device_name() if device == "cuda"

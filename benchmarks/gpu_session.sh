@@ -60,6 +60,19 @@ step llama-eager 75 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 
   python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --out "$W/eager"
 step llama-compiled 120 greentrain track --grid-g-per-kwh 56 --pue 1.0 --interval-s 0.2 --out "$W/compiled" -- \
   python3 benchmarks/gpu_llama_step.py --steps 20 --warmup 5 --compile --out "$W/compiled"
+# ... and Llama 3 8B's first 8 layers at torchtitan's Dec-2024 micro-batch (2 x 8,192 tokens): no recomputation,
+# torchtitan's op-level SAC, full recomputation, each against plan (benchmarks/measured/h100-2026-11-27/predicted.txt)
+T8="python3 benchmarks/gpu_llama_step.py --model llama3-8b --layers 8 --batch 2 --seq-len 8192 --steps 12 --warmup 4"
+step tt8-none 75 $T8 --out "$W/tt8-none"
+step tt8-sac 75 $T8 --sac op --out "$W/tt8-sac"
+step tt8-full 75 $T8 --grad-ckpt --out "$W/tt8-full"
+# ... one profiled step of each (kernel time against the step's wall time: where op-SAC's extra time goes) and
+# op-SAC under torch.compile (torchtitan's t1-compile rows)
+step tt8-none-prof 75 $T8 --steps 8 --warmup 3 --profile --out "$W/tt8-none-prof"
+step tt8-sac-prof 75 $T8 --steps 8 --warmup 3 --sac op --profile --out "$W/tt8-sac-prof"
+step tt8-full-prof 75 $T8 --steps 8 --warmup 3 --grad-ckpt --profile --out "$W/tt8-full-prof"
+step tt8-sac-compiled 150 $T8 --sac op --compile --out "$W/tt8-sac-compiled"
+step tt8-none-compiled 150 $T8 --compile --out "$W/tt8-none-compiled"
 # ... and Llama 3 8B, 2 x 4,096 tokens: full training (pure bf16) against peft LoRA (issue 23's fine-tuning memory:
 # frozen GEMMs keep no input, estimate/frozen.py), each one's forward-left memory and step against plan
 L8="python3 benchmarks/gpu_llama_step.py --model llama3-8b --batch 2 --seq-len 4096 --steps 12 --warmup 4"
