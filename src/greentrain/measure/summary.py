@@ -141,10 +141,29 @@ def make_site(region: str | None = None, grid_g_per_kwh: float | None = None,
     return build_site(region=region, grid_g_co2e_per_kwh=grid_g_per_kwh, pue=pue)
 
 
+# a step after the first is still warm-up while it takes more than this many times the median step after the first
+WARMUP_FACTOR = 2.0
+
+
+def warmup_steps(times: Sequence[float]) -> int:
+    """How many leading steps are warm-up: the first (FLOP counting, allocator, torch.compile's compilation) and
+    the steps right after it that take more than WARMUP_FACTOR x the median of the steps after the first (a
+    compiled Llama 3.2 1B recompiled in its second step on an H100, 2026-11-27: 3.06 s against 0.286 s, and the
+    steady step read 461 ms where the steps ran 286 ms). At least one step stays steady."""
+    if len(times) < 2:
+        return 0
+    typical = statistics.median(times[1:])
+    k = 1
+    while k < len(times) - 1 and times[k] > WARMUP_FACTOR * typical:
+        k += 1
+    return k
+
+
 def steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
     times = [float(s.get("step_time_s", 0.0)) for s in steps]
-    steady = times[1:] if len(times) > 1 else times
-    steady_steps = steps[1:] if len(steps) > 1 else steps  # the first step counts FLOPs and warms up
+    warm = warmup_steps(times)
+    steady = times[warm:]
+    steady_steps = steps[warm:]  # the first step counts FLOPs and warms up; a recompile after it too
     n = len(steps)
     return {
         "step_time_s": statistics.fmean(steady) if steady else 0.0,
@@ -162,7 +181,8 @@ def steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
         "steady_tokens": sum(float(s.get("tokens", 0.0)) for s in steady_steps),
         "steady_samples": sum(float(s.get("samples", 0.0)) for s in steady_steps),
         "steady_flop": sum(float(s.get("flop", 0.0)) for s in steady_steps),
-        "steady_from_s": float(steps[0].get("t_s", 0.0)) if len(steps) > 1 else 0.0,
+        "warmup_steps": float(warm),
+        "steady_from_s": float(steps[warm - 1].get("t_s", 0.0)) if warm else 0.0,
         "steady_to_s": float(steps[-1].get("t_s", 0.0)) if steps else 0.0,
         "peak_cuda_bytes": max((float(s.get("peak_cuda_bytes", 0.0)) for s in steps), default=0.0),
         "peak_cuda_reserved_bytes": max((float(s.get("peak_cuda_reserved_bytes", 0.0)) for s in steps),
@@ -226,10 +246,11 @@ def energy_per_step(records: Sequence[dict[str, Any]], stats: dict[str, float], 
     exit included: 264 W where an H100 drew about 700 W through the steps) times the mean step time where
     the samples do not cover that window or there is one step. ``stats`` is steps_stats, on the records'
     clock."""
+    warm = int(stats.get("warmup_steps", 1))
     if n >= 2:
         steady = steady_energy_j(records, stats["steady_from_s"], stats["steady_to_s"])
         if steady is not None:
-            return steady * pue / (n - 1)
+            return steady * pue / (n - warm)
         return mean_power_w * stats["step_time_s"]
     return mean_power_w * stats["steps_s"] if n else 0.0
 
@@ -275,6 +296,10 @@ def summarize(records: Sequence[dict[str, Any]], site: Site | None = None, *, wo
     notes += sorted({str(r["flop_note"]) for r in steps if r.get("flop_note")})
     if n == 0:
         notes.append("no step markers: per-step figures are 0 (call Tracker.step() or use greentrain.auto)")
+    if (warm := int(s["warmup_steps"])) > 1:
+        slow = "step 2" if warm == 2 else f"steps 2-{warm}"
+        notes.append(f"steady steps {warm + 1}-{n}: {slow} took more than {WARMUP_FACTOR:g}x the median step "
+                     "(a recompile?) and count as warm-up with the first")
     per_step_j = energy_per_step(records, s, n, pue_used, energy_j / duration_s if duration_s > 0 else 0.0)
     steady_w = per_step_j / s["step_time_s"] if s["step_time_s"] > 0 else 0.0  # the steps' power, x PUE
     m = Measurement(

@@ -216,5 +216,6 @@ def merge(out_dir: Path, site: Site | None, pue: float | None = None) -> Measure
                 peak_cuda_reserved_bytes=steps.peak_cuda_reserved_bytes,
                 memory_bytes=steps.peak_cuda_bytes if steps.peak_cuda_bytes > 0 else parent.peak_rss_bytes,
                 energy_j_per_step=per_step_j, modules=modules,
-                notes=tuple(x for x in parent.notes if not x.startswith("no step markers")))
+                notes=(*(x for x in parent.notes if not x.startswith("no step markers")),
+                       *(x for x in steps.notes if x.startswith("steady steps"))))
     return with_footprint(m, site)

@@ -113,3 +113,27 @@ def test_a_worker_that_ends_during_the_run_keeps_its_cpu_time(tmp_path: Path) ->
         child.wait(timeout=60)  # reaped: its time is now the parent's cutime
     end = [r for r in read_jsonl(tmp_path / "greentrain.jsonl") if r.get("type") == "end"][-1]
     assert end["cpu_s"] >= 0.0 and t.measurement is not None
+
+
+def test_a_recompile_after_the_first_step_is_warm_up_too() -> None:
+    """A compiled Llama 3.2 1B under `track` on an H100 (2026-11-27): 43 s compiling in the first step, a 3.06 s
+    recompile in the second, then 0.286 s steps; the steady step read 461 ms (the recompile in the mean)."""
+    start = {"type": "start", "t_unix": 1000.0, "t0_unix": 1000.0, "run_id": "r", "world_size": 1, "meters": []}
+    steps = _steps()
+    steps[1] = {**steps[1], "step_time_s": 1.0}  # the second step recompiles: 4 x the others
+    m = summarize([start, *_samples(6.0), *steps, {"type": "end", "t_s": 6.0, "status": "ok", "error": ""}], None)
+    assert m.step_time_s == pytest.approx(0.25)  # the 11 steps after the recompile
+    assert m.tokens_per_s == pytest.approx(8.0 / 0.25)
+    assert m.energy_j_per_step == pytest.approx(BUSY_W * 0.25)  # the samples from the end of step 2 on
+    assert any(n.startswith("steady steps 3-13") for n in m.notes)
+
+
+def test_warm_up_is_the_first_step_and_the_slow_ones_right_after_it() -> None:
+    from greentrain.measure.summary import warmup_steps
+
+    assert warmup_steps([]) == 0 and warmup_steps([5.0]) == 0  # one step: it is all there is
+    assert warmup_steps([40.0, 1.0, 1.0, 1.0]) == 1
+    assert warmup_steps([40.0, 3.0, 1.0, 1.0, 1.0]) == 2
+    assert warmup_steps([40.0, 1.0, 1.0, 3.0, 1.0]) == 1  # a slow step later (evaluation, a checkpoint) stays in
+    assert warmup_steps([40.0, 3.0, 3.0]) == 1  # the median is the steps' own time: none slower than twice it
+    assert warmup_steps([40.0, 9.0]) == 1  # two steps: the second is the steady one
