@@ -296,8 +296,18 @@ def model_efficiency(eff: Efficiency, model: TransformerSpec) -> Efficiency:
     """The profile as it runs ``model``: a framework whose own MoE model implementations fuse element-wise ops its
     Hugging Face models run as eager chains (``moe_fused_ops``; NeMo AutoModel) runs every norm of a MoE model
     fused, and its routed experts' GLU (compute.is_eager) as a fused kernel that keeps its input only (fused_glu;
-    the memory of a dense or shared-expert MLP beside them, eager there, is counted as fused too)."""
+    the memory of a dense or shared-expert MLP beside them, eager there, is counted as fused too). A framework
+    whose fused RoPE takes no YaRN scale (``scaled_rope_fused`` false) runs a scaled rope (``rope_mscale`` != 1)
+    as the eager chain: Megatron Core since 0.16 (rope_utils.py apply_rotary_pos_emb: "mscale is not supported
+    by TE's fused RoPE. Using unfused implementation", 987395813b, 2025-11), gpt-oss's 1.347 among them."""
+    if model.rotary and model.rope_mscale != 1.0 and not eff.scaled_rope_fused and "rope" not in eff.eager_ops:
+        eff = _eager_rope(eff)
     return _moe_efficiency(eff) if model.is_moe and eff.moe_fused_ops else eff
+
+
+@lru_cache(maxsize=64)
+def _eager_rope(eff: Efficiency) -> Efficiency:  # one object per profile, as _moe_efficiency
+    return replace(eff, eager_ops=(*eff.eager_ops, "rope"))
 
 
 @lru_cache(maxsize=64)

@@ -52,8 +52,7 @@ OFFLOAD_KEY = "offload"  # a framework's offload-executor knobs, read by offload
 DEFAULT_FP8_RECIPE = "tensorwise"  # current scaling: Megatron-Bridge 'fp8-cs', torchao's default float8 recipe
 MOE_OVERLAPS = ("none", "compute")  # estimate/moe.py ep_pass_s: the all-to-alls exposed, or behind the compute
 MOE_GROUPED_GEMMS = ("per_expert", "one")  # estimate/moe.py expert_kernels_s: a GEMM per local expert, or one
-# the model-parallel axes a framework may run beside data parallelism (Strategy's tp, pp, cp, ep degrees)
-PARALLEL_AXES = ("tp", "pp", "cp", "ep")
+PARALLEL_AXES = ("tp", "pp", "cp", "ep")  # model-parallel axes a framework may run beside data parallelism
 AXIS_NAMES = {"tp": "tensor", "pp": "pipeline", "cp": "context", "ep": "expert"}
 
 
@@ -135,8 +134,9 @@ class Efficiency:
     activation_offload: bool = knob("framework", "bool", default=False, calibrated=False)
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
-    # element-wise ops run as chains of eager kernels (EAGER_OPS; model/ops.py)
-    eager_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
+    eager_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())  # EAGER_OPS as eager chains
+    # its fused RoPE kernel takes YaRN's scale (False: a model with rope_mscale != 1 runs rope eager: compose.py)
+    scaled_rope_fused: bool = knob("framework", "bool", default=True, calibrated=False)
     # of those, the ones its own MoE models fuse: norm everywhere, glu in the experts (compose.model_efficiency)
     moe_fused_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())
     # ZeRO-1+ shards the fp32 master copy with the optimizer states

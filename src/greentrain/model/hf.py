@@ -11,6 +11,7 @@ key -> ConfigError naming ``config.json.<key>``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from greentrain.model.families import FAMILIES, model_type_of_architecture
 from greentrain.model.hf_reader import WHERE, ConfigReader
 from greentrain.model.spec import TransformerSpec
 
-__all__ = ["FAMILIES", "ROTARY_KEYS", "spec_from_hf_config"]
+__all__ = ["FAMILIES", "ROTARY_KEYS", "spec_from_hf_config", "yarn_attention_factor"]
 
 
 def _model_type(config: Mapping[str, Any]) -> str:
@@ -48,6 +49,30 @@ ROTARY_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_emb_base
                "partial_rotary_factor")
 
 
+def yarn_attention_factor(config: Mapping[str, Any]) -> float:
+    """The factor YaRN scales cos and sin by (Peng et al. 2023, §3.4: sqrt(1/t) = 0.1 ln s + 1), as transformers
+    (modeling_rope_utils.py _compute_yarn_parameters) and Megatron Core (yarn_rotary_pos_embedding.py
+    _yarn_get_concentration_factor) derive it from ``rope_scaling`` / ``rope_parameters``: ``attention_factor``
+    when given, else get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) with both given (DeepSeek:
+    1.0), else get_mscale(factor) (gpt-oss: factor 32 -> 1.347). 1.0 for any other rope type."""
+    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    if not isinstance(rope, Mapping) or (rope.get("rope_type") or rope.get("type")) != "yarn":
+        return 1.0
+    factor = rope.get("factor")
+    if isinstance(rope.get("attention_factor"), int | float):
+        return float(rope["attention_factor"])
+    if not isinstance(factor, int | float) or isinstance(factor, bool) or factor <= 1:
+        return 1.0
+
+    def get_mscale(scale: float, m: float = 1.0) -> float:
+        return 0.1 * m * math.log(scale) + 1.0
+
+    m, m_all = rope.get("mscale"), rope.get("mscale_all_dim")
+    if isinstance(m, int | float) and isinstance(m_all, int | float) and m and m_all:
+        return get_mscale(factor, m) / get_mscale(factor, m_all)
+    return get_mscale(factor)
+
+
 def spec_from_hf_config(config: Mapping[str, Any], name: str) -> TransformerSpec:
     """The TransformerSpec of a Hugging Face config.json (already parsed into a mapping)."""
     if not isinstance(config, Mapping):
@@ -60,4 +85,5 @@ def spec_from_hf_config(config: Mapping[str, Any], name: str) -> TransformerSpec
     arch_note = f", {archs[0]}" if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
     source = f"Hugging Face config.json of {origin} (model_type={mt}{arch_note})"
     fields.setdefault("rotary", family.rotary or any(k in config for k in ROTARY_KEYS))
+    fields.setdefault("rope_mscale", yarn_attention_factor(config) if fields["rotary"] else 1.0)
     return TransformerSpec(name=name, family=mt, source=source, **fields)

@@ -75,6 +75,7 @@ class TransformerSpec:
     tied_embeddings: bool = True
     max_position_embeddings: int = 0  # rows of a learned position table (0: rotary/relative, no table)
     rotary: bool = False  # rotary position embeddings rotate q and k in every attention layer (Su et al. 2021)
+    rope_mscale: float = 1.0  # YaRN's attention factor on cos and sin (Peng et al. 2023 §3.4: 0.1 ln s + 1)
     position_offset: int = 0  # rows of that table no position uses (the fairseq padding offset of OPT/BART: 2)
     linear_bias: bool = False  # a bias on every linear layer
     attention_bias: bool = False  # biases on the attention projections only (GPT-OSS)

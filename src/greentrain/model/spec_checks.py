@@ -51,6 +51,8 @@ class SpecShape(Protocol):
     @property
     def capacity_factor(self) -> float: ...
     @property
+    def rope_mscale(self) -> float: ...
+    @property
     def hidden_dropout(self) -> float: ...
     @property
     def attention_dropout(self) -> float: ...
@@ -79,6 +81,8 @@ def check_shapes(spec: SpecShape, w: str) -> None:
             f"must divide num_heads={spec.num_heads}")
     require(isinstance(spec.capacity_factor, float | int) and spec.capacity_factor >= 0, f"{w}.capacity_factor",
             spec.capacity_factor, "must be a number >= 0 (0: dropless)")
+    require(isinstance(spec.rope_mscale, float | int) and not isinstance(spec.rope_mscale, bool)
+            and 0 < spec.rope_mscale <= 10, f"{w}.rope_mscale", spec.rope_mscale, "must be a number in (0, 10]")
     for f in ("hidden_dropout", "attention_dropout", "activation_dropout"):
         v = getattr(spec, f)
         require(isinstance(v, float | int) and not isinstance(v, bool) and 0 <= v < 1, f"{w}.{f}", v,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from greentrain.estimate.compose import model_efficiency
 from greentrain.estimate.compute import is_eager
 from greentrain.estimate.efficiency import efficiency_for
@@ -43,3 +45,28 @@ def test_the_plan_and_the_search_run_the_moe_model_fused() -> None:
     assert fused.step_time_s < 0.9 * eager.step_time_s  # the eager norm and GLU chains were a tenth of it and more
     vec = estimate_steps(sc, StrategyTable.from_strategies([s]), check_fit=False, eff=am)
     assert vec.step_time_s[0] == fused.step_time_s
+
+
+def test_megatron_runs_a_yarn_scaled_rope_unfused() -> None:
+    """Megatron Core >= 0.16 falls back to its unfused RoPE when YaRN's factor is not 1 (TE's fused kernel takes
+    none): gpt-oss under the NeMo profiles pays the eager chain; Llama (no YaRN) and the frameworks whose rope is
+    eager or compiled anyway are as their profiles say."""
+    gpt_oss, llama = load_model("gpt-oss-120b"), load_model("llama3-8b")
+    nemo = efficiency_for("h100-sxm", "nemo")
+    assert not nemo.scaled_rope_fused and "rope" not in nemo.eager_ops
+    scaled = model_efficiency(nemo, gpt_oss)
+    assert scaled.eager_ops == ("rope",) and model_efficiency(nemo, load_model("gpt-oss-20b")) is scaled
+    assert model_efficiency(nemo, llama) is nemo
+    for fw in ("torchtitan", "torchtitan-compile", "ddp"):
+        eff = efficiency_for("h100-sxm", fw)
+        assert model_efficiency(eff, gpt_oss) is eff
+    rope = next(op for g in model_ops(gpt_oss, 1, 4096, 2.0, 0, True).layers for op in g.ops if op.name == "attn.rope")
+    assert is_eager(rope, scaled) and not is_eager(rope, nemo)
+    sc = scenario_from_dict({"model": "gpt-oss-120b", "cluster": {"chip": "h100-sxm", "num_chips": 64},
+                             "workload": {"global_batch_size": 1280, "seq_len": 4096, "num_steps": 1}})
+    s = Strategy(dp=16, pp=4, ep=8, zero=1, micro_batch_size=1)
+    unfused = estimate_step(sc, s, check_fit=False, eff=nemo)
+    fused = estimate_step(sc, s, check_fit=False, eff=dataclasses.replace(nemo, scaled_rope_fused=True))
+    assert 1.01 * fused.step_time_s < unfused.step_time_s < 1.10 * fused.step_time_s
+    vec = estimate_steps(sc, StrategyTable.from_strategies([s]), check_fit=False, eff=nemo)
+    assert vec.step_time_s[0] == pytest.approx(unfused.step_time_s, rel=1e-9)
