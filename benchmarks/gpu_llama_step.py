@@ -17,7 +17,9 @@ default keeps the adapters in fp32 beside a bf16 base, ``--adapter-dtype bf16`` 
 wraps each decoder layer in torchtitan's op-level selective checkpointing instead (its policy as of @9dec370,
 parallelize_llama.py: save the outputs of the matmuls, flash attention and max, except every second matmul;
 recompute the rest) with SDPA's flash backend, as torchtitan's Dec-2024 tables ran; ``--layers N`` keeps only the
-first N decoder layers of the config (a wide model's layers on one device). Each step also
+first N decoder layers of the config (a wide model's layers on one device). The forward runs with
+``use_cache=False`` (since session 26; transformers otherwise fills a KV cache that op-SAC's recomputation
+would find changed); the cache held references to the saved keys and values only. Each step also
 records the memory the forward left allocated (saved activations, logits and the loss's buffers), the figure
 greentrain's activation estimate describes.
 
@@ -135,15 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, help="keep the first N decoder layers of the config")
     p.add_argument("--out", required=True, help="folder for step_times.json")
     a = p.parse_args(argv)
+    if a.sac and a.grad_ckpt:
+        p.error("--sac and --grad-ckpt are two recomputation schemes: give one")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     config = TINY if a.tiny else MODELS[a.model]
     model = build({**config, "num_hidden_layers": a.layers} if a.layers else config, device)
     if a.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if a.sac == "op":
+        op_sac(model)  # on the Hugging Face model's own layers, before a peft wrapper hides them
     if a.lora_targets:
         model = add_lora(model, a.lora_targets, a.lora_rank, a.adapter_dtype, a.lora_dropout)
-    if a.sac == "op":
-        op_sac(model)
     fwd = torch.compile(model) if a.compile else model
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=1e-4, fused=device == "cuda")

@@ -67,11 +67,10 @@ step tt8-none 75 $T8 --out "$W/tt8-none"
 step tt8-sac 75 $T8 --sac op --out "$W/tt8-sac"
 step tt8-full 75 $T8 --grad-ckpt --out "$W/tt8-full"
 # ... one profiled step of each (kernel time against the step's wall time: where op-SAC's extra time goes) and
-# op-SAC under torch.compile (torchtitan's t1-compile rows)
+# the compiled step (HF's compiled forward builds a boolean mask: op-SAC with the flash backend cannot run it)
 step tt8-none-prof 75 $T8 --steps 8 --warmup 3 --profile --out "$W/tt8-none-prof"
 step tt8-sac-prof 75 $T8 --steps 8 --warmup 3 --sac op --profile --out "$W/tt8-sac-prof"
 step tt8-full-prof 75 $T8 --steps 8 --warmup 3 --grad-ckpt --profile --out "$W/tt8-full-prof"
-step tt8-sac-compiled 150 $T8 --sac op --compile --out "$W/tt8-sac-compiled"
 step tt8-none-compiled 150 $T8 --compile --out "$W/tt8-none-compiled"
 # ... and Llama 3 8B, 2 x 4,096 tokens: full training (pure bf16) against peft LoRA (issue 23's fine-tuning memory:
 # frozen GEMMs keep no input, estimate/frozen.py), each one's forward-left memory and step against plan

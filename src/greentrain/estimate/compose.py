@@ -299,7 +299,8 @@ def model_efficiency(eff: Efficiency, model: TransformerSpec) -> Efficiency:
     the memory of a dense or shared-expert MLP beside them, eager there, is counted as fused too). A framework
     whose fused RoPE takes no YaRN scale (``scaled_rope_fused`` false) runs a scaled rope (``rope_mscale`` != 1)
     as the eager chain: Megatron Core since 0.16 (rope_utils.py apply_rotary_pos_emb: "mscale is not supported
-    by TE's fused RoPE. Using unfused implementation", 987395813b, 2025-11), gpt-oss's 1.347 among them."""
+    by TE's fused RoPE. Using unfused implementation", 987395813b, 2025-11: the bshd layout; packed thd inputs
+    later), gpt-oss's 1.347 among them. 0.15 ran the fused kernel, ignoring the scale."""
     if model.rotary and model.rope_mscale != 1.0 and not eff.scaled_rope_fused and "rope" not in eff.eager_ops:
         eff = _eager_rope(eff)
     return _moe_efficiency(eff) if model.is_moe and eff.moe_fused_ops else eff

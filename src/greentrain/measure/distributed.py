@@ -57,7 +57,6 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
         return float(max(getattr(m, name) for m in per_rank))
 
     duration_s = most("duration_s")
-    steps_s = most("step_time_s") * max(first.num_steps - 1, 1)
     it_energy_j = total("it_energy_j")
     statuses = sorted({m.status for m in per_rank})
     mp = float(model_parallel_size)
@@ -78,7 +77,7 @@ def aggregate(per_rank: Sequence[Measurement], model_parallel_size: int = 1) -> 
         gpu_utilization_percent=sum(utils) / len(utils) if utils else None,  # each rank its own GPU
         meters=tuple({(m.name, m.measured, m.source): m for r in per_rank for m in r.meters}.values()),
         modules=_modules(per_rank), ranks=tuple(rank_stats(i, m) for i, m in enumerate(per_rank)),
-        notes=(*first.notes, f"aggregated over {len(per_rank)} ranks; steady step span {steps_s:.3g} s"))
+        notes=(*first.notes, f"aggregated over {len(per_rank)} ranks"))
 
 
 def rank_files(out_dir: Path) -> list[Path]:

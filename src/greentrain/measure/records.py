@@ -173,8 +173,8 @@ def it_energy_at(records: Sequence[dict[str, Any]], t_s: float) -> float:
 
 
 def steady_energy_j(records: Sequence[dict[str, Any]], t_from_s: float, t_to_s: float) -> float | None:
-    """IT energy between two times of the record (the steady steps: from the end of the first step to the end
-    of the last), None where no sample lies at or after ``t_to_s`` (the window is not covered) or the
+    """IT energy between two times of the record (the steady steps: from the end of the warm-up to the end
+    of the last step), None where no sample lies at or after ``t_to_s`` (the window is not covered) or the
     cumulative energy went down across it (a counter reset, an edited file)."""
     if t_to_s <= t_from_s or not any(r.get("type") == "sample" and float(r.get("t_s", 0.0)) >= t_to_s
                                      for r in records):

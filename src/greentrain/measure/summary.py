@@ -148,8 +148,8 @@ WARMUP_FACTOR = 2.0
 def warmup_steps(times: Sequence[float]) -> int:
     """How many leading steps are warm-up: the first (FLOP counting, allocator, torch.compile's compilation) and
     the steps right after it that take more than WARMUP_FACTOR x the median of the steps after the first (a
-    compiled Llama 3.2 1B recompiled in its second step on an H100, 2026-11-27: 3.06 s against 0.286 s, and the
-    steady step read 461 ms where the steps ran 286 ms). At least one step stays steady."""
+    compiled Llama 3.2 1B recompiled in its second step on an H100, 2026-11-27: 3.87 s against 0.285 s, and the
+    steady step read 461 ms where the steps after it ran 285 ms). At least one step stays steady."""
     if len(times) < 2:
         return 0
     typical = statistics.median(times[1:])
@@ -241,10 +241,10 @@ def _rate(amount: float, seconds: float) -> float:
 
 def energy_per_step(records: Sequence[dict[str, Any]], stats: dict[str, float], n: int, pue: float,
                     mean_power_w: float) -> float:
-    """Facility energy per steady step: the samples' energy between the end of the first step and the end of
-    the last (interpolated), over the steps between; a run's average power (model loading, evaluation and
-    exit included: 264 W where an H100 drew about 700 W through the steps) times the mean step time where
-    the samples do not cover that window or there is one step. ``stats`` is steps_stats, on the records'
+    """Facility energy per steady step: the samples' energy between the end of the warm-up (warmup_steps) and
+    the end of the last step (interpolated), over the steps between; a run's average power (model loading,
+    evaluation and exit included: 264 W where an H100 drew about 700 W through the steps) times the mean step
+    time where the samples do not cover that window or there is one step. ``stats`` is steps_stats, on the records'
     clock."""
     warm = int(stats.get("warmup_steps", 1))
     if n >= 2:

@@ -54,13 +54,24 @@ def yarn_attention_factor(config: Mapping[str, Any]) -> float:
     (modeling_rope_utils.py _compute_yarn_parameters) and Megatron Core (yarn_rotary_pos_embedding.py
     _yarn_get_concentration_factor) derive it from ``rope_scaling`` / ``rope_parameters``: ``attention_factor``
     when given, else get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) with both given (DeepSeek:
-    1.0), else get_mscale(factor) (gpt-oss: factor 32 -> 1.347). 1.0 for any other rope type."""
-    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    1.0), else get_mscale(factor) (gpt-oss: factor 32 -> 1.347); without ``factor``, max_position_embeddings /
+    original_max_position_embeddings. Per-layer-type parameters: the full-attention layers'. 1.0 for any other
+    rope type."""
+    key = "rope_parameters" if config.get("rope_parameters") else "rope_scaling"
+    rope = config.get(key)
+    if isinstance(rope, Mapping) and isinstance(rope.get("full_attention"), Mapping):
+        rope = rope["full_attention"]  # transformers 5: one dict per layer type
     if not isinstance(rope, Mapping) or (rope.get("rope_type") or rope.get("type")) != "yarn":
         return 1.0
-    factor = rope.get("factor")
-    if isinstance(rope.get("attention_factor"), int | float):
-        return float(rope["attention_factor"])
+    given = rope.get("attention_factor")
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 10:
+            raise ConfigError(f"{WHERE}.{key}.attention_factor", given, "must be a number in (0, 10]")
+        return float(given)
+    factor, longest, original = rope.get("factor"), config.get("max_position_embeddings"), \
+        rope.get("original_max_position_embeddings")
+    if factor is None and isinstance(longest, int | float) and isinstance(original, int | float) and original > 0:
+        factor = longest / original
     if not isinstance(factor, int | float) or isinstance(factor, bool) or factor <= 1:
         return 1.0
 

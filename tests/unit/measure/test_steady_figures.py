@@ -116,8 +116,8 @@ def test_a_worker_that_ends_during_the_run_keeps_its_cpu_time(tmp_path: Path) ->
 
 
 def test_a_recompile_after_the_first_step_is_warm_up_too() -> None:
-    """A compiled Llama 3.2 1B under `track` on an H100 (2026-11-27): 43 s compiling in the first step, a 3.06 s
-    recompile in the second, then 0.286 s steps; the steady step read 461 ms (the recompile in the mean)."""
+    """A compiled Llama 3.2 1B under `track` on an H100 (2026-11-27): 56 s compiling in the first step, a 3.87 s
+    recompile in the second, then 0.285 s steps; the steady step read 461 ms (the recompile in the mean)."""
     start = {"type": "start", "t_unix": 1000.0, "t0_unix": 1000.0, "run_id": "r", "world_size": 1, "meters": []}
     steps = _steps()
     steps[1] = {**steps[1], "step_time_s": 1.0}  # the second step recompiles: 4 x the others

@@ -41,3 +41,16 @@ def test_a_bad_factor_names_the_field(bad: float) -> None:
     with pytest.raises(ConfigError, match=r"must be a number in \(0, 10\]") as e:
         TransformerSpec(**fields)
     assert e.value.field == "model(m).rope_mscale"
+
+
+def test_yarn_factor_edge_cases_as_transformers_reads_them() -> None:
+    # no factor: the ratio of the context lengths (transformers _compute_yarn_parameters)
+    ctx = {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "yarn", "factor": None,
+                                                                "original_max_position_embeddings": 4096}}
+    assert yarn_attention_factor(ctx) == pytest.approx(0.1 * math.log(32) + 1)
+    per_type = {"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 8.0},
+                                    "sliding_attention": {"rope_type": "default"}}}
+    assert yarn_attention_factor(per_type) == pytest.approx(0.1 * math.log(8) + 1)
+    with pytest.raises(ConfigError, match=r"must be a number in \(0, 10\]") as e:
+        yarn_attention_factor({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "attention_factor": -1}})
+    assert e.value.field == "config.json.rope_scaling.attention_factor"
