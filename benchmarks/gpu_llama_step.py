@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(a.steps):
         if a.profile and i == a.steps - 1:
             prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
-                                          + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else []))
+                                          + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else []),
+                                          record_shapes=True)
             prof.__enter__()
         sync(device)
         t0 = time.perf_counter()
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
         (Path(a.out) / "kernels.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=60))
+        # every op by its input shapes and dtypes: which element-wise chain each kernel's time belongs to
+        (Path(a.out) / "ops_by_shape.txt").write_text(prof.key_averages(group_by_input_shape=True).table(
+            sort_by=key, row_limit=400, max_name_column_width=60, max_shapes_column_width=160))
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
     out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,

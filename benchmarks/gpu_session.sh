@@ -71,6 +71,8 @@ step tt8-full 75 $T8 --grad-ckpt --out "$W/tt8-full"
 step tt8-none-prof 75 $T8 --steps 8 --warmup 3 --profile --out "$W/tt8-none-prof"
 step tt8-sac-prof 75 $T8 --steps 8 --warmup 3 --sac op --profile --out "$W/tt8-sac-prof"
 step tt8-full-prof 75 $T8 --steps 8 --warmup 3 --grad-ckpt --profile --out "$W/tt8-full-prof"
+# ... and the Llama 3.2 1B step profiled (8 x 2,048 tokens; ops_by_shape.txt: each op by input shapes and dtypes)
+step llama-prof 60 python3 benchmarks/gpu_llama_step.py --steps 8 --warmup 3 --profile --out "$W/llama-prof"
 step tt8-none-compiled 150 $T8 --compile --out "$W/tt8-none-compiled"
 # ... and Llama 3 8B, 2 x 4,096 tokens: full training (pure bf16) against peft LoRA (issue 23's fine-tuning memory:
 # frozen GEMMs keep no input, estimate/frozen.py), each one's forward-left memory and step against plan
