@@ -111,6 +111,22 @@ def sdpa_backend(sac: str | None, device: str) -> Any:
     return sdpa_kernel(SDPBackend.FLASH_ATTENTION) if sac and device == "cuda" else nullcontext()
 
 
+def ops_by_shape(prof: Any) -> list[dict[str, Any]]:
+    """The profiled step's aten ops grouped by (name, input shapes, input dtypes, thread): calls and self device
+    time (us), the longest first."""
+    groups: dict[tuple[str, str, str, int], list[float]] = {}
+    for e in prof.events():
+        if not e.name.startswith("aten::"):
+            continue
+        k = (e.name, json.dumps(e.input_shapes), json.dumps(getattr(e, "input_dtypes", [])), int(e.thread))
+        g = groups.setdefault(k, [0.0, 0.0])
+        g[0] += 1
+        g[1] += float(e.self_device_time_total)
+    rows = [{"name": k[0], "shapes": k[1], "dtypes": k[2], "thread": k[3], "calls": int(v[0]), "self_device_us": v[1]}
+            for k, v in groups.items()]
+    return sorted(rows, key=lambda r: -r["self_device_us"])
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -179,9 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
         (Path(a.out) / "kernels.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=60))
-        # every op by its input shapes and dtypes: which element-wise chain each kernel's time belongs to
-        (Path(a.out) / "ops_by_shape.txt").write_text(prof.key_averages(group_by_input_shape=True).table(
-            sort_by=key, row_limit=400, max_name_column_width=60, max_shapes_column_width=160))
+        # every op by its input shapes, dtypes and thread (the autograd engine's: the backward), with its self
+        # device time: which element-wise chain each kernel's time belongs to
+        (Path(a.out) / "ops.json").write_text(json.dumps(ops_by_shape(prof), indent=0))
     timed = times_s[a.warmup:] or times_s
     median_s = statistics.median(timed)
     out = {"model": "tiny" if a.tiny else a.model, "lora_targets": a.lora_targets, "lora_rank": a.lora_rank,
