@@ -96,6 +96,10 @@ def test_catalog_and_search_see_the_new_framework(toytorch: dict[str, Any],
     listed = {f["name"]: f for f in json.loads(capsys.readouterr().out)}
     assert listed["toytorch"]["source"] == "a test's copy of pytorch" and listed["toytorch"]["fp8_recipe"] == "rowwise"
     assert listed["toytorch-fast"]["offload"]["matmul_scale"] == 1.2 and listed["ddp"]["offload"] is None
+    # what each runs as eager chains and what its fused kernels take (compose.model_efficiency reads these)
+    assert listed["ddp"]["elementwise"]["eager_ops"] == ["norm", "rope", "glu", "gelu"]
+    assert not listed["nemo"]["elementwise"]["scaled_rope_fused"] and listed["torchtitan"]["elementwise"][
+        "scaled_rope_fused"]
     best = {}
     for fw in ("pytorch", "toytorch"):
         best[fw] = _run(["search", "--model", "llama3.2-1b", "--chip", "a100-80gb", "--num-chips", "8",
