@@ -21,7 +21,7 @@ from greentrain.estimate.recompute import modules_mask, op_module_masks
 from greentrain.hardware.chip import Chip
 from greentrain.model.loss import LOSS_KERNELS
 from greentrain.model.ops import Op, OpKind, Shard
-from greentrain.model.primitives import matmul_elements
+from greentrain.model.primitives import EAGER_INDEXED_SHARE, matmul_elements
 from greentrain.model.routing import (
     EXPERT_ACT,
     EXPERT_BIAS,
@@ -280,8 +280,10 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         scale, backward = loss_traffic_scale(op, eff)  # a cross-entropy as the framework's kernel moves it
         if eff.moe_node_forwarding and op.name.endswith(EXPERT_BIAS):  # DeepEP, HybridEP: fp32 probabilities
             scale, backward = FP32_PROBS_BYTES[0], backward * FP32_PROBS_BYTES[1] / FP32_PROBS_BYTES[0]
-        if eager:
-            scale = op.eager_bytes / op.bytes
+        if eager:  # its bytes; the indexed kernels' share at their own bandwidth (model/primitives.py)
+            slow = EAGER_INDEXED_SHARE[op.eager_kind] * (eff.memory / eff.eager_indexed_memory - 1.0) \
+                if eff.eager_indexed and eff.eager_indexed_memory else 0.0
+            scale = op.eager_bytes / op.bytes * (1.0 + slow)
         if not eff.moe_sender_permutes and op.name.endswith(PERMUTE_OPS):  # only the receiver permutes
             scale *= RECEIVER_ONLY_SHARE
         attention = op.kind is OpKind.ATTENTION

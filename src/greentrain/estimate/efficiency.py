@@ -79,6 +79,7 @@ class Efficiency:
     attention_half_seq_causal: float = knob("chip", "count", NON_NEGATIVE, default=540.0)
     attention_half_seq: float = knob("chip", "count", NON_NEGATIVE, default=150.0)
     memory: float = knob("chip", "fraction", FRACTION)
+    eager_indexed_memory: float = knob("chip", "fraction", UNIT_RANGE, default=0.0)  # compute._fixed; 0: as memory
     intra_node_link: float = knob("chip", "fraction", FRACTION)
     inter_node_link: float = knob("chip", "fraction", FRACTION)
     # pinned host <-> device copies over the host link (catalog host_link) / its per-direction peak: offloaded
@@ -102,8 +103,7 @@ class Efficiency:
     # added to host_layer_s per tensor-parallel rank when the pipeline spans nodes (step_terms.micro_batch_s)
     host_layer_s_per_tp_pp_nodes: float = knob("framework", "seconds", NON_NEGATIVE, at_most(0.1, "s"),
                                                default=0.0)
-    # memory traffic per micro-batch accumulating gradients
-    grad_accum_bytes_per_param: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)
+    grad_accum_bytes_per_param: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)  # per micro-batch
     step_overhead_s: float = knob("framework", "seconds", NON_NEGATIVE, default=0.0)
     dp_bucket_bytes: float = knob("framework", "bytes", NON_NEGATIVE, default=0.0)  # 0: one bucket after the backward
     dp_bucket_params: float = knob("framework", "count", NON_NEGATIVE, default=0.0)  # or max(this, per_rank x dp)
@@ -118,8 +118,7 @@ class Efficiency:
     # how layers are placed on pipeline stages (estimate/pipeline.py)
     pipeline_balance: str = knob("framework", "choice", one_of(("even", "cost"), "must be even or cost"),
                                  default="even", calibrated=True)
-    # the ZeRO stages the framework runs
-    zero_stages: tuple[int, ...] = knob("framework", "stages", (lambda v: bool(v) and all(
+    zero_stages: tuple[int, ...] = knob("framework", "stages", (lambda v: bool(v) and all(  # the ZeRO stages it runs
         z in (0, 1, 2, 3) for z in v), "must be a non-empty subset of 0, 1, 2, 3"), default=(0, 1, 2, 3))
     # the model-parallel axes it has beside data parallelism (a strategy using another is refused, search skips it)
     parallelisms: tuple[str, ...] = knob("framework", "axes", (lambda v: all(k in PARALLEL_AXES for k in v),
@@ -135,6 +134,8 @@ class Efficiency:
     # a fused GLU kernel (False: act(gate) * up keeps act(gate) for the backward)
     fused_glu: bool = knob("framework", "bool", default=True)
     eager_ops: tuple[str, ...] = knob("framework", "ops", _SOME_EAGER_OPS, default=())  # EAGER_OPS as eager chains
+    # its eager chains are Hugging Face's, priced at the chip's eager_indexed_memory (compute._fixed)
+    eager_indexed: bool = knob("framework", "bool", default=False, calibrated=False)
     # its fused RoPE kernel takes YaRN's scale (False: a model with rope_mscale != 1 runs rope eager: compose.py)
     scaled_rope_fused: bool = knob("framework", "bool", default=True, calibrated=False)
     # of those, the ones its own MoE models fuse: norm everywhere, glu in the experts (compose.model_efficiency)
@@ -144,8 +145,7 @@ class Efficiency:
     # with a pipeline, the sharded weights stay gathered and the gradients accumulate unsharded (in the reduce
     # dtype) until the last micro-batch: ZeRO-1's memory whatever the ZeRO stage (compose.state_bytes)
     pp_gathers_state: bool = knob("framework", "bool", default=False)
-    # at ZeRO 3 the weight shards are the fp32 master the optimizer steps: no 16-bit shard (memory.py
-    # state_bytes_per_param)
+    # at ZeRO 3 the weight shards are the fp32 master the optimizer steps: no 16-bit shard (state_bytes_per_param)
     shards_are_master: bool = knob("framework", "bool", default=False)
     # ZeRO-1/2 still all-reduce gradients (then all-gather the weights)
     zero_all_reduce: bool = knob("framework", "bool", default=False)

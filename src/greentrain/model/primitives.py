@@ -140,6 +140,17 @@ def eager_bytes_per_elt(kind: str, e: float) -> float:
     raise ValueError(f"no eager form for {kind!r}")
 
 
+# The share of an eager chain's bytes that PyTorch moves with its indexed element-wise kernels: TensorIterator
+# vectorises only contiguous operands of one dtype (aten/src/ATen/native/cuda/CUDALoops.cuh, launch_vectorized_kernel);
+# a broadcast, a dtype cast or a strided view takes the unrolled or offset-computing kernels, whose rate the SMs bound
+# (efficiency eager_indexed_memory). RMSNorm: the two casts (12 of 36 bytes at 16 bits) and the products by the
+# per-token rsqrt and the weight (12) are indexed, pow and mean (12) vectorised: 2/3. RoPE: every operand is a
+# transposed view of q or k, the cos and sin broadcast: all of it. The GLU product and gelu_new's chain: contiguous,
+# none. On an H100 and an H200 (BENCHMARKS.md session 26, the profiles' aten ops by shape) these shares put the
+# chains' measured times within 7 % in sum.
+EAGER_INDEXED_SHARE = {"norm": 2.0 / 3.0, "rope": 1.0, "glu": 0.0, "gelu": 0.0}
+
+
 def eager_kernels(kind: str, e: float) -> tuple[float, float]:
     """(forward, backward) kernels of the eager chains of eager_bytes_per_elt, one per PyTorch op that launches:
     - norm: upcast, pow, mean, + eps, rsqrt, x * rsqrt, downcast, * weight = 8 (6 in fp32: no casts);

@@ -123,7 +123,7 @@ def _frameworks() -> tuple[list[dict[str, Any]], Table]:
                         "lora_dtype": e.lora_dtype,
                         "elementwise": {"eager_ops": list(e.eager_ops), "moe_fused_ops": list(e.moe_fused_ops),
                                         "fused_glu": e.fused_glu, "scaled_rope_fused": e.scaled_rope_fused,
-                                        "grads_set_to_none": e.grads_set_to_none},
+                                        "grads_set_to_none": e.grads_set_to_none, "indexed": e.eager_indexed},
                         "moe": {"overlap": e.moe_overlap, "dispatch_fp8": e.moe_dispatch_fp8,
                                 "node_forwarding": e.moe_node_forwarding,
                                 "host_sync": e.moe_host_sync, "sender_permutes": e.moe_sender_permutes,
