@@ -98,6 +98,7 @@ def test_catalog_and_search_see_the_new_framework(toytorch: dict[str, Any],
     assert listed["toytorch-fast"]["offload"]["matmul_scale"] == 1.2 and listed["ddp"]["offload"] is None
     # what each runs as eager chains and what its fused kernels take (compose.model_efficiency reads these)
     assert listed["ddp"]["elementwise"]["eager_ops"] == ["norm", "rope", "glu", "gelu"]
+    assert listed["ddp"]["elementwise"]["eager_indexed"] and not listed["torchtitan"]["elementwise"]["eager_indexed"]
     assert not listed["nemo"]["elementwise"]["scaled_rope_fused"] and listed["torchtitan"]["elementwise"][
         "scaled_rope_fused"]
     best = {}

@@ -126,8 +126,8 @@ def add_profile_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup, 
     g.add_argument("--calibration", type=path_text, metavar="PROFILE.yaml",  # '' given was no calibration
                    help="constants fitted by `greentrain calibrate` on your own runs")
     g.add_argument("--attention-kernel", type=name_text, metavar="KERNEL",
-                   help=f"attention kernel: fa2, sdpa-flash, fa1, fa1-triton, fa3, cudnn, sdpa-math (default: {fws}; "
-                   "`greentrain catalog frameworks`)")
+                   help=f"attention kernel: fa2, sdpa-flash, sdpa, fa1, fa1-triton, fa3, cudnn, sdpa-math "
+                   f"(default: {fws}; `greentrain catalog frameworks`)")
     g.add_argument("--loss-kernel", type=name_text, metavar="KERNEL",
                    help=f"cross-entropy kernel, what the loss keeps and moves per logit: {', '.join(LOSS_KERNELS)} "
                    f"(fused-linear: Liger's) (default: {fws})")

@@ -281,8 +281,8 @@ def _fixed(ops: tuple[Op, ...], eff: Efficiency) -> tuple[_Fixed, ...]:
         if eff.moe_node_forwarding and op.name.endswith(EXPERT_BIAS):  # DeepEP, HybridEP: fp32 probabilities
             scale, backward = FP32_PROBS_BYTES[0], backward * FP32_PROBS_BYTES[1] / FP32_PROBS_BYTES[0]
         if eager:  # its bytes; the indexed kernels' share at their own bandwidth (model/primitives.py)
-            slow = EAGER_INDEXED_SHARE[op.eager_kind] * (eff.memory / eff.eager_indexed_memory - 1.0) \
-                if eff.eager_indexed and eff.eager_indexed_memory else 0.0
+            slow = EAGER_INDEXED_SHARE[op.eager_kind] * max(eff.memory / eff.eager_indexed_memory - 1.0, 0.0) \
+                if eff.eager_indexed and eff.eager_indexed_memory else 0.0  # never faster than the triad
             scale = op.eager_bytes / op.bytes * (1.0 + slow)
         if not eff.moe_sender_permutes and op.name.endswith(PERMUTE_OPS):  # only the receiver permutes
             scale *= RECEIVER_ONLY_SHARE

@@ -53,9 +53,14 @@ def test_only_the_hugging_face_profiles_and_measured_chips_pay_it() -> None:
 
 
 def test_sdpa_is_cudnn_on_hopper_and_blackwell_and_flash_elsewhere() -> None:
-    """torch >= 2.11 prefers cuDNN on sm90/sm100 (sdp_utils.cpp check_prefer_cudnn_attention)."""
-    for chip in ("h100-sxm", "h200", "b200"):
+    """torch >= 2.11 prefers cuDNN on sm90/sm100 (sdp_utils.cpp check_prefer_cudnn_attention): every chip the sdpa
+    entry names prices cudnn's figures, every other FA2's curve."""
+    from greentrain.estimate.efficiency import _data
+    from greentrain.hardware.catalog import chips
+
+    named = set(_data()["attention_kernels"]["sdpa"]["speed_vs_fa2"]) - {"default"}
+    assert named == set(_data()["attention_kernels"]["cudnn"]["speed_vs_fa2"])
+    for chip in chips():
+        same = "cudnn" if chip in named else "fa2"
         assert efficiency_for(chip, "ddp").attention_max_d128 == pytest.approx(
-            efficiency_for(chip, "ddp", attention_kernel="cudnn").attention_max_d128)
-    assert efficiency_for("a100-80gb", "ddp").attention_max_d128 == pytest.approx(
-        efficiency_for("a100-80gb", "ddp", attention_kernel="fa2").attention_max_d128)
+            efficiency_for(chip, "ddp", attention_kernel=same).attention_max_d128), chip
