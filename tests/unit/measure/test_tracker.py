@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from tiny_gpt import GPT, train_step
 import greentrain
 from greentrain.errors import ConfigError
 from greentrain.measure.records import read_jsonl
-from greentrain.measure.summary import summarize
+from greentrain.measure.summary import summarize, warmup_steps
 
 
 def _train(t: greentrain.Tracker, model: GPT, steps: int) -> None:
@@ -153,9 +154,13 @@ def test_module_times_are_steady_state_like_the_step_time(tmp_path: Path) -> Non
     for mod, f, z in zip(m.modules, first["modules"], last["modules"], strict=True):
         assert mod.forward_s == pytest.approx((z["forward_s"] - f["forward_s"]) / 4, rel=1e-9)
         assert mod.forward_flop == pytest.approx(f["forward_flop"], rel=1e-9)  # same shapes every step
-    assert m.forward_s == pytest.approx(sum(s["forward_s"] for s in steps[1:]) / 4, rel=1e-9)
-    # the top-level modules run one after another inside each steady step
-    assert sum(x.forward_s + x.backward_s for x in m.modules) <= m.step_time_s
+    # the phase times cover step_time_s's window: after the first step and any slow steps right after it (a
+    # loaded machine can make step 2 take twice the median: CI, 2026-11-27), so the window comes from the records
+    warm = warmup_steps([s["step_time_s"] for s in steps])
+    assert m.forward_s == pytest.approx(statistics.fmean(s["forward_s"] for s in steps[warm:]), rel=1e-9)
+    # the top-level modules run one after another inside each step after the first (their window)
+    assert sum(x.forward_s + x.backward_s for x in m.modules) <= statistics.fmean(
+        s["step_time_s"] for s in steps[1:])
 
 
 def test_runs_into_the_same_folder_are_not_merged(tmp_path: Path) -> None:
