@@ -114,8 +114,13 @@ def hierarchical_time(kind: Collective, group_size: Num, ranks_per_node: Num, pa
         if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
             inner = ring_time_s(kind, k, b / nodes, intra, intra_efficiency)
             outer = ring_time_s(kind, nodes, b / k, inter, inter_efficiency)
+            # one ring of g - 1 steps: the nodes - 1 whose hop crosses nodes pay the network's latency, the others
+            # the NVLink hop or the network's per-step overhead, the longer (NCCL's ring latency, NVIDIA/nccl
+            # src/graph/tuning.cc since 2.7.3: (nsteps - nInterSteps) x max(intraLat, netOverhead) + nInterSteps
+            # x interLat); it replaces the two-level split's (k - 1) + (nodes - 1) steps
             two_level_lat = (k - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
-            return inner + outer - two_level_lat + (g - 1) * inter.latency_s  # one ring: g - 1 network steps
+            ring_lat = (g - nodes) * maximum(intra.latency_s, inter.step_overhead_s) + (nodes - 1) * inter.latency_s
+            return inner + outer - two_level_lat + ring_lat
         # all-to-all and point-to-point across nodes are bound by the inter-node link
         return ring_time_s(kind, g, b, inter, inter_efficiency)
 

@@ -24,8 +24,8 @@ CHIP_KEYS = (
     "vendor",
     "aliases", "source", "sources",
 )
-LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "kind", "oversubscription", "source",
-             "sources")
+LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "step_overhead_us", "kind",
+             "oversubscription", "source", "sources")
 
 
 def _source(data: dict[str, Any]) -> str:
@@ -87,9 +87,10 @@ def link_from_dict(name: str, data: dict[str, Any]) -> Link:
     else:
         raise ConfigError(f"{w}.bandwidth_gb_per_s", None, "is required (or bandwidth_gbit_per_s)")
     latency = units.us_to_s(as_float(data.get("latency_us", 5.0), f"{w}.latency_us", minimum=0.0))
+    overhead = units.us_to_s(as_float(data.get("step_overhead_us", 3.0), f"{w}.step_overhead_us", minimum=0.0))
     over = as_float(data.get("oversubscription", 1.0), f"{w}.oversubscription", minimum=1.0)
-    return Link(name=name, bytes_per_s=bw, latency_s=latency, kind=str(data.get("kind", "network")),
-                oversubscription=over, source=_source(data))
+    return Link(name=name, bytes_per_s=bw, latency_s=latency, step_overhead_s=overhead,
+                kind=str(data.get("kind", "network")), oversubscription=over, source=_source(data))
 
 
 def _catalog_file(name: str) -> dict[str, Any]:

@@ -183,13 +183,14 @@ def _schedules() -> tuple[list[dict[str, Any]], Table]:
 # ---- links ----------------------------------------------------------------------------------------------
 def _links() -> tuple[list[dict[str, Any]], Table]:
     table = _table("Links (per chip, per direction; sources in hardware/catalog/links.yaml)",
-                   ("name", "kind", "GB/s", "Gbit/s", "latency us"), left=("name", "kind"))
+                   ("name", "kind", "GB/s", "Gbit/s", "latency us", "ring step us"), left=("name", "kind"))
     records = []
     link: Link
     for link in links().values():
         records.append(_record(link))
+        step = _num(link.step_overhead_s * 1e6, 1) if link.kind == "inter-node" else ""  # across nodes only
         table.add_row(link.name, link.kind, _num(link.bytes_per_s / units.GB, 2),
-                      _num(link.bytes_per_s / units.GBIT, 0), _num(link.latency_s * 1e6, 1))
+                      _num(link.bytes_per_s / units.GBIT, 0), _num(link.latency_s * 1e6, 1), step)
     return records, table
 
 

@@ -1,7 +1,11 @@
 """All-gather and reduce-scatter across nodes run as one NCCL ring (estimate/comm.py): the bytes spread over the
-node's NICs as a two-level split would, but each of the g - 1 steps waits for a network hop."""
+node's NICs as a two-level split would; of its g - 1 steps the nodes - 1 whose hop crosses nodes pay the network's
+latency, the others their NVLink hop or the network's per-step overhead, the longer (NCCL tuning.cc). On EFA that
+overhead is a network step's time (fitted on the playbook), so every step pays it."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -9,11 +13,11 @@ import pytest
 from greentrain.estimate.comm import Collective, hierarchical_time, ring_time_s
 from greentrain.hardware.catalog import get_link
 
-NVLINK, EFA = get_link("nvlink4"), get_link("efa-400")
+NVLINK, EFA, IB = get_link("nvlink4"), get_link("efa-400"), get_link("ib-ndr-400")
 
 
 @pytest.mark.parametrize("kind", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER])
-def test_ring_across_nodes_pays_a_network_hop_per_step(kind: Collective) -> None:
+def test_ring_across_efa_nodes_pays_a_network_step_per_step(kind: Collective) -> None:
     tiny = 1.0  # one byte: the latency alone
     assert hierarchical_time(kind, 16, 8, tiny, NVLINK, EFA) == pytest.approx(15 * EFA.latency_s, rel=1e-6)
     assert hierarchical_time(kind, 32, 8, tiny, NVLINK, EFA) == pytest.approx(31 * EFA.latency_s, rel=1e-6)
@@ -47,3 +51,18 @@ def test_all_reduce_latency_takes_the_tree_across_many_nodes() -> None:
     assert one_byte == pytest.approx(2 * 7 * NVLINK.latency_s + 2 * 6 * EFA.latency_s, rel=1e-3)
     two_nodes = hierarchical_time(Collective.ALL_REDUCE, 16, 8, 1.0, NVLINK, EFA)
     assert two_nodes == pytest.approx(2 * 7 * NVLINK.latency_s + 2 * EFA.latency_s, rel=1e-3)
+
+
+@pytest.mark.parametrize("kind", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER])
+def test_ring_across_infiniband_nodes_pays_the_network_latency_only_at_node_hops(kind: Collective) -> None:
+    """NCCL's ring latency (src/graph/tuning.cc): (nsteps - nInterSteps) x max(intraLat, netOverhead) +
+    nInterSteps x interLat; 256 ranks, 32 a node: 248 NVLink steps and 7 network hops, not 255 network hops (the
+    gradient group of MLPerf's Llama 3.1 8B on 512 GB200, whose whole step took 89 ms)."""
+    assert IB.step_overhead_s < NVLINK.latency_s < IB.latency_s
+    tiny = 1.0
+    assert hierarchical_time(kind, 256, 32, tiny, NVLINK, IB) == pytest.approx(
+        248 * NVLINK.latency_s + 7 * IB.latency_s, rel=1e-6)
+    assert hierarchical_time(kind, 16, 8, tiny, NVLINK, IB) == pytest.approx(
+        14 * NVLINK.latency_s + IB.latency_s, rel=1e-6)
+    slow = dataclasses.replace(IB, step_overhead_s=10e-6)  # a network overhead above the NVLink hop floors it
+    assert hierarchical_time(kind, 16, 8, tiny, NVLINK, slow) == pytest.approx(14 * 10e-6 + IB.latency_s, rel=1e-6)
