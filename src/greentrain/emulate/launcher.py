@@ -210,7 +210,9 @@ def _worker(rank: int, world: int, ports: Any, jobs: Sequence[Job], options: Lau
     try:
         if options.backend == "gloo":  # the ranks share the CPU cores: do not oversubscribe them
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-        timeout = timedelta(seconds=options.timeout_s)
+        # the parent's deadline enforces timeout_s and names the ranks that did not finish; the process group's
+        # own timeout comes later, so a peer's "Timed out" in a barrier never races that message
+        timeout = timedelta(seconds=options.timeout_s + 30)
         port = ports.get(timeout=options.timeout_s)
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
         device = _device(options.backend, rank)
