@@ -209,9 +209,11 @@ def _merged_report(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """`experiment run`: the variants (or the search's trials), the report files after each, then the report."""
+    from greentrain.experiment import ranks
     from greentrain.experiment.runner import run_experiment
     from greentrain.experiment.spec import load_experiment
 
+    ranks.own_process()  # the command's process: its inline variants may freeze the imports (worker.py)
     exp = load_experiment(args.experiment)
     if getattr(args, "pruner", None):
         from greentrain.experiment.search_spec import with_pruner

@@ -104,8 +104,9 @@ def variant_task(out: str, exp: Experiment, variant_id: str, isolation: str, max
                  env: Sequence[tuple[str, str]] = ()) -> VariantResult:
     """One variant, on whichever node the scheduler chose (module level: Ray and submitit pickle it); ``env``
     goes to its worker."""
-    from greentrain.experiment import runner
+    from greentrain.experiment import ranks, runner
 
+    ranks.own_process()  # a Ray worker or a submitit job runs greentrain's tasks only
     folder = Path(out)
     v = next(x for x in exp.variants if x.variant_id == variant_id)
     results = [read_result(runner.variant_dir(folder, x.variant_id) / "result.json") for x in exp.variants]

@@ -38,6 +38,16 @@ from greentrain.experiment.pruning import TRIAL_ENV
 T = TypeVar("T")
 
 
+PROCESS = {"owned": False, "frozen": False}  # own_process; worker._freeze_imports
+
+
+def own_process() -> None:
+    """Say that this process runs greentrain's experiment and nothing else (`experiment run`, a Ray task, a
+    submitit job): a variant run in it may then freeze the imports (worker._freeze_imports). A caller's own
+    process (the Python API) is left as it is: frozen objects are never collected."""
+    PROCESS["owned"] = True
+
+
 def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process is a rank torchrun started (its agent sets TORCHELASTIC_RUN_ID and LOCAL_RANK)."""
     env = os.environ if environ is None else environ

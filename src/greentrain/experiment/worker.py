@@ -146,19 +146,16 @@ def _with_prediction(r: VariantResult, job: Job) -> VariantResult:
                    predicted_kg_co2e=p.kg_co2e, predicted_cost_usd=p.cost_usd)
 
 
-_FROZEN: list[bool] = []  # whether this process has frozen its imports (_freeze_imports)
-
-
 def _freeze_imports() -> None:
-    """Once a process, with torch and transformers imported: collect, then move every live object to the
-    collector's permanent generation (gc.freeze). transformers' Trainer ends each training with accelerate's
-    free_memory, a full gc.collect() that walked every imported module's objects: 0.42 s a variant on a 2-core
-    CPU, 7 ms once they are frozen (4 tiny variants inline: 1.70 s -> 0.007 s, 2026-11-27). Objects created
-    later (a variant's model and data) are collected as before."""
-    if not _FROZEN:
+    """Once a process greentrain owns (ranks.own_process), with torch and transformers imported: collect, then
+    move every live object to the collector's permanent generation (gc.freeze). transformers' Trainer ends each
+    training with accelerate's free_memory, a full gc.collect() that walked every imported module's objects:
+    0.42 s a variant on a 2-core CPU, 7 ms once they are frozen (4 tiny variants inline: 1.70 s -> 0.007 s,
+    2026-11-27). Objects created later (a variant's model and data) are collected as before."""
+    if ranks.PROCESS["owned"] and not ranks.PROCESS["frozen"]:
         gc.collect()
         gc.freeze()
-        _FROZEN.append(True)
+        ranks.PROCESS["frozen"] = True
 
 
 def run_variant(variant: dict[str, Any], out_dir: Path) -> VariantResult:
