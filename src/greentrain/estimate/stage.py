@@ -1,9 +1,7 @@
-"""Per-stage costs of one micro-batch: every transformer layer's compute (roofline), TP/CP/EP communication,
-parameters and saved activations, and the embedding / LM-head ends, split over pp pipeline stages.
-
-Volumes and overlaps: estimate/parallel_costs.py; compute: estimate/compute.py; activations: Korthikanti et al.
-2022 Table 2 (estimate/memory.py). estimate/pipeline.py places the layers on the stages (evenly, or by cost with
-the embedding first and the LM head last); the slowest stage gives the time, the stage holding the most
+"""Per-stage costs of one micro-batch: every transformer layer's compute (roofline, estimate/compute.py), TP/CP/EP
+communication (estimate/parallel_costs.py), parameters and saved activations (Korthikanti et al. 2022 Table 2,
+estimate/memory.py), the embedding / LM-head ends, split over pp stages by estimate/pipeline.py (evenly, or by
+cost with the embedding first and the LM head last): the slowest stage gives the time, the stage with the most
 parameters the weights, the first stage (most micro-batches in flight) the activations."""
 
 from __future__ import annotations
@@ -310,10 +308,10 @@ def _activation(sc: Scenario, ops: ModelOps, g: LayerGroup, cp: Num, flash: bool
 
 def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_tok: Num, seq_len: int,
                   attention_core_s: Num, cp_per_node: Num, eff: Efficiency) -> Num:
-    """Exposed context-parallel exchange of one layer's forward. Ring attention (Liu et al. 2023) passes the
-    local K and V cp-1 hops, overlapped with the attention core; MLA passes the decompressed K and V
-    (DeepSeek-V2 §2.1); a sliding window needs only the hops its window reaches; a state-space layer passes its
-    recurrent and convolution states from rank to rank, serially (nothing to overlap)."""
+    """Exposed context-parallel exchange of one layer's forward. Ring attention (Liu et al. 2023) passes the local
+    K and V cp-1 hops, overlapped with the attention core, all ranks at once (a step waits for the slowest hop: a
+    network one when cp exceeds ``cp_per_node``); MLA passes the decompressed K and V (DeepSeek-V2 §2.1); a sliding
+    window, the hops it reaches; a state-space layer, its recurrent and convolution states rank to rank, serially."""
     m, e, cl = sc.model, sc.workload.activation_bytes, sc.cluster
     mixer = kind.mixer if kind else "attention"
     if mixer == "none" or (not is_column(sh.cp) and sh.cp == 1):  # a column's cp 1 rows come out 0 below
@@ -321,13 +319,16 @@ def _cp_forward_s(sc: Scenario, sh: Sharding, b: int, kind: LayerKind | None, n_
     if mixer in ("mamba", "mamba2"):
         n, inner = m.ssm_state_size, m.ssm_inner
         channels = inner + (2 * m.ssm_num_groups * n if mixer == "mamba2" else 0)
-        state = 4.0 * b * inner * n + (m.ssm_conv_kernel - 1) * channels * b * e  # fp32 state, conv tail
-        return (sh.cp - 1) * collective_s(Collective.SEND_RECV, 2, cp_per_node, state / sh.tp, cl, eff)
+        state = (4.0 * b * inner * n + (m.ssm_conv_kernel - 1) * channels * b * e) / sh.tp  # fp32 state, conv tail
+        across = ceil(sh.cp / cp_per_node) - 1  # of the cp - 1 passes, those from one node to the next
+        near, far = (collective_s(Collective.SEND_RECV, 2, k, state, cl, eff) for k in (cp_per_node, 1))
+        return (sh.cp - 1 - across) * near + across * far
     width = m.num_heads * (m.head_dim + m.v_head_dim) if m.kv_lora_rank else 2 * m.kv_width
     hops = sh.cp - 1
     if mixer == "sliding" and m.sliding_window:
         hops = minimum(hops, ceil(m.sliding_window * sh.cp / seq_len))
-    hop = collective_s(Collective.SEND_RECV, 2, cp_per_node, n_tok * width * e / sh.tp, cl, eff)
+    hop = collective_s(Collective.SEND_RECV, 2, where(sh.cp > cp_per_node, 1, cp_per_node), n_tok * width * e / sh.tp,
+                       cl, eff)
     return maximum(0.0, hops * hop - attention_core_s)
 
 
@@ -341,8 +342,7 @@ def sum_layer_totals(groups: tuple[GroupCost, ...], *, recompute: str, flash: bo
         t, n, backward = g.time, g.count, g.backward
         recomputed = recomputed_s(recompute, mode, forward_s=t.forward_s, attention_core_s=t.attention_core_s,
                                   op_sac_s=t.op_sac_s, flash=flash, module_s=t.module_s)
-        # full recomputation repeats the forward's communication (layer-N: on 1 layer in N; Megatron's mlp and moe
-        # modules their block's); no backward, no backward communication
+        # full recompute repeats the forward's comm (layer-N: 1 layer in N; Megatron's mlp/moe modules: their block's)
         passes = in_layer_comm_passes(recompute, mode) if backward else 1
         ep_passes = in_layer_comm_passes(recompute, mode, expert=True) if backward else 1
         fwd += n * t.forward_s

@@ -87,3 +87,31 @@ def test_context_parallel_exchange_by_mixer() -> None:
     sliding = _cp_forward_s(gemma, s, 1, LayerKind(mixer="sliding", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
     every = _cp_forward_s(gemma, s, 1, LayerKind(mixer="attention", mlp="dense"), n_tok, 131072, 0.0, 1, eff)
     assert sliding == pytest.approx(every / 7, rel=1e-9)  # 1 hop of the 7
+
+
+def test_a_ring_that_spans_nodes_steps_at_its_network_hop() -> None:
+    """All cp ranks send at once and each ring step waits for the slowest hop: with cp 8 at tp 2 (four cp ranks a
+    node, two nodes) every one of the 7 hops costs a network hop; with cp 4 the ring stays on NVLink. A Mamba
+    state's serial passes cross nodes once."""
+    from greentrain.estimate.comm import Collective, collective_s
+    from greentrain.estimate.efficiency import efficiency_for
+    from greentrain.estimate.stage import _cp_forward_s, sharding
+    from greentrain.model.spec import LayerKind
+
+    sc = scenario_from_dict({"model": "llama3-70b", "cluster": {"chip": "h100-sxm", "num_chips": 16},
+                             "workload": {"global_batch_size": 8, "seq_len": 8192, "num_steps": 1}})
+    eff, kind, n_tok = efficiency_for("h100-sxm"), LayerKind(mixer="attention", mlp="dense"), 8192 / 8
+    hop_bytes = n_tok * 2 * sc.model.kv_width * 2.0 / 2
+    across = _cp_forward_s(sc, sharding(Strategy(dp=1, tp=2, cp=8, zero=1)), 1, kind, n_tok, 8192, 0.0, 4, eff)
+    network = collective_s(Collective.SEND_RECV, 2, 1, hop_bytes, sc.cluster, eff)
+    assert across == pytest.approx(7 * network, rel=1e-9)
+    inside = _cp_forward_s(sc, sharding(Strategy(dp=2, tp=2, cp=4, zero=1)), 1, kind, 8192 / 4, 8192, 0.0, 4, eff)
+    nvlink = collective_s(Collective.SEND_RECV, 2, 4, 2 * hop_bytes, sc.cluster, eff)
+    assert inside == pytest.approx(3 * nvlink, rel=1e-9) and nvlink < network
+    jamba = scenario_from_dict({"model": "jamba-1.5-large", "cluster": {"chip": "h100-sxm", "num_chips": 16},
+                                "workload": {"global_batch_size": 8, "seq_len": 8192, "num_steps": 1}})
+    s = sharding(Strategy(dp=1, tp=2, cp=8, zero=1))
+    ssm = LayerKind(mixer="mamba", mlp="moe")
+    two_nodes = _cp_forward_s(jamba, s, 1, ssm, n_tok, 8192, 0.0, 4, eff)
+    one_node = _cp_forward_s(jamba, s, 1, ssm, n_tok, 8192, 0.0, 8, eff)
+    assert two_nodes > one_node > 0
