@@ -16,9 +16,9 @@ Sanders et al. 2009) sends 2 x B per rank in 2 log2(g) latency steps.
 Hierarchical (two-level) all-reduce over n nodes of k chips: reduce-scatter inside the node, all-reduce of
 B/k across nodes, all-gather inside the node (Goyal et al. 2017 / NCCL collnet-style decomposition).
 All-gather and reduce-scatter across nodes are one ring over every rank in NCCL (no two-level variant): its
-channels spread the bytes over the node's NICs as the two-level split does, but each of the g - 1 steps waits
-for its slowest edge, a network hop (NCCL src/graph/tuning.cc: a ring's latency is nsteps x the network's
-hwLat once it spans nodes), so the latency is (g - 1) network hops.
+channels spread the bytes over the node's NICs as the two-level split does; of its g - 1 steps the nodes - 1
+whose hop crosses nodes pay the network's latency and the others the NVLink hop or the network's per-step
+overhead (Link.step_overhead_s), the longer (NCCL src/graph/tuning.cc, since 2.7.3).
 
 Every function is written once over ``Num`` (greentrain/num.py): a float for one strategy (estimate_step), a
 column per strategy for the vectorised search (estimate/vector.py); group sizes may be ints or floats.
