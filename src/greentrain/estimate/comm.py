@@ -18,7 +18,9 @@ B/k across nodes, all-gather inside the node (Goyal et al. 2017 / NCCL collnet-s
 All-gather and reduce-scatter across nodes are one ring over every rank in NCCL (no two-level variant): its
 channels spread the bytes over the node's NICs as the two-level split does; of its g - 1 steps the nodes - 1
 whose hop crosses nodes pay the network's latency and the others the NVLink hop or the network's per-step
-overhead (Link.step_overhead_s), the longer (NCCL src/graph/tuning.cc, since 2.7.3).
+overhead (Link.ring_step_overhead_s), the longer (NCCL src/graph/tuning.cc: the split since 2.7.3, the floor
+since 2.18.1). The all-reduce keeps its two-level form with NCCL's tree latency across nodes when shorter: the
+per-step overhead is the all-gather's and reduce-scatter's only (NCCL's tree has no such floor).
 
 Every function is written once over ``Num`` (greentrain/num.py): a float for one strategy (estimate_step), a
 column per strategy for the vectorised search (estimate/vector.py); group sizes may be ints or floats.
@@ -116,11 +118,11 @@ def hierarchical_time(kind: Collective, group_size: Num, ranks_per_node: Num, pa
             outer = ring_time_s(kind, nodes, b / k, inter, inter_efficiency)
             # one ring of g - 1 steps: the nodes - 1 whose hop crosses nodes pay the network's latency, the others
             # the NVLink hop or the network's per-step overhead, the longer (NCCL's ring latency, NVIDIA/nccl
-            # src/graph/tuning.cc since 2.7.3: (nsteps - nInterSteps) x max(intraLat, netOverhead) + nInterSteps
-            # x interLat); it replaces the two-level split's (k - 1) + (nodes - 1) steps
+            # src/graph/tuning.cc: (nsteps - nInterSteps) x intraLat + nInterSteps x interLat since 2.7.3, intraLat
+            # floored at the network overhead since 2.18.1); it replaces the two-level split's (k - 1) + (nodes - 1)
             two_level_lat = (k - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
-            ring_lat = (g - nodes) * maximum(intra.latency_s, inter.step_overhead_s) + (nodes - 1) * inter.latency_s
-            return inner + outer - two_level_lat + ring_lat
+            step = maximum(intra.latency_s, inter.ring_step_overhead_s)
+            return inner + outer - two_level_lat + (g - nodes) * step + (nodes - 1) * inter.latency_s
         # all-to-all and point-to-point across nodes are bound by the inter-node link
         return ring_time_s(kind, g, b, inter, inter_efficiency)
 

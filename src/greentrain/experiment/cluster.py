@@ -104,9 +104,8 @@ def variant_task(out: str, exp: Experiment, variant_id: str, isolation: str, max
                  env: Sequence[tuple[str, str]] = ()) -> VariantResult:
     """One variant, on whichever node the scheduler chose (module level: Ray and submitit pickle it); ``env``
     goes to its worker."""
-    from greentrain.experiment import ranks, runner
+    from greentrain.experiment import runner
 
-    ranks.own_process()  # a Ray worker or a submitit job runs greentrain's tasks only
     folder = Path(out)
     v = next(x for x in exp.variants if x.variant_id == variant_id)
     results = [read_result(runner.variant_dir(folder, x.variant_id) / "result.json") for x in exp.variants]
@@ -153,7 +152,11 @@ def ray_task_env() -> tuple[tuple[str, str], ...]:
 
 def ray_variant_task(out: str, exp: Experiment, variant_id: str, isolation: str,
                      max_retries: int) -> VariantResult:
-    """``variant_task`` as a Ray task, its threads from the CPUs Ray gave it."""
+    """``variant_task`` as a Ray task, its threads from the CPUs Ray gave it. A Ray worker runs greentrain's
+    tasks only, one after another: its variants may freeze the imports (ranks.own_process)."""
+    from greentrain.experiment import ranks
+
+    ranks.own_process()
     return variant_task(out, exp, variant_id, isolation, max_retries, ray_task_env())
 
 

@@ -38,13 +38,14 @@ from greentrain.experiment.pruning import TRIAL_ENV
 T = TypeVar("T")
 
 
-PROCESS = {"owned": False, "frozen": False}  # own_process; worker._freeze_imports
+PROCESS: dict[str, bool] = {"owned": False, "frozen": False}  # own_process; worker._freeze_imports
 
 
 def own_process() -> None:
-    """Say that this process runs greentrain's experiment and nothing else (`experiment run`, a Ray task, a
-    submitit job): a variant run in it may then freeze the imports (worker._freeze_imports). A caller's own
-    process (the Python API) is left as it is: frozen objects are never collected."""
+    """Say that this process runs greentrain's experiment and nothing else (`experiment run`, a Ray worker): a
+    variant run in it may then freeze the imports (worker._freeze_imports). A caller's own process (the Python
+    API, submitit's debug cluster) is left as it is: frozen objects are never collected. A submitit job runs one
+    variant: nothing to gain."""
     PROCESS["owned"] = True
 
 

@@ -24,7 +24,7 @@ CHIP_KEYS = (
     "vendor",
     "aliases", "source", "sources",
 )
-LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "step_overhead_us", "kind",
+LINK_KEYS = ("bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "ring_step_overhead_us", "kind",
              "oversubscription", "source", "sources")
 
 
@@ -87,9 +87,10 @@ def link_from_dict(name: str, data: dict[str, Any]) -> Link:
     else:
         raise ConfigError(f"{w}.bandwidth_gb_per_s", None, "is required (or bandwidth_gbit_per_s)")
     latency = units.us_to_s(as_float(data.get("latency_us", 5.0), f"{w}.latency_us", minimum=0.0))
-    overhead = units.us_to_s(as_float(data.get("step_overhead_us", 3.0), f"{w}.step_overhead_us", minimum=0.0))
+    overhead = units.us_to_s(as_float(data.get("ring_step_overhead_us", 3.0), f"{w}.ring_step_overhead_us",
+                                      minimum=0.0))
     over = as_float(data.get("oversubscription", 1.0), f"{w}.oversubscription", minimum=1.0)
-    return Link(name=name, bytes_per_s=bw, latency_s=latency, step_overhead_s=overhead,
+    return Link(name=name, bytes_per_s=bw, latency_s=latency, ring_step_overhead_s=overhead,
                 kind=str(data.get("kind", "network")), oversubscription=over, source=_source(data))
 
 

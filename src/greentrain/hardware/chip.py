@@ -39,7 +39,7 @@ class Link:
     # a network link's time per step of a ring that spans nodes, on every step, beside the NVLink hop: the proxy's
     # per-message work (NCCL tuning.cc: "inter-node rings still have to launch nsteps * net overhead", 1 us x 3
     # for the Simple protocol by default); the steps whose hop crosses nodes pay latency_s instead
-    step_overhead_s: float = 3e-6
+    ring_step_overhead_s: float = 3e-6
     # the fabric's oversubscription above the NICs (bytes the NICs can inject over bytes the core carries;
     # 1: non-blocking, as rail-optimised fat trees are built): traffic between nodes gets bytes_per_s / it
     oversubscription: float = 1.0
@@ -48,7 +48,8 @@ class Link:
     def __post_init__(self) -> None:
         require(self.bytes_per_s > 0, f"link({self.name}).bytes_per_s", self.bytes_per_s, "must be > 0")
         require(self.latency_s >= 0, f"link({self.name}).latency_s", self.latency_s, "must be >= 0")
-        require(self.step_overhead_s >= 0, f"link({self.name}).step_overhead_s", self.step_overhead_s, "must be >= 0")
+        require(self.ring_step_overhead_s >= 0, f"link({self.name}).ring_step_overhead_s", self.ring_step_overhead_s,
+                "must be >= 0")
         require(1.0 <= self.oversubscription <= 64.0, f"link({self.name}).oversubscription", self.oversubscription,
                 "must be in [1, 64] (1: non-blocking)")
 

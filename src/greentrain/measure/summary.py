@@ -192,8 +192,9 @@ def steps_stats(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def _modules(records: Sequence[dict[str, Any]], num_steps: int, energy_per_s: float) -> tuple[ModuleStats, ...]:
-    """Per-step module figures over the steady steps, like ``step_time_s``: the last snapshot's totals minus
-    the snapshot taken after the first step (its FLOP counting and warm-up), over the steps between the two.
+    """Per-step module figures over the steps after the first: the last snapshot's totals minus the snapshot
+    taken after the first step (its FLOP counting and warm-up), over the steps between the two (step_time_s may
+    also leave out slow steps right after the first, warmup_steps: no snapshot is taken there).
     Each snapshot carries the step count it was taken at: after a kill the last one may be older than the
     last step record (dividing by every recorded step understated FLOPs: 1.33 G against 1.88 G)."""
     snaps = [r for r in records if r.get("type") == "modules"]

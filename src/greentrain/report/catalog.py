@@ -188,7 +188,7 @@ def _links() -> tuple[list[dict[str, Any]], Table]:
     link: Link
     for link in links().values():
         records.append(_record(link))
-        step = _num(link.step_overhead_s * 1e6, 1) if link.kind == "inter-node" else ""  # across nodes only
+        step = "" if link.kind in ("intra-node", "host") else _num(link.ring_step_overhead_s * 1e6, 1)  # networks
         table.add_row(link.name, link.kind, _num(link.bytes_per_s / units.GB, 2),
                       _num(link.bytes_per_s / units.GBIT, 0), _num(link.latency_s * 1e6, 1), step)
     return records, table

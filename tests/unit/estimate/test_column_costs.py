@@ -33,7 +33,7 @@ MODELS = {
 def _keys(moe: bool) -> list[tuple[int, int, int, int, bool]]:
     """(tp, cp, ep, etp, sp) with sp only where tp > 1, as StrategyTable.sequence_parallel gives it."""
     eps, etps = ((1, 2, 8), (0, 1, 2)) if moe else ((1,), (0,))
-    return [(tp, cp, ep, etp, sp) for tp, cp, ep, etp, sp in itertools.product((1, 2, 8), (1, 2, 4), eps, etps,
+    return [(tp, cp, ep, etp, sp) for tp, cp, ep, etp, sp in itertools.product((1, 2, 8), (1, 2, 4, 8), eps, etps,
                                                                                (False, True)) if tp > 1 or not sp]
 
 

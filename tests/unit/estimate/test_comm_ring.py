@@ -58,23 +58,23 @@ def test_ring_across_infiniband_nodes_pays_the_network_latency_only_at_node_hops
     """NCCL's ring latency (src/graph/tuning.cc): (nsteps - nInterSteps) x max(intraLat, netOverhead) +
     nInterSteps x interLat; 256 ranks, 32 a node: 248 NVLink steps and 7 network hops, not 255 network hops (the
     gradient group of MLPerf's Llama 3.1 8B on 512 GB200, whose whole step took 89 ms)."""
-    assert IB.step_overhead_s < NVLINK.latency_s < IB.latency_s
+    assert IB.ring_step_overhead_s < NVLINK.latency_s < IB.latency_s
     tiny = 1.0
     assert hierarchical_time(kind, 256, 32, tiny, NVLINK, IB) == pytest.approx(
         248 * NVLINK.latency_s + 7 * IB.latency_s, rel=1e-6)
     assert hierarchical_time(kind, 16, 8, tiny, NVLINK, IB) == pytest.approx(
         14 * NVLINK.latency_s + IB.latency_s, rel=1e-6)
-    slow = dataclasses.replace(IB, step_overhead_s=10e-6)  # a network overhead above the NVLink hop floors it
+    slow = dataclasses.replace(IB, ring_step_overhead_s=10e-6)  # a network overhead above the NVLink hop floors it
     assert hierarchical_time(kind, 16, 8, tiny, NVLINK, slow) == pytest.approx(14 * 10e-6 + IB.latency_s, rel=1e-6)
 
 
 def test_a_link_entry_reads_its_ring_step_overhead() -> None:
-    """links.yaml's step_overhead_us: 3 us when absent (NCCL's default), and a negative one named as bad input."""
+    """links.yaml's ring_step_overhead_us: 3 us when absent (NCCL's default), and a negative one named as bad input."""
     from greentrain.errors import ConfigError
     from greentrain.hardware.catalog import link_from_dict
 
-    assert link_from_dict("n", {"bandwidth_gbit_per_s": 400}).step_overhead_s == pytest.approx(3e-6)
-    assert link_from_dict("n", {"bandwidth_gbit_per_s": 400, "step_overhead_us": 20}).step_overhead_s == \
+    assert link_from_dict("n", {"bandwidth_gbit_per_s": 400}).ring_step_overhead_s == pytest.approx(3e-6)
+    assert link_from_dict("n", {"bandwidth_gbit_per_s": 400, "ring_step_overhead_us": 20}).ring_step_overhead_s == \
         pytest.approx(2e-5)
-    with pytest.raises(ConfigError, match=r"link\(n\)\.step_overhead_us"):
-        link_from_dict("n", {"bandwidth_gbit_per_s": 400, "step_overhead_us": -1})
+    with pytest.raises(ConfigError, match=r"link\(n\)\.ring_step_overhead_us"):
+        link_from_dict("n", {"bandwidth_gbit_per_s": 400, "ring_step_overhead_us": -1})

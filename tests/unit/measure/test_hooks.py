@@ -59,7 +59,6 @@ def test_module_times_add_up_to_root(run: tuple[GPT, ModuleHooks, list[dict[str,
     # autograd bookkeeping between modules): never more than the root in any step, and at least 75 % of it in the
     # best of the four (a loaded machine can stall the glue of one step; one undisturbed step shows the coverage)
     assert max(ratios) <= 1.05 and max(ratios) >= 0.75
-    assert totals[-1] == pytest.approx(sum(hooks.total_fwd_s) + sum(hooks.total_bwd_s))
     assert all(t > 0 for t in hooks.total_bwd_s)  # every module, the embeddings included (param hooks)
 
 
