@@ -56,9 +56,9 @@ def test_module_times_add_up_to_root(run: tuple[GPT, ModuleHooks, list[dict[str,
     ratios = [(b - a) / (s["forward_s"] + s["backward_s"])
               for a, b, s in zip(totals[:-1], totals[1:], steps, strict=True)]
     # The top-level modules cover the root's forward and backward but for glue (the position add, the loop,
-    # autograd bookkeeping between modules): never more than the root in any step, and at least 75 % of it in the
-    # best of the four (a loaded machine can stall the glue of one step; one undisturbed step shows the coverage)
-    assert max(ratios) <= 1.05 and max(ratios) >= 0.75
+    # autograd bookkeeping between modules): never more than the root over the four steps, and at least 75 % of it
+    # in the best one (a loaded machine can stall the glue of one step; one undisturbed step shows the coverage)
+    assert totals[-1] <= 1.05 * sum(s["forward_s"] + s["backward_s"] for s in steps) and max(ratios) >= 0.75
     assert all(t > 0 for t in hooks.total_bwd_s)  # every module, the embeddings included (param hooks)
 
 
