@@ -41,6 +41,7 @@ OBJECTIVES = tuple(OBJECTIVE_COLUMNS)
 # |error| 2 % on Korthikanti Table 5, 3-9 % on the validated frameworks: docs/validation.md), and among ties
 # the one with the most free memory ranks first (then the one with the least CO2e).
 DEFAULT_MEMORY_HEADROOM = 0.05
+MAX_TOP_K = 10**6  # rows of a ranked table: far more than anyone reads (the Pareto front and --plot show the rest)
 TIE_TOLERANCE = 0.03
 _COLUMNS = ("run_time_s", "cost_usd", "emissions_kg_co2e", "energy_j", "step_time_s", "memory_bytes", "mfu",
             "offload")
@@ -111,6 +112,12 @@ class _Block:
     rows: npt.NDArray[np.int64]
     values: dict[str, npt.NDArray[np.float64]]
     cost_basis: str
+
+
+def check_query(objective: str, top_k: int) -> None:
+    """What a search is asked for: a known objective and a table of 1 to MAX_TOP_K rows."""
+    require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    require(1 <= top_k <= MAX_TOP_K, "search.top_k", top_k, f"must be between 1 and {MAX_TOP_K:,}")
 
 
 def chip_counts(sc: Scenario, max_chips: int) -> list[int]:
@@ -231,8 +238,7 @@ def search(scenarios: Sequence[Scenario], *, objective: str = "time", top_k: int
     with its efficiency under ``profile`` (default: the default framework);
     ``progress`` is called with (done, total) after each (chip type, count). Raises InfeasibleError naming the
     smallest number of chips that would fit when nothing does, or the constraint that excluded everything."""
-    require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
-    require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
+    check_query(objective, top_k)
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     if scenarios:
         check_framework_space(space, profile, scenarios[0])

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greentrain.config import require
+from greentrain.config import MAX_BATCH_SEQUENCES, require
 from greentrain.errors import InfeasibleError
+from greentrain.hardware.cluster import MAX_CHIPS
 from greentrain.model.spec import TransformerSpec
 from greentrain.parallel.strategy import RECOMPUTE, Strategy, check_divisibility
 from greentrain.parallel.table import StrategyTable
@@ -62,9 +63,10 @@ class SearchSpace:
         require(bool(self.offload), "search.offload", self.offload, "must not be empty")
         require(all(isinstance(n, int) and n >= 0 for n in self.offload_activations), "search.offload_activations",
                 self.offload_activations, "must be whole numbers of layers >= 0")
-        require(self.max_tp >= 0, "search.max_tp", self.max_tp, "must be >= 0 (0: node size)")
-        require(self.max_micro_batch >= 0, "search.max_micro_batch", self.max_micro_batch,
-                "must be >= 0 (0: no limit)")
+        require(0 <= self.max_tp <= MAX_CHIPS, "search.max_tp", self.max_tp,
+                f"must be between 0 (the node size) and {MAX_CHIPS:,} (the most chips a cluster has here)")
+        require(0 <= self.max_micro_batch <= MAX_BATCH_SEQUENCES, "search.max_micro_batch", self.max_micro_batch,
+                f"must be between 0 (no limit) and {MAX_BATCH_SEQUENCES:,} (the largest global batch, sequences)")
 
 
 # The memory-lightest corner of the space: the question "does anything fit?" only needs these choices

@@ -36,13 +36,13 @@ from greentrain.estimate.efficiency import Profile
 from greentrain.footprint.site import Site
 from greentrain.scenario import Scenario
 from greentrain.search.engine import (
-    OBJECTIVES,
     Constraints,
     SearchResult,
     _Block,
     _evaluate,
     answer,
     check_framework_space,
+    check_query,
     chip_counts,
     reduce_block,
     search,
@@ -186,8 +186,7 @@ def search_parallel(scenarios: Sequence[Scenario], *, workers: int, objective: s
     if workers == 1:
         return search(scenarios, objective=objective, top_k=top_k, space=space, sites=sites,
                       constraints=constraints, progress=progress, profile=profile)
-    require(objective in OBJECTIVES, "search.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
-    require(top_k >= 1, "search.top_k", top_k, "must be >= 1")
+    check_query(objective, top_k)
     cons, space, profile = constraints or Constraints(), space or SearchSpace(), profile or Profile()
     if scenarios:
         check_framework_space(space, profile, scenarios[0])

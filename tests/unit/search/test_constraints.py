@@ -92,7 +92,10 @@ def test_cli_constraints_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize("bad", [["--memory-headroom", "1.5"], ["--budget-usd", "-3"], ["--deadline-days", "0"],
                                  ["--max-chips", "0"], ["--plot", "x.gif"], ["--plot", "/nonexistent/dir/x.png"],
                                  ["--deadline-days", "1e-9"], ["--budget-usd", "inf"], ["--chip", ""],
-                                 ["--region", "us-east-1,"], ["--memory-headroom", "nan"]])
+                                 ["--region", "us-east-1,"], ["--memory-headroom", "nan"],
+                                 # counts past any cluster or batch (found by a 1,500-example fuzz run)
+                                 ["--top", "9" * 400], ["--max-tp", str(2**24 + 1)],
+                                 ["--max-micro-batch", str(10**8 + 1)], ["--top", "1000001"]])
 def test_bad_constraints_exit_2_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
     assert main(["search", *SMALL, *bad]) == 2
     err = capsys.readouterr().err.strip()
@@ -110,3 +113,13 @@ def test_search_keeps_the_files_attention_kernel(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr()
     assert "pins tp=8 pp=8 flash_attention=false" in out.err
     assert json.loads(out.out)["ranked"][0]["estimate"]["strategy"]["flash_attention"] is False
+
+
+def test_the_python_api_refuses_the_same_counts(sc: Scenario) -> None:
+    with pytest.raises(ConfigError, match=r"search\.max_tp=16777217: must be between 0"):
+        SearchSpace(max_tp=2**24 + 1)
+    with pytest.raises(ConfigError, match=r"search\.max_micro_batch"):
+        SearchSpace(max_micro_batch=10**8 + 1)
+    with pytest.raises(ConfigError, match=r"search\.top_k=1000001: must be between 1 and 1,000,000"):
+        search([sc], top_k=10**6 + 1)
+    SearchSpace(max_tp=2**24, max_micro_batch=10**8)  # the bounds themselves are taken
