@@ -232,6 +232,9 @@ def calibrate(runs: Sequence[Run], eff: Efficiency, *, holdout: float = 0.25, se
         if not ev_fit.runs:
             raise ConfigError("runs", 0, "no run to fit: need one whose strategy divides the model")
         if len(ev_fit.runs) < MIN_RUNS:
+            if not set(FEW_RUNS_FIT) & set(names):  # fitting another constant than the one asked for is no answer
+                raise ConfigError("fit", ",".join(names), f"{len(ev_fit.runs)} run(s) support one constant, "
+                                  f"{', '.join(FEW_RUNS_FIT)}; {MIN_RUNS} or more runs fit the others")
             others = ", ".join(n for n in names if n not in FEW_RUNS_FIT) or "the others"
             note = (f"{len(ev_fit.runs)} run(s) support one constant: only kernel_efficiency was fitted, on every "
                     f"run (none held back); {MIN_RUNS} or more runs fit {others} too")

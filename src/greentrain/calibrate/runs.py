@@ -41,6 +41,8 @@ COLUMNS = IDENTITY + SCENARIO + WORKLOAD + STRATEGY + MEASURED
 REQUIRED = ("run_id", "model", "chip", "num_chips", "seq_len", "global_batch")
 STATUSES = ("ok", "failed")
 MAX_ROWS = 1_000_000
+# the CSV's column where a Workload or Strategy field has another name (an error names the column)
+_COLUMN_OF = {"global_batch_size": "global_batch", "micro_batch_size": "micro_batch"}
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f")
 
 
@@ -88,7 +90,7 @@ class _Row:
         self.cells, self.run_id = cells, run_id
 
     def _fail(self, col: str, value: object, rule: str) -> ConfigError:
-        return ConfigError(f"runs[{self.run_id}].{col}", value, rule)
+        return ConfigError(f"runs[{self.run_id}].{_COLUMN_OF.get(col, col)}", value, rule)
 
     def text(self, col: str, default: str = "") -> str:
         return (self.cells.get(col) or "").strip() or default

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,8 +45,14 @@ def _runs(args: argparse.Namespace) -> list[Run]:
         elif path.is_file():
             runs += read_runs(path, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link,
                               frameworks=() if args.framework else framework_names())
+        elif not path.exists():
+            raise ConfigError("inputs", item, "does not exist (give a runs CSV or a track directory)")
         else:
             raise ConfigError("inputs", item, "is neither a runs CSV nor a track directory")
+    # the same run twice would be fitted twice, or fitted and held out
+    if twice := sorted(i for i, n in Counter(r.run_id for r in runs).items() if n > 1):
+        raise ConfigError(f"runs[{twice[0]}].run_id", twice[0], "must be unique over the inputs (the same runs "
+                          "given twice?)")
     if args.scenario and not any(Path(i).is_dir() and not (Path(i) / "scenario.yaml").is_file()
                                  for i in args.inputs):  # a flag that would be silently ignored
         raise ConfigError("--scenario", args.scenario, "is used only for track directories without a "

@@ -99,7 +99,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser, strategy: bool = True) ->
 def _add_strategy_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("strategy (omit all to let greentrain choose)")
     for axis in (a.field for a in MeshAxis if a.field.flag):  # parallel/fields.py: one help per field
-        g.add_argument(f"--{axis.flag}", type=_positive, help=axis.help)
+        g.add_argument(f"--{axis.flag}", type=_whole if axis.name == "etp" else _positive, help=axis.help)
     on_off: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": None}
     g.add_argument("--sp", **on_off, help=flag_help("sp"))
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help=flag_help("zero"))
@@ -292,11 +292,19 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     mode, recompute = getattr(args, "selective_recompute", None), getattr(args, "recompute", None)
     if mode and recompute in ("none", "full"):  # it would be ignored without a word
         raise ConfigError("--selective-recompute", mode, f"applies to --recompute selective, not {recompute}")
-    return Profile(framework=getattr(args, "framework", "megatron") or "megatron",
-                   calibration=getattr(args, "calibration", "") or "",
-                   attention_kernel=getattr(args, "attention_kernel", "") or "",
-                   selective_recompute=getattr(args, "selective_recompute", "") or "",
-                   loss_kernel=getattr(args, "loss_kernel", "") or "")
+    profile = Profile(framework=getattr(args, "framework", "megatron") or "megatron",
+                      calibration=getattr(args, "calibration", "") or "",
+                      attention_kernel=getattr(args, "attention_kernel", "") or "",
+                      selective_recompute=getattr(args, "selective_recompute", "") or "",
+                      loss_kernel=getattr(args, "loss_kernel", "") or "")
+    flash = getattr(args, "flash_attention", None)
+    if profile.attention_kernel and flash is not None:  # one of them would be ignored without a word
+        fused = profile.for_chip("").attention_fused
+        if fused != flash:
+            raise ConfigError("--attention-kernel", profile.attention_kernel,
+                              f"{'is a fused kernel' if fused else 'materialises the scores (unfused)'}: it conflicts "
+                              f"with --{'' if flash else 'no-'}flash-attention; give one of them")
+    return profile
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:

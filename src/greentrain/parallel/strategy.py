@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from greentrain.config import as_bool, as_choice, as_int, check_keys, require
+from greentrain.config import BOUNDS, MAX_BATCH_SEQUENCES, as_bool, as_choice, as_int, check_keys, require
 from greentrain.errors import ConfigError, InfeasibleError
 from greentrain.model.spec import TransformerSpec
 from greentrain.num import Num
@@ -29,6 +29,9 @@ from greentrain.parallel.schedules import (
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = PIPELINE_SCHEDULES  # the pipeline schedules by name (parallel/schedules.py, one record each)
 __all__ = ["RECOMPUTE", "SCHEDULES", "Strategy", "check_divisibility", "check_schedule"]
+
+MAX_DEGREE = int(BOUNDS["num_chips"].hi)  # no parallel degree exceeds the chips of a cluster
+MAX_LAYERS = int(BOUNDS["num_layers"].hi)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,9 +60,9 @@ class Strategy:
     stage_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        for f in POSITIVE_FIELDS:
-            v = getattr(self, f)
-            require(isinstance(v, int) and v >= 1, f"strategy.{f}", v, "must be a positive integer")
+        for f in POSITIVE_FIELDS:  # a degree past any cluster, a micro-batch past any global batch
+            v, top = getattr(self, f), MAX_BATCH_SEQUENCES if f == "micro_batch_size" else MAX_DEGREE
+            require(isinstance(v, int) and 1 <= v <= top, f"strategy.{f}", v, f"must be an integer in [1, {top:,}]")
         require(self.zero in (0, 1, 2, 3), "strategy.zero", self.zero, "must be 0, 1, 2 or 3")
         require(self.recompute in RECOMPUTE, "strategy.recompute", self.recompute,
                 f"must be one of {', '.join(RECOMPUTE)}")
@@ -78,12 +81,13 @@ class Strategy:
                     "strategy.stage_layers", list(self.stage_layers),
                     f"every stage needs a layer in each of its vpp = {self.vpp} model chunks (the embedding and "
                     "the loss count as one on the first and last stage)")
-        require(isinstance(self.offload_activations, int) and self.offload_activations >= 0,
-                "strategy.offload_activations", self.offload_activations, "must be a whole number >= 0")
+        require(isinstance(self.offload_activations, int) and 0 <= self.offload_activations <= MAX_LAYERS,
+                "strategy.offload_activations", self.offload_activations,
+                f"must be a whole number of layers in [0, {MAX_LAYERS:,}]")
         if self.offload_activations:  # Megatron Core: "no support for Pipeline parallelism with CPU offloading"
             require(self.pp == 1, "strategy.offload_activations", self.offload_activations,
                     "needs pp = 1 (activation offloading runs without pipeline parallelism)")
-        require(self.etp >= 0, "strategy.etp", self.etp, "must be >= 0 (0: as tp)")
+        require(0 <= self.etp <= MAX_DEGREE, "strategy.etp", self.etp, f"must be in [0, {MAX_DEGREE:,}] (0: as tp)")
         ranks = self.stage_ranks
         if ranks % (self.ep * self.expert_tp):
             fits = [e for e in range(1, ranks + 1) if ranks % (e * self.expert_tp) == 0]

@@ -52,6 +52,10 @@ def test_model_file_relative_to_the_csv(tmp_path: Path) -> None:
     (GOOD.replace(",8,1,1,1,", ",4,1,1,1,"), HEADER, "dp*tp*pp*cp = 4*1*1*1 = 4 must equal num_chips = 8"),
     (GOOD.replace(",ok,", ",maybe,"), HEADER, "runs[r1].status='maybe': must be one of ok, failed"),
     (GOOD.replace(",0.4,", ",40,"), HEADER, "measured_mfu=40.0: must be a fraction"),
+    # the column's own name, not the field's; a count past any global batch is a slip (a bad-input audit)
+    (GOOD.replace(",64,1,", ",64,1e30,"), HEADER, "runs[r1].micro_batch=1000000000000000019884624838656: must be "
+                                                    "an integer in [1, 100,000,000]"),
+    (GOOD.replace(",64,1,", ",1e30,1,"), HEADER, "runs[r1].global_batch="),
 ])
 def test_bad_input_names_run_column_value_rule(tmp_path: Path, row: str, header: str, needle: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -82,3 +86,14 @@ def test_unknown_framework_is_named_unless_overridden(tmp_path: Path, capsys: py
     assert "runs[r1].framework='megatron-lm'" in err and "did you mean megatron" in err
     assert main(["validate", str(p), "--framework", "megatron", "--json"]) == 0
 
+
+def test_calibrate_refuses_the_same_runs_twice_and_a_missing_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs given twice would be fitted twice, or fitted and held out (a bad-input audit); nothing is written."""
+    p, out = _csv(tmp_path, GOOD), tmp_path / "p.yaml"
+    assert main(["calibrate", str(p), str(p), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "runs[r1].run_id='r1': must be unique over the inputs" in err and err.count("\n") == 1
+    assert main(["calibrate", str(tmp_path / "nope.csv"), "-o", str(out)]) == 2
+    assert "nope.csv': does not exist" in capsys.readouterr().err
+    assert not out.exists()

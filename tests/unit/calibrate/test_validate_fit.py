@@ -141,6 +141,9 @@ def test_few_runs_fit_kernel_efficiency_only(tmp_path: Path) -> None:
     failed = [dataclasses.replace(r, measured=Measured(status="failed")) for r in runs]
     with pytest.raises(ConfigError, match="no run to fit"):
         calibrate(failed, eff)
+    # asked for constants these runs cannot support, and not for the one they can: refused, not replaced
+    with pytest.raises(ConfigError, match=r"fit='host_layer_s': 2 run\(s\) support one constant, kernel_efficiency"):
+        calibrate(runs, eff, names=("host_layer_s",))
 
 
 def _measurement(step_time_s: float, peak_cuda_bytes: float = 0.0,

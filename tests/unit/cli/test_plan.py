@@ -149,6 +149,12 @@ def audit_files(tmp_path: Path) -> Path:
      "--schedule='gpipe': conflicts with --vpp=2"),
     (["{d}/vpp.yaml"], "strategy.schedule='gpipe': conflicts with strategy.vpp=2"),
     (["--pp", "4", "--schedule", "interleaved"], "--schedule='interleaved': needs --vpp > 1"),
+    # one of the two would be ignored without a word (a bad-input audit)
+    (["--no-flash-attention", "--attention-kernel", "fa2"],
+     "--attention-kernel='fa2': is a fused kernel: it conflicts with --no-flash-attention"),
+    (["--flash-attention", "--attention-kernel", "sdpa-math"],
+     "--attention-kernel='sdpa-math': materialises the scores (unfused): it conflicts with --flash-attention"),
+    (["--micro-batch", str(10**8 + 1)], "strategy.micro_batch_size=100000001: must be an integer in [1, 1"),
 ])
 def test_audit_bad_input(audit_files: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                          needle: str) -> None:
@@ -231,3 +237,13 @@ def test_vpp_flag_alone_runs_the_interleaved_schedule(capsys: pytest.CaptureFixt
                            "--micro-batch", "1", "--json")
     assert code == 0, err
     assert json.loads(out)["strategy"]["schedule"] == "interleaved"
+
+
+def test_documented_values_are_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    """--etp 0 is the framework's expert tensor parallelism (as --help says); a kernel that agrees with
+    --(no-)flash-attention is no conflict."""
+    for args in (["--model", "mixtral-8x7b", "--num-chips", "64", "--ep", "8", "--etp", "0"],
+                 ["--no-flash-attention", "--attention-kernel", "sdpa-math"],
+                 ["--flash-attention", "--attention-kernel", "cudnn"]):
+        code, _, err = _plan(capsys, *args)
+        assert code == 0, err
