@@ -57,14 +57,17 @@ class InfeasibleError(GreentrainError):
         super().__init__(message)
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """A ' (did you mean X?)' suffix, or ' (choices: ...)' when nothing is close."""
+def did_you_mean(name: str, choices: Iterable[str], listing: str = "") -> str:
+    """A '; did you mean X?' suffix, or '; known: ...' when nothing is close; a list cut at 20 names says how
+    many there are and, with ``listing`` (a command), where to see them all."""
     options = sorted(set(choices))
     close = difflib.get_close_matches(name.lower(), [c.lower() for c in options], n=3, cutoff=0.5)
     if close:
         return f"; did you mean {', '.join(close)}?"
-    shown = ", ".join(options[:20]) + (", ..." if len(options) > 20 else "")
-    return f"; known: {shown}"
+    if len(options) <= 20:
+        return f"; known: {', '.join(options)}"
+    where = f"; `{listing}` lists them" if listing else ""
+    return f"; known: {', '.join(options[:20])}, ... ({len(options)} names in all{where})"
 
 
 @contextmanager

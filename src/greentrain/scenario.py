@@ -15,6 +15,7 @@ file): a missing section all of it, a missing key its value. Without a strategy 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,9 +121,28 @@ def check_sequence(model: TransformerSpec, workload: Workload, seq_field: str = 
                               f"{limit} tokens (max_position_embeddings)")
 
 
+def _named(data: dict[str, Any], key: str, section: str, lookup: Callable[[str], Any], empty: bool = True) -> str:
+    """A catalog name of a section (a chip, a link, a region): a string the catalog knows, or an error that
+    names ``section.key``; "" when absent, or given as "" where ``empty`` says that means the default."""
+    if key not in data:
+        return ""
+    value = data[key]
+    if not isinstance(value, str):
+        raise ConfigError(f"{section}.{key}", value, "must be a name (a string)")
+    if empty and value == "":
+        return value
+    try:
+        lookup(value)
+    except ConfigError as e:
+        raise ConfigError(f"{section}.{key}", value, e.rule) from None
+    return value
+
+
 def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     check_keys(data, CLUSTER_KEYS, "cluster")
-    chip = get_chip(str(data.get("chip", DEFAULT_SCENARIO["cluster"]["chip"])))
+    for key in ("intra_node_link", "inter_node_link", "host_link"):
+        _named(data, key, "cluster", get_link)
+    chip = get_chip(_named(data, "chip", "cluster", get_chip, empty=False) or DEFAULT_SCENARIO["cluster"]["chip"])
     if "power_limit_w" in data:
         chip = chip.power_limited(as_float(data["power_limit_w"], "cluster.power_limit_w", positive=True))
     cpn = data.get("chips_per_node")
@@ -144,12 +164,12 @@ def site_from_dict(data: dict[str, Any]) -> Site:
     check_keys(data, SITE_KEYS, "site")
     if "grid_g_co2e_per_kwh" not in data and "region" not in data:
         data = {**data, **DEFAULT_SCENARIO["site"]}
-    from greentrain.footprint.regions import build_site
+    from greentrain.footprint.regions import build_site, get_region
 
     def num(key: str) -> float | None:  # ranges and reasons: config.BOUNDS
         return BOUNDS[key].check(data[key], f"site.{key}") if key in data else None
 
-    site = build_site(region=str(data["region"]) if "region" in data else None,
+    site = build_site(region=_named(data, "region", "site", get_region) if "region" in data else None,
                       grid_g_co2e_per_kwh=num("grid_g_co2e_per_kwh"), pue=num("pue"),
                       electricity_usd_per_kwh=num("electricity_usd_per_kwh"))
     assert site is not None  # a region or an intensity is always given here

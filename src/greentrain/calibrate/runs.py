@@ -95,7 +95,7 @@ class _Row:
     def text(self, col: str, default: str = "") -> str:
         return (self.cells.get(col) or "").strip() or default
 
-    def number(self, col: str) -> float | None:
+    def number(self, col: str, rule: str = "must be a finite number >= 0") -> float | None:
         raw = self.text(col)
         if not raw:
             return None
@@ -104,11 +104,11 @@ class _Row:
         except ValueError:
             raise self._fail(col, raw, "must be a number") from None
         if not math.isfinite(v) or v < 0:
-            raise self._fail(col, raw, "must be a finite number >= 0")
+            raise self._fail(col, raw, rule)
         return v
 
     def integer(self, col: str, default: int | None = None, minimum: int = 1) -> int:
-        v = self.number(col)
+        v = self.number(col, f"must be an integer >= {minimum}")
         if v is None:
             if default is None:
                 raise self._fail(col, "", "is required")

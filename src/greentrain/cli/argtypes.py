@@ -101,3 +101,18 @@ def path_text(text: str) -> str:
     if "\0" in text:
         raise argparse.ArgumentTypeError(f"{text!r} must not hold a NUL character")
     return text
+
+
+def link_name(text: str) -> str:
+    """A link of the catalog (`greentrain catalog links`), checked before any run is read: a flag's unknown
+    link is the flag's error, not the first row's; "" (the default) is the chip's own."""
+    if text == "":
+        return text
+    from greentrain.errors import ConfigError
+    from greentrain.hardware.catalog import get_link
+
+    try:
+        get_link(name_text(text))
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e.rule}") from None
+    return text

@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greentrain.cli.argtypes import link_name
+
 if TYPE_CHECKING:
     from greentrain.calibrate.runs import Run
 
@@ -26,8 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "inter_node_link, fragmentation)")
     p.add_argument("--holdout", type=float, default=0.25, help="fraction of the runs held back to score the fit")
     p.add_argument("--seed", type=int, default=0, help="seed of the hold-out draw")
-    p.add_argument("--intra-node-link", default="", help="the runs' intra-node link if not the chip's")
-    p.add_argument("--inter-node-link", default="", help="the runs' network if not the chip's (e.g. efa-400)")
+    p.add_argument("--intra-node-link", default="", type=link_name,
+                   help="the runs' intra-node link if not the chip's")
+    p.add_argument("--inter-node-link", default="", type=link_name,
+                   help="the runs' network if not the chip's (e.g. efa-400)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON too")
 
 

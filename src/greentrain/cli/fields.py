@@ -21,7 +21,8 @@ def fields_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
 
 
 SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_headroom": "--memory-headroom",
-                "constraints.budget_usd": "--budget-usd", "search.objective": "--objective", "search.top_k": "--top"}
+                "constraints.budget_usd": "--budget-usd", "search.objective": "--objective", "search.top_k": "--top",
+                "search.max_tp": "--max-tp", "search.max_micro_batch": "--max-micro-batch"}
 OFFLOAD_FLAGS = {"cluster.host_link": "--host-link", "measured": "--measured"}
 TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s", "track.out_dir": "--out"}
 SUMMARIZE_FLAGS = {"out_dir": "--summarize"}

@@ -260,7 +260,14 @@ def _site(args: argparse.Namespace, site: Site) -> Site:
         data["grid_g_co2e_per_kwh"] = site.grid_g_co2e_per_kwh
         data["region"] = site.region
         data.setdefault("pue", site.pue)
-    return site_from_dict(data)
+    try:
+        return site_from_dict(data)
+    except ConfigError as e:  # name the flag the user typed, not the scenario key behind it
+        flag = {"site.region": "--region", "site.grid_g_co2e_per_kwh": "--grid-g-per-kwh", "site.pue": "--pue",
+                "site.electricity_usd_per_kwh": "--electricity-usd-per-kwh"}.get(e.field)
+        if flag is None or getattr(args, flag[2:].replace("-", "_")) is None:
+            raise
+        raise ConfigError(flag, e.value, e.rule) from None
 
 
 def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -320,4 +327,7 @@ def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scen
         unset = dataclasses.replace(sc, strategy=None)
         if pins_only(section, unset):  # the file names some fields only: the planner chooses the rest
             sc, pins, names = unset, section, {}
-    return resolve_strategy(sc, pins, profile_from_args(args), names, memory_headroom=headroom)
+    from greentrain.cli.fields import fields_as_flags
+
+    with fields_as_flags({"constraints.memory_headroom": "--memory-headroom"}):
+        return resolve_strategy(sc, pins, profile_from_args(args), names, memory_headroom=headroom)

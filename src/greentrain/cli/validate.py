@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from greentrain.cli.argtypes import link_name
 from greentrain.cli.scenario_args import add_profile_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", help="runs CSV (columns: docs/runs-csv.md)")
     add_profile_arguments(p, for_runs=True)
-    p.add_argument("--intra-node-link", default="", help="the runs' intra-node link (catalog name) if not the chip's")
-    p.add_argument("--inter-node-link", default="", help="the runs' network (catalog name, e.g. efa-400) if not the "
+    p.add_argument("--intra-node-link", default="", type=link_name,
+                   help="the runs' intra-node link (catalog name) if not the chip's")
+    p.add_argument("--inter-node-link", default="", type=link_name,
+                   help="the runs' network (catalog name, e.g. efa-400) if not the "
                    "chip's")
     p.add_argument("--json", action="store_true", help='print {"rows": [...], "summary": {...}}')
 

@@ -196,7 +196,7 @@ def get_region(code: str) -> Region:
     table = _table()
     key = key if key in table else country_aliases().get(key, key)
     if key not in table:
-        raise ConfigError("region", code, "unknown region" + did_you_mean(key, table))
+        raise ConfigError("region", code, "unknown region" + did_you_mean(key, table, "greentrain catalog regions"))
     return table[key]
 
 

@@ -138,12 +138,13 @@ def get_chip(name: str) -> Chip:
         data = load_mapping(name)  # ConfigError if the file is missing or malformed
         chip_name = as_name(data.pop("name", Path(name).stem), f"chip({name}).name")
         return chip_from_dict(chip_name, data)
-    raise ConfigError("chip", name, "unknown chip" + did_you_mean(key, list(table) + list(_aliases())))
+    raise ConfigError("chip", name, "unknown chip" + did_you_mean(key, list(table) + list(_aliases()),
+                                                              "greentrain catalog chips"))
 
 
 def get_link(name: str) -> Link:
     key = name.strip().lower()
     table = links()
     if key not in table:
-        raise ConfigError("link", name, "unknown link" + did_you_mean(key, table))
+        raise ConfigError("link", name, "unknown link" + did_you_mean(key, table, "greentrain catalog links"))
     return table[key]

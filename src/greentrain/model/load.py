@@ -27,7 +27,8 @@ def preset_names() -> tuple[str, ...]:
 def load_preset(name: str) -> TransformerSpec:
     key = name.strip().lower()
     if key not in preset_names():
-        raise ConfigError("model", name, "unknown model preset" + did_you_mean(key, preset_names()))
+        raise ConfigError("model", name, "unknown model preset"
+                          + did_you_mean(key, preset_names(), "greentrain catalog models"))
     data = yaml.safe_load(_preset_dir().joinpath(f"{key}.yaml").read_text(encoding="utf-8"))
     data.setdefault("name", key)
     return TransformerSpec.from_dict(data, where=f"model({key})")

@@ -56,6 +56,7 @@ def test_model_file_relative_to_the_csv(tmp_path: Path) -> None:
     (GOOD.replace(",64,1,", ",64,1e30,"), HEADER, "runs[r1].micro_batch=1000000000000000019884624838656: must be "
                                                     "an integer in [1, 100,000,000]"),
     (GOOD.replace(",64,1,", ",1e30,1,"), HEADER, "runs[r1].global_batch="),
+    (GOOD.replace(",h100-sxm,8,", ",h100-sxm,-1,"), HEADER, "runs[r1].num_chips='-1': must be an integer >= 1"),
 ])
 def test_bad_input_names_run_column_value_rule(tmp_path: Path, row: str, header: str, needle: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -96,4 +97,7 @@ def test_calibrate_refuses_the_same_runs_twice_and_a_missing_file(tmp_path: Path
     assert "runs[r1].run_id='r1': must be unique over the inputs" in err and err.count("\n") == 1
     assert main(["calibrate", str(tmp_path / "nope.csv"), "-o", str(out)]) == 2
     assert "nope.csv': does not exist" in capsys.readouterr().err
+    for command in (["calibrate", str(p), "-o", str(out)], ["validate", str(p)]):  # the flag's error, not row 1's
+        assert main([*command, "--intra-node-link", "foo"]) == 2
+        assert "argument --intra-node-link: 'foo': unknown link" in capsys.readouterr().err
     assert not out.exists()

@@ -120,7 +120,9 @@ def audit_files(tmp_path: Path) -> Path:
              "m5.yaml": "model: 5\n", "mlist.yaml": "model: [1, 2]\n",
              "dup.yaml": "model: llama3-8b\nmodel: gpt3-175b\n",
              "decoder_target.yaml": "workload: {target_seq_len: 512}\n",
-             "vpp.yaml": "strategy: {pp: 4, vpp: 2, tp: 8, dp: 2, schedule: gpipe}\n"}
+             "vpp.yaml": "strategy: {pp: 4, vpp: 2, tp: 8, dp: 2, schedule: gpipe}\n",
+             "chipnull.yaml": "cluster: {chip: null}\n", "link.yaml": "cluster: {inter_node_link: ib-foo}\n",
+             "regionnull.yaml": "site: {region: null}\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "some.png").write_bytes(PNG)
@@ -155,6 +157,13 @@ def audit_files(tmp_path: Path) -> Path:
     (["--flash-attention", "--attention-kernel", "sdpa-math"],
      "--attention-kernel='sdpa-math': materialises the scores (unfused): it conflicts with --flash-attention"),
     (["--micro-batch", str(10**8 + 1)], "strategy.micro_batch_size=100000001: must be an integer in [1, 1"),
+    # a scenario file's error names its key; a flag's the flag; a cut list of names says where the rest are
+    (["{d}/chipnull.yaml"], "cluster.chip=None: must be a name (a string)"),
+    (["{d}/link.yaml"], "cluster.inter_node_link='ib-foo': unknown link; known: dgx1-ib-edr"),
+    (["{d}/regionnull.yaml"], "site.region=None: must be a name (a string)"),
+    (["--region", "zzzzzz"], "--region='zzzzzz': unknown region; known: abw,"),
+    (["--chip", "nope"], "names in all; `greentrain catalog chips` lists them)"),
+    (["--memory-headroom", "1"], "--memory-headroom=1.0: must be in [0, 1)"),
 ])
 def test_audit_bad_input(audit_files: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                          needle: str) -> None:

@@ -68,7 +68,7 @@ def test_plan_takes_a_headroom_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert mem["total"] <= 0.5 * mem["capacity"]
     assert main([*base, "--memory-headroom", "1.5"]) == 2
     err = capsys.readouterr().err
-    assert "memory_headroom" in err and len(err.strip().splitlines()) == 1
+    assert "--memory-headroom=1.5" in err and len(err.strip().splitlines()) == 1  # the flag typed
 
 
 def test_among_near_ties_the_cleaner_region_ranks_first(sc: Scenario) -> None:
