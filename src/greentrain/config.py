@@ -213,14 +213,6 @@ class _UniqueKeyLoader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-class _NonFiniteJSON(ValueError):
-    pass
-
-
-def _no_constant(name: str) -> Any:
-    raise _NonFiniteJSON(name)
-
-
 class _DuplicateJSONKey(ValueError):
     pass
 
@@ -272,25 +264,20 @@ def _load_yaml(text: str, field: str, path: str) -> Any:
         loader.dispose()
 
 
-def load_mapping(path: str | Path, field: str = "path", finite: bool = False) -> dict[str, Any]:
+def load_mapping(path: str | Path, field: str = "path") -> dict[str, Any]:
     """Read a YAML or JSON file whose top level is a mapping; a key given twice is an error; the file's
-    size, nesting and alias expansion are bounded (MAX_INPUT_BYTES, MAX_NESTING, MAX_YAML_NODES). ``finite``:
-    a JSON NaN or Infinity (which Python's json takes) is an error, also in keys greentrain does not read (a
-    model's config.json)."""
+    size, nesting and alias expansion are bounded (MAX_INPUT_BYTES, MAX_NESTING, MAX_YAML_NODES)."""
     p = Path(path)
     text = read_text(p, field)
     try:
         if p.suffix == ".json":
-            data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant if finite else None)
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
         else:
             data = _load_yaml(text, field, str(path))  # a SafeLoader subclass
     except (RecursionError, _TooDeep):
         raise ConfigError(field, str(path), f"nests lists/mappings more than {MAX_NESTING} levels deep") from None
     except _DuplicateJSONKey as e:
         raise ConfigError(field, str(path), f"malformed JSON: duplicate key {e.args[0]!r}") from None
-    except _NonFiniteJSON as e:  # Python's json takes them; JSON has no such number, and ours are finite
-        raise ConfigError(field, str(path), f"malformed JSON: {e.args[0]} is not a number (RFC 8259 §6: numbers "
-                          "are finite)") from None
     except json.JSONDecodeError as e:
         raise ConfigError(field, str(path), f"malformed JSON at line {e.lineno}: {e.msg}") from None
     except yaml.YAMLError as e:

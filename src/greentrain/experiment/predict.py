@@ -78,9 +78,9 @@ def hf_config(job: Job, vocab: int) -> dict[str, Any]:
     m = job.model
     cfg: dict[str, Any] = {"model_type": m.arch, **families.finetuning(m.arch).defaults}
     if m.init == "pretrained":
-        cfg.update(load_mapping(Path(m.path) / "config.json", "model.path", finite=True))
+        cfg.update(load_mapping(Path(m.path) / "config.json", "model.path"))
     if m.config_path:
-        cfg.update(load_mapping(m.config_path, "model.config_path", finite=True))
+        cfg.update(load_mapping(m.config_path, "model.config_path"))
     cfg.update(m.config)
     cfg["vocab_size"] = vocab
     if cfg.get("num_decoder_layers") is None:  # T5Config: null means "as many as the encoder"

@@ -49,7 +49,7 @@ def load_model(arg: str | dict[str, Any] | TransformerSpec) -> TransformerSpec:
     if path.suffix in (".yaml", ".yml", ".json") or path.is_file() or path.is_dir():
         if path.is_dir():
             path = path / "config.json"
-        data = load_mapping(path, field="model", finite=True)
+        data = load_mapping(path, field="model")
         if path.suffix == ".json" and ("model_type" in data or "architectures" in data):
             from greentrain.model.hf import spec_from_hf_config
 
