@@ -169,7 +169,9 @@ def site_from_dict(data: dict[str, Any]) -> Site:
     def num(key: str) -> float | None:  # ranges and reasons: config.BOUNDS
         return BOUNDS[key].check(data[key], f"site.{key}") if key in data else None
 
-    site = build_site(region=_named(data, "region", "site", get_region) if "region" in data else None,
+    # beside a grid intensity the region is only a label (build_site): a name, not necessarily a known one
+    lookup = get_region if "grid_g_co2e_per_kwh" not in data else str
+    site = build_site(region=_named(data, "region", "site", lookup) if "region" in data else None,
                       grid_g_co2e_per_kwh=num("grid_g_co2e_per_kwh"), pue=num("pue"),
                       electricity_usd_per_kwh=num("electricity_usd_per_kwh"))
     assert site is not None  # a region or an intensity is always given here

@@ -236,8 +236,8 @@ def calibrate(runs: Sequence[Run], eff: Efficiency, *, holdout: float = 0.25, se
                 raise ConfigError("fit", ",".join(names), f"{len(ev_fit.runs)} run(s) support one constant, "
                                   f"{', '.join(FEW_RUNS_FIT)}; {MIN_RUNS} or more runs fit the others")
             others = ", ".join(n for n in names if n not in FEW_RUNS_FIT) or "the others"
-            note = (f"{len(ev_fit.runs)} run(s) support one constant: only kernel_efficiency was fitted, on every "
-                    f"run (none held back); {MIN_RUNS} or more runs fit {others} too")
+            note = (f"{len(ev_fit.runs)} run(s) support one constant: only {', '.join(FEW_RUNS_FIT)} was fitted, "
+                    f"on every run (none held back); {MIN_RUNS} or more runs fit {others} too")
             names = FEW_RUNS_FIT
     fitted = fit_constants(ev_fit, eff, names)
     ev_hold = _Evaluator(hold_runs, eff) if hold_runs else None

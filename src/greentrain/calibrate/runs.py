@@ -168,7 +168,7 @@ def _strategy(r: _Row, num_chips: int, recompute: str, fw: Efficiency | None) ->
     default_etp, default_zero = (int(fw.default_etp), int(fw.default_zero)) if fw else (0, 0)
     tp, pp, cp = r.integer("tp", 1), r.integer("pp", 1), r.integer("cp", 1)
     inner = tp * pp * cp
-    dp_given = r.number("dp")
+    dp_given = r.number("dp", "must be an integer >= 1")
     dp = r.integer("dp", num_chips // inner if num_chips % inner == 0 else 0, minimum=1) if dp_given is not None \
         else num_chips // inner
     if dp * inner != num_chips:

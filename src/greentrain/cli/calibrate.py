@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,8 +41,12 @@ def _runs(args: argparse.Namespace) -> list[Run]:
     from greentrain.estimate.efficiency import framework_names
 
     runs: list[Run] = []
+    seen: set[Path] = set()
     for item in args.inputs:
         path = Path(item)
+        if path.exists() and path.resolve() in seen:  # its runs would be fitted twice, or fitted and held out
+            raise ConfigError("inputs", item, "is given twice")
+        seen.add(path.resolve())
         if path.is_dir():
             runs.append(read_track_run(path, args.scenario))
         elif path.is_file():
@@ -53,10 +56,6 @@ def _runs(args: argparse.Namespace) -> list[Run]:
             raise ConfigError("inputs", item, "does not exist (give a runs CSV or a track directory)")
         else:
             raise ConfigError("inputs", item, "is neither a runs CSV nor a track directory")
-    # the same run twice would be fitted twice, or fitted and held out
-    if twice := sorted(i for i, n in Counter(r.run_id for r in runs).items() if n > 1):
-        raise ConfigError(f"runs[{twice[0]}].run_id", twice[0], "must be unique over the inputs (the same runs "
-                          "given twice?)")
     if args.scenario and not any(Path(i).is_dir() and not (Path(i) / "scenario.yaml").is_file()
                                  for i in args.inputs):  # a flag that would be silently ignored
         raise ConfigError("--scenario", args.scenario, "is used only for track directories without a "
@@ -67,6 +66,7 @@ def _runs(args: argparse.Namespace) -> list[Run]:
 def run(args: argparse.Namespace) -> int:
     from greentrain.calibrate.fit import calibrate
     from greentrain.calibrate.profile import profile_dict, write_profile
+    from greentrain.cli.fields import fields_as_flags
     from greentrain.errors import ConfigError
     from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Profile
     from greentrain.files import check_not_an_input, check_output_path
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.framework and len(frameworks) > 1:
         raise ConfigError("framework", ", ".join(frameworks), "the runs mix frameworks: give --framework")
     eff = Profile(framework=framework).for_chip(runs[0].scenario.cluster.chip.name)
-    result = calibrate(runs, eff, holdout=args.holdout, seed=args.seed, names=names)
+    with fields_as_flags({"fit": "--fit", "holdout": "--holdout"}):
+        result = calibrate(runs, eff, holdout=args.holdout, seed=args.seed, names=names)
     data = profile_dict(result, [str(x) for x in args.inputs], args.holdout, args.seed)
     write_profile(data, out)
     if args.json:

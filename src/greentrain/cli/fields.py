@@ -23,6 +23,8 @@ def fields_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
 SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_headroom": "--memory-headroom",
                 "constraints.budget_usd": "--budget-usd", "search.objective": "--objective", "search.top_k": "--top",
                 "search.max_tp": "--max-tp", "search.max_micro_batch": "--max-micro-batch"}
+SITE_FLAGS = {"site.region": "--region", "site.grid_g_co2e_per_kwh": "--grid-g-per-kwh", "site.pue": "--pue",
+              "site.electricity_usd_per_kwh": "--electricity-usd-per-kwh"}
 OFFLOAD_FLAGS = {"cluster.host_link": "--host-link", "measured": "--measured"}
 TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s", "track.out_dir": "--out"}
 SUMMARIZE_FLAGS = {"out_dir": "--summarize"}

@@ -193,9 +193,13 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     check_sequence(model, w, "--seq-len" if from_flags or args.seq_len is not None else "workload.seq_len",
                    "--target-seq-len" if from_flags or args.target_seq_len is not None
                    else "workload.target_seq_len")
-    return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site),
-                    strategy=apply_pins(sc, _strategy_flags(args), cl.num_chips, _flag_names(args, sc),
-                                        profile_from_args(args).for_chip(cl.chip.name).default_etp))
+    from greentrain.cli.fields import fields_as_flags
+
+    names = _flag_names(args, sc)
+    with fields_as_flags(_pin_flags(args, names)):
+        strategy = apply_pins(sc, _strategy_flags(args), cl.num_chips, names,
+                              profile_from_args(args).for_chip(cl.chip.name).default_etp)
+    return Scenario(model=model, cluster=cl, workload=w, site=_site(args, sc.site), strategy=strategy)
 
 
 def batch_is_default(args: argparse.Namespace) -> bool:
@@ -260,14 +264,12 @@ def _site(args: argparse.Namespace, site: Site) -> Site:
         data["grid_g_co2e_per_kwh"] = site.grid_g_co2e_per_kwh
         data["region"] = site.region
         data.setdefault("pue", site.pue)
-    try:
+    from greentrain.cli.fields import SITE_FLAGS, fields_as_flags
+
+    given = {"site.region": args.region, "site.grid_g_co2e_per_kwh": args.grid_g_per_kwh, "site.pue": args.pue,
+             "site.electricity_usd_per_kwh": args.electricity_usd_per_kwh}
+    with fields_as_flags({k: f for k, f in SITE_FLAGS.items() if given[k] is not None}):  # the flag, not the file
         return site_from_dict(data)
-    except ConfigError as e:  # name the flag the user typed, not the scenario key behind it
-        flag = {"site.region": "--region", "site.grid_g_co2e_per_kwh": "--grid-g-per-kwh", "site.pue": "--pue",
-                "site.electricity_usd_per_kwh": "--electricity-usd-per-kwh"}.get(e.field)
-        if flag is None or getattr(args, flag[2:].replace("-", "_")) is None:
-            raise
-        raise ConfigError(flag, e.value, e.rule) from None
 
 
 def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -277,6 +279,14 @@ def _strategy_flags(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             kw["micro_batch_size" if flag == "micro_batch" else flag] = value
     return kw
+
+
+def _pin_flags(args: argparse.Namespace, names: dict[str, str]) -> dict[str, str]:
+    """The fields of a strategy or search space that the given strategy flags set, as those flags (an error names
+    the flag typed: strategy.micro_batch_size -> --micro-batch)."""
+    given = [f for f in _strategy_flags(args) if f in names]
+    return {f"{where}.{f}": names[f] for f in given for where in ("strategy", "search")} | \
+        ({"search.micro_batch": names["micro_batch_size"]} if "micro_batch_size" in given else {})
 
 
 def _flag_names(args: argparse.Namespace, sc: Scenario) -> dict[str, str]:
@@ -306,7 +316,9 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
                       loss_kernel=getattr(args, "loss_kernel", "") or "")
     flash = getattr(args, "flash_attention", None)
     if profile.attention_kernel and flash is not None:  # one of them would be ignored without a word
-        fused = profile.for_chip("").attention_fused
+        from greentrain.estimate.efficiency import efficiency_for
+
+        fused = efficiency_for("", profile.framework, profile.attention_kernel).attention_fused  # the kernel's data
         if fused != flash:
             raise ConfigError("--attention-kernel", profile.attention_kernel,
                               f"{'is a fused kernel' if fused else 'materialises the scores (unfused)'}: it conflicts "
@@ -327,7 +339,7 @@ def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scen
         unset = dataclasses.replace(sc, strategy=None)
         if pins_only(section, unset):  # the file names some fields only: the planner chooses the rest
             sc, pins, names = unset, section, {}
-    from greentrain.cli.fields import fields_as_flags
+    from greentrain.cli.fields import SEARCH_FLAGS, fields_as_flags
 
-    with fields_as_flags({"constraints.memory_headroom": "--memory-headroom"}):
+    with fields_as_flags({**SEARCH_FLAGS, **_pin_flags(args, names)}):
         return resolve_strategy(sc, pins, profile_from_args(args), names, memory_headroom=headroom)

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from greentrain.config import BOUNDS, MAX_BATCH_SEQUENCES, as_bool, as_choice, as_int, check_keys, require
 from greentrain.errors import ConfigError, InfeasibleError
+from greentrain.hardware.cluster import MAX_CHIPS
 from greentrain.model.spec import TransformerSpec
 from greentrain.num import Num
 from greentrain.parallel import derived
@@ -30,7 +31,6 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = PIPELINE_SCHEDULES  # the pipeline schedules by name (parallel/schedules.py, one record each)
 __all__ = ["RECOMPUTE", "SCHEDULES", "Strategy", "check_divisibility", "check_schedule"]
 
-MAX_DEGREE = int(BOUNDS["num_chips"].hi)  # no parallel degree exceeds the chips of a cluster
 MAX_LAYERS = int(BOUNDS["num_layers"].hi)
 
 
@@ -61,7 +61,7 @@ class Strategy:
 
     def __post_init__(self) -> None:
         for f in POSITIVE_FIELDS:  # a degree past any cluster, a micro-batch past any global batch
-            v, top = getattr(self, f), MAX_BATCH_SEQUENCES if f == "micro_batch_size" else MAX_DEGREE
+            v, top = getattr(self, f), MAX_BATCH_SEQUENCES if f == "micro_batch_size" else MAX_CHIPS
             require(isinstance(v, int) and 1 <= v <= top, f"strategy.{f}", v, f"must be an integer in [1, {top:,}]")
         require(self.zero in (0, 1, 2, 3), "strategy.zero", self.zero, "must be 0, 1, 2 or 3")
         require(self.recompute in RECOMPUTE, "strategy.recompute", self.recompute,
@@ -87,7 +87,8 @@ class Strategy:
         if self.offload_activations:  # Megatron Core: "no support for Pipeline parallelism with CPU offloading"
             require(self.pp == 1, "strategy.offload_activations", self.offload_activations,
                     "needs pp = 1 (activation offloading runs without pipeline parallelism)")
-        require(0 <= self.etp <= MAX_DEGREE, "strategy.etp", self.etp, f"must be in [0, {MAX_DEGREE:,}] (0: as tp)")
+        require(isinstance(self.etp, int) and 0 <= self.etp <= MAX_CHIPS, "strategy.etp", self.etp,
+                f"must be an integer in [0, {MAX_CHIPS:,}] (0: as tp)")
         ranks = self.stage_ranks
         if ranks % (self.ep * self.expert_tp):
             fits = [e for e in range(1, ranks + 1) if ranks % (e * self.expert_tp) == 0]

@@ -63,10 +63,12 @@ class SearchSpace:
         require(bool(self.offload), "search.offload", self.offload, "must not be empty")
         require(all(isinstance(n, int) and n >= 0 for n in self.offload_activations), "search.offload_activations",
                 self.offload_activations, "must be whole numbers of layers >= 0")
-        require(0 <= self.max_tp <= MAX_CHIPS, "search.max_tp", self.max_tp,
-                f"must be between 0 (the node size) and {MAX_CHIPS:,} (the most chips a cluster has here)")
-        require(0 <= self.max_micro_batch <= MAX_BATCH_SEQUENCES, "search.max_micro_batch", self.max_micro_batch,
-                f"must be between 0 (no limit) and {MAX_BATCH_SEQUENCES:,} (the largest global batch, sequences)")
+        # a cap or a pinned degree (0: none) past any cluster, a micro-batch past any global batch
+        for name in ("max_tp", "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "max_micro_batch", "micro_batch"):
+            v, top = getattr(self, name), MAX_BATCH_SEQUENCES if "micro_batch" in name else MAX_CHIPS
+            zero = {"max_tp": "the node size", "max_micro_batch": "no limit", "etp": "as tp"}.get(name, "searched")
+            require(v is None or (isinstance(v, int) and 0 <= v <= top), f"search.{name}", v,
+                    f"must be an integer in [0, {top:,}] (0: {zero})")
 
 
 # The memory-lightest corner of the space: the question "does anything fit?" only needs these choices

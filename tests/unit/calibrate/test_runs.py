@@ -88,13 +88,18 @@ def test_unknown_framework_is_named_unless_overridden(tmp_path: Path, capsys: py
     assert main(["validate", str(p), "--framework", "megatron", "--json"]) == 0
 
 
-def test_calibrate_refuses_the_same_runs_twice_and_a_missing_file(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """Runs given twice would be fitted twice, or fitted and held out (a bad-input audit); nothing is written."""
+def test_calibrate_refuses_an_input_given_twice_and_a_missing_file(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """An input given twice would be fitted twice, or fitted and held out (a bad-input audit); nothing is written.
+    Two files whose run_ids repeat each other (r1, r2 on two clusters) are two sets of runs."""
     p, out = _csv(tmp_path, GOOD), tmp_path / "p.yaml"
-    assert main(["calibrate", str(p), str(p), "-o", str(out)]) == 2
+    assert main(["calibrate", str(p), str(tmp_path / "." / "runs.csv"), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "runs[r1].run_id='r1': must be unique over the inputs" in err and err.count("\n") == 1
+    assert "runs.csv': is given twice" in err and err.count("\n") == 1
+    (tmp_path / "other").mkdir()
+    other = _csv(tmp_path / "other", GOOD.replace(",1.5,", ",1.6,"))
+    assert main(["calibrate", str(p), str(other), "-o", str(out), "--fit", "kernel_efficiency"]) == 0
+    out.unlink()
     assert main(["calibrate", str(tmp_path / "nope.csv"), "-o", str(out)]) == 2
     assert "nope.csv': does not exist" in capsys.readouterr().err
     for command in (["calibrate", str(p), "-o", str(out)], ["validate", str(p)]):  # the flag's error, not row 1's

@@ -156,7 +156,9 @@ def audit_files(tmp_path: Path) -> Path:
      "--attention-kernel='fa2': is a fused kernel: it conflicts with --no-flash-attention"),
     (["--flash-attention", "--attention-kernel", "sdpa-math"],
      "--attention-kernel='sdpa-math': materialises the scores (unfused): it conflicts with --flash-attention"),
-    (["--micro-batch", str(10**8 + 1)], "strategy.micro_batch_size=100000001: must be an integer in [1, 1"),
+    (["--micro-batch", str(10**8 + 1)], "--micro-batch=100000001: must be an integer in [0, 100,000,000]"),
+    (["--etp", str(10**11)], "--etp=100000000000: must be an integer in [0, 16,777,216] (0: as tp)"),
+    (["--dp", "8", "--tp", "8", "--ep", str(10**11)], "--ep=100000000000: must be an integer in ["),
     # a scenario file's error names its key; a flag's the flag; a cut list of names says where the rest are
     (["{d}/chipnull.yaml"], "cluster.chip=None: must be a name (a string)"),
     (["{d}/link.yaml"], "cluster.inter_node_link='ib-foo': unknown link; known: dgx1-ib-edr"),
@@ -252,6 +254,7 @@ def test_documented_values_are_taken(capsys: pytest.CaptureFixture[str]) -> None
     """--etp 0 is the framework's expert tensor parallelism (as --help says); a kernel that agrees with
     --(no-)flash-attention is no conflict."""
     for args in (["--model", "mixtral-8x7b", "--num-chips", "64", "--ep", "8", "--etp", "0"],
+                 ["--region", "mylab", "--grid-g-per-kwh", "300"],  # beside an intensity a region is a label
                  ["--no-flash-attention", "--attention-kernel", "sdpa-math"],
                  ["--flash-attention", "--attention-kernel", "cudnn"]):
         code, _, err = _plan(capsys, *args)

@@ -116,10 +116,13 @@ def test_search_keeps_the_files_attention_kernel(tmp_path: Path, capsys: pytest.
 
 
 def test_the_python_api_refuses_the_same_counts(sc: Scenario) -> None:
-    with pytest.raises(ConfigError, match=r"search\.max_tp=16777217: must be between 0"):
+    with pytest.raises(ConfigError, match=r"search\.max_tp=16777217: must be an integer in \[0, 16,777,216\] "
+                                          r"\(0: the node size\)"):
         SearchSpace(max_tp=2**24 + 1)
     with pytest.raises(ConfigError, match=r"search\.max_micro_batch"):
         SearchSpace(max_micro_batch=10**8 + 1)
     with pytest.raises(ConfigError, match=r"search\.top_k=1000001: must be between 1 and 1,000,000"):
         search([sc], top_k=10**6 + 1)
     SearchSpace(max_tp=2**24, max_micro_batch=10**8)  # the bounds themselves are taken
+    with pytest.raises(ConfigError, match=r"search\.etp=16777217: must be an integer in \[0, 16,777,216\] \(0: as"):
+        SearchSpace(etp=2**24 + 1)  # a pinned degree (plan --etp on a dense model was taken, then dropped)
