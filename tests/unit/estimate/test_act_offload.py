@@ -129,7 +129,7 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*PLAN, "--pp", "2", "--offload-activations", "20"]) == 2  # the search's pins say the same
     assert "pp = 1" in capsys.readouterr().err
     assert main([*PLAN, "--offload-activations", "-3"]) == 2
-    assert "strategy.offload_activations=-3" in capsys.readouterr().err
+    assert "--offload-activations=-3" in capsys.readouterr().err
     fsdp2 = [a if a != "nemo" else "fsdp2" for a in PLAN]
     assert main([*fsdp2, *whole, "--offload-activations", "20"]) == 2
     assert "no activation offload" in capsys.readouterr().err

@@ -55,7 +55,7 @@ def test_an_explicit_strategy_on_a_missing_axis_is_refused(capsys: pytest.Captur
             "--pp", "2"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()  # "it runs tp, cp beside data parallelism"
-    assert len(err) == 1 and "strategy.pp=2" in err[0] and "no pipeline parallelism" in err[0]
+    assert len(err) == 1 and "--pp=2" in err[0] and "no pipeline parallelism" in err[0]  # the flag typed
     ddp = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8", "--framework", "ddp"]
     assert main([*ddp, "--offload-optimizer"]) == 2
     assert "no optimizer offload" in capsys.readouterr().err
@@ -71,8 +71,8 @@ def test_what_would_fit_is_said_for_the_framework(capsys: pytest.CaptureFixture[
 
 def test_pins_that_need_a_missing_axis_name_it(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["plan", "--model", "llama3.2-1b", "--chip", "h100-sxm", "--num-chips", "8"]
-    for argv, field in (([*base, "--framework", "torchtune", "--vpp", "2"], "strategy.vpp=2"),
-                        ([*base, "--framework", "ddp", "--sp"], "strategy.sp=True")):
+    for argv, field in (([*base, "--framework", "torchtune", "--vpp", "2"], "--vpp=2"),  # the flags typed
+                        ([*base, "--framework", "ddp", "--sp"], "--sp=True")):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and field in err and "framework has no" in err
