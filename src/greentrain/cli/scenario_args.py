@@ -341,5 +341,6 @@ def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scen
             sc, pins, names = unset, section, {}
     from greentrain.cli.fields import SEARCH_FLAGS, fields_as_flags
 
-    with fields_as_flags({**SEARCH_FLAGS, **_pin_flags(args, names)}):
+    headroom_flag = {k: v for k, v in SEARCH_FLAGS.items() if k == "constraints.memory_headroom"}  # plan's one
+    with fields_as_flags({**headroom_flag, **_pin_flags(args, names)}):
         return resolve_strategy(sc, pins, profile_from_args(args), names, memory_headroom=headroom)
