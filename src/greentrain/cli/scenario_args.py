@@ -266,9 +266,8 @@ def _site(args: argparse.Namespace, site: Site) -> Site:
         data.setdefault("pue", site.pue)
     from greentrain.cli.fields import SITE_FLAGS, fields_as_flags
 
-    given = {"site.region": args.region, "site.grid_g_co2e_per_kwh": args.grid_g_per_kwh, "site.pue": args.pue,
-             "site.electricity_usd_per_kwh": args.electricity_usd_per_kwh}
-    with fields_as_flags({k: f for k, f in SITE_FLAGS.items() if given[k] is not None}):  # the flag, not the file
+    given = {k: f for k, f in SITE_FLAGS.items() if getattr(args, f[2:].replace("-", "_")) is not None}
+    with fields_as_flags(given):  # an error names the flag typed, not the file's key
         return site_from_dict(data)
 
 
