@@ -314,6 +314,10 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
                       selective_recompute=getattr(args, "selective_recompute", "") or "",
                       loss_kernel=getattr(args, "loss_kernel", "") or "")
     flash = getattr(args, "flash_attention", None)
+    said = f"--{'' if flash else 'no-'}flash-attention"
+    if profile.attention_kernel and flash is None and getattr(args, "scenario", None):  # the file's, if it says
+        flash = _file_flash_attention(args.scenario)
+        said = f"the scenario file's strategy.flash_attention: {str(flash).lower()}"
     if profile.attention_kernel and flash is not None:  # one of them would be ignored without a word
         from greentrain.estimate.efficiency import efficiency_for
 
@@ -321,8 +325,19 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
         if fused != flash:
             raise ConfigError("--attention-kernel", profile.attention_kernel,
                               f"{'is a fused kernel' if fused else 'materialises the scores (unfused)'}: it conflicts "
-                              f"with --{'' if flash else 'no-'}flash-attention; give one of them")
+                              f"with {said}; give one of them")
     return profile
+
+
+def _file_flash_attention(path: str) -> bool | None:
+    """The scenario file's ``strategy.flash_attention`` where it gives one (a file without it takes the default,
+    which any --attention-kernel may override)."""
+    from greentrain.config import as_bool, load_mapping
+
+    section = load_mapping(path, field="scenario").get("strategy")
+    if not isinstance(section, dict) or "flash_attention" not in section:
+        return None
+    return as_bool(section["flash_attention"], "strategy.flash_attention")
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:

@@ -376,8 +376,8 @@ class TransformerSpec:
         for key, value in data.items():
             field = f"{where}.{key}"
             ftype = str(fields[key].type)
-            if ftype == "int":
-                kwargs[key] = as_int(value, field, minimum=0)
+            if ftype == "int":  # its range is __post_init__'s rule (>= 1 or >= 0), stated whole there
+                kwargs[key] = as_int(value, field)
             elif ftype == "bool":
                 kwargs[key] = as_bool(value, field)
             elif ftype == "float":

@@ -122,7 +122,9 @@ def audit_files(tmp_path: Path) -> Path:
              "decoder_target.yaml": "workload: {target_seq_len: 512}\n",
              "vpp.yaml": "strategy: {pp: 4, vpp: 2, tp: 8, dp: 2, schedule: gpipe}\n",
              "chipnull.yaml": "cluster: {chip: null}\n", "link.yaml": "cluster: {inter_node_link: ib-foo}\n",
-             "regionnull.yaml": "site: {region: null}\n"}
+             "regionnull.yaml": "site: {region: null}\n", "noflash.yaml": "strategy: {flash_attention: false}\n",
+             "negative.yaml": "model: {name: tiny, num_layers: -1, hidden_size: 256, num_heads: 4, "
+                              "ffn_hidden_size: 1024, vocab_size: 1000}\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "some.png").write_bytes(PNG)
@@ -156,6 +158,10 @@ def audit_files(tmp_path: Path) -> Path:
      "--attention-kernel='fa2': is a fused kernel: it conflicts with --no-flash-attention"),
     (["--flash-attention", "--attention-kernel", "sdpa-math"],
      "--attention-kernel='sdpa-math': materialises the scores (unfused): it conflicts with --flash-attention"),
+    (["{d}/noflash.yaml", "--attention-kernel", "fa2"],
+     "--attention-kernel='fa2': is a fused kernel: it conflicts with the scenario file's strategy.flash_attention: "
+     "false"),
+    (["{d}/negative.yaml"], "model(tiny).num_layers=-1: must be a positive integer"),  # the whole rule, not >= 0
     (["--micro-batch", str(10**8 + 1)], "--micro-batch=100000001: must be an integer in [0, 100,000,000]"),
     (["--etp", str(10**11)], "--etp=100000000000: must be an integer in [0, 16,777,216] (0: as tp)"),
     (["--dp", "8", "--tp", "8", "--ep", str(10**11)], "--ep=100000000000: must be an integer in ["),
