@@ -38,6 +38,7 @@ import yaml
 
 from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import Prediction
+from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK
 
 BAND_QUANTILE = 0.8  # the band holds this share of a class's measured runs
 MIN_RUNS = 4  # the smallest n with ceil(BAND_QUANTILE (n + 1)) <= n: a class with fewer runs has no conformal band
@@ -199,3 +200,34 @@ def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_nod
         return BandMatch(band=pooled, how="same class pooled over scales", own_runs=own_runs)
     pool = by_key.get((ANY, ANY, False, scale)) or by_key.get(("all", "all", False, "all"))
     return BandMatch(band=pool, how="outside", own_runs=own_runs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BandCheck:
+    """Whether the error bands `plan` states held on measured runs: per run, the band of its class (None where
+    the run has no throughput error to score) and whether its |error| lies within it."""
+
+    bands: tuple[float | None, ...]
+    held: int
+    scored: int
+
+
+def check_bands(runs: Sequence[Run], preds: Sequence[Prediction], framework: str = "",
+                bands: Sequence[Band] | None = None) -> BandCheck:
+    """The band ``plan`` prints for each scored run (its class: ``framework`` if given, else the run's own, else
+    the default), and how many of the runs' measured throughputs it holds. On the runs the bands were built from
+    this is in-sample; on other measured runs it is the coverage build item 11 of docs/validation.md scores."""
+    out: list[float | None] = []
+    held = scored = 0
+    for r, p in zip(runs, preds, strict=True):
+        cl = r.scenario.cluster
+        match = band_for(framework or r.framework or DEFAULT_FRAMEWORK, cl.chip.name, r.scenario.model.is_moe,
+                         cl.num_chips, cl.chips_per_node, bands)
+        if p.throughput_error is None or match.band is None:
+            out.append(None)
+            continue
+        out.append(match.band.band)
+        scored += 1
+        held += abs(p.throughput_error) <= match.band.band
+    return BandCheck(bands=tuple(out), held=held, scored=scored)
+

@@ -59,13 +59,16 @@ def run(args: argparse.Namespace) -> int:
                 "attention_kernel": args.attention_kernel or None,
                 "selective_recompute": args.selective_recompute or None, "loss_kernel": args.loss_kernel or None,
                 "intra_node_link": args.intra_node_link or None, "inter_node_link": args.inter_node_link or None}
+    from greentrain.calibrate.bands import check_bands
+
+    bands = check_bands(runs, preds, args.framework or "")
     if args.json:
         from greentrain.report.validate import validation_to_dict
 
-        print(json.dumps(validation_to_dict(runs, preds, summary, settings), indent=1))
+        print(json.dumps(validation_to_dict(runs, preds, summary, settings, bands), indent=1))
         return 0
     from greentrain.report.console import default_console
     from greentrain.report.validate import render_validation
 
-    render_validation(summary, settings, default_console())
+    render_validation(summary, settings, default_console(), bands)
     return 0

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greentrain import units
+from greentrain.calibrate.bands import BandCheck
 from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import GOOD_PICK, Prediction, Summary
 from greentrain.results.calibration import ValidationResult
@@ -19,7 +20,7 @@ def _gib(x: float | None) -> float | None:
     return None if x is None else units.bytes_to_gib(x)
 
 
-def row_to_dict(run: Run, p: Prediction) -> dict[str, Any]:
+def row_to_dict(run: Run, p: Prediction, band: float | None = None) -> dict[str, Any]:
     m = run.measured
     return {
         "run_id": run.run_id, "model": run.scenario.model.name, "num_chips": run.scenario.cluster.num_chips,
@@ -31,6 +32,9 @@ def row_to_dict(run: Run, p: Prediction) -> dict[str, Any]:
                      "peak_memory_gib": _gib(m.peak_memory_bytes)},
         "mfu_error_points": None if p.measured_mfu_error is None else 100 * p.measured_mfu_error,
         "peak_memory_error": p.peak_memory_error,
+        "throughput_error": p.throughput_error,
+        "error_band": band,  # the band plan states for the run's class (fraction of the throughput)
+        "within_error_band": None if band is None or p.throughput_error is None else abs(p.throughput_error) <= band,
     }
 
 
@@ -53,11 +57,12 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
 
 
 def validation_to_dict(runs: Sequence[Run], preds: Sequence[Prediction], s: Summary,
-                       settings: dict[str, Any]) -> dict[str, Any]:
+                       settings: dict[str, Any], bands: BandCheck) -> dict[str, Any]:
     # schema 2: a row's peak_memory_gib is the allocator's peak (1: everything on the device, now
     # device_memory_gib)
-    return {**ValidationResult.head(), "settings": settings,
-            "rows": [row_to_dict(r, p) for r, p in zip(runs, preds, strict=True)], "summary": summary_to_dict(s)}
+    rows = [row_to_dict(r, p, b) for r, p, b in zip(runs, preds, bands.bands, strict=True)]
+    summary = {**summary_to_dict(s), "error_band_held": bands.held, "error_band_scored": bands.scored}
+    return {**ValidationResult.head(), "settings": settings, "rows": rows, "summary": summary}
 
 
 def _fmt(x: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
@@ -65,7 +70,7 @@ def _fmt(x: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
     return "n/a" if x is None else format(x * scale, spec) + unit
 
 
-def render_validation(s: Summary, settings: dict[str, Any], console: Console) -> None:
+def render_validation(s: Summary, settings: dict[str, Any], console: Console, bands: BandCheck) -> None:
     t = Table(title=f"greentrain validate: {s.num_runs:,} runs ({s.num_ran:,} ran), {s.num_groups} groups "
               f"(model x chips); {settings.get('framework') or 'each run its framework'}", title_justify="left")
     t.add_column("score")
@@ -88,4 +93,6 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console) ->
               f"{s.crashes_missed} crashes predicted to fit, {s.runs_refused} runs that ran predicted not to")
     t.add_row("peak memory error, median", _fmt(s.peak_memory_error_median, ".1f", 100, " %"),
               f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30, ' GiB')} (the allocator's peak)")
+    t.add_row("error band held", _fmt(bands.held / bands.scored if bands.scored else None, ".0f", 100, " %"),
+              f"{bands.held:,} of {bands.scored:,} runs inside the error band plan states for their class")
     console.print(t)

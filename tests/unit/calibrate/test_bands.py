@@ -121,3 +121,38 @@ def test_the_shipped_table_has_every_pool_and_the_calibration_classes() -> None:
     assert ("all", "all", False) in keys and (ANY, ANY, False) in keys
     assert ("nemo", "b200", True) in keys and ("llm-foundry", "a100-80gb", False) in keys
     assert all(b.band >= 0 and b.runs >= 1 for b in table)
+
+
+def test_validate_counts_the_runs_their_stated_band_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate` says for how many scored runs the band `plan` states for their class held: each run's |error|
+    against its class's band (check_bands), the same numbers in the table and the JSON."""
+    import json
+    from pathlib import Path
+
+    from greentrain.calibrate.bands import check_bands
+    from greentrain.calibrate.runs import read_runs
+    from greentrain.calibrate.validate import validate
+    from greentrain.cli.main import main
+
+    src = Path(__file__).parents[2] / "data" / "calibration" / "megatron-bridge-2509.csv"
+    runs = read_runs(src)
+    preds, _ = validate(runs)
+    check = check_bands(runs, preds)
+    assert check.scored == sum(p.throughput_error is not None for p in preds) > 0
+    expected = [band_for(r.framework, r.scenario.cluster.chip.name, r.scenario.model.is_moe,
+                         r.scenario.cluster.num_chips, r.scenario.cluster.chips_per_node).band for r in runs]
+    assert list(check.bands) == [b.band if b else None for b in expected]
+    inside = [abs(p.throughput_error) <= b for p, b in zip(preds, check.bands, strict=True)
+              if p.throughput_error is not None and b is not None]
+    assert check.held == sum(inside) and 0 < check.held <= check.scored
+    # a band of 0 everywhere holds for no run with an error
+    zero = tuple(_band(b.framework, b.chip, b.moe, b.scale, b.runs, 0.0, b.classes) for b in shipped_bands())
+    assert check_bands(runs, preds, bands=zero).held == sum(p.throughput_error == 0 for p in preds)
+    assert main(["validate", str(src), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["error_band_held"] == check.held and out["summary"]["error_band_scored"] == check.scored
+    assert [r["within_error_band"] for r in out["rows"]] == [
+        None if b is None or p.throughput_error is None else abs(p.throughput_error) <= b
+        for p, b in zip(preds, check.bands, strict=True)]
+    assert main(["validate", str(src)]) == 0
+    assert f"{check.held} of {check.scored} runs inside the error band" in " ".join(capsys.readouterr().out.split())
