@@ -18,6 +18,13 @@ prediction"):
   of those K values; with fewer than 9 classes that is the largest: a class greentrain was never checked on is
   taken to be no better than the worst class it was checked on at that scale.
 
+Beyond 16 nodes the scale is split by regime: compute-bound (greentrain predicts at least COMPUTE_BOUND_SHARE
+of the step in the slowest stage's forward, backward and recomputation) or communication-bound. Nearly every
+validated run there is one of the playbook's nanotron runs on EFA (333 of 348 communication-bound, measured at
+0.5-4 % MFU, predicted up to 50x too fast: the fabric contention greentrain does not model), and their error says
+nothing about a compute-bound run at that scale (the playbook's 15 compute-bound runs beyond 16 nodes: 80 % within
+20 %). Up to 16 nodes the scale pools keep both regimes (docs/validation.md, "Error bands by regime").
+
 ``band_for`` finds the class of a scenario: the exact class, else the same framework, chip and kind pooled over
 scales when the class has runs at the scenario's scale, else the scale's pool of classes, and says plainly when
 the scenario is outside every validated class.
@@ -43,7 +50,11 @@ from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK
 BAND_QUANTILE = 0.8  # the band holds this share of a class's measured runs
 MIN_RUNS = 4  # the smallest n with ceil(BAND_QUANTILE (n + 1)) <= n: a class with fewer runs has no conformal band
 ANY = "any"
-SCALES = ("1 node", "2-16 nodes", "> 16 nodes")
+MANY_NODES = "> 16 nodes"
+SCALES = ("1 node", "2-16 nodes", f"{MANY_NODES}, compute-bound", f"{MANY_NODES}, communication-bound")
+# a predicted step with at least this share in compute (forward, backward and recomputation of the slowest stage;
+# StepEstimate.compute_time_s / step_time_s) is compute-bound: the chips mostly run kernels, not wait on the network
+COMPUTE_BOUND_SHARE = 0.5
 # framework profiles that run the same code with the same fitted constants (the runs CSVs and the profiles
 # use both names): a band is a property of the code base, its variants share it
 SAME_FRAMEWORK = {"megatron-bridge": "nemo", "nemo-a2a-overlap": "nemo", "nemo-deepep": "nemo",
@@ -52,9 +63,13 @@ SAME_FRAMEWORK = {"megatron-bridge": "nemo", "nemo-a2a-overlap": "nemo", "nemo-d
                   "fsdp": "fsdp2"}
 
 
-def scale_class(num_chips: int, chips_per_node: int) -> str:
+def scale_class(num_chips: int, chips_per_node: int, compute_share: float) -> str:
+    """The scale of a run (nodes), beyond 16 nodes with its regime (``compute_share``: greentrain's predicted
+    compute time over its step time)."""
     nodes = max(1, -(-num_chips // max(1, chips_per_node)))
-    return SCALES[0] if nodes <= 1 else SCALES[1] if nodes <= 16 else SCALES[2]
+    if nodes <= 16:
+        return SCALES[0] if nodes <= 1 else SCALES[1]
+    return SCALES[2] if compute_share >= COMPUTE_BOUND_SHARE else SCALES[3]
 
 
 def _family(framework: str) -> str:
@@ -134,8 +149,9 @@ def build_bands(runs: Sequence[Run], preds: Sequence[Prediction]) -> list[Band]:
         if p.throughput_error is None:
             continue
         cl = r.scenario.cluster
-        fw, chip, moe = _family(r.framework or "megatron"), cl.chip.name, r.scenario.model.is_moe
-        for key in ((fw, chip, moe, scale_class(cl.num_chips, cl.chips_per_node)), (fw, chip, moe, ANY)):
+        fw, chip, moe = _family(r.framework or DEFAULT_FRAMEWORK), cl.chip.name, r.scenario.model.is_moe
+        scale = scale_class(cl.num_chips, cl.chips_per_node, p.compute_share or 0.0)
+        for key in ((fw, chip, moe, scale), (fw, chip, moe, ANY)):
             classes.setdefault(key, []).append(p.throughput_error)
     own = {k: _band(*k, errs) for k, errs in classes.items()}
     pools = [_pool(ANY, ANY, False, scale, [b for k, b in own.items() if k[3] == scale], classes) for scale in SCALES]
@@ -183,13 +199,14 @@ def shipped_bands(path: str = "") -> tuple[Band, ...]:
                       bias=float(b["bias"]), classes=int(b.get("classes", 0))) for b in data.get("bands", []))
 
 
-def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_node: int,
+def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_node: int, *, compute_share: float,
              bands: Sequence[Band] | None = None) -> BandMatch:
-    """The band for a scenario: its own class with at least MIN_RUNS runs; the same framework, chip and kind
-    pooled over scales when the own class has runs but fewer; else the pool of the validated classes at the
-    scenario's scale (the worst of them when there are fewer than 9), else of every class."""
+    """The band for a scenario (``compute_share``: its predicted compute time over its step time): its own class
+    with at least MIN_RUNS runs; the same framework, chip and kind pooled over scales when the own class has runs
+    but fewer; else the pool of the validated classes at the scenario's scale (the worst of them when there are
+    fewer than 9), else of every class."""
     table = shipped_bands() if bands is None else bands
-    fw, scale = _family(framework), scale_class(num_chips, chips_per_node)
+    fw, scale = _family(framework), scale_class(num_chips, chips_per_node, compute_share)
     by_key = {(b.framework, b.chip, b.moe, b.scale): b for b in table}
     own = by_key.get((fw, chip, moe, scale))
     own_runs = own.runs if own else 0
@@ -221,9 +238,12 @@ def check_bands(runs: Sequence[Run], preds: Sequence[Prediction], framework: str
     held = scored = 0
     for r, p in zip(runs, preds, strict=True):
         cl = r.scenario.cluster
+        if p.throughput_error is None:
+            out.append(None)
+            continue
         match = band_for(framework or r.framework or DEFAULT_FRAMEWORK, cl.chip.name, r.scenario.model.is_moe,
-                         cl.num_chips, cl.chips_per_node, bands)
-        if p.throughput_error is None or match.band is None:
+                         cl.num_chips, cl.chips_per_node, compute_share=p.compute_share or 0.0, bands=bands)
+        if match.band is None:
             out.append(None)
             continue
         out.append(match.band.band)

@@ -20,7 +20,7 @@ from greentrain.scenario import Scenario
 from greentrain.search.engine import DEFAULT_MEMORY_HEADROOM, OBJECTIVES, Constraints
 
 if TYPE_CHECKING:
-    pass
+    from greentrain.estimate.efficiency import Profile
 
 
 def _count(text: str) -> int:
@@ -131,8 +131,8 @@ def _run(args: argparse.Namespace) -> int:
         result = search_parallel(scs, workers=args.workers, objective=args.objective, top_k=args.top, space=space,
                                  sites=sites, constraints=cons, progress=tick, profile=profile,
                                  points=bool(args.plot))
-    result = dataclasses.replace(result, notes=chip_note + result.notes + _trust_notes(result, cons,
-                                                                                    profile.framework, scs))
+    result = dataclasses.replace(result, notes=chip_note + result.notes + _trust_notes(result, cons, profile,
+                                                                                    scs))
     if args.plot:
         from greentrain.report.search import plot_search
 
@@ -175,16 +175,21 @@ def _chip_range(args: argparse.Namespace) -> tuple[str, ...]:
             f"{given} {m}",)
 
 
-def _trust_notes(result: Any, cons: Constraints, framework: str, scs: list[Scenario]) -> tuple[str, ...]:
-    """What the ranking leaves room for, and how far to trust the best candidate (calibrate/bands.py)."""
+def _trust_notes(result: Any, cons: Constraints, profile: Profile, scs: list[Scenario]) -> tuple[str, ...]:
+    """What the ranking leaves room for, and how far to trust the best candidate (calibrate/bands.py: its class,
+    with the regime of its predicted step)."""
     from greentrain.calibrate.bands import band_for
+    from greentrain.estimate.step import estimate_step
+    from greentrain.search.feasibility import with_chips
 
     out = [f"memory headroom: {cons.memory_headroom:.0%} of each device left free (--memory-headroom); "
            f"objectives within {cons.tie_tolerance:.0%} of the best are ties, ranked by the most free memory, "
            "then the least CO2e"]
     if result.ranked:
         best = result.ranked[0]
-        sc = next((s for s in scs if s.cluster.chip.name == best.chip), scs[0])
-        band = band_for(framework, best.chip, sc.model.is_moe, best.num_chips, sc.cluster.chips_per_node)
+        sc = with_chips(next((s for s in scs if s.cluster.chip.name == best.chip), scs[0]), best.num_chips)
+        step = estimate_step(sc, best.strategy, check_fit=False, eff=profile.for_chip(best.chip))
+        band = band_for(profile.framework, best.chip, sc.model.is_moe, best.num_chips, sc.cluster.chips_per_node,
+                        compute_share=step.compute_time_s / step.step_time_s)
         out.append(f"expected error of the best candidate's time: {band.describe()}")
     return tuple(out)

@@ -100,7 +100,8 @@ def error_band(run: RunEstimate) -> dict[str, Any]:
 
     sc = run.scenario
     match = band_for(run.efficiency.framework if run.efficiency else "megatron", sc.cluster.chip.name,
-                     sc.model.is_moe, sc.cluster.num_chips, sc.cluster.chips_per_node)
+                     sc.model.is_moe, sc.cluster.num_chips, sc.cluster.chips_per_node,
+                     compute_share=run.step.compute_time_s / run.step.step_time_s)
     b = match.band
     return {"summary": match.describe(), "outside": match.outside, "how": match.how,
             "band": b.band if b else None, "runs": b.runs if b else 0, "class": b.label if b else ""}

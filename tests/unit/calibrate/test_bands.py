@@ -6,6 +6,7 @@ import pytest
 
 from greentrain.calibrate.bands import (
     ANY,
+    COMPUTE_BOUND_SHARE,
     MIN_RUNS,
     Band,
     band_for,
@@ -36,8 +37,13 @@ TABLE = (
 
 
 def test_scale_classes() -> None:
-    assert [scale_class(n, 8) for n in (4, 8, 16, 128, 136)] == ["1 node", "1 node", "2-16 nodes", "2-16 nodes",
-                                                                 "> 16 nodes"]
+    assert [scale_class(n, 8, 0.9) for n in (4, 8, 16, 128, 136)] == ["1 node", "1 node", "2-16 nodes",
+                                                                      "2-16 nodes", "> 16 nodes, compute-bound"]
+    # beyond 16 nodes the regime of the predicted step splits the scale (a playbook run at 1-4 % MFU, waiting on
+    # the network, says nothing of a compute-bound run there); below it does not
+    assert scale_class(136, 8, 0.49) == "> 16 nodes, communication-bound"
+    assert scale_class(136, 8, COMPUTE_BOUND_SHARE) == "> 16 nodes, compute-bound"
+    assert scale_class(128, 8, 0.1) == "2-16 nodes" and scale_class(8, 8, 0.1) == "1 node"
 
 
 def test_conformal_rank_needs_four_runs_for_an_80_percent_band() -> None:
@@ -49,25 +55,25 @@ def test_conformal_rank_needs_four_runs_for_an_80_percent_band() -> None:
 
 
 def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
-    exact = band_for("megatron-bridge", "b200", False, 8, 8, TABLE)  # the same framework under another name
+    exact = band_for("megatron-bridge", "b200", False, 8, 8, compute_share=0.9, bands=TABLE)  # nemo, another name
     assert exact.how == "exact" and exact.band is TABLE[0] and not exact.outside
     assert "+/-10 %" in exact.describe() and "5 validated runs" in exact.describe()
     for variant in ("nemo-deepep", "nemo-a2a-overlap", "nemo-deepep-a2a-overlap", "nemo-full-graph"):  # same code
-        assert band_for(variant, "b200", False, 8, 8, TABLE).band is TABLE[0]
+        assert band_for(variant, "b200", False, 8, 8, compute_share=0.9, bands=TABLE).band is TABLE[0]
     # a class with runs at this scale, fewer than MIN_RUNS: the same framework, chip and kind over every scale
-    pooled = band_for("torchtitan-compile", "a100-80gb", False, 16, 8, TABLE)
+    pooled = band_for("torchtitan-compile", "a100-80gb", False, 16, 8, compute_share=0.9, bands=TABLE)
     assert pooled.band is TABLE[5] and pooled.own_runs == 2 and not pooled.outside
     assert "own class has 2 validated run(s) only" in pooled.describe()
     # no run at the scenario's scale: the class is new there, whatever it scored at another scale
-    new_scale = band_for("nemo", "b200", False, 16, 8, TABLE)
+    new_scale = band_for("nemo", "b200", False, 16, 8, compute_share=0.9, bands=TABLE)
     assert new_scale.band is TABLE[7] and new_scale.outside
     # fewer than MIN_RUNS everywhere: the scale's pool of classes, the worst of them
-    few = band_for("nemo", "h100-sxm", True, 8, 8, TABLE)
+    few = band_for("nemo", "h100-sxm", True, 8, 8, compute_share=0.9, bands=TABLE)
     assert few.band is TABLE[6] and not few.outside and "the worst of the 2 validated classes" in few.describe()
-    out = band_for("deepspeed", "mi300x", False, 8, 8, TABLE)
+    out = band_for("deepspeed", "mi300x", False, 8, 8, compute_share=0.9, bands=TABLE)
     assert out.how == "outside" and out.band is TABLE[6]
     assert out.describe().startswith("outside every validated class") and "+/-50 %" in out.describe()
-    beyond = band_for("deepspeed", "mi300x", False, 512, 8, TABLE)  # no pool at > 16 nodes: every class
+    beyond = band_for("deepspeed", "mi300x", False, 512, 8, compute_share=0.9, bands=TABLE)  # none there: every class
     assert beyond.band is TABLE[8] and beyond.outside
 
 
@@ -101,18 +107,30 @@ def test_build_bands_takes_the_conformal_80th_percentile_of_each_class() -> None
     @dataclass
     class _Pred:
         throughput_error: float | None
+        compute_share: float | None = 0.9
 
     errs = [0.01 * i for i in range(-5, 6)]
     runs = [_Run("nemo", _Scenario(_Cluster(_Chip()), _Model())) for _ in errs] + \
         [_Run("nemo", _Scenario(_Cluster(_Chip()), _Model()))]
     preds = [_Pred(e) for e in errs] + [_Pred(None)]  # an unscored run counts nowhere
+    # beyond 16 nodes: four compute-bound runs off by 10 %, four waiting on the network off by 3x: two classes
+    runs += [_Run("nemo", _Scenario(_Cluster(_Chip(), num_chips=256), _Model())) for _ in range(8)]
+    preds += [_Pred(0.1, 0.8)] * 4 + [_Pred(3.0, 0.2)] * 4
+    bands = {(b.framework, b.chip, b.scale): b for b in build_bands(runs, preds)}  # type: ignore[arg-type]
+    assert bands[("nemo", "h100-sxm", "> 16 nodes, compute-bound")].band == pytest.approx(0.1)
+    assert bands[("nemo", "h100-sxm", "> 16 nodes, communication-bound")].band == pytest.approx(3.0)
+    assert bands[("nemo", "h100-sxm", ANY)].runs == 19
+    for share, band in ((0.8, 0.1), (0.2, 3.0)):  # a scenario's own regime decides which class it is in
+        match = band_for("nemo", "h100-sxm", False, 256, 8, compute_share=share, bands=tuple(bands.values()))
+        assert match.how == "exact" and match.band is not None and match.band.band == pytest.approx(band)
+    runs, preds = runs[:12], preds[:12]
     bands = {(b.framework, b.chip, b.scale): b for b in build_bands(runs, preds)}  # type: ignore[arg-type]
     own = bands[("nemo", "h100-sxm", "1 node")]
     assert own.runs == 11
     assert own.band == pytest.approx(0.05)  # rank ceil(0.8 x 12) = 10 of |error| 0, .01, .01, ..., .05, .05
     assert own.bias == pytest.approx(0.0, abs=1e-12)
     assert bands[("all", "all", "all")].runs == 11 and bands[("all", "all", "all")].classes == 1
-    assert bands[(ANY, ANY, "1 node")].band == own.band and (ANY, ANY, "> 16 nodes") not in bands
+    assert bands[(ANY, ANY, "1 node")].band == own.band and (ANY, ANY, "> 16 nodes, compute-bound") not in bands
 
 
 def test_the_shipped_table_has_every_pool_and_the_calibration_classes() -> None:
@@ -140,7 +158,8 @@ def test_validate_counts_the_runs_their_stated_band_holds(capsys: pytest.Capture
     check = check_bands(runs, preds)
     assert check.scored == sum(p.throughput_error is not None for p in preds) > 0
     expected = [band_for(r.framework, r.scenario.cluster.chip.name, r.scenario.model.is_moe,
-                         r.scenario.cluster.num_chips, r.scenario.cluster.chips_per_node).band for r in runs]
+                         r.scenario.cluster.num_chips, r.scenario.cluster.chips_per_node,
+                         compute_share=p.compute_share or 0.0).band for r, p in zip(runs, preds, strict=True)]
     assert list(check.bands) == [b.band if b else None for b in expected]
     inside = [abs(p.throughput_error) <= b for p, b in zip(preds, check.bands, strict=True)
               if p.throughput_error is not None and b is not None]
