@@ -157,7 +157,8 @@ def score_file(path: Path, calculon_dir: Path, fused: bool, overlap: bool) -> li
         if not (run.measured.ran and t_meas):
             continue
         p = predict(run, run_efficiency(run))
-        sys_path = calculon_dir / "systems" / f"{SYSTEMS.get(run.scenario.cluster.chip.name, '')}.json"
+        chip = run.scenario.cluster.chip.name
+        sys_path = calculon_dir / "systems" / f"{SYSTEMS.get(chip) or SYSTEMS_APPROX.get(chip, '')}.json"
         c = convert(run, json.loads(sys_path.read_text()) if sys_path.is_file() else None, fused_activation=fused,
                     data_par_overlap=overlap)
         t_cal = None if c.skip else calculon_step_s(calculon_dir, c)

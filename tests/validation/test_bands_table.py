@@ -29,7 +29,7 @@ def test_make_bands_regenerates_the_shipped_classes(tmp_path: Path, capsys: pyte
     assert keys == {(b.framework, b.chip, b.moe, b.scale): b.runs for b in shipped_bands()}
     assert keys[("all", "all", False, "all")] >= 1000 and keys[("nemo", "h100-sxm", True, "any")] == 2
     pools = {b.scale: b for b in fresh if b.classes and b.framework == "any"}
-    assert set(pools) == {"1 node", "2-16 nodes", "> 16 nodes, compute-bound", "> 16 nodes, communication-bound"}
+    assert set(pools) == {"1 node", "2-16 nodes", "> 16 nodes, compute-bound", "> 16 nodes, mostly waiting"}
     for scale, pool in pools.items():  # fewer than 9 classes at each scale: the pool is its worst class
         members = [b for b in fresh if b.scale == scale and not b.classes]
         assert pool.classes == len(members) < 9 and pool.band == max(b.band for b in members)

@@ -19,11 +19,12 @@ prediction"):
   taken to be no better than the worst class it was checked on at that scale.
 
 Beyond 16 nodes the scale is split by regime: compute-bound (greentrain predicts at least COMPUTE_BOUND_SHARE
-of the step in the slowest stage's forward, backward and recomputation) or communication-bound. Nearly every
-validated run there is one of the playbook's nanotron runs on EFA (333 of 348 communication-bound, measured at
-0.5-4 % MFU, predicted up to 50x too fast: the fabric contention greentrain does not model), and their error says
-nothing about a compute-bound run at that scale (the playbook's 15 compute-bound runs beyond 16 nodes: 80 % within
-20 %). Up to 16 nodes the scale pools keep both regimes (docs/validation.md, "Error bands by regime").
+of the step in compute: StepEstimate.compute_share) or mostly waiting (on exposed collectives, in the pipeline
+bubble, on the host). Nearly every validated run there is one of the playbook's nanotron runs on EFA (333 of 348
+mostly waiting, measured at a median 1.5 % MFU, predicted up to 50x too fast: greentrain does not model what
+slows them), and their error says nothing about a compute-bound run at that scale. A scenario outside every
+validated class is never given a narrower band than the pools of the scales below its own: greentrain's error is
+taken not to shrink as runs grow (docs/validation.md, "Error bands by regime").
 
 ``band_for`` finds the class of a scenario: the exact class, else the same framework, chip and kind pooled over
 scales when the class has runs at the scenario's scale, else the scale's pool of classes, and says plainly when
@@ -46,14 +47,15 @@ import yaml
 from greentrain.calibrate.runs import Run
 from greentrain.calibrate.validate import Prediction
 from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK
+from greentrain.scenario import Scenario
 
 BAND_QUANTILE = 0.8  # the band holds this share of a class's measured runs
 MIN_RUNS = 4  # the smallest n with ceil(BAND_QUANTILE (n + 1)) <= n: a class with fewer runs has no conformal band
 ANY = "any"
 MANY_NODES = "> 16 nodes"
-SCALES = ("1 node", "2-16 nodes", f"{MANY_NODES}, compute-bound", f"{MANY_NODES}, communication-bound")
-# a predicted step with at least this share in compute (forward, backward and recomputation of the slowest stage;
-# StepEstimate.compute_time_s / step_time_s) is compute-bound: the chips mostly run kernels, not wait on the network
+SCALES = ("1 node", "2-16 nodes", f"{MANY_NODES}, compute-bound", f"{MANY_NODES}, mostly waiting")
+# a predicted step whose slowest stage computes (forward, backward, recomputation) at least this share of it
+# (StepEstimate.compute_share) is compute-bound; below it the chips mostly wait (collectives, bubble, host)
 COMPUTE_BOUND_SHARE = 0.5
 # framework profiles that run the same code with the same fitted constants (the runs CSVs and the profiles
 # use both names): a band is a property of the code base, its variants share it
@@ -64,8 +66,8 @@ SAME_FRAMEWORK = {"megatron-bridge": "nemo", "nemo-a2a-overlap": "nemo", "nemo-d
 
 
 def scale_class(num_chips: int, chips_per_node: int, compute_share: float) -> str:
-    """The scale of a run (nodes), beyond 16 nodes with its regime (``compute_share``: greentrain's predicted
-    compute time over its step time)."""
+    """The scale of a run (nodes), beyond 16 nodes with its regime (``compute_share``: StepEstimate.compute_share
+    of greentrain's prediction)."""
     nodes = max(1, -(-num_chips // max(1, chips_per_node)))
     if nodes <= 16:
         return SCALES[0] if nodes <= 1 else SCALES[1]
@@ -117,6 +119,7 @@ class BandMatch:
     band: Band | None
     how: str  # exact | same class pooled over scales | outside
     own_runs: int = 0  # validated runs in the scenario's own class (fewer than MIN_RUNS when how is not exact)
+    scale: str = ""  # the scenario's scale (scale_class), where the band is a pool of another
 
     @property
     def outside(self) -> bool:
@@ -136,6 +139,8 @@ class BandMatch:
                     f"scales: the scenario's own class has {self.own_runs} validated run(s) only")
         rank = "the worst" if conformal_rank(b.classes) >= b.classes else f"the {BAND_QUANTILE:.0%} rank"
         worst = f"+/-{100 * b.band:.0f} %, {rank} of {b.label} ({b.runs} runs)"
+        if self.scale and b.scale != self.scale:
+            worst += f", taken for {self.scale} too (greentrain's error is not taken to shrink with scale)"
         if not self.own_runs:
             return f"outside every validated class (framework x chip x dense/MoE x scale): {worst}"
         return f"{worst}; the scenario's own class has {self.own_runs} validated run(s) only"
@@ -201,10 +206,10 @@ def shipped_bands(path: str = "") -> tuple[Band, ...]:
 
 def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_node: int, *, compute_share: float,
              bands: Sequence[Band] | None = None) -> BandMatch:
-    """The band for a scenario (``compute_share``: its predicted compute time over its step time): its own class
+    """The band for a scenario (``compute_share``: StepEstimate.compute_share of its prediction): its own class
     with at least MIN_RUNS runs; the same framework, chip and kind pooled over scales when the own class has runs
     but fewer; else the pool of the validated classes at the scenario's scale (the worst of them when there are
-    fewer than 9), else of every class."""
+    fewer than 9; every class when none is at that scale), and no narrower than the pools of the scales below."""
     table = shipped_bands() if bands is None else bands
     fw, scale = _family(framework), scale_class(num_chips, chips_per_node, compute_share)
     by_key = {(b.framework, b.chip, b.moe, b.scale): b for b in table}
@@ -215,8 +220,20 @@ def band_for(framework: str, chip: str, moe: bool, num_chips: int, chips_per_nod
     pooled = by_key.get((fw, chip, moe, ANY))
     if own_runs and pooled is not None and pooled.runs >= MIN_RUNS:
         return BandMatch(band=pooled, how="same class pooled over scales", own_runs=own_runs)
-    pool = by_key.get((ANY, ANY, False, scale)) or by_key.get(("all", "all", False, "all"))
-    return BandMatch(band=pool, how="outside", own_runs=own_runs)
+    # no narrower than the pools of the scales below (the two regimes beyond 16 nodes are not below each other)
+    below = SCALES[:min(SCALES.index(scale), 2)]
+    pools = [by_key.get((ANY, ANY, False, scale)) or by_key.get(("all", "all", False, "all")),
+             *(by_key.get((ANY, ANY, False, s)) for s in below)]
+    pool = max((b for b in pools if b is not None), key=lambda b: b.band, default=None)
+    return BandMatch(band=pool, how="outside", own_runs=own_runs, scale=scale)
+
+
+def scenario_band(sc: Scenario, framework: str, compute_share: float,
+                  bands: Sequence[Band] | None = None) -> BandMatch:
+    """band_for the scenario's class under ``framework`` ("" the default) and its predicted regime."""
+    cl = sc.cluster
+    return band_for(framework or DEFAULT_FRAMEWORK, cl.chip.name, sc.model.is_moe, cl.num_chips, cl.chips_per_node,
+                    compute_share=compute_share, bands=bands)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,12 +254,10 @@ def check_bands(runs: Sequence[Run], preds: Sequence[Prediction], framework: str
     out: list[float | None] = []
     held = scored = 0
     for r, p in zip(runs, preds, strict=True):
-        cl = r.scenario.cluster
         if p.throughput_error is None:
             out.append(None)
             continue
-        match = band_for(framework or r.framework or DEFAULT_FRAMEWORK, cl.chip.name, r.scenario.model.is_moe,
-                         cl.num_chips, cl.chips_per_node, compute_share=p.compute_share or 0.0, bands=bands)
+        match = scenario_band(r.scenario, framework or r.framework, p.compute_share or 0.0, bands)
         if match.band is None:
             out.append(None)
             continue

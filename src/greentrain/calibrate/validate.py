@@ -46,7 +46,7 @@ class Prediction:
     # predicted / measured throughput - 1 (measured step time / predicted - 1): > 0 predicts a faster run
     throughput_error: float | None = None
     peak_memory_error: float | None  # (predicted - measured) / measured
-    compute_share: float | None = None  # predicted compute time / step time (calibrate/bands.py's regime)
+    compute_share: float | None = None  # StepEstimate.compute_share (calibrate/bands.py's regime)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +108,7 @@ def predict(run: Run, eff: Efficiency | None = None) -> Prediction:
                       tokens_per_s_per_chip=est.tokens_per_s / sc.cluster.num_chips,
                       peak_memory_bytes=est.memory.allocator_bytes, device_memory_bytes=mem,
                       measured_mfu_error=mfu_err, peak_memory_error=mem_err, throughput_error=tput_err,
-                      compute_share=est.compute_time_s / est.step_time_s)
+                      compute_share=est.compute_share)
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:

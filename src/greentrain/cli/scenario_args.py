@@ -316,28 +316,28 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     flash = getattr(args, "flash_attention", None)
     said = f"--{'' if flash else 'no-'}flash-attention"
     if profile.attention_kernel and flash is None and getattr(args, "scenario", None):  # the file's, if it says
-        flash = _file_flash_attention(args.scenario)
-        said = f"the scenario file's strategy.flash_attention: {str(flash).lower()}"
-    if profile.attention_kernel and flash is not None:  # one of them would be ignored without a word
-        from greentrain.estimate.efficiency import efficiency_for
+        from greentrain.config import as_bool
+        from greentrain.search.pins import file_strategy_section
 
-        fused = efficiency_for("", profile.framework, profile.attention_kernel).attention_fused  # the kernel's data
-        if fused != flash:
-            raise ConfigError("--attention-kernel", profile.attention_kernel,
-                              f"{'is a fused kernel' if fused else 'materialises the scores (unfused)'}: it conflicts "
-                              f"with {said}; give one of them")
+        section = file_strategy_section(args.scenario)
+        if "flash_attention" in section:
+            flash = as_bool(section["flash_attention"], "strategy.flash_attention")
+            said = f"the scenario file's strategy.flash_attention: {str(flash).lower()}"
+    if profile.attention_kernel and flash is not None:
+        check_attention_kernel(profile.attention_kernel, profile.framework, flash, said)
     return profile
 
 
-def _file_flash_attention(path: str) -> bool | None:
-    """The scenario file's ``strategy.flash_attention`` where it gives one (a file without it takes the default,
-    which any --attention-kernel may override)."""
-    from greentrain.config import as_bool, load_mapping
+def check_attention_kernel(kernel: str, framework: str, flash: bool, said: str) -> None:
+    """An --attention-kernel that contradicts a flash_attention given beside it (``said``: where) would leave one
+    of them ignored without a word: refused."""
+    from greentrain.estimate.efficiency import efficiency_for
 
-    section = load_mapping(path, field="scenario").get("strategy")
-    if not isinstance(section, dict) or "flash_attention" not in section:
-        return None
-    return as_bool(section["flash_attention"], "strategy.flash_attention")
+    fused = efficiency_for("", framework, kernel).attention_fused  # the kernel's data
+    if fused != flash:
+        raise ConfigError("--attention-kernel", kernel,
+                          f"{'is a fused kernel' if fused else 'materialises the scores (unfused)'}: it conflicts "
+                          f"with {said}; give one of them")
 
 
 def with_resolved_strategy(args: argparse.Namespace, sc: Scenario) -> tuple[Scenario, bool]:

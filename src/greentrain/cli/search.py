@@ -178,7 +178,8 @@ def _chip_range(args: argparse.Namespace) -> tuple[str, ...]:
 def _trust_notes(result: Any, cons: Constraints, profile: Profile, scs: list[Scenario]) -> tuple[str, ...]:
     """What the ranking leaves room for, and how far to trust the best candidate (calibrate/bands.py: its class,
     with the regime of its predicted step)."""
-    from greentrain.calibrate.bands import band_for
+    from greentrain.calibrate.bands import scenario_band
+    from greentrain.errors import InfeasibleError
     from greentrain.estimate.step import estimate_step
     from greentrain.search.feasibility import with_chips
 
@@ -188,8 +189,10 @@ def _trust_notes(result: Any, cons: Constraints, profile: Profile, scs: list[Sce
     if result.ranked:
         best = result.ranked[0]
         sc = with_chips(next((s for s in scs if s.cluster.chip.name == best.chip), scs[0]), best.num_chips)
-        step = estimate_step(sc, best.strategy, check_fit=False, eff=profile.for_chip(best.chip))
-        band = band_for(profile.framework, best.chip, sc.model.is_moe, best.num_chips, sc.cluster.chips_per_node,
-                        compute_share=step.compute_time_s / step.step_time_s)
-        out.append(f"expected error of the best candidate's time: {band.describe()}")
+        try:  # its regime: the search ranked it, so it runs; a refusal here would only lose the note
+            step = estimate_step(sc, best.strategy, check_fit=False, eff=profile.for_chip(best.chip))
+        except (InfeasibleError, ConfigError):
+            return tuple(out)
+        out.append(f"expected error of the best candidate's time: "
+                   f"{scenario_band(sc, profile.framework, step.compute_share).describe()}")
     return tuple(out)

@@ -49,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
 
     runs = read_runs(args.runs, intra_node_link=args.intra_node_link, inter_node_link=args.inter_node_link,
                      frameworks=() if args.framework else framework_names())
+    if args.attention_kernel:  # a fused kernel beside a row's flash_attention=false would be ignored for it
+        from greentrain.cli.scenario_args import check_attention_kernel
+
+        for r in runs:
+            if not r.strategy.flash_attention:
+                check_attention_kernel(args.attention_kernel, args.framework or "megatron", False,
+                                       f"runs[{r.run_id}].flash_attention=false")
     if args.calibration:  # checked before any prediction
         with_calibration(efficiency_for(runs[0].scenario.cluster.chip.name), args.calibration)
     preds, summary = validate(runs, framework=args.framework, calibration=args.calibration or "",

@@ -67,6 +67,12 @@ class StepEstimate:
     memory_capacity_bytes: float
     first_stage_memory: MemoryBreakdown | None = None  # pipeline rank 0 (what a rank-0 log shows)
 
+    @property
+    def compute_share(self) -> float:
+        """The share of the step the slowest stage computes (forward, backward, recomputation); the rest it waits:
+        on exposed collectives, in the pipeline bubble, on the host, in the optimizer."""
+        return self.compute_time_s / self.step_time_s if self.step_time_s > 0 else 1.0
+
 
 def _memory(sc: Scenario, s: Strategy, st: StageSplit, num_micro: int,
             eff: Efficiency) -> tuple[MemoryBreakdown, MemoryBreakdown]:

@@ -96,12 +96,9 @@ def plan_to_dict(run: RunEstimate, *, default_batch: bool = False) -> dict[str, 
 def error_band(run: RunEstimate) -> dict[str, Any]:
     """How far to trust the prediction: the throughput error band of the closest validated class
     (calibrate/bands.py); ``outside`` when the scenario is outside every validated class."""
-    from greentrain.calibrate.bands import band_for
+    from greentrain.calibrate.bands import scenario_band
 
-    sc = run.scenario
-    match = band_for(run.efficiency.framework if run.efficiency else "megatron", sc.cluster.chip.name,
-                     sc.model.is_moe, sc.cluster.num_chips, sc.cluster.chips_per_node,
-                     compute_share=run.step.compute_time_s / run.step.step_time_s)
+    match = scenario_band(run.scenario, run.efficiency.framework if run.efficiency else "", run.step.compute_share)
     b = match.band
     return {"summary": match.describe(), "outside": match.outside, "how": match.how,
             "band": b.band if b else None, "runs": b.runs if b else 0, "class": b.label if b else ""}

@@ -94,5 +94,6 @@ def render_validation(s: Summary, settings: dict[str, Any], console: Console, ba
     t.add_row("peak memory error, median", _fmt(s.peak_memory_error_median, ".1f", 100, " %"),
               f"bias {_fmt(s.peak_memory_bias_bytes, '+.1f', 1 / 2**30, ' GiB')} (the allocator's peak)")
     t.add_row("error band held", _fmt(bands.held / bands.scored if bands.scored else None, ".0f", 100, " %"),
-              f"{bands.held:,} of {bands.scored:,} runs inside the error band plan states for their class")
+              f"{bands.held:,} of {bands.scored:,} runs inside the error band plan states for their class (built "
+              "to hold 80 %; in-sample on the calibration files the bands come from)")
     console.print(t)

@@ -88,12 +88,19 @@ def pinned_space(pins: Mapping[str, Any], base: SearchSpace | None = None, where
         flash_attention=bool(pins.get("flash_attention", base.flash_attention)))
 
 
+def file_strategy_section(path: str | Path) -> dict[str, Any]:
+    """The strategy section of the scenario file at ``path`` as written ({} when it has none or it is not a
+    mapping: the scenario reader refuses that with its own error)."""
+    section = load_mapping(path, field="scenario").get("strategy")
+    return section if isinstance(section, dict) else {}
+
+
 def file_pins(path: str | Path, strategy: Strategy | None) -> dict[str, Any]:
     """The fields the strategy section of the scenario file at ``path`` sets, with their parsed values
     (``strategy``, the scenario's Strategy read from that file)."""
     if strategy is None:
         return {}
-    section = load_mapping(path, field="scenario").get("strategy") or {}
+    section = file_strategy_section(path)
     pins = {k: getattr(strategy, k) for k in section if k in Strategy.__dataclass_fields__}
     if not pins.get("stage_layers", True):  # an empty list: the framework places the layers, nothing pinned
         pins.pop("stage_layers")

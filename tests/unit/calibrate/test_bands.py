@@ -41,7 +41,7 @@ def test_scale_classes() -> None:
                                                                       "2-16 nodes", "> 16 nodes, compute-bound"]
     # beyond 16 nodes the regime of the predicted step splits the scale (a playbook run at 1-4 % MFU, waiting on
     # the network, says nothing of a compute-bound run there); below it does not
-    assert scale_class(136, 8, 0.49) == "> 16 nodes, communication-bound"
+    assert scale_class(136, 8, 0.49) == "> 16 nodes, mostly waiting"
     assert scale_class(136, 8, COMPUTE_BOUND_SHARE) == "> 16 nodes, compute-bound"
     assert scale_class(128, 8, 0.1) == "2-16 nodes" and scale_class(8, 8, 0.1) == "1 node"
 
@@ -66,7 +66,11 @@ def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
     assert "own class has 2 validated run(s) only" in pooled.describe()
     # no run at the scenario's scale: the class is new there, whatever it scored at another scale
     new_scale = band_for("nemo", "b200", False, 16, 8, compute_share=0.9, bands=TABLE)
-    assert new_scale.band is TABLE[7] and new_scale.outside
+    # ... and never narrower than a smaller scale's pool: 2-16 nodes' 3 % gives way to one node's 50 %
+    assert new_scale.band is TABLE[6] and new_scale.outside
+    assert "taken for 2-16 nodes too" in new_scale.describe()
+    wide = tuple(b if b is not TABLE[6] else _band(ANY, ANY, False, "1 node", 8, 0.01, classes=2) for b in TABLE)
+    assert band_for("nemo", "b200", False, 16, 8, compute_share=0.9, bands=wide).band is TABLE[7]
     # fewer than MIN_RUNS everywhere: the scale's pool of classes, the worst of them
     few = band_for("nemo", "h100-sxm", True, 8, 8, compute_share=0.9, bands=TABLE)
     assert few.band is TABLE[6] and not few.outside and "the worst of the 2 validated classes" in few.describe()
@@ -118,7 +122,7 @@ def test_build_bands_takes_the_conformal_80th_percentile_of_each_class() -> None
     preds += [_Pred(0.1, 0.8)] * 4 + [_Pred(3.0, 0.2)] * 4
     bands = {(b.framework, b.chip, b.scale): b for b in build_bands(runs, preds)}  # type: ignore[arg-type]
     assert bands[("nemo", "h100-sxm", "> 16 nodes, compute-bound")].band == pytest.approx(0.1)
-    assert bands[("nemo", "h100-sxm", "> 16 nodes, communication-bound")].band == pytest.approx(3.0)
+    assert bands[("nemo", "h100-sxm", "> 16 nodes, mostly waiting")].band == pytest.approx(3.0)
     assert bands[("nemo", "h100-sxm", ANY)].runs == 19
     for share, band in ((0.8, 0.1), (0.2, 3.0)):  # a scenario's own regime decides which class it is in
         match = band_for("nemo", "h100-sxm", False, 256, 8, compute_share=share, bands=tuple(bands.values()))

@@ -80,6 +80,18 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert "did you mean nanotron" in capsys.readouterr().err
 
 
+def test_a_fused_attention_kernel_beside_a_row_without_flash_attention_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--attention-kernel fa2 would be ignored for a row that ran without flash attention (a review finding):
+    refused, naming the row; an unfused kernel beside the default (flash) rows overrides them, as in plan."""
+    p = _csv(tmp_path, GOOD + ",false", GOOD.replace("r1,", "r2,") + ",true", header=HEADER + ",flash_attention")
+    assert main(["validate", str(p), "--attention-kernel", "fa2"]) == 2
+    err = capsys.readouterr().err
+    assert "--attention-kernel='fa2': is a fused kernel: it conflicts with runs[r1].flash_attention=false" in err
+    assert err.count("\n") == 1
+    assert main(["validate", str(p), "--attention-kernel", "sdpa-math", "--json"]) == 0
+
+
 def test_unknown_framework_is_named_unless_overridden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _csv(tmp_path, GOOD.replace("nanotron", "megatron-lm"))
     assert main(["validate", str(p)]) == 2
