@@ -14,7 +14,8 @@ runs, the ``moe_*`` knobs of its estimate/efficiency.yaml record).
   framework's ``moe_node_forwarding``: DeepEP's normal kernels, HybridEP) a token crosses the network once per
   remote node holding one of its experts and is forwarded over NVLink there (``forwarded_pass_bytes``).
 - ``expert_kernels_s``: the host time of the MoE block's kernels once the dispatcher's host sync has drained the
-  run-ahead: one GEMM per local expert and linear where the grouped GEMM is a loop of GEMMs (Transformer Engine),
+  run-ahead (dropless routing only: experts padded to a capacity have splits the host knows, and no sync): one
+  GEMM per local expert and linear where the grouped GEMM is a loop of GEMMs (Transformer Engine),
   one for all where it is a single kernel (torch._grouped_mm, torchtitan), fp8 quantize kernels, and
   the router/permute kernels; per pass (kernel counts in moe.yaml).
 """
@@ -173,7 +174,9 @@ def layer_costs(sc: Any, sh: Any, t: Any, tokens: Num, eff: Efficiency) -> tuple
     ep_pass = ep_pass_s(tokens=tokens, top_k=m.top_k, hidden=m.hidden_size, e=w.activation_bytes, tp=sh.tp,
                         sp=sh.sp, ep=sh.ep, etp=etp, compute_s=t.forward_s, cl=sc.cluster, eff=eff,
                         profile=profile)
+    # padded to a capacity (capacity_factor > 0) every split is known on the host: no sync (Megatron Core
+    # MoEAlltoAllTokenDispatcher.preprocess returns before any cuda_sync_point under drop_and_pad)
     fwd, bwd = expert_kernels_s(local_experts=m.num_experts / sh.ep, fp8=w.precision.lower() == "fp8",
-                                profile=profile)
+                                profile=profile) if not m.capacity_factor else (0.0, 0.0)
     has_backward = t.backward_s > 0
     return ep_pass, replace(t, forward_s=t.forward_s + fwd, backward_s=t.backward_s + bwd * has_backward)

@@ -89,6 +89,23 @@ def test_a_moe_step_pays_its_expert_kernels() -> None:
     assert base.compute_time_s - free.compute_time_s == pytest.approx(layers * kernels * saved, rel=1e-6)
 
 
+def test_experts_padded_to_a_capacity_pay_no_host_sync() -> None:
+    """Megatron Core's dispatcher knows every split on the host when the experts are padded to a capacity
+    (drop_and_pad: preprocess returns before any cuda_sync_point), so only dropless routing loses the run-ahead;
+    at capacity factor 1 the experts compute the balanced share, the same FLOPs."""
+    sc = scenario_from_dict({"model": "mixtral-8x7b", "cluster": {"chip": "h100-sxm", "num_chips": 8},
+                             "workload": {"global_batch_size": 16, "seq_len": 4096, "num_steps": 1}})
+    padded = dataclasses.replace(sc, model=dataclasses.replace(sc.model, capacity_factor=1.0))
+    s = Strategy(dp=8, ep=8, zero=1, micro_batch_size=1)
+    eff = efficiency_for("h100-sxm")
+    dropless, capped = estimate_step(sc, s, check_fit=False, eff=eff), estimate_step(padded, s, check_fit=False,
+                                                                                     eff=eff)
+    host = moe.moe_profile(eff).kernel_host_s
+    layers = sc.model.num_layers * dropless.num_micro_batches
+    assert dropless.compute_time_s - capped.compute_time_s == pytest.approx(layers * (6 + 20) * host, rel=1e-6)
+    assert dropless.model_flop_per_step == pytest.approx(capped.model_flop_per_step)
+
+
 def test_fp8_gemms_run_at_the_chips_fp8_fraction_and_pay_their_casts() -> None:
     h100 = get_chip("h100-sxm")
     peaks = compute_peaks(h100, "fp8")
