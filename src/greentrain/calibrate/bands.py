@@ -140,7 +140,7 @@ class BandMatch:
         rank = "the worst" if conformal_rank(b.classes) >= b.classes else f"the {BAND_QUANTILE:.0%} rank"
         worst = f"+/-{100 * b.band:.0f} %, {rank} of {b.label} ({b.runs} runs)"
         if self.scale and b.scale != self.scale:
-            worst += f", taken for {self.scale} too (greentrain's error is not taken to shrink with scale)"
+            worst += f", applied to {self.scale} too (greentrain's error is not assumed to shrink with scale)"
         if not self.own_runs:
             return f"outside every validated class (framework x chip x dense/MoE x scale): {worst}"
         return f"{worst}; the scenario's own class has {self.own_runs} validated run(s) only"

@@ -68,7 +68,7 @@ def test_a_scenario_takes_its_own_class_then_wider_pools() -> None:
     new_scale = band_for("nemo", "b200", False, 16, 8, compute_share=0.9, bands=TABLE)
     # ... and never narrower than a smaller scale's pool: 2-16 nodes' 3 % gives way to one node's 50 %
     assert new_scale.band is TABLE[6] and new_scale.outside
-    assert "taken for 2-16 nodes too" in new_scale.describe()
+    assert "applied to 2-16 nodes too" in new_scale.describe()
     wide = tuple(b if b is not TABLE[6] else _band(ANY, ANY, False, "1 node", 8, 0.01, classes=2) for b in TABLE)
     assert band_for("nemo", "b200", False, 16, 8, compute_share=0.9, bands=wide).band is TABLE[7]
     # fewer than MIN_RUNS everywhere: the scale's pool of classes, the worst of them
