@@ -250,3 +250,7 @@ def test_html_validation_shows_scores_bars_and_every_run():
     html = validation_section(v, "v.json")
     assert "<dt>throughput error, mean |e|</dt><dd>3.5 %</dd>" in html and html.count("<svg") == 1
     assert "<td>a</td>" in html and "+3.4 %" in html and "no: memory" in html and "oom" in html
+    assert "error band held" not in html  # a file from before validate's band check
+    held = ValidationResult(settings={"runs": "r.csv"}, rows=rows,
+                            summary={"num_runs": 2, "error_band_held": 1, "error_band_scored": 1})
+    assert "<dt>error band held</dt><dd>1 of 1 runs</dd>" in validation_section(held, "v.json")
