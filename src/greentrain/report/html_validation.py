@@ -40,9 +40,9 @@ def validation_section(v: ValidationResult, source: str) -> str:
     body = provenance("Predicted by greentrain, against measured runs (greentrain validate)", source,
                       f"{s.get('num_runs', len(v.rows))} runs from {runs}")
     figures = [(name, _fmt(s.get(key), how)) for name, key, how in SCORES if s.get(key) is not None]
-    held, scored = _num(s.get("error_band_held")), _num(s.get("error_band_scored"))
-    if held is not None and scored:  # validate's band check (schema 2 files before it have none)
-        figures.append(("error band held", f"{held:,.0f} of {scored:,.0f} runs"))
+    held, banded = _num(s.get("error_band_held")), _num(s.get("error_band_scored"))
+    if held is not None and banded:  # validate's band check (schema 2 files before it have none)
+        figures.append(("error band held", f"{held:,.0f} of {banded:,.0f} runs"))
     body += key_figures(figures)
     pairs = [(r, _num(r.get("tokens_per_s_per_chip")), _num((r.get("measured") or {}).get("tokens_per_s_per_chip")))
              for r in v.rows]
