@@ -17,7 +17,7 @@ from pathlib import Path
 from greentrain import units
 from greentrain.config import BOUNDS, read_text
 from greentrain.errors import ConfigError, GreentrainError, csv_errors, did_you_mean
-from greentrain.estimate.efficiency import Efficiency, efficiency_for, framework_names
+from greentrain.estimate.efficiency import DEFAULT_FRAMEWORK, Efficiency, efficiency_for, framework_names
 from greentrain.estimate.fp8 import check_chip
 from greentrain.estimate.recompute import MEGATRON_MODULES, check_selective_mode
 from greentrain.hardware.catalog import get_chip
@@ -29,7 +29,7 @@ from greentrain.parallel.strategy import RECOMPUTE, Strategy
 from greentrain.scenario import Scenario, build_cluster
 from greentrain.workload import OPTIMIZER_DTYPES, Workload, finetune_from_dict
 
-IDENTITY = ("run_id", "source", "framework")
+IDENTITY = ("run_id", "source", "framework", "attention_kernel", "loss_kernel")
 SCENARIO = ("model", "chip", "num_chips", "chips_per_node", "seq_len", "global_batch", "micro_batch", "precision")
 # optional (docs/runs-csv.md)
 WORKLOAD = ("finetune", "lora_rank", "lora_targets", "lora_dtype", "lora_dropout", "optimizer_dtype", "fp8_recipe",
@@ -71,6 +71,8 @@ class Run:
     scenario: Scenario
     measured: Measured
     selective_recompute: str = ""  # what its selective recomputation saves ("": the framework's)
+    attention_kernel: str = ""  # the kernel it ran ("": the framework's)
+    loss_kernel: str = ""
 
     @property
     def strategy(self) -> Strategy:
@@ -292,8 +294,26 @@ def _run(r: _Row, models: _Models, links: tuple[str, str], known: tuple[str, ...
                       strategy=strategy)
     except ConfigError as e:
         raise r._fail(e.field.split(".")[-1], e.value, e.rule) from None
+    attention, loss = _kernels(r, strategy.flash_attention)
     return Run(run_id=r.run_id, source=r.text("source"), framework=r.text("framework").lower(), scenario=sc,
-               measured=_measured(r), selective_recompute=mode)
+               measured=_measured(r), selective_recompute=mode, attention_kernel=attention, loss_kernel=loss)
+
+
+def _kernels(r: _Row, flash_attention: bool) -> tuple[str, str]:
+    """The row's attention and loss kernels (names of `greentrain plan --attention-kernel / --loss-kernel`; ""
+    the framework's). A fused attention kernel beside flash_attention false would be ignored: refused."""
+    attention, loss = r.text("attention_kernel").lower(), r.text("loss_kernel").lower()
+    for col, kernel in (("attention_kernel", attention), ("loss_kernel", loss)):
+        if not kernel:
+            continue
+        try:
+            eff = efficiency_for("", DEFAULT_FRAMEWORK, attention if col == "attention_kernel" else "",
+                                 loss_kernel=loss if col == "loss_kernel" else "")
+        except ConfigError as e:
+            raise r._fail(col, kernel, e.rule) from None
+        if col == "attention_kernel" and eff.attention_fused and not flash_attention:
+            raise r._fail(col, kernel, "is a fused kernel: it conflicts with flash_attention false")
+    return attention, loss
 
 
 def read_runs(path: str | Path, *, intra_node_link: str = "", inter_node_link: str = "",

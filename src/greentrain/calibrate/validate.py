@@ -190,10 +190,12 @@ def summarize(runs: Sequence[Run], preds: Sequence[Prediction]) -> Summary:
 def run_efficiency(run: Run, framework: str = "", calibration: str = "", attention_kernel: str = "",
                    selective_recompute: str = "", loss_kernel: str = "") -> Efficiency:
     """The efficiency a run is predicted with: its chip's, under ``framework`` if given, else the run's own
-    framework column, else the default framework, with the row's selective-recomputation mode if it names one;
-    with a calibration profile's constants if given."""
+    framework column, else the default framework, with the row's selective-recomputation mode and attention and
+    loss kernels where it names them (the arguments, given, override every row); with a calibration profile's
+    constants if given."""
     eff = efficiency_for(run.scenario.cluster.chip.name, framework or run.framework or DEFAULT_FRAMEWORK,
-                         attention_kernel, selective_recompute or run.selective_recompute, loss_kernel=loss_kernel)
+                         attention_kernel or run.attention_kernel, selective_recompute or run.selective_recompute,
+                         loss_kernel=loss_kernel or run.loss_kernel)
     return with_calibration(eff, calibration) if calibration else eff
 
 

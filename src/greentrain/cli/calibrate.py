@@ -79,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
     framework = args.framework or (frameworks[0] if len(frameworks) == 1 else DEFAULT_FRAMEWORK)
     if not args.framework and len(frameworks) > 1:
         raise ConfigError("framework", ", ".join(frameworks), "the runs mix frameworks: give --framework")
-    eff = Profile(framework=framework).for_chip(runs[0].scenario.cluster.chip.name)
+    kernels = {}  # one profile is fitted: the rows' attention and loss kernels must agree (empty: the framework's)
+    for col in ("attention_kernel", "loss_kernel"):
+        named = sorted({getattr(r, col) for r in runs})
+        if len(named) > 1:
+            raise ConfigError(col, ", ".join(n or "(the framework's)" for n in named),
+                              "the runs mix kernels: one profile is fitted for all of them")
+        kernels[col] = named[0] if named else ""
+    eff = Profile(framework=framework, **kernels).for_chip(runs[0].scenario.cluster.chip.name)
     with fields_as_flags({"fit": "--fit", "holdout": "--holdout"}):
         result = calibrate(runs, eff, holdout=args.holdout, seed=args.seed, names=names)
     data = profile_dict(result, [str(x) for x in args.inputs], args.holdout, args.seed)

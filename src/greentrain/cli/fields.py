@@ -25,6 +25,8 @@ SEARCH_FLAGS = {"constraints.max_chips": "--max-chips", "constraints.memory_head
                 "search.max_tp": "--max-tp", "search.max_micro_batch": "--max-micro-batch"}
 SITE_FLAGS = {"site.region": "--region", "site.grid_g_co2e_per_kwh": "--grid-g-per-kwh", "site.pue": "--pue",
               "site.electricity_usd_per_kwh": "--electricity-usd-per-kwh"}
+KERNEL_FLAGS = {"attention_kernel": "--attention-kernel", "loss_kernel": "--loss-kernel",
+                "selective_recompute": "--selective-recompute"}
 OFFLOAD_FLAGS = {"cluster.host_link": "--host-link", "measured": "--measured"}
 TRACK_FLAGS = {"track.cpu_tdp_w": "--cpu-tdp-w", "track.interval_s": "--interval-s", "track.out_dir": "--out"}
 SUMMARIZE_FLAGS = {"out_dir": "--summarize"}

@@ -308,11 +308,14 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     mode, recompute = getattr(args, "selective_recompute", None), getattr(args, "recompute", None)
     if mode and recompute in ("none", "full"):  # it would be ignored without a word
         raise ConfigError("--selective-recompute", mode, f"applies to --recompute selective, not {recompute}")
-    profile = Profile(framework=getattr(args, "framework", "megatron") or "megatron",
-                      calibration=getattr(args, "calibration", "") or "",
-                      attention_kernel=getattr(args, "attention_kernel", "") or "",
-                      selective_recompute=getattr(args, "selective_recompute", "") or "",
-                      loss_kernel=getattr(args, "loss_kernel", "") or "")
+    from greentrain.cli.fields import KERNEL_FLAGS, fields_as_flags
+
+    with fields_as_flags(KERNEL_FLAGS):  # a bad kernel or mode names the flag typed
+        profile = Profile(framework=getattr(args, "framework", "megatron") or "megatron",
+                          calibration=getattr(args, "calibration", "") or "",
+                          attention_kernel=getattr(args, "attention_kernel", "") or "",
+                          selective_recompute=getattr(args, "selective_recompute", "") or "",
+                          loss_kernel=getattr(args, "loss_kernel", "") or "")
     flash = getattr(args, "flash_attention", None)
     said = f"--{'' if flash else 'no-'}flash-attention"
     if profile.attention_kernel and flash is None and getattr(args, "scenario", None):  # the file's, if it says

@@ -30,10 +30,12 @@ def _check_names(args: argparse.Namespace) -> None:
         raise ConfigError("framework", args.framework,
                           f"is not a known framework{did_you_mean(args.framework, framework_names())}")
     if args.attention_kernel or args.selective_recompute or args.loss_kernel:  # unknown names fail here, first
+        from greentrain.cli.fields import KERNEL_FLAGS, fields_as_flags
         from greentrain.estimate.efficiency import efficiency_for
 
-        efficiency_for("", args.framework or "megatron", args.attention_kernel or "", args.selective_recompute or "",
-                       loss_kernel=args.loss_kernel or "")
+        with fields_as_flags(KERNEL_FLAGS):
+            efficiency_for("", args.framework or "megatron", args.attention_kernel or "",
+                           args.selective_recompute or "", loss_kernel=args.loss_kernel or "")
     for name in (args.intra_node_link, args.inter_node_link):
         if name:
             get_link(name)

@@ -92,6 +92,29 @@ def test_a_fused_attention_kernel_beside_a_row_without_flash_attention_is_refuse
     assert main(["validate", str(p), "--attention-kernel", "sdpa-math", "--json"]) == 0
 
 
+def test_a_row_names_the_kernels_it_ran(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """attention_kernel and loss_kernel columns: a published run that ran another kernel than its framework's
+    default (an uncompiled fp32 loss, a Triton attention) is predicted with it; a flag overrides every row; an
+    unknown name or a fused kernel beside flash_attention false is refused naming the row and the column."""
+    from greentrain.calibrate.validate import predict, run_efficiency
+
+    header = HEADER + ",attention_kernel,loss_kernel"
+    p = _csv(tmp_path, GOOD + ",,fp32", GOOD.replace("r1,", "r2,") + ",,fused", header=header)
+    a, b = read_runs(p)
+    assert (a.loss_kernel, b.loss_kernel, a.attention_kernel) == ("fp32", "fused", "")
+    mem = [predict(r, run_efficiency(r)).peak_memory_bytes or 0.0 for r in (a, b)]
+    assert mem[0] > mem[1]  # fp32 logits held for the backward, against none
+    same = [predict(r, run_efficiency(r, loss_kernel="fused")).peak_memory_bytes for r in (a, b)]
+    assert same[0] == same[1]  # --loss-kernel overrides the rows
+    with pytest.raises(ConfigError, match=r"runs\[r1\]\.loss_kernel='fused-liger'"):
+        read_runs(_csv(tmp_path, GOOD + ",,fused-liger", header=header))
+    with pytest.raises(ConfigError, match=r"runs\[r1\]\.attention_kernel='fa2': is a fused kernel: it conflicts"):
+        read_runs(_csv(tmp_path, GOOD + ",fa2,,false", header=header + ",flash_attention"))
+    out, p = tmp_path / "p.yaml", _csv(tmp_path, GOOD + ",,fp32", GOOD.replace("r1,", "r2,") + ",,fused", header=header)
+    assert main(["calibrate", str(p), "-o", str(out)]) == 2  # one profile is fitted: the rows must agree
+    assert "loss_kernel='fp32, fused': the runs mix kernels" in capsys.readouterr().err and not out.exists()
+
+
 def test_unknown_framework_is_named_unless_overridden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _csv(tmp_path, GOOD.replace("nanotron", "megatron-lm"))
     assert main(["validate", str(p)]) == 2

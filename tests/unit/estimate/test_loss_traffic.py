@@ -79,4 +79,4 @@ def test_an_unknown_loss_kernel_is_one_line_naming_the_known_ones(capsys: pytest
 
     assert main(["plan", "--loss-kernel", "liger"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "loss_kernel='liger'" in err and "fused-linear" in err
+    assert out == "" and err.count("\n") == 1 and "--loss-kernel='liger'" in err and "fused-linear" in err
