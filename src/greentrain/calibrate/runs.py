@@ -303,16 +303,14 @@ def _kernels(r: _Row, flash_attention: bool) -> tuple[str, str]:
     """The row's attention and loss kernels (names of `greentrain plan --attention-kernel / --loss-kernel`; ""
     the framework's). A fused attention kernel beside flash_attention false would be ignored: refused."""
     attention, loss = r.text("attention_kernel").lower(), r.text("loss_kernel").lower()
-    for col, kernel in (("attention_kernel", attention), ("loss_kernel", loss)):
-        if not kernel:
-            continue
-        try:
-            eff = efficiency_for("", DEFAULT_FRAMEWORK, attention if col == "attention_kernel" else "",
-                                 loss_kernel=loss if col == "loss_kernel" else "")
-        except ConfigError as e:
-            raise r._fail(col, kernel, e.rule) from None
-        if col == "attention_kernel" and eff.attention_fused and not flash_attention:
-            raise r._fail(col, kernel, "is a fused kernel: it conflicts with flash_attention false")
+    if not (attention or loss):
+        return attention, loss
+    try:  # an unknown name: the error's field is the column (attention_kernel, loss_kernel)
+        eff = efficiency_for("", DEFAULT_FRAMEWORK, attention, loss_kernel=loss)
+    except ConfigError as e:
+        raise r._fail(e.field, e.value, e.rule) from None
+    if attention and eff.attention_fused and not flash_attention:
+        raise r._fail("attention_kernel", attention, "is a fused kernel: it conflicts with flash_attention false")
     return attention, loss
 
 
